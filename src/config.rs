@@ -1,0 +1,491 @@
+//! Typed, validated configuration: a TOML file, overridden by command-line flags and
+//! their environment variables (see `main.rs`). Unknown keys are errors, every value
+//! is range-checked at start-up, and an error names the setting and its allowed range.
+//! There is deliberately no setting that turns the throttle off.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::normalize::Normalization;
+use crate::realm::{Realm, Realms};
+use crate::store::keys::KeySecret;
+use crate::throttle::Policy;
+
+/// Environment variable that may hold the key secret (instead of `store.key_secret_file`).
+pub const KEY_SECRET_ENV: &str = "PORTCULLIS_KEY_SECRET";
+
+/// A configuration that cannot be used. The daemon refuses to start on any of these.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration could not be read: {0}")]
+    Parse(#[source] Box<figment::Error>),
+    #[error("{setting} = {value} is out of range: allowed {allowed}")]
+    OutOfRange {
+        setting: String,
+        value: String,
+        allowed: String,
+    },
+    #[error("{setting}: {problem}")]
+    Invalid { setting: String, problem: String },
+    #[error("store.key_secret_file {path:?} could not be read")]
+    SecretFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The file format (`portcullis.toml`). Durations are humantime strings (`"15m"`, `"250ms"`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// gRPC listen address.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Where the counters live.
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// Realms by name. When the file names none, one realm `default` with the defaults.
+    #[serde(default = "default_realms")]
+    pub realms: BTreeMap<String, RealmConfig>,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `redis://host:port/db` of the shared Redis.
+    #[serde(default)]
+    pub redis_url: Option<String>,
+    /// File holding the key secret (at least 32 bytes; one trailing newline is ignored).
+    /// The secret may come from `PORTCULLIS_KEY_SECRET` instead; never inline here.
+    #[serde(default)]
+    pub key_secret_file: Option<PathBuf>,
+    /// Deadline of one store operation, including taking a pooled connection.
+    #[serde(default = "default_operation_timeout", with = "humantime_serde")]
+    pub operation_timeout: Duration,
+    /// Most Redis connections (each multiplexed) in the pool.
+    #[serde(default = "default_pool_size")]
+    pub pool_size: usize,
+}
+
+/// `[realms.NAME]`. Defaults are DESIGN.md's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RealmConfig {
+    /// Attempts allowed per window, 1–100.
+    #[serde(default = "default_max_failures")]
+    pub max_failures: u32,
+    /// Window length at step 0.
+    #[serde(default = "default_first_window", with = "humantime_serde")]
+    pub first_window: Duration,
+    /// Longest window.
+    #[serde(default = "default_max_window", with = "humantime_serde")]
+    pub max_window: Duration,
+    /// How long a record lives after its last attempt.
+    #[serde(default = "default_retention", with = "humantime_serde")]
+    pub retention: Duration,
+    /// A realm with a second factor never escalates its windows.
+    #[serde(default)]
+    pub second_factor_required: bool,
+    /// Identifier normalization; must match the realm's account lookup.
+    #[serde(default)]
+    pub normalization: Normalization,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 50051))
+}
+const fn default_operation_timeout() -> Duration {
+    Duration::from_millis(500)
+}
+const fn default_pool_size() -> usize {
+    16
+}
+const fn default_max_failures() -> u32 {
+    5
+}
+const fn default_first_window() -> Duration {
+    Duration::from_secs(15 * 60)
+}
+const fn default_max_window() -> Duration {
+    Duration::from_secs(60 * 60)
+}
+const fn default_retention() -> Duration {
+    Duration::from_secs(24 * 60 * 60)
+}
+fn default_realms() -> BTreeMap<String, RealmConfig> {
+    BTreeMap::from([("default".to_owned(), RealmConfig::default())])
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            redis_url: None,
+            key_secret_file: None,
+            operation_timeout: default_operation_timeout(),
+            pool_size: default_pool_size(),
+        }
+    }
+}
+
+impl Default for RealmConfig {
+    fn default() -> Self {
+        Self {
+            max_failures: default_max_failures(),
+            first_window: default_first_window(),
+            max_window: default_max_window(),
+            retention: default_retention(),
+            second_factor_required: false,
+            normalization: Normalization::default(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            store: StoreConfig::default(),
+            realms: default_realms(),
+        }
+    }
+}
+
+/// Values given on the command line (or their environment variables); each one set
+/// replaces the file's value.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Replaces `listen`.
+    pub listen: Option<SocketAddr>,
+    /// Replaces `store.redis_url`.
+    pub redis_url: Option<String>,
+}
+
+/// Which store backs the counters.
+#[derive(Debug, Clone)]
+pub enum StoreSettings {
+    /// A shared Redis (or a Redis behind a proxy).
+    Redis {
+        /// `redis://…` URL; may carry a password, so never logged.
+        url: String,
+        /// Keys every account key; required, identical on every daemon of a fleet.
+        secret: KeySecret,
+        /// Deadline of one operation.
+        operation_timeout: Duration,
+        /// Pool size.
+        pool_size: usize,
+    },
+}
+
+/// Everything `run` needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// gRPC listen address (used by `main`; `run` takes an already-bound listener).
+    pub listen: SocketAddr,
+    /// The store.
+    pub store: StoreSettings,
+    /// The realms.
+    pub realms: Realms,
+}
+
+impl Config {
+    /// Reads `path` (when given) over the defaults, then applies `overrides`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] for a missing file, bad TOML, a wrong type or an unknown key.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = path {
+            if !path.is_file() {
+                return Err(ConfigError::Invalid {
+                    setting: "--config".into(),
+                    problem: format!("{} is not a readable file", path.display()),
+                });
+            }
+            // Replace the default realm table rather than merging into it: a file that
+            // names its realms gets exactly those.
+            figment = Figment::new()
+                .merge(Serialized::defaults(Config {
+                    realms: BTreeMap::new(),
+                    ..Config::default()
+                }))
+                .merge(Toml::file_exact(path));
+        }
+        if let Some(listen) = overrides.listen {
+            figment = figment.merge(Serialized::default("listen", listen));
+        }
+        if let Some(url) = &overrides.redis_url {
+            figment = figment.merge(Serialized::default("store.redis_url", url));
+        }
+        let mut config: Config = figment
+            .extract()
+            .map_err(|e| ConfigError::Parse(Box::new(e)))?;
+        if config.realms.is_empty() {
+            config.realms = default_realms();
+        }
+        Ok(config)
+    }
+
+    /// Range-checks every value and resolves the key secret, from
+    /// `store.key_secret_file` or else `secret_from_env` (the value of
+    /// [`KEY_SECRET_ENV`], passed in so tests need not touch the process environment).
+    ///
+    /// # Errors
+    /// The first [`ConfigError`] found, naming the setting and its allowed range.
+    pub fn validate(&self, secret_from_env: Option<String>) -> Result<Settings, ConfigError> {
+        let realms = self
+            .realms
+            .iter()
+            .map(|(name, r)| r.validate(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let s = &self.store;
+        check_range(
+            "store.operation_timeout",
+            s.operation_timeout,
+            Duration::from_millis(1)..=Duration::from_secs(60),
+            "1ms–60s",
+        )?;
+        check_range("store.pool_size", s.pool_size, 1..=1024, "1–1024")?;
+        let store = match &s.redis_url {
+            Some(url) => {
+                redis::parse_redis_url(url).ok_or_else(|| ConfigError::Invalid {
+                    setting: "store.redis_url".into(),
+                    problem: "not a redis:// or rediss:// URL".into(),
+                })?;
+                let secret = match &s.key_secret_file {
+                    Some(path) => {
+                        let bytes =
+                            std::fs::read(path).map_err(|source| ConfigError::SecretFile {
+                                path: path.clone(),
+                                source,
+                            })?;
+                        Some(KeySecret::from_file_contents(bytes))
+                    }
+                    None => secret_from_env.map(String::into_bytes).map(KeySecret::new),
+                };
+                let secret = secret.ok_or_else(|| ConfigError::Invalid {
+                    setting: "store.key_secret_file".into(),
+                    problem: format!(
+                        "a key secret is required with Redis: set store.key_secret_file or {KEY_SECRET_ENV}"
+                    ),
+                })?;
+                if secret.len() < KeySecret::MIN_BYTES {
+                    return Err(ConfigError::OutOfRange {
+                        setting: "key secret length".into(),
+                        value: format!("{} bytes", secret.len()),
+                        allowed: format!("at least {} bytes", KeySecret::MIN_BYTES),
+                    });
+                }
+                StoreSettings::Redis {
+                    url: url.clone(),
+                    secret,
+                    operation_timeout: s.operation_timeout,
+                    pool_size: s.pool_size,
+                }
+            }
+            None => {
+                return Err(ConfigError::Invalid {
+                    setting: "store.redis_url".into(),
+                    problem: "required: no other store is available yet".into(),
+                });
+            }
+        };
+        Ok(Settings {
+            listen: self.listen,
+            store,
+            realms: Realms::new(realms),
+        })
+    }
+}
+
+impl RealmConfig {
+    fn validate(&self, name: &str) -> Result<Realm, ConfigError> {
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if !valid_name {
+            return Err(ConfigError::Invalid {
+                setting: format!("realms.{name}"),
+                problem: "a realm name is 1–64 characters of A–Z a–z 0–9 . _ -".into(),
+            });
+        }
+        let key = |field: &str| format!("realms.{name}.{field}");
+        check_range(&key("max_failures"), self.max_failures, 1..=100, "1–100")?;
+        check_range(
+            &key("first_window"),
+            self.first_window,
+            Duration::from_secs(1)..=self.max_window,
+            &format!(
+                "1s – max_window ({})",
+                humantime::format_duration(self.max_window)
+            ),
+        )?;
+        if self.max_window >= self.retention {
+            return Err(ConfigError::OutOfRange {
+                setting: key("max_window"),
+                value: humantime::format_duration(self.max_window).to_string(),
+                allowed: format!(
+                    "first_window – below retention ({})",
+                    humantime::format_duration(self.retention)
+                ),
+            });
+        }
+        // A year bounds every expiry the stores compute, far inside u64 milliseconds.
+        check_range(
+            &key("retention"),
+            self.retention,
+            self.max_window..=Duration::from_secs(366 * 24 * 3600),
+            "above max_window, at most 366 days",
+        )?;
+        Ok(Realm {
+            name: name.to_owned(),
+            policy: Policy {
+                max_failures: self.max_failures,
+                first_window: self.first_window,
+                max_window: self.max_window,
+                retention: self.retention,
+                second_factor_required: self.second_factor_required,
+            },
+            normalization: self.normalization,
+        })
+    }
+}
+
+fn check_range<T: PartialOrd + std::fmt::Debug + Copy>(
+    setting: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+    allowed: &str,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            setting: setting.to_owned(),
+            value: format!("{value:?}"),
+            allowed: allowed.to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    fn from_toml(text: &str) -> Result<Settings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(Some(&path), &Overrides::default())?.validate(Some(SECRET.into()))
+    }
+
+    fn err(text: &str) -> String {
+        from_toml(text).unwrap_err().to_string()
+    }
+
+    const REDIS: &str = "[store]\nredis_url = \"redis://127.0.0.1:1\"\n";
+
+    #[test]
+    fn defaults_match_the_design() {
+        let s = from_toml(REDIS).unwrap();
+        let realm = s.realms.get("default").unwrap();
+        assert_eq!(realm.policy.max_failures, 5);
+        assert_eq!(realm.policy.first_window, Duration::from_secs(900));
+        assert_eq!(realm.policy.max_window, Duration::from_secs(3600));
+        assert_eq!(realm.policy.retention, Duration::from_secs(86400));
+        assert!(!realm.policy.second_factor_required);
+        assert_eq!(realm.normalization, Normalization::Email);
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_setting_and_range() {
+        let e = err(&format!("{REDIS}[realms.web]\nmax_failures = 101\n"));
+        assert!(
+            e.contains("realms.web.max_failures") && e.contains("1–100"),
+            "{e}"
+        );
+        let e = err(&format!("{REDIS}[realms.web]\nmax_failures = 0\n"));
+        assert!(e.contains("realms.web.max_failures"), "{e}");
+        let e = err(&format!("{REDIS}[realms.web]\nfirst_window = \"500ms\"\n"));
+        assert!(e.contains("realms.web.first_window"), "{e}");
+        let e = err(&format!("{REDIS}[realms.web]\nfirst_window = \"2h\"\n"));
+        assert!(e.contains("realms.web.first_window"), "{e}");
+        let e = err(&format!("{REDIS}[realms.web]\nmax_window = \"24h\"\n"));
+        assert!(
+            e.contains("realms.web.max_window") && e.contains("below retention"),
+            "{e}"
+        );
+        let e = err(&format!("{REDIS}[realms.web]\nretention = \"30m\"\n"));
+        assert!(e.contains("realms.web."), "{e}");
+        let e = err("[store]\nredis_url = \"redis://x\"\noperation_timeout = \"0s\"\n");
+        assert!(e.contains("store.operation_timeout"), "{e}");
+        let e = err("[store]\nredis_url = \"redis://x\"\npool_size = 0\n");
+        assert!(e.contains("store.pool_size"), "{e}");
+        let e = err(&format!("{REDIS}[realms.\"bad name\"]\n"));
+        assert!(e.contains("realms.bad name"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let e = err(&format!("{REDIS}[realms.web]\nmax_failure = 3\n"));
+        assert!(e.contains("max_failure"), "{e}");
+        let e = err(&format!("{REDIS}[realms.web]\nenabled = false\n"));
+        assert!(e.contains("enabled"), "{e}");
+        let e = err(&format!("{REDIS}throttle_off = true\n"));
+        assert!(e.contains("throttle_off"), "{e}");
+        let e = err("[store]\nredis_url = \"redis://x\"\nkey_secret = \"inline\"\n");
+        assert!(e.contains("key_secret"), "{e}");
+    }
+
+    #[test]
+    fn redis_requires_a_long_enough_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, REDIS).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let e = config.validate(None).unwrap_err().to_string();
+        assert!(
+            e.contains("key_secret_file") && e.contains(KEY_SECRET_ENV),
+            "{e}"
+        );
+        let e = config
+            .validate(Some("short".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("at least 32 bytes") && !e.contains("short"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn secret_is_redacted_in_debug() {
+        let s = from_toml(REDIS).unwrap();
+        assert!(!format!("{s:?}").contains(SECRET));
+    }
+
+    #[test]
+    fn overrides_replace_file_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, format!("listen = \"127.0.0.1:1\"\n{REDIS}")).unwrap();
+        let o = Overrides {
+            listen: Some("127.0.0.1:2".parse().unwrap()),
+            redis_url: Some("redis://127.0.0.1:3".into()),
+        };
+        let c = Config::load(Some(&path), &o).unwrap();
+        assert_eq!(c.listen.port(), 2);
+        assert_eq!(c.store.redis_url.as_deref(), Some("redis://127.0.0.1:3"));
+    }
+}

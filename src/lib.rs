@@ -1,0 +1,154 @@
+//! Portcullis: a login-attempt governor that a fleet of gateways calls over gRPC.
+//!
+//! It counts login attempts per account key (realm, normalized identifier) in one shared
+//! store, so N gateway replicas do not multiply an attacker's allowance by N and a
+//! restart does not wipe it. `DESIGN.md` (in the project's shared folder) is the contract;
+//! `docs/throttle.md` explains the rules.
+//!
+//! # Layout
+//! - [`config`]: the TOML file and flags, validated into [`config::Settings`].
+//! - [`realm`]: configured realms and their policies.
+//! - [`normalize`]: identifier normalization, shared with gateways.
+//! - [`throttle`]: the attempt/lockout rules, independent of any store.
+//! - [`store`]: the `Store` trait, key layout ([`store::keys`]) and the Redis backend.
+//! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
+//! - [`telemetry`]: logs and metrics.
+//! - [`run`]: serves the API, health and reflection on a bound listener until shutdown.
+
+pub mod config;
+pub mod normalize;
+pub mod realm;
+pub mod service;
+pub mod store;
+pub mod telemetry;
+pub mod throttle;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic_health::ServingStatus;
+
+use config::{Settings, StoreSettings};
+use store::Store;
+use store::redis::RedisStore;
+
+/// Generated gRPC types of `proto/portcullis/v1`.
+pub mod pb {
+    #![allow(missing_docs, clippy::all)]
+    tonic::include_proto!("portcullis.v1");
+
+    /// Encoded file descriptor set, for gRPC reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        tonic::include_file_descriptor_set!("portcullis_descriptor");
+}
+
+/// Name of the gRPC service, as health checks ask for it.
+pub const SERVICE_NAME: &str = "portcullis.v1.Governor";
+
+/// How often the health task asks the store whether it answers.
+const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the store could not be set up")]
+    Store(#[from] store::StoreError),
+    #[error("the gRPC server failed")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("the reflection service could not be built")]
+    Reflection(#[from] tonic_reflection::server::Error),
+}
+
+/// Serves `portcullis.v1.Governor`, `grpc.health.v1.Health` and reflection (v1 and
+/// v1alpha) on `listener` until `shutdown` resolves; then reports NOT_SERVING, stops
+/// accepting, and returns once in-flight calls have finished.
+///
+/// Health is NOT_SERVING until the store answers a ping, and follows the store after.
+///
+/// # Errors
+/// [`RunError`] when the store cannot be built or the server fails.
+pub async fn run(
+    settings: Settings,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let (store, secret): (Arc<dyn Store>, _) = match settings.store {
+        StoreSettings::Redis {
+            url,
+            secret,
+            operation_timeout,
+            pool_size,
+        } => (
+            Arc::new(RedisStore::new(
+                &url,
+                secret.clone(),
+                operation_timeout,
+                pool_size,
+            )?),
+            secret,
+        ),
+    };
+    let service = service::GovernorService::new(Arc::new(settings.realms), store.clone(), secret);
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status("", ServingStatus::NotServing)
+        .await;
+    health
+        .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+        .await;
+    let (stop_health, mut health_stopped) = tokio::sync::watch::channel(false);
+    let health_task = tokio::spawn({
+        let health = health.clone();
+        async move {
+            let mut tick = tokio::time::interval(HEALTH_INTERVAL);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = health_stopped.changed() => break,
+                }
+                let status = match store.ping().await {
+                    Ok(()) => ServingStatus::Serving,
+                    Err(_) => ServingStatus::NotServing,
+                };
+                health.set_service_status("", status).await;
+                health.set_service_status(SERVICE_NAME, status).await;
+            }
+        }
+    });
+
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let drain = async move {
+        shutdown.await;
+        // Load balancers see NOT_SERVING before the listener closes.
+        let _ = stop_health.send(true);
+        let _ = health_task.await;
+        health
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
+        health
+            .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+            .await;
+        tracing::info!("shutting down: finishing in-flight calls");
+    };
+
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(pb::governor_server::GovernorServer::new(service))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), drain)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! The `portcullis` binary: parses the command line, loads configuration, starts
+//! telemetry and calls [`portcullis::run`]. Also a small operator client.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use portcullis::config::{Config, KEY_SECRET_ENV, Overrides};
+use portcullis::pb::governor_client::GovernorClient;
+use portcullis::pb::{
+    Account, AdmitRequest, ClearAttemptsRequest, ClearReason, Decision, RecordAttemptRequest,
+};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Portcullis: per-account login throttle for a fleet of gateways"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the gRPC API until SIGTERM or SIGINT.
+    Serve(ServeArgs),
+    /// Validate a configuration file without serving.
+    CheckConfig {
+        /// The TOML file.
+        file: PathBuf,
+    },
+    /// Ask whether an account key's door is open (never counts).
+    Admit(OperatorArgs),
+    /// Count one attempt and print whether it may proceed.
+    Attempt {
+        #[command(flatten)]
+        op: OperatorArgs,
+        /// Idempotency id; a retry with the same id counts once.
+        #[arg(long, default_value = "")]
+        attempt_id: String,
+    },
+    /// Clear an account key's record.
+    Clear {
+        #[command(flatten)]
+        op: OperatorArgs,
+        /// Why the record is cleared.
+        #[arg(long, value_enum)]
+        reason: Reason,
+    },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "PORTCULLIS_CONFIG")]
+    config: Option<PathBuf>,
+    /// gRPC listen address (overrides `listen`).
+    #[arg(long, env = "PORTCULLIS_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Redis URL (overrides `store.redis_url`).
+    #[arg(long, env = "PORTCULLIS_REDIS_URL", hide_env_values = true)]
+    redis_url: Option<String>,
+}
+
+#[derive(Args)]
+struct OperatorArgs {
+    /// Realm name.
+    #[arg(long)]
+    realm: String,
+    /// The account identifier as a user would type it; `-` reads one line from stdin,
+    /// which keeps it out of the process list and shell history.
+    #[arg(long)]
+    identifier: String,
+    /// Daemon address.
+    #[arg(
+        long,
+        env = "PORTCULLIS_ADDR",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    addr: String,
+    /// Per-call deadline.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Reason {
+    PasswordVerified,
+    PasswordResetCompleted,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("portcullis: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::CheckConfig { file } => match load(Some(file), Overrides::default()) {
+            Ok(_) => {
+                println!("configuration is valid");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("portcullis: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Admit(op) => runtime.block_on(operate(op, Op::Admit)),
+        Command::Attempt { op, attempt_id } => {
+            runtime.block_on(operate(op, Op::Attempt(attempt_id)))
+        }
+        Command::Clear { op, reason } => runtime.block_on(operate(op, Op::Clear(reason))),
+    }
+}
+
+fn load(
+    file: Option<PathBuf>,
+    overrides: Overrides,
+) -> Result<portcullis::config::Settings, Box<dyn std::error::Error>> {
+    let config = Config::load(file.as_deref(), &overrides)?;
+    Ok(config.validate(std::env::var(KEY_SECRET_ENV).ok())?)
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    portcullis::telemetry::init();
+    let overrides = Overrides {
+        listen: args.listen,
+        redis_url: args.redis_url,
+    };
+    let settings = match load(args.config, overrides) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("refusing to start: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(settings.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("cannot listen on {}: {e}", settings.listen);
+            return ExitCode::from(2);
+        }
+    };
+    match listener.local_addr() {
+        Ok(addr) => tracing::info!("listening on {addr}"),
+        Err(e) => tracing::warn!("listening, address unknown: {e}"),
+    }
+    match portcullis::run(settings, listener, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, cause = ?std::error::Error::source(&e), "daemon stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutdown signal received");
+}
+
+enum Op {
+    Admit,
+    Attempt(String),
+    Clear(Reason),
+}
+
+/// The operator client. Exit status: 0 allow (or cleared), 1 deny, 2 error. Any error
+/// is reported as an error, never as allow.
+async fn operate(args: OperatorArgs, op: Op) -> ExitCode {
+    match call(args, op).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("portcullis: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Error>> {
+    let identifier = if args.identifier == "-" {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        line.trim_end_matches(['\r', '\n']).to_owned()
+    } else {
+        args.identifier
+    };
+    let endpoint = tonic::transport::Endpoint::from_shared(args.addr)?
+        .connect_timeout(args.timeout)
+        .timeout(args.timeout);
+    let mut client = GovernorClient::new(endpoint.connect().await?);
+    let account = Some(Account {
+        realm: args.realm,
+        identifier,
+    });
+    let decision = match op {
+        Op::Admit => {
+            client
+                .admit(AdmitRequest { account })
+                .await?
+                .into_inner()
+                .decision
+        }
+        Op::Attempt(attempt_id) => {
+            client
+                .record_attempt(RecordAttemptRequest {
+                    account,
+                    attempt_id,
+                })
+                .await?
+                .into_inner()
+                .decision
+        }
+        Op::Clear(reason) => {
+            let reason = match reason {
+                Reason::PasswordVerified => ClearReason::PasswordVerified,
+                Reason::PasswordResetCompleted => ClearReason::PasswordResetCompleted,
+            };
+            client
+                .clear_attempts(ClearAttemptsRequest {
+                    account,
+                    reason: reason as i32,
+                })
+                .await?;
+            println!("cleared");
+            return Ok(true);
+        }
+    };
+    // Anything but an explicit ALLOW, including values this version does not know, is deny.
+    let allowed = decision == Decision::Allow as i32;
+    println!("{}", if allowed { "ALLOW" } else { "DENY" });
+    Ok(allowed)
+}

@@ -1,0 +1,208 @@
+//! Identifier normalization: the rule is parity with the account lookup (DESIGN.md,
+//! "Account keys and normalization"). Two spellings that reach one account must reach
+//! one counter, so a gateway should use [`normalize`] for its own lookup too.
+//!
+//! Every mode is idempotent: `normalize(m, normalize(m, x)?)? == normalize(m, x)?`.
+
+use std::borrow::Cow;
+
+use icu_casemap::CaseMapper;
+use serde::{Deserialize, Serialize};
+use unicode_normalization::UnicodeNormalization;
+
+/// Longest identifier accepted after normalization, in bytes (an email address is at
+/// most 320 bytes: 64 for the local part, 1 for `@`, 255 for the domain; RFC 3696 §3).
+pub const MAX_IDENTIFIER_BYTES: usize = 320;
+
+/// Longest identifier read before normalization, in bytes. Normalization may shrink
+/// (trimming) or grow (NFKC) a string; this bounds the CPU spent on hostile input.
+pub const MAX_RAW_IDENTIFIER_BYTES: usize = 4096;
+
+/// How a realm turns what the user typed into the identifier it counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Normalization {
+    /// Email addresses (the default): trim Unicode white space, Unicode NFKC, full case
+    /// fold (Unicode `CaseFolding.txt`, C+F), and the domain after the last `@` to ASCII
+    /// with IDNA (UTS #46). A domain IDNA rejects keeps its folded form.
+    #[default]
+    Email,
+    /// The identifier byte for byte, for lookups that are exact (opaque user ids).
+    Exact,
+    /// Trim Unicode white space and lowercase ASCII letters only, for lookups that
+    /// compare with an ASCII-case-insensitive collation.
+    AsciiLowercase,
+}
+
+/// Why an identifier cannot be counted. Messages name the field, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentifierError {
+    #[error("account.identifier is empty after normalization")]
+    Empty,
+    #[error("account.identifier is longer than {MAX_IDENTIFIER_BYTES} bytes after normalization")]
+    TooLong,
+    #[error("account.identifier is longer than {MAX_RAW_IDENTIFIER_BYTES} bytes")]
+    RawTooLong,
+}
+
+/// A normalized identifier: non-empty and at most [`MAX_IDENTIFIER_BYTES`] bytes.
+/// Its `Debug` is redacted so it cannot reach a log line by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NormalizedIdentifier(String);
+
+impl NormalizedIdentifier {
+    /// The normalized text, for the gateway's own account lookup and for key derivation.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for NormalizedIdentifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NormalizedIdentifier(<redacted>)")
+    }
+}
+
+/// Normalizes `raw` with `mode` and checks the length rules of DESIGN.md.
+///
+/// # Errors
+/// [`IdentifierError`] when `raw` is over [`MAX_RAW_IDENTIFIER_BYTES`], or the result is
+/// empty or over [`MAX_IDENTIFIER_BYTES`].
+pub fn normalize(mode: Normalization, raw: &str) -> Result<NormalizedIdentifier, IdentifierError> {
+    if raw.len() > MAX_RAW_IDENTIFIER_BYTES {
+        return Err(IdentifierError::RawTooLong);
+    }
+    let normalized: Cow<'_, str> = match mode {
+        Normalization::Exact => Cow::Borrowed(raw),
+        Normalization::AsciiLowercase => Cow::Owned(raw.trim().to_ascii_lowercase()),
+        Normalization::Email => Cow::Owned(email(raw)),
+    };
+    if normalized.is_empty() {
+        return Err(IdentifierError::Empty);
+    }
+    if normalized.len() > MAX_IDENTIFIER_BYTES {
+        return Err(IdentifierError::TooLong);
+    }
+    Ok(NormalizedIdentifier(normalized.into_owned()))
+}
+
+fn email(raw: &str) -> String {
+    let folded = caseless(raw.trim());
+    // Trimming again: NFKC can turn a compatibility space (U+3000) at an edge into U+0020.
+    let folded = folded.trim();
+    match folded.rsplit_once('@') {
+        Some((local, domain)) if !domain.is_empty() => {
+            let domain = idna::domain_to_ascii(domain).unwrap_or_else(|_| domain.to_owned());
+            format!("{local}@{domain}")
+        }
+        _ => folded.to_owned(),
+    }
+}
+
+/// Unicode compatibility caseless form, `NFKC(fold(NFKC(fold(NFKC(s)))))`. Folding once
+/// is not enough: a fold can produce a string NFKC changes again (Unicode §3.13, D146),
+/// and the double application is the standard's closure, which keeps the mode idempotent.
+fn caseless(s: &str) -> String {
+    let mapper = CaseMapper::new();
+    let once: String = s.nfkc().collect();
+    let once: String = mapper.fold_string(&once).nfkc().collect();
+    mapper.fold_string(&once).nfkc().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn email_n(s: &str) -> String {
+        normalize(Normalization::Email, s).unwrap().0
+    }
+
+    #[test]
+    fn email_mode_folds_case_width_and_idna() {
+        assert_eq!(email_n("  Alice@Example.COM \t"), "alice@example.com");
+        assert_eq!(
+            email_n("ＡＬＩＣＥ＠ＥＸＡＭＰＬＥ.ＣＯＭ"),
+            "alice@example.com"
+        );
+        assert_eq!(email_n("STRASSE@x.de"), email_n("straße@x.de"));
+        assert_eq!(email_n("\u{212A}elvin@x.org"), "kelvin@x.org");
+        assert_eq!(email_n("A\u{030A}sa@x.se"), email_n("\u{00C5}SA@x.se"));
+        assert_eq!(email_n("u@BÜCHER.example"), "u@xn--bcher-kva.example");
+        assert_eq!(
+            email_n("u@xn--bcher-kva.example"),
+            "u@xn--bcher-kva.example"
+        );
+        assert_eq!(email_n("\u{FB01}le@x.org"), "file@x.org");
+    }
+
+    #[test]
+    fn other_modes() {
+        let n = |m, s| normalize(m, s).unwrap().0;
+        assert_eq!(n(Normalization::Exact, " Bob "), " Bob ");
+        assert_eq!(
+            n(Normalization::AsciiLowercase, " BoB\u{00C9} "),
+            "bob\u{00C9}"
+        );
+    }
+
+    #[test]
+    fn every_mode_is_idempotent() {
+        let samples = [
+            "Alice@Example.COM",
+            "straße@x.de",
+            "\u{0345}\u{0399}@x",
+            "\u{1E9E}\u{FB00}@\u{FF21}.com",
+            "İstanbul@TÜRKİYE.tr",
+            "ǅ\u{0301}@x",
+            "\u{3000}a\u{3000}@b",
+            "x@-bad-.\u{0663}\u{06F3}",
+            "no-at-sign",
+            "trailing@",
+            "@only-domain.example",
+            "a@b@Ｃ.example",
+            "\u{FDFA}@x",
+            "\u{1F600}@emoji.example",
+        ];
+        for mode in [
+            Normalization::Email,
+            Normalization::Exact,
+            Normalization::AsciiLowercase,
+        ] {
+            for s in samples {
+                let once = normalize(mode, s).unwrap();
+                let twice = normalize(mode, once.as_str()).unwrap();
+                assert_eq!(once, twice, "{mode:?} not idempotent on sample {s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn empty_and_long_identifiers_are_refused() {
+        assert_eq!(
+            normalize(Normalization::Email, " \u{3000}\t"),
+            Err(IdentifierError::Empty)
+        );
+        assert_eq!(
+            normalize(Normalization::Exact, ""),
+            Err(IdentifierError::Empty)
+        );
+        let long = format!("{}@example.com", "a".repeat(309));
+        assert_eq!(long.len(), 321);
+        assert_eq!(
+            normalize(Normalization::Email, &long),
+            Err(IdentifierError::TooLong)
+        );
+        assert!(normalize(Normalization::Email, &long[1..]).is_ok());
+        let raw = " ".repeat(MAX_RAW_IDENTIFIER_BYTES + 1);
+        assert_eq!(
+            normalize(Normalization::Exact, &raw),
+            Err(IdentifierError::RawTooLong)
+        );
+    }
+
+    #[test]
+    fn debug_is_redacted() {
+        let n = normalize(Normalization::Email, "secret-user@example.com").unwrap();
+        assert!(!format!("{n:?}").contains("secret"));
+    }
+}

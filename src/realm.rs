@@ -1,0 +1,38 @@
+//! Realms: named sets of end users with their own login rules (Keycloak's term).
+
+use std::collections::BTreeMap;
+
+use crate::normalize::Normalization;
+use crate::throttle::Policy;
+
+/// One configured realm, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Realm {
+    /// The configured name, as gateways send it in `Account.realm`.
+    pub name: String,
+    /// Throttle settings.
+    pub policy: Policy,
+    /// How identifiers are normalized; must match the realm's account lookup.
+    pub normalization: Normalization,
+}
+
+/// All configured realms, looked up by exact name.
+#[derive(Debug, Clone, Default)]
+pub struct Realms(BTreeMap<String, Realm>);
+
+impl Realms {
+    /// Builds the table; names are unique by construction of the config map.
+    pub fn new(realms: impl IntoIterator<Item = Realm>) -> Self {
+        Self(realms.into_iter().map(|r| (r.name.clone(), r)).collect())
+    }
+
+    /// The realm named `name`, or `None` for an unknown realm.
+    pub fn get(&self, name: &str) -> Option<&Realm> {
+        self.0.get(name)
+    }
+
+    /// Every realm, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &Realm> {
+        self.0.values()
+    }
+}

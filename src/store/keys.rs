@@ -1,0 +1,217 @@
+//! Every store key is built here (DESIGN.md, "Account keys and normalization").
+//!
+//! An account key is `HMAC-SHA-256(secret, len(realm) ‖ realm ‖ len(id) ‖ id)` with
+//! 4-byte big-endian lengths, so `("ab", "c")` and `("a", "bc")` never collide. Its hex
+//! digest is the Redis Cluster hash tag, so every key one operation touches is in one
+//! slot:
+//!
+//! ```text
+//! portcullis:v1:{<64 hex digest>}:record                  the attempt record (hash)
+//! portcullis:v1:{<64 hex digest>}:attempt:<32 hex digest>  one attempt_id's answer
+//! ```
+//!
+//! No key holds an identifier or attempt id in clear.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use crate::normalize::NormalizedIdentifier;
+
+/// Prefix of every key; the version changes if the layout ever does.
+pub const KEY_PREFIX: &str = "portcullis:v1:";
+
+/// The HMAC key for account keys. Every daemon sharing a store uses the same one;
+/// changing it forgets every count. `Debug` is redacted.
+#[derive(Clone)]
+pub struct KeySecret(Vec<u8>);
+
+impl KeySecret {
+    /// Shortest accepted secret, in bytes (the HMAC-SHA-256 output size; RFC 2104 §3).
+    pub const MIN_BYTES: usize = 32;
+
+    /// Wraps raw secret bytes. Length is checked by configuration validation.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
+    /// A secret read from a file: one trailing `\n` (or `\r\n`) is not part of it.
+    pub fn from_file_contents(mut bytes: Vec<u8>) -> Self {
+        if bytes.ends_with(b"\n") {
+            bytes.pop();
+            if bytes.ends_with(b"\r") {
+                bytes.pop();
+            }
+        }
+        Self(bytes)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the secret is empty (never valid).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn mac(&self) -> Hmac<Sha256> {
+        // HMAC accepts keys of any length (RFC 2104), so this cannot fail.
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
+    }
+}
+
+impl std::fmt::Debug for KeySecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeySecret(<{} bytes redacted>)", self.0.len())
+    }
+}
+
+/// The store's name for one account key (realm, normalized identifier): a keyed digest,
+/// in lowercase hex, used as the Redis Cluster hash tag.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct AccountKey(String);
+
+impl AccountKey {
+    /// Derives the key; `realm` is the configured realm name.
+    pub fn new(secret: &KeySecret, realm: &str, identifier: &NormalizedIdentifier) -> Self {
+        let mut mac = secret.mac();
+        for part in [realm.as_bytes(), identifier.as_str().as_bytes()] {
+            // Both parts are bounded (64 and 320 bytes), far below u32::MAX.
+            mac.update(&(part.len() as u32).to_be_bytes());
+            mac.update(part);
+        }
+        Self(hex::encode(mac.finalize().into_bytes()))
+    }
+
+    /// `portcullis:v1:{<digest>}:record`.
+    pub fn record(&self) -> String {
+        format!("{KEY_PREFIX}{{{}}}:record", self.0)
+    }
+
+    /// `portcullis:v1:{<digest>}:attempt:<attempt digest>`: the stored answer of one
+    /// `attempt_id`, in the same hash tag as the record.
+    pub fn attempt(&self, secret: &KeySecret, attempt_id: &AttemptId) -> String {
+        let mut mac = secret.mac();
+        // Domain separation from account keys, whose first byte is a length.
+        mac.update(b"attempt_id\0");
+        mac.update(attempt_id.0.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        format!(
+            "{KEY_PREFIX}{{{}}}:attempt:{}",
+            self.0,
+            hex::encode(&digest[..16])
+        )
+    }
+
+    /// The hex digest (the hash tag's contents).
+    pub fn digest(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AccountKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AccountKey({}…)", &self.0[..8])
+    }
+}
+
+/// A gateway-chosen id that makes a retried attempt idempotent (DESIGN.md): 1–128
+/// bytes of printable ASCII, e.g. a UUID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptId(String);
+
+/// Longest `attempt_id`, in bytes.
+pub const MAX_ATTEMPT_ID_BYTES: usize = 128;
+
+impl AttemptId {
+    /// `Ok(None)` for an empty id (the attempt is not deduplicated).
+    ///
+    /// # Errors
+    /// A message naming the field when the id is too long or not printable ASCII.
+    pub fn parse(raw: &str) -> Result<Option<Self>, &'static str> {
+        if raw.is_empty() {
+            Ok(None)
+        } else if raw.len() > MAX_ATTEMPT_ID_BYTES {
+            Err("attempt_id is longer than 128 bytes")
+        } else if !raw.bytes().all(|b| b.is_ascii_graphic()) {
+            Err("attempt_id must be printable ASCII without spaces")
+        } else {
+            Ok(Some(Self(raw.to_owned())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::{Normalization, normalize};
+
+    fn secret() -> KeySecret {
+        KeySecret::new(b"0123456789abcdef0123456789abcdef".to_vec())
+    }
+
+    fn key(realm: &str, id: &str) -> AccountKey {
+        AccountKey::new(
+            &secret(),
+            realm,
+            &normalize(Normalization::Exact, id).unwrap(),
+        )
+    }
+
+    #[test]
+    fn key_format_is_pinned() {
+        let k = key("default", "alice@example.com");
+        let record = k.record();
+        assert_eq!(
+            record.len(),
+            "portcullis:v1:{".len() + 64 + "}:record".len()
+        );
+        assert!(record.starts_with("portcullis:v1:{") && record.ends_with("}:record"));
+        // Pinned (and checked with Python's hmac module) so a change of derivation,
+        // which forgets every count, is deliberate.
+        assert_eq!(
+            k.digest(),
+            "6213abbd6884a4636012888f626bf820646e8885829f44d192fa917f78845507"
+        );
+        let id = AttemptId::parse("6f1c0f9e-3f1e-4b8e-9a55-0c0ffee00001")
+            .unwrap()
+            .unwrap();
+        let attempt = k.attempt(&secret(), &id);
+        assert!(attempt.starts_with(&format!("portcullis:v1:{{{}}}:attempt:", k.digest())));
+        assert_eq!(
+            attempt.len(),
+            record.len() - "record".len() + "attempt:".len() + 32
+        );
+    }
+
+    #[test]
+    fn keys_carry_no_identifier_and_separate_realms() {
+        let k = key("default", "alice@example.com");
+        assert!(!k.record().contains("alice"));
+        assert_ne!(key("ab", "c"), key("a", "bc"));
+        assert_ne!(key("a", "b"), key("b", "a"));
+        let other = KeySecret::new(b"fedcba9876543210fedcba9876543210".to_vec());
+        let id = normalize(Normalization::Exact, "alice").unwrap();
+        assert_ne!(
+            AccountKey::new(&secret(), "r", &id),
+            AccountKey::new(&other, "r", &id)
+        );
+    }
+
+    #[test]
+    fn attempt_ids_are_validated() {
+        assert_eq!(AttemptId::parse(""), Ok(None));
+        assert!(AttemptId::parse(&"a".repeat(128)).unwrap().is_some());
+        assert!(AttemptId::parse(&"a".repeat(129)).is_err());
+        assert!(AttemptId::parse("has space").is_err());
+        assert!(AttemptId::parse("ünï").is_err());
+    }
+
+    #[test]
+    fn secret_file_trailing_newline_is_ignored() {
+        assert_eq!(KeySecret::from_file_contents(b"abc\n".to_vec()).len(), 3);
+        assert_eq!(KeySecret::from_file_contents(b"abc\r\n".to_vec()).len(), 3);
+        assert!(!format!("{:?}", secret()).contains("0123"));
+    }
+}

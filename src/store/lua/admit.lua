@@ -1,0 +1,38 @@
+-- admit.lua: is this account key's door open? Reads, never writes
+-- (src/throttle.rs::is_open is the same rule in Rust).
+--
+-- KEYS[1]  record key   portcullis:v1:{<digest>}:record   (hash: f, ws, st)
+-- ARGV[1]  max_failures
+-- ARGV[2]  first_window_ms
+-- ARGV[3]  max_window_ms
+--
+-- Returns 1 when the next attempt would be allowed, else 0.
+--
+-- Worked example (defaults 5, 900000, 3600000), store time T:
+--   no record                       -> 1
+--   {f=5, ws=T-1000, st=0}          -> 0   (5 used, window runs to T-1000+900000)
+--   {f=9, ws=T-900000, st=0}        -> 1   (window over)
+--
+-- A script so the record and Redis TIME are read at one instant.
+
+local max_failures = tonumber(ARGV[1])
+local first_window = tonumber(ARGV[2])
+local max_window = tonumber(ARGV[3])
+assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
+assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
+assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
+
+local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st')
+if not rec[1] then
+  return 1
+end
+local failures, ws, step = tonumber(rec[1]), tonumber(rec[2]), tonumber(rec[3])
+assert(failures and ws and step, 'corrupt record')
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = math.min(first_window * (2 ^ step), max_window)
+if now - ws >= window or failures < max_failures then
+  return 1
+end
+return 0

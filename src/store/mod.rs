@@ -1,0 +1,60 @@
+//! Where the attempt records live. One trait, one implementation per backend; each
+//! operation is one atomic step in its store (a Lua script on Redis), on the store's
+//! clock.
+
+pub mod keys;
+pub mod redis;
+
+use async_trait::async_trait;
+
+use crate::throttle::Policy;
+use keys::{AccountKey, AttemptId};
+
+/// A store operation that did not complete. Never turned into an answer: the service
+/// maps every variant to `UNAVAILABLE` (fail closed).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store operation timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    #[error("no store connection available")]
+    Pool(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("store command failed")]
+    Command(#[source] ::redis::RedisError),
+    #[error("store answered something this version does not understand: {0}")]
+    Protocol(String),
+}
+
+/// What a counted attempt answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// The attempt may proceed.
+    pub allowed: bool,
+    /// This attempt closed the door (first refusal of its window): emit the lockout event.
+    pub locked_now: bool,
+    /// Store-clock start of the window the attempt was counted in, in ms; a refund
+    /// names it so it never reaches into a later window.
+    pub window_start_ms: u64,
+    /// The `attempt_id` was seen before; this is its first answer, nothing was counted.
+    pub replayed: bool,
+}
+
+/// The operations of DESIGN.md's RPC table, one atomic store step each.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `Admit`: whether the next attempt would be allowed. Never writes.
+    async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError>;
+
+    /// `RecordAttempt`: counts one attempt (once per `attempt_id`) and answers it.
+    async fn record_attempt(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        policy: &Policy,
+    ) -> Result<Counted, StoreError>;
+
+    /// `ClearAttempts`: deletes the record.
+    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;
+
+    /// Health: the store answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
