@@ -51,6 +51,10 @@ pub const SERVICE_NAME: &str = "portcullis.v1.Governor";
 /// How often the health task asks the store whether it answers.
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long shutdown waits for in-flight calls and open connections after the
+/// shutdown signal; a client that never closes its connection cannot hold the daemon.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -129,8 +133,10 @@ pub async fn run(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
+    let (draining, mut drain_started) = tokio::sync::watch::channel(false);
     let drain = async move {
         shutdown.await;
+        let _ = draining.send(true);
         // Load balancers see NOT_SERVING before the listener closes.
         let _ = stop_health.send(true);
         let _ = health_task.await;
@@ -143,12 +149,19 @@ pub async fn run(
         tracing::info!("shutting down: finishing in-flight calls");
     };
 
-    tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(pb::governor_server::GovernorServer::new(service))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), drain)
-        .await?;
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), drain);
+    let grace_expired = async move {
+        let _ = drain_started.wait_for(|started| *started).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        served = server => served?,
+        () = grace_expired => tracing::warn!("shutdown grace expired with connections still open"),
+    }
     Ok(())
 }
