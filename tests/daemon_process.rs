@@ -176,6 +176,8 @@ fn check_config_names_the_bad_setting() {
         )
     };
     assert_eq!(with_secret(&good).0, 0);
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/portcullis.toml");
+    assert_eq!(with_secret(&shipped), (0, String::new()), "deploy/portcullis.toml must stay valid");
     let (code, stderr) = with_secret(&bad);
     assert_eq!(code, 2);
     assert!(
