@@ -14,10 +14,7 @@ use portcullis::pb::{
 };
 
 #[derive(Parser)]
-#[command(
-    version,
-    about = "Portcullis: per-account login throttle for a fleet of gateways"
-)]
+#[command(version, about = "Portcullis: per-account login throttle for a fleet of gateways")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -75,11 +72,7 @@ struct OperatorArgs {
     #[arg(long)]
     identifier: String,
     /// Daemon address.
-    #[arg(
-        long,
-        env = "PORTCULLIS_ADDR",
-        default_value = "http://127.0.0.1:50051"
-    )]
+    #[arg(long, env = "PORTCULLIS_ADDR", default_value = "http://127.0.0.1:50051")]
     addr: String,
     /// Per-call deadline.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
@@ -131,10 +124,7 @@ fn load(
 
 async fn serve(args: ServeArgs) -> ExitCode {
     portcullis::telemetry::init();
-    let overrides = Overrides {
-        listen: args.listen,
-        redis_url: args.redis_url,
-    };
+    let overrides = Overrides { listen: args.listen, redis_url: args.redis_url };
     let settings = match load(args.config, overrides) {
         Ok(s) => s,
         Err(e) => {
@@ -216,24 +206,12 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
         .connect_timeout(args.timeout)
         .timeout(args.timeout);
     let mut client = GovernorClient::new(endpoint.connect().await?);
-    let account = Some(Account {
-        realm: args.realm,
-        identifier,
-    });
+    let account = Some(Account { realm: args.realm, identifier });
     let decision = match op {
-        Op::Admit => {
-            client
-                .admit(AdmitRequest { account })
-                .await?
-                .into_inner()
-                .decision
-        }
+        Op::Admit => client.admit(AdmitRequest { account }).await?.into_inner().decision,
         Op::Attempt(attempt_id) => {
             client
-                .record_attempt(RecordAttemptRequest {
-                    account,
-                    attempt_id,
-                })
+                .record_attempt(RecordAttemptRequest { account, attempt_id })
                 .await?
                 .into_inner()
                 .decision
@@ -243,12 +221,7 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
                 Reason::PasswordVerified => ClearReason::PasswordVerified,
                 Reason::PasswordResetCompleted => ClearReason::PasswordResetCompleted,
             };
-            client
-                .clear_attempts(ClearAttemptsRequest {
-                    account,
-                    reason: reason as i32,
-                })
-                .await?;
+            client.clear_attempts(ClearAttemptsRequest { account, reason: reason as i32 }).await?;
             println!("cleared");
             return Ok(true);
         }

@@ -120,18 +120,12 @@ mod tests {
     #[test]
     fn email_mode_folds_case_width_and_idna() {
         assert_eq!(email_n("  Alice@Example.COM \t"), "alice@example.com");
-        assert_eq!(
-            email_n("ＡＬＩＣＥ＠ＥＸＡＭＰＬＥ.ＣＯＭ"),
-            "alice@example.com"
-        );
+        assert_eq!(email_n("ＡＬＩＣＥ＠ＥＸＡＭＰＬＥ.ＣＯＭ"), "alice@example.com");
         assert_eq!(email_n("STRASSE@x.de"), email_n("straße@x.de"));
         assert_eq!(email_n("\u{212A}elvin@x.org"), "kelvin@x.org");
         assert_eq!(email_n("A\u{030A}sa@x.se"), email_n("\u{00C5}SA@x.se"));
         assert_eq!(email_n("u@BÜCHER.example"), "u@xn--bcher-kva.example");
-        assert_eq!(
-            email_n("u@xn--bcher-kva.example"),
-            "u@xn--bcher-kva.example"
-        );
+        assert_eq!(email_n("u@xn--bcher-kva.example"), "u@xn--bcher-kva.example");
         assert_eq!(email_n("\u{FB01}le@x.org"), "file@x.org");
     }
 
@@ -139,10 +133,7 @@ mod tests {
     fn other_modes() {
         let n = |m, s| normalize(m, s).unwrap().0;
         assert_eq!(n(Normalization::Exact, " Bob "), " Bob ");
-        assert_eq!(
-            n(Normalization::AsciiLowercase, " BoB\u{00C9} "),
-            "bob\u{00C9}"
-        );
+        assert_eq!(n(Normalization::AsciiLowercase, " BoB\u{00C9} "), "bob\u{00C9}");
     }
 
     #[test]
@@ -163,11 +154,7 @@ mod tests {
             "\u{FDFA}@x",
             "\u{1F600}@emoji.example",
         ];
-        for mode in [
-            Normalization::Email,
-            Normalization::Exact,
-            Normalization::AsciiLowercase,
-        ] {
+        for mode in [Normalization::Email, Normalization::Exact, Normalization::AsciiLowercase] {
             for s in samples {
                 let once = normalize(mode, s).unwrap();
                 let twice = normalize(mode, once.as_str()).unwrap();
@@ -178,26 +165,14 @@ mod tests {
 
     #[test]
     fn empty_and_long_identifiers_are_refused() {
-        assert_eq!(
-            normalize(Normalization::Email, " \u{3000}\t"),
-            Err(IdentifierError::Empty)
-        );
-        assert_eq!(
-            normalize(Normalization::Exact, ""),
-            Err(IdentifierError::Empty)
-        );
+        assert_eq!(normalize(Normalization::Email, " \u{3000}\t"), Err(IdentifierError::Empty));
+        assert_eq!(normalize(Normalization::Exact, ""), Err(IdentifierError::Empty));
         let long = format!("{}@example.com", "a".repeat(309));
         assert_eq!(long.len(), 321);
-        assert_eq!(
-            normalize(Normalization::Email, &long),
-            Err(IdentifierError::TooLong)
-        );
+        assert_eq!(normalize(Normalization::Email, &long), Err(IdentifierError::TooLong));
         assert!(normalize(Normalization::Email, &long[1..]).is_ok());
         let raw = " ".repeat(MAX_RAW_IDENTIFIER_BYTES + 1);
-        assert_eq!(
-            normalize(Normalization::Exact, &raw),
-            Err(IdentifierError::RawTooLong)
-        );
+        assert_eq!(normalize(Normalization::Exact, &raw), Err(IdentifierError::RawTooLong));
     }
 
     #[test]

@@ -55,18 +55,13 @@ impl Policy {
     pub fn window_ms(&self, step: u32) -> u64 {
         let first = duration_ms(self.first_window);
         let max = duration_ms(self.max_window);
-        first
-            .checked_shl(step)
-            .filter(|w| w >> step == first)
-            .map_or(max, |w| w.min(max))
+        first.checked_shl(step).filter(|w| w >> step == first).map_or(max, |w| w.min(max))
     }
 
     /// The step at which `window(step)` first reaches `max_window`; `step` is capped
     /// there, so it never overflows and a record never stores a meaningless step.
     pub fn max_step(&self) -> u32 {
-        (0..64)
-            .find(|&s| self.window_ms(s) >= duration_ms(self.max_window))
-            .unwrap_or(63)
+        (0..64).find(|&s| self.window_ms(s) >= duration_ms(self.max_window)).unwrap_or(63)
     }
 
     /// `retention` in ms, the expiry pushed on each attempt.
@@ -88,11 +83,7 @@ pub fn duration_ms(d: Duration) -> u64 {
 /// Counts one attempt at store time `now_ms` (steps 1–4 of DESIGN.md). A record that
 /// expired is passed as `None`.
 pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptOutcome {
-    let mut r = record.unwrap_or(Record {
-        failures: 0,
-        window_start_ms: now_ms,
-        step: 0,
-    });
+    let mut r = record.unwrap_or(Record { failures: 0, window_start_ms: now_ms, step: 0 });
     if window_over(policy, &r, now_ms) {
         if r.failures >= u64::from(policy.max_failures) && policy.escalates() {
             r.step = (r.step + 1).min(policy.max_step());
@@ -101,10 +92,7 @@ pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptO
         r.window_start_ms = now_ms;
     }
     r.failures += 1;
-    AttemptOutcome {
-        allowed: r.failures <= u64::from(policy.max_failures),
-        record: r,
-    }
+    AttemptOutcome { allowed: r.failures <= u64::from(policy.max_failures), record: r }
 }
 
 /// Whether the next attempt would be allowed, without counting (`Admit`).
@@ -198,10 +186,7 @@ mod tests {
 
     #[test]
     fn second_factor_realm_never_escalates() {
-        let p = Policy {
-            second_factor_required: true,
-            ..defaults()
-        };
+        let p = Policy { second_factor_required: true, ..defaults() };
         let mut rec = None;
         for window in 0..10u64 {
             let t = window * 15 * MIN;
@@ -215,11 +200,7 @@ mod tests {
 
     #[test]
     fn refund_only_touches_its_window() {
-        let r = Record {
-            failures: 3,
-            window_start_ms: 10,
-            step: 1,
-        };
+        let r = Record { failures: 3, window_start_ms: 10, step: 1 };
         assert_eq!(refund(Some(r), 10).unwrap().failures, 2);
         assert_eq!(refund(Some(r), 11).unwrap().failures, 3);
         assert_eq!(refund(None, 10), None);

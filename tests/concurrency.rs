@@ -35,10 +35,6 @@ async fn fifty_concurrent_attempts_allow_exactly_max_failures_and_count_all() {
     }
     assert_eq!(allowed, 5);
     let key = record_key("default", Normalization::Email, id);
-    assert_eq!(
-        read_record(&mut redis.conn(), &key).unwrap().0,
-        50,
-        "every attempt counted"
-    );
+    assert_eq!(read_record(&mut redis.conn(), &key).unwrap().0, 50, "every attempt counted");
     daemon.shutdown().await;
 }

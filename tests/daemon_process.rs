@@ -16,10 +16,7 @@ const NEEDLES: [&str; 3] = ["victim.user@example.com", "victim", "example.com"];
 fn assert_logs_clean(logs: &str) {
     let lower = logs.to_lowercase();
     for needle in NEEDLES {
-        assert!(
-            !lower.contains(needle),
-            "a log line contains an identifier ({needle})"
-        );
+        assert!(!lower.contains(needle), "a log line contains an identifier ({needle})");
     }
 }
 
@@ -37,18 +34,11 @@ async fn two_daemons_share_one_allowance_and_a_restart_keeps_the_count() {
         let c = if n % 2 == 0 { &mut ca } else { &mut cb };
         answers.push(c.attempt("default", ID).await.unwrap());
     }
-    assert_eq!(
-        answers.iter().filter(|d| **d == Allow).count(),
-        5,
-        "{answers:?}"
-    );
+    assert_eq!(answers.iter().filter(|d| **d == Allow).count(), 5, "{answers:?}");
     assert_eq!(&answers[..5], [Allow; 5]);
 
     // Restart daemon A: the count lives in Redis, not in the daemon.
-    assert!(
-        a.terminate().await.success(),
-        "SIGTERM did not exit cleanly"
-    );
+    assert!(a.terminate().await.success(), "SIGTERM did not exit cleanly");
     let a = DaemonProcess::spawn(&config);
     let mut ca = a.client().await;
     assert_eq!(ca.admit("default", ID).await.unwrap(), Deny);
@@ -71,29 +61,17 @@ async fn store_errors_are_logged_without_identifiers() {
     let mut c = d.client().await;
     c.attempt("default", ID).await.unwrap();
     redis.stop();
-    assert_eq!(
-        c.attempt("default", ID).await.unwrap_err().code(),
-        tonic::Code::Unavailable
-    );
-    assert_eq!(
-        c.admit("default", ID).await.unwrap_err().code(),
-        tonic::Code::Unavailable
-    );
+    assert_eq!(c.attempt("default", ID).await.unwrap_err().code(), tonic::Code::Unavailable);
+    assert_eq!(c.admit("default", ID).await.unwrap_err().code(), tonic::Code::Unavailable);
     let err = c.admit("default", "").await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
     let logs = d.logs();
-    assert!(
-        logs.contains("store operation failed"),
-        "the store error was not logged"
-    );
+    assert!(logs.contains("store operation failed"), "the store error was not logged");
     assert_logs_clean(&logs);
 }
 
 fn portcullis(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_portcullis")).args(args).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -107,15 +85,8 @@ async fn operator_client_attempts_admits_and_clears() {
     let d = DaemonProcess::spawn(&config_toml(&redis.url(), ""));
     let addr = format!("http://{}", d.addr);
     let op = |verb: &str, extra: &[&str]| {
-        let mut args = vec![
-            verb,
-            "--realm",
-            "default",
-            "--identifier",
-            "ops@example.com",
-            "--addr",
-            &addr,
-        ];
+        let mut args =
+            vec![verb, "--realm", "default", "--identifier", "ops@example.com", "--addr", &addr];
         args.extend_from_slice(extra);
         portcullis(&args)
     };
@@ -127,27 +98,13 @@ async fn operator_client_attempts_admits_and_clears() {
     assert_eq!(op("clear", &["--reason", "password-reset-completed"]).0, 0);
     assert_eq!(op("admit", &[]), (0, "ALLOW\n".into(), String::new()));
     // An error is an error (exit 2), never ALLOW.
-    let (code, stdout, stderr) = portcullis(&[
-        "admit",
-        "--realm",
-        "nope",
-        "--identifier",
-        "x",
-        "--addr",
-        &addr,
-    ]);
+    let (code, stdout, stderr) =
+        portcullis(&["admit", "--realm", "nope", "--identifier", "x", "--addr", &addr]);
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert!(stderr.contains("account.realm"), "{stderr}");
     let dead = format!("http://127.0.0.1:{}", free_port());
-    let (code, stdout, _) = portcullis(&[
-        "attempt",
-        "--realm",
-        "default",
-        "--identifier",
-        "x",
-        "--addr",
-        &dead,
-    ]);
+    let (code, stdout, _) =
+        portcullis(&["attempt", "--realm", "default", "--identifier", "x", "--addr", &dead]);
     assert_eq!((code, stdout.as_str()), (2, ""));
 }
 
@@ -170,20 +127,14 @@ fn check_config_names_the_bad_setting() {
             .env("PORTCULLIS_KEY_SECRET", SECRET)
             .output()
             .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        (out.status.code().unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     assert_eq!(with_secret(&good).0, 0);
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/portcullis.toml");
     assert_eq!(with_secret(&shipped), (0, String::new()), "deploy/portcullis.toml must stay valid");
     let (code, stderr) = with_secret(&bad);
     assert_eq!(code, 2);
-    assert!(
-        stderr.contains("realms.mfa.max_failures") && stderr.contains("1–100"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("realms.mfa.max_failures") && stderr.contains("1–100"), "{stderr}");
 
     // `serve` refuses to start on the same file, naming the setting.
     let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))

@@ -16,46 +16,24 @@ async fn a_retried_attempt_counts_once_and_gets_the_same_answer() {
     let key = record_key("default", Normalization::Email, id);
 
     for n in 1..=4 {
-        assert_eq!(
-            c.attempt_with_id("default", id, &format!("try-{n}"))
-                .await
-                .unwrap(),
-            Allow
-        );
+        assert_eq!(c.attempt_with_id("default", id, &format!("try-{n}")).await.unwrap(), Allow);
     }
     // The 5th attempt, retried three times: one count, one answer.
     for _ in 0..3 {
-        assert_eq!(
-            c.attempt_with_id("default", id, "fifth").await.unwrap(),
-            Allow
-        );
+        assert_eq!(c.attempt_with_id("default", id, "fifth").await.unwrap(), Allow);
     }
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 5);
-    assert_eq!(
-        c.attempt_with_id("default", id, "sixth").await.unwrap(),
-        Deny
-    );
+    assert_eq!(c.attempt_with_id("default", id, "sixth").await.unwrap(), Deny);
     // A late retry of the 5th still gets its first answer, and counts nothing.
-    assert_eq!(
-        c.attempt_with_id("default", id, "fifth").await.unwrap(),
-        Allow
-    );
-    assert_eq!(
-        c.attempt_with_id("default", id, "sixth").await.unwrap(),
-        Deny
-    );
+    assert_eq!(c.attempt_with_id("default", id, "fifth").await.unwrap(), Allow);
+    assert_eq!(c.attempt_with_id("default", id, "sixth").await.unwrap(), Deny);
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 6);
     // Without an id, every call counts.
     c.attempt("default", id).await.unwrap();
     c.attempt("default", id).await.unwrap();
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 8);
     // The same id on another account key is another attempt.
-    assert_eq!(
-        c.attempt_with_id("default", "heidi@example.com", "fifth")
-            .await
-            .unwrap(),
-        Allow
-    );
+    assert_eq!(c.attempt_with_id("default", "heidi@example.com", "fifth").await.unwrap(), Allow);
     assert_store_clean(&mut conn, &[id, "grace", "heidi", "fifth", "sixth"]);
     daemon.shutdown().await;
 }

@@ -18,70 +18,26 @@ async fn bad_input_is_refused_before_any_store_work() {
 
     let cases: Vec<(&str, Option<portcullis::pb::Account>, &str, &str)> = vec![
         ("missing account", None, "", "account is required"),
-        (
-            "empty identifier",
-            account("default", ""),
-            "",
-            "account.identifier",
-        ),
-        (
-            "blank identifier",
-            account("default", " \u{3000}\t "),
-            "",
-            "account.identifier",
-        ),
-        (
-            "321-byte identifier",
-            account("default", &over),
-            "",
-            "account.identifier",
-        ),
-        (
-            "huge identifier",
-            account("default", &"x".repeat(100_000)),
-            "",
-            "account.identifier",
-        ),
-        (
-            "unknown realm",
-            account("nope", "a@example.com"),
-            "",
-            "account.realm",
-        ),
-        (
-            "empty realm",
-            account("", "a@example.com"),
-            "",
-            "account.realm",
-        ),
-        (
-            "attempt_id with space",
-            account("default", "a@example.com"),
-            "a b",
-            "attempt_id",
-        ),
-        (
-            "attempt_id too long",
-            account("default", "a@example.com"),
-            &long_id,
-            "attempt_id",
-        ),
+        ("empty identifier", account("default", ""), "", "account.identifier"),
+        ("blank identifier", account("default", " \u{3000}\t "), "", "account.identifier"),
+        ("321-byte identifier", account("default", &over), "", "account.identifier"),
+        ("huge identifier", account("default", &"x".repeat(100_000)), "", "account.identifier"),
+        ("unknown realm", account("nope", "a@example.com"), "", "account.realm"),
+        ("empty realm", account("", "a@example.com"), "", "account.realm"),
+        ("attempt_id with space", account("default", "a@example.com"), "a b", "attempt_id"),
+        ("attempt_id too long", account("default", "a@example.com"), &long_id, "attempt_id"),
     ];
     for (what, acct, attempt_id, field) in &cases {
-        let req = RecordAttemptRequest {
-            account: acct.clone(),
-            attempt_id: attempt_id.to_string(),
-        };
+        let req =
+            RecordAttemptRequest { account: acct.clone(), attempt_id: attempt_id.to_string() };
         let err = c.0.record_attempt(req).await.expect_err(what);
         assert_eq!(err.code(), Code::InvalidArgument, "{what}");
         assert!(err.message().contains(field), "{what}: {:?}", err.message());
         if attempt_id.is_empty() {
             let err =
-                c.0.admit(portcullis::pb::AdmitRequest {
-                    account: acct.clone(),
-                })
-                .await
-                .expect_err(what);
+                c.0.admit(portcullis::pb::AdmitRequest { account: acct.clone() })
+                    .await
+                    .expect_err(what);
             assert_eq!(err.code(), Code::InvalidArgument, "{what} (admit)");
             let req = ClearAttemptsRequest {
                 account: acct.clone(),
@@ -94,19 +50,12 @@ async fn bad_input_is_refused_before_any_store_work() {
     // The boundary itself is fine: exactly 320 bytes.
     assert!(c.attempt("default", &over[1..]).await.is_ok());
     let _: () = redis::cmd("DEL")
-        .arg(record_key(
-            "default",
-            portcullis::normalize::Normalization::Email,
-            &over[1..],
-        ))
+        .arg(record_key("default", portcullis::normalize::Normalization::Email, &over[1..]))
         .query(&mut conn)
         .unwrap();
 
     for reason in [ClearReason::Unspecified as i32, 3, -1, 999] {
-        let req = ClearAttemptsRequest {
-            account: account("default", "a@example.com"),
-            reason,
-        };
+        let req = ClearAttemptsRequest { account: account("default", "a@example.com"), reason };
         let err = c.0.clear_attempts(req).await.expect_err("bad reason");
         assert_eq!(err.code(), Code::InvalidArgument);
         assert!(err.message().contains("reason"), "{:?}", err.message());
@@ -125,9 +74,6 @@ async fn an_unspecified_clear_reason_does_not_clear() {
     }
     let err = c.clear("default", "f@example.com", 0).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
-    assert_eq!(
-        c.admit("default", "f@example.com").await.unwrap(),
-        portcullis::pb::Decision::Deny
-    );
+    assert_eq!(c.admit("default", "f@example.com").await.unwrap(), portcullis::pb::Decision::Deny);
     daemon.shutdown().await;
 }

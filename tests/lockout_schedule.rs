@@ -34,14 +34,8 @@ async fn windows_double_from_first_to_max_then_hold() {
     let key = record_key("default", Normalization::Email, id);
 
     // Window 0 (15 min): attempts 1–5 allowed, the 6th denied.
-    assert_eq!(
-        attempts(&mut c, "default", id, 6).await,
-        [Allow, Allow, Allow, Allow, Allow, Deny]
-    );
-    assert_eq!(
-        read_record(&mut conn, &key).map(|r| (r.0, r.2)),
-        Some((6, 0))
-    );
+    assert_eq!(attempts(&mut c, "default", id, 6).await, [Allow, Allow, Allow, Allow, Allow, Deny]);
+    assert_eq!(read_record(&mut conn, &key).map(|r| (r.0, r.2)), Some((6, 0)));
 
     // Each exhausted window doubles the next: 15, 30, 60, then capped at 60 minutes.
     // Every round shows the running window's exact length: shut 1 s before its end,
@@ -83,34 +77,16 @@ async fn quiet_period_longer_than_retention_starts_again_at_the_first_window() {
     assert_eq!(read_record(&mut conn, &key).unwrap().2, 1, "escalated once");
     // Every attempt pushes the expiry to now + retention (24 h).
     let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
-    assert!(
-        ttl > 24 * 60 * MIN as i64 - 60_000 && ttl <= 24 * 60 * MIN as i64,
-        "PTTL {ttl}"
-    );
+    assert!(ttl > 24 * 60 * MIN as i64 - 60_000 && ttl <= 24 * 60 * MIN as i64, "PTTL {ttl}");
     // A quiet day: the record expires (expiry brought forward instead of waiting 24 h).
-    let _: () = redis::cmd("PEXPIRE")
-        .arg(&key)
-        .arg(1)
-        .query(&mut conn)
-        .unwrap();
+    let _: () = redis::cmd("PEXPIRE").arg(&key).arg(1).query(&mut conn).unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     assert_eq!(read_record(&mut conn, &key), None);
 
-    assert_eq!(
-        attempts(&mut c, "default", id, 6).await,
-        [Allow, Allow, Allow, Allow, Allow, Deny]
-    );
-    assert_eq!(
-        read_record(&mut conn, &key).unwrap().2,
-        0,
-        "back to the first window"
-    );
+    assert_eq!(attempts(&mut c, "default", id, 6).await, [Allow, Allow, Allow, Allow, Allow, Deny]);
+    assert_eq!(read_record(&mut conn, &key).unwrap().2, 0, "back to the first window");
     age_record(&mut conn, &key, 15 * MIN);
-    assert_eq!(
-        c.attempt("default", id).await.unwrap(),
-        Allow,
-        "a 15-minute window again"
-    );
+    assert_eq!(c.attempt("default", id).await.unwrap(), Allow, "a 15-minute window again");
     daemon.shutdown().await;
 }
 
@@ -124,10 +100,7 @@ async fn second_factor_realm_never_escalates() {
     let key = record_key("mfa", Normalization::Email, id);
 
     for _ in 0..5 {
-        assert_eq!(
-            attempts(&mut c, "mfa", id, 6).await,
-            [Allow, Allow, Allow, Allow, Allow, Deny]
-        );
+        assert_eq!(attempts(&mut c, "mfa", id, 6).await, [Allow, Allow, Allow, Allow, Allow, Deny]);
         assert_eq!(read_record(&mut conn, &key).unwrap().2, 0);
         age_record(&mut conn, &key, 15 * MIN);
     }
@@ -155,11 +128,7 @@ async fn admit_follows_the_door_and_never_counts() {
     let after: Vec<String> = redis::cmd("HGETALL").arg(&key).query(&mut conn).unwrap();
     assert_eq!(before, after, "Admit changed the record");
     attempts(&mut c, "default", id, 1).await;
-    assert_eq!(
-        c.admit("default", id).await.unwrap(),
-        Deny,
-        "5 used: the door is shut"
-    );
+    assert_eq!(c.admit("default", id).await.unwrap(), Deny, "5 used: the door is shut");
     age_record(&mut conn, &key, 15 * MIN);
     assert_eq!(c.admit("default", id).await.unwrap(), Allow, "window over");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 5);
@@ -176,10 +145,7 @@ async fn reset_completed_and_verified_reopen_a_locked_door() {
     let id = "erin@example.com";
     let key = record_key("default", Normalization::Email, id);
 
-    for reason in [
-        ClearReason::PasswordResetCompleted,
-        ClearReason::PasswordVerified,
-    ] {
+    for reason in [ClearReason::PasswordResetCompleted, ClearReason::PasswordVerified] {
         attempts(&mut c, "default", id, 7).await;
         assert_eq!(c.admit("default", id).await.unwrap(), Deny);
         c.clear("default", id, reason as i32).await.unwrap();

@@ -27,28 +27,16 @@ fn spelling(mask: u32) -> String {
 
 #[test]
 fn all_65536_case_spellings_normalize_to_one_identifier() {
-    assert_eq!(
-        ADDRESS.chars().filter(char::is_ascii_alphabetic).count(),
-        16
-    );
+    assert_eq!(ADDRESS.chars().filter(char::is_ascii_alphabetic).count(), 16);
     for mode in [Normalization::Email, Normalization::AsciiLowercase] {
         let one = normalize(mode, ADDRESS).unwrap();
         for mask in 0..(1u32 << 16) {
-            assert_eq!(
-                normalize(mode, &spelling(mask)).unwrap(),
-                one,
-                "{mode:?} mask {mask:#x}"
-            );
+            assert_eq!(normalize(mode, &spelling(mask)).unwrap(), one, "{mode:?} mask {mask:#x}");
         }
     }
     // `exact` keeps them apart, as an exact lookup would.
     let exact: std::collections::HashSet<_> = (0..(1u32 << 16))
-        .map(|m| {
-            normalize(Normalization::Exact, &spelling(m))
-                .unwrap()
-                .as_str()
-                .to_owned()
-        })
+        .map(|m| normalize(Normalization::Exact, &spelling(m)).unwrap().as_str().to_owned())
         .collect();
     assert_eq!(exact.len(), 1 << 16);
 }
@@ -60,9 +48,7 @@ async fn case_spellings_reach_one_counter_through_the_daemon() {
     let mut c = daemon.client().await;
     // 256 distinct spellings, spread over the whole space (odd stride: a permutation).
     for i in 0..256u32 {
-        c.attempt("default", &spelling(i.wrapping_mul(40_503) & 0xFFFF))
-            .await
-            .unwrap();
+        c.attempt("default", &spelling(i.wrapping_mul(40_503) & 0xFFFF)).await.unwrap();
     }
     let mut conn = redis.conn();
     assert_eq!(dbsize(&mut conn), 1, "spellings split across counters");
@@ -86,40 +72,20 @@ async fn unicode_case_and_compatibility_forms_reach_one_counter_in_email_mode() 
             "  åsa@exämple.se\t",
         ],
         // Full case folding: ß folds to ss; the Kelvin sign to k; the fi ligature to fi.
-        &[
-            "strasse.kfi@x.de",
-            "STRAßE.\u{212A}\u{FB01}@X.DE",
-            "Straße.KFI@x.de",
-        ],
+        &["strasse.kfi@x.de", "STRAßE.\u{212A}\u{FB01}@X.DE", "Straße.KFI@x.de"],
         // Full-width letters and at sign (compatibility forms).
-        &[
-            "alice@example.com",
-            "ＡＬＩＣＥ＠ＥＸＡＭＰＬＥ．ＣＯＭ",
-            "ａｌｉｃｅ@example.com",
-        ],
+        &["alice@example.com", "ＡＬＩＣＥ＠ＥＸＡＭＰＬＥ．ＣＯＭ", "ａｌｉｃｅ@example.com"],
         // Greek final sigma and capital sigma fold alike.
-        &[
-            "οδυσσεας@example.gr",
-            "ΟΔΥΣΣΕΑΣ@EXAMPLE.GR",
-            "οδυσσεας@EXAMPLE.GR",
-        ],
+        &["οδυσσεας@example.gr", "ΟΔΥΣΣΕΑΣ@EXAMPLE.GR", "οδυσσεας@EXAMPLE.GR"],
     ];
     let mut conn = redis.conn();
     for (n, group) in groups.iter().enumerate() {
         for spelling in group.iter() {
             c.attempt("default", spelling).await.unwrap();
         }
-        assert_eq!(
-            dbsize(&mut conn),
-            n as u64 + 1,
-            "group {n} split across counters"
-        );
+        assert_eq!(dbsize(&mut conn), n as u64 + 1, "group {n} split across counters");
         let key = record_key("default", Normalization::Email, group[0]);
-        assert_eq!(
-            read_record(&mut conn, &key).unwrap().0,
-            group.len() as u64,
-            "group {n}"
-        );
+        assert_eq!(read_record(&mut conn, &key).unwrap().0, group.len() as u64, "group {n}");
     }
     daemon.shutdown().await;
 }
@@ -134,23 +100,11 @@ async fn realms_never_share_a_counter() {
     for _ in 0..6 {
         c.attempt("ab", "c@x.io").await.unwrap();
     }
-    assert_eq!(
-        c.attempt("a", "bc@x.io").await.unwrap(),
-        portcullis::pb::Decision::Allow
-    );
-    assert_eq!(
-        c.admit("ab", "c@x.io").await.unwrap(),
-        portcullis::pb::Decision::Deny
-    );
+    assert_eq!(c.attempt("a", "bc@x.io").await.unwrap(), portcullis::pb::Decision::Allow);
+    assert_eq!(c.admit("ab", "c@x.io").await.unwrap(), portcullis::pb::Decision::Deny);
     // One identifier in two realms: two counters.
-    assert_eq!(
-        c.attempt("default", "c@x.io").await.unwrap(),
-        portcullis::pb::Decision::Allow
-    );
-    assert_eq!(
-        c.attempt("mfa", "c@x.io").await.unwrap(),
-        portcullis::pb::Decision::Allow
-    );
+    assert_eq!(c.attempt("default", "c@x.io").await.unwrap(), portcullis::pb::Decision::Allow);
+    assert_eq!(c.attempt("mfa", "c@x.io").await.unwrap(), portcullis::pb::Decision::Allow);
     assert_eq!(dbsize(&mut conn), 4);
     let key = record_key("a", Normalization::Email, "bc@x.io");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1);

@@ -21,33 +21,17 @@ const ANSWER_WITHIN: Duration = Duration::from_millis(300 + 1200);
 async fn assert_every_rpc_unavailable(c: &mut Client) {
     let acct = account("default", "ivan@example.com");
     let started = Instant::now();
-    let r =
-        c.0.admit(AdmitRequest {
-            account: acct.clone(),
-        })
-        .await;
+    let r = c.0.admit(AdmitRequest { account: acct.clone() }).await;
     assert_eq!(r.expect_err("admit answered").code(), Code::Unavailable);
     let r =
-        c.0.record_attempt(RecordAttemptRequest {
-            account: acct.clone(),
-            attempt_id: "x".into(),
-        })
-        .await;
-    assert_eq!(
-        r.expect_err("record_attempt answered").code(),
-        Code::Unavailable
-    );
-    let req = ClearAttemptsRequest {
-        account: acct,
-        reason: ClearReason::PasswordResetCompleted as i32,
-    };
+        c.0.record_attempt(RecordAttemptRequest { account: acct.clone(), attempt_id: "x".into() })
+            .await;
+    assert_eq!(r.expect_err("record_attempt answered").code(), Code::Unavailable);
+    let req =
+        ClearAttemptsRequest { account: acct, reason: ClearReason::PasswordResetCompleted as i32 };
     let r = c.0.clear_attempts(req).await;
     assert_eq!(r.expect_err("clear answered").code(), Code::Unavailable);
-    assert!(
-        started.elapsed() < 3 * ANSWER_WITHIN,
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < 3 * ANSWER_WITHIN, "took {:?}", started.elapsed());
 }
 
 #[tokio::test]
@@ -95,10 +79,7 @@ async fn flushed_scripts_and_a_restarted_redis_count_the_next_attempt_once() {
     for _ in 0..3 {
         c.attempt("default", id).await.unwrap();
     }
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query(&mut redis.conn())
-        .unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut redis.conn()).unwrap();
     c.attempt("default", id).await.unwrap();
     assert_eq!(read_record(&mut redis.conn(), &key).unwrap().0, 4);
 
@@ -109,11 +90,7 @@ async fn flushed_scripts_and_a_restarted_redis_count_the_next_attempt_once() {
         .query(&mut redis.conn())
         .unwrap();
     assert_eq!(scripts, [false]);
-    assert_eq!(
-        read_record(&mut redis.conn(), &key).unwrap().0,
-        4,
-        "the AOF kept the record"
-    );
+    assert_eq!(read_record(&mut redis.conn(), &key).unwrap().0, 4, "the AOF kept the record");
     // The pool's old connections died with the server: the first call may fail (never
     // allow); whichever call succeeds first counts exactly once.
     let mut answered = false;
@@ -128,12 +105,7 @@ async fn flushed_scripts_and_a_restarted_redis_count_the_next_attempt_once() {
     }
     assert!(answered, "the daemon did not recover after Redis restarted");
     let failures = read_record(&mut redis.conn(), &key).unwrap().0;
-    assert_eq!(
-        failures,
-        5,
-        "the attempt after the restart counted {} times",
-        failures - 4
-    );
+    assert_eq!(failures, 5, "the attempt after the restart counted {} times", failures - 4);
     daemon.shutdown().await;
 }
 
@@ -149,9 +121,7 @@ async fn health_follows_the_store() {
         .unwrap();
     let mut health = HealthClient::new(channel);
     let status = async |h: &mut HealthClient<_>| {
-        let req = HealthCheckRequest {
-            service: portcullis::SERVICE_NAME.into(),
-        };
+        let req = HealthCheckRequest { service: portcullis::SERVICE_NAME.into() };
         h.check(req).await.unwrap().into_inner().status()
     };
     let wait_for = async |h: &mut HealthClient<_>, want: ServingStatus| {

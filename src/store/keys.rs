@@ -97,11 +97,7 @@ impl AccountKey {
         mac.update(b"attempt_id\0");
         mac.update(attempt_id.0.as_bytes());
         let digest = mac.finalize().into_bytes();
-        format!(
-            "{KEY_PREFIX}{{{}}}:attempt:{}",
-            self.0,
-            hex::encode(&digest[..16])
-        )
+        format!("{KEY_PREFIX}{{{}}}:attempt:{}", self.0, hex::encode(&digest[..16]))
     }
 
     /// The hex digest (the hash tag's contents).
@@ -152,37 +148,22 @@ mod tests {
     }
 
     fn key(realm: &str, id: &str) -> AccountKey {
-        AccountKey::new(
-            &secret(),
-            realm,
-            &normalize(Normalization::Exact, id).unwrap(),
-        )
+        AccountKey::new(&secret(), realm, &normalize(Normalization::Exact, id).unwrap())
     }
 
     #[test]
     fn key_format_is_pinned() {
         let k = key("default", "alice@example.com");
         let record = k.record();
-        assert_eq!(
-            record.len(),
-            "portcullis:v1:{".len() + 64 + "}:record".len()
-        );
+        assert_eq!(record.len(), "portcullis:v1:{".len() + 64 + "}:record".len());
         assert!(record.starts_with("portcullis:v1:{") && record.ends_with("}:record"));
         // Pinned (and checked with Python's hmac module) so a change of derivation,
         // which forgets every count, is deliberate.
-        assert_eq!(
-            k.digest(),
-            "6213abbd6884a4636012888f626bf820646e8885829f44d192fa917f78845507"
-        );
-        let id = AttemptId::parse("6f1c0f9e-3f1e-4b8e-9a55-0c0ffee00001")
-            .unwrap()
-            .unwrap();
+        assert_eq!(k.digest(), "6213abbd6884a4636012888f626bf820646e8885829f44d192fa917f78845507");
+        let id = AttemptId::parse("6f1c0f9e-3f1e-4b8e-9a55-0c0ffee00001").unwrap().unwrap();
         let attempt = k.attempt(&secret(), &id);
         assert!(attempt.starts_with(&format!("portcullis:v1:{{{}}}:attempt:", k.digest())));
-        assert_eq!(
-            attempt.len(),
-            record.len() - "record".len() + "attempt:".len() + 32
-        );
+        assert_eq!(attempt.len(), record.len() - "record".len() + "attempt:".len() + 32);
     }
 
     #[test]
@@ -193,10 +174,7 @@ mod tests {
         assert_ne!(key("a", "b"), key("b", "a"));
         let other = KeySecret::new(b"fedcba9876543210fedcba9876543210".to_vec());
         let id = normalize(Normalization::Exact, "alice").unwrap();
-        assert_ne!(
-            AccountKey::new(&secret(), "r", &id),
-            AccountKey::new(&other, "r", &id)
-        );
+        assert_ne!(AccountKey::new(&secret(), "r", &id), AccountKey::new(&other, "r", &id));
     }
 
     #[test]
