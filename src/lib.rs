@@ -11,6 +11,7 @@
 //! - [`normalize`]: identifier normalization, shared with gateways.
 //! - [`throttle`]: the attempt/lockout rules, independent of any store.
 //! - [`store`]: the `Store` trait, key layout ([`store::keys`]) and the Redis backend.
+//! - [`verify`]: stored-hash parsing and ceilings, dummy hashes, the CPU governor.
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
 //! - [`telemetry`]: logs and metrics.
 //! - [`run`]: serves the API, health and reflection on a bound listener until shutdown.
@@ -22,6 +23,7 @@ pub mod service;
 pub mod store;
 pub mod telemetry;
 pub mod throttle;
+pub mod verify;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -64,104 +66,131 @@ pub enum RunError {
     Transport(#[from] tonic::transport::Error),
     #[error("the reflection service could not be built")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the verifier could not be built")]
+    Verifier(#[from] verify::VerifierError),
 }
 
 /// Serves `portcullis.v1.Governor`, `grpc.health.v1.Health` and reflection (v1 and
 /// v1alpha) on `listener` until `shutdown` resolves; then reports NOT_SERVING, stops
-/// accepting, and returns once in-flight calls have finished.
+/// accepting, and returns once in-flight calls have finished (at most
+/// [`SHUTDOWN_GRACE`] later).
 ///
 /// Health is NOT_SERVING until the store answers a ping, and follows the store after.
 ///
 /// # Errors
-/// [`RunError`] when the store cannot be built or the server fails.
+/// [`RunError`] when the store or verifier cannot be built or the server fails.
 pub async fn run(
     settings: Settings,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let (store, secret): (Arc<dyn Store>, _) = match settings.store {
-        StoreSettings::Redis {
-            url,
+    Daemon::new(settings)?.serve(listener, shutdown).await
+}
+
+/// A built daemon: store, verifier and service, not yet serving. Tests build one to
+/// watch its CPU governor; [`run`] is the usual entry point.
+pub struct Daemon {
+    store: Arc<dyn Store>,
+    verifier: Arc<verify::Verifier>,
+    service: service::GovernorService,
+}
+
+impl Daemon {
+    /// Builds the store (connecting lazily), the realms' dummy hashes and the CPU
+    /// governor's thread pool.
+    ///
+    /// # Errors
+    /// [`RunError::Store`] or [`RunError::Verifier`].
+    pub fn new(settings: Settings) -> Result<Self, RunError> {
+        let (store, secret): (Arc<dyn Store>, _) = match settings.store {
+            StoreSettings::Redis { url, secret, operation_timeout, pool_size } => (
+                Arc::new(RedisStore::new(&url, secret.clone(), operation_timeout, pool_size)?),
+                secret,
+            ),
+        };
+        let verifier = Arc::new(verify::Verifier::new(settings.verify, &settings.realms)?);
+        let service = service::GovernorService::new(
+            Arc::new(settings.realms),
+            store.clone(),
             secret,
-            operation_timeout,
-            pool_size,
-        } => (
-            Arc::new(RedisStore::new(
-                &url,
-                secret.clone(),
-                operation_timeout,
-                pool_size,
-            )?),
-            secret,
-        ),
-    };
-    let service = service::GovernorService::new(Arc::new(settings.realms), store.clone(), secret);
-
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_service_status("", ServingStatus::NotServing)
-        .await;
-    health
-        .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
-        .await;
-    let (stop_health, mut health_stopped) = tokio::sync::watch::channel(false);
-    let health_task = tokio::spawn({
-        let health = health.clone();
-        async move {
-            let mut tick = tokio::time::interval(HEALTH_INTERVAL);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    _ = health_stopped.changed() => break,
-                }
-                let status = match store.ping().await {
-                    Ok(()) => ServingStatus::Serving,
-                    Err(_) => ServingStatus::NotServing,
-                };
-                health.set_service_status("", status).await;
-                health.set_service_status(SERVICE_NAME, status).await;
-            }
-        }
-    });
-
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
-
-    let (draining, mut drain_started) = tokio::sync::watch::channel(false);
-    let drain = async move {
-        shutdown.await;
-        let _ = draining.send(true);
-        // Load balancers see NOT_SERVING before the listener closes.
-        let _ = stop_health.send(true);
-        let _ = health_task.await;
-        health
-            .set_service_status("", ServingStatus::NotServing)
-            .await;
-        health
-            .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
-            .await;
-        tracing::info!("shutting down: finishing in-flight calls");
-    };
-
-    let server = tonic::transport::Server::builder()
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(pb::governor_server::GovernorServer::new(service))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), drain);
-    let grace_expired = async move {
-        let _ = drain_started.wait_for(|started| *started).await;
-        tokio::time::sleep(SHUTDOWN_GRACE).await;
-    };
-    tokio::select! {
-        served = server => served?,
-        () = grace_expired => tracing::warn!("shutdown grace expired with connections still open"),
+            verifier.clone(),
+        );
+        Ok(Self { store, verifier, service })
     }
-    Ok(())
+
+    /// The verifier, whose governor reports running comparisons, waiters and refusals.
+    pub fn verifier(&self) -> &Arc<verify::Verifier> {
+        &self.verifier
+    }
+
+    /// Serves until `shutdown`; see [`run`].
+    ///
+    /// # Errors
+    /// [`RunError`] when the server fails.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), RunError> {
+        let Daemon { store, verifier: _, service } = self;
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_service_status("", ServingStatus::NotServing).await;
+        health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
+        let (stop_health, mut health_stopped) = tokio::sync::watch::channel(false);
+        let health_task = tokio::spawn({
+            let health = health.clone();
+            async move {
+                let mut tick = tokio::time::interval(HEALTH_INTERVAL);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        _ = health_stopped.changed() => break,
+                    }
+                    let status = match store.ping().await {
+                        Ok(()) => ServingStatus::Serving,
+                        Err(_) => ServingStatus::NotServing,
+                    };
+                    health.set_service_status("", status).await;
+                    health.set_service_status(SERVICE_NAME, status).await;
+                }
+            }
+        });
+
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()?;
+
+        let (draining, mut drain_started) = tokio::sync::watch::channel(false);
+        let drain = async move {
+            shutdown.await;
+            let _ = draining.send(true);
+            // Load balancers see NOT_SERVING before the listener closes.
+            let _ = stop_health.send(true);
+            let _ = health_task.await;
+            health.set_service_status("", ServingStatus::NotServing).await;
+            health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
+            tracing::info!("shutting down: finishing in-flight calls");
+        };
+
+        let server = tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(pb::governor_server::GovernorServer::new(service))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), drain);
+        let grace_expired = async move {
+            let _ = drain_started.wait_for(|started| *started).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            served = server => served?,
+            () = grace_expired => tracing::warn!("shutdown grace expired with connections still open"),
+        }
+        Ok(())
+    }
 }

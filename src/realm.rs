@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::normalize::Normalization;
 use crate::throttle::Policy;
+use crate::verify::hash::HashParams;
 
 /// One configured realm, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +15,9 @@ pub struct Realm {
     pub policy: Policy,
     /// How identifiers are normalized; must match the realm's account lookup.
     pub normalization: Normalization,
+    /// Hash algorithm and parameters new hashes should use: the dummy hash's, and the
+    /// bar below which an accepted hash gets `needs_rehash`.
+    pub hash_target: HashParams,
 }
 
 /// All configured realms, looked up by exact name.

@@ -34,8 +34,9 @@ pub struct Counted {
     /// Store-clock start of the window the attempt was counted in, in ms; a refund
     /// names it so it never reaches into a later window.
     pub window_start_ms: u64,
-    /// The `attempt_id` was seen before; this is its first answer, nothing was counted.
-    pub replayed: bool,
+    /// How often this `attempt_id` was seen before (0: a first call, counted). A replay
+    /// gets the first call's answer and counts nothing.
+    pub replays: u64,
 }
 
 /// The operations of DESIGN.md's RPC table, one atomic store step each.
@@ -51,6 +52,16 @@ pub trait Store: Send + Sync + 'static {
         attempt_id: Option<&AttemptId>,
         policy: &Policy,
     ) -> Result<Counted, StoreError>;
+
+    /// Gives back one attempt counted in the window that started at `window_start_ms`
+    /// (the CPU budget refused it, so it was not a guess), and forgets its `attempt_id`
+    /// so a retry counts afresh.
+    async fn refund(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError>;
 
     /// `ClearAttempts`: deletes the record.
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;

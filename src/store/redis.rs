@@ -26,6 +26,11 @@ fn admit_script() -> &'static Script {
     SCRIPT.get_or_init(|| Script::new(include_str!("lua/admit.lua")))
 }
 
+fn refund_script() -> &'static Script {
+    static SCRIPT: OnceLock<Script> = OnceLock::new();
+    SCRIPT.get_or_init(|| Script::new(include_str!("lua/refund.lua")))
+}
+
 fn clear_script() -> &'static Script {
     static SCRIPT: OnceLock<Script> = OnceLock::new();
     SCRIPT.get_or_init(|| Script::new(include_str!("lua/clear.lua")))
@@ -64,11 +69,7 @@ impl RedisStore {
             .recycle_timeout(Some(operation_timeout))
             .build()
             .map_err(|e| StoreError::Pool(Box::new(e)))?;
-        Ok(Self {
-            pool,
-            secret,
-            operation_timeout,
-        })
+        Ok(Self { pool, secret, operation_timeout })
     }
 
     /// Runs one script invocation on a pooled connection under the operation deadline.
@@ -80,18 +81,13 @@ impl RedisStore {
     ) -> Result<T, StoreError> {
         self.deadline(async {
             let mut conn = self.connection().await?;
-            call.invoke_async(&mut conn)
-                .await
-                .map_err(StoreError::Command)
+            call.invoke_async(&mut conn).await.map_err(StoreError::Command)
         })
         .await
     }
 
     async fn connection(&self) -> Result<deadpool_redis::Connection, StoreError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| StoreError::Pool(Box::new(e)))
+        self.pool.get().await.map_err(|e| StoreError::Pool(Box::new(e)))
     }
 
     async fn deadline<T>(
@@ -136,7 +132,7 @@ impl Store for RedisStore {
             .arg(u8::from(policy.escalates()))
             .arg(policy.max_step());
         let reply: Vec<i64> = self.invoke(&call).await?;
-        let [allowed, failures, _step, window_start_ms, replayed] = reply[..] else {
+        let [allowed, failures, _step, window_start_ms, replays] = reply[..] else {
             return Err(StoreError::Protocol(format!(
                 "record_attempt returned {} values",
                 reply.len()
@@ -146,9 +142,7 @@ impl Store for RedisStore {
             1 => true,
             0 => false,
             other => {
-                return Err(StoreError::Protocol(format!(
-                    "record_attempt allowed={other}"
-                )));
+                return Err(StoreError::Protocol(format!("record_attempt allowed={other}")));
             }
         };
         Ok(Counted {
@@ -156,8 +150,24 @@ impl Store for RedisStore {
             locked_now: failures == i64::from(policy.max_failures) + 1,
             window_start_ms: u64::try_from(window_start_ms)
                 .map_err(|_| StoreError::Protocol("negative window start".into()))?,
-            replayed: replayed == 1,
+            replays: u64::try_from(replays)
+                .map_err(|_| StoreError::Protocol("negative replay count".into()))?,
         })
+    }
+
+    async fn refund(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut call = refund_script().key(key.record());
+        if let Some(id) = attempt_id {
+            call.key(key.attempt(&self.secret, id));
+        }
+        call.arg(window_start_ms);
+        let _refunded: i64 = self.invoke(&call).await?;
+        Ok(())
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
@@ -169,10 +179,7 @@ impl Store for RedisStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.deadline(async {
             let mut conn = self.connection().await?;
-            redis::cmd("PING")
-                .query_async::<String>(&mut conn)
-                .await
-                .map_err(StoreError::Command)
+            redis::cmd("PING").query_async::<String>(&mut conn).await.map_err(StoreError::Command)
         })
         .await
         .map(drop)

@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use portcullis::config::{Config, Overrides, Settings};
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::pb::governor_client::GovernorClient;
-use portcullis::pb::{Account, AdmitRequest, ClearAttemptsRequest, Decision, RecordAttemptRequest};
+use portcullis::pb::{
+    Account, AdmitRequest, ClearAttemptsRequest, Decision, RecordAttemptRequest, VerifyRequest,
+    VerifyResponse,
+};
 use portcullis::store::keys::{AccountKey, KeySecret};
 use tonic::transport::Channel;
 
@@ -21,7 +24,8 @@ use tonic::transport::Channel;
 pub const SECRET: &str = "test-secret-0123456789abcdef0123456789";
 
 /// Realms the tests use: `default` (the design's defaults), `mfa` (second factor
-/// required), `exact`, `ascii`, and `ab`/`a` for the concatenation case.
+/// required), `exact`, `ascii`, `ab`/`a` for the concatenation case, and `fast` (a
+/// bcrypt cost-4 target, for tests that need many cheap comparisons).
 pub const REALMS_TOML: &str = r#"
 [realms.default]
 [realms.mfa]
@@ -32,6 +36,8 @@ normalization = "exact"
 normalization = "ascii_lowercase"
 [realms.ab]
 [realms.a]
+[realms.fast]
+hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
 "#;
 
 /// A `redis-server` child on a free loopback port, in its own temporary directory.
@@ -56,12 +62,7 @@ impl RedisServer {
 
     fn start_with(persistent: bool) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut server = Self {
-            child: None,
-            port: 0,
-            dir,
-            persistent,
-        };
+        let mut server = Self { child: None, port: 0, dir, persistent };
         for _ in 0..20 {
             server.port = free_port();
             if server.spawn() {
@@ -73,27 +74,18 @@ impl RedisServer {
 
     fn spawn(&mut self) -> bool {
         let mut cmd = Command::new(redis_server_binary());
-        cmd.args([
-            "--port",
-            &self.port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .arg("--dir")
-        .arg(self.dir.path())
-        .args(["--daemonize", "no", "--loglevel", "warning"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--daemonize", "no", "--loglevel", "warning"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         if self.persistent {
             cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
         } else {
             cmd.args(["--appendonly", "no"]);
         }
-        let child = cmd
-            .spawn()
-            .expect("redis-server must be installed (see .ci/run)");
+        let child = cmd.spawn().expect("redis-server must be installed (see .ci/run)");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
@@ -156,8 +148,7 @@ impl RedisServer {
     }
 
     fn conn_quick(&self) -> redis::RedisResult<redis::Connection> {
-        self.client()
-            .get_connection_with_timeout(Duration::from_millis(500))
+        self.client().get_connection_with_timeout(Duration::from_millis(500))
     }
 
     pub fn dir(&self) -> &Path {
@@ -175,18 +166,12 @@ impl Drop for RedisServer {
 }
 
 fn redis_server_binary() -> PathBuf {
-    std::env::var_os("REDIS_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "redis-server".into())
+    std::env::var_os("REDIS_SERVER").map(PathBuf::from).unwrap_or_else(|| "redis-server".into())
 }
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Daemon settings for tests: [`REALMS_TOML`] plus `extra` TOML, against `redis_url`.
@@ -194,10 +179,7 @@ pub fn settings(redis_url: &str, extra: &str) -> Settings {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("portcullis.toml");
     std::fs::write(&path, config_toml(redis_url, extra)).unwrap();
-    Config::load(Some(&path), &Overrides::default())
-        .unwrap()
-        .validate(Some(SECRET.into()))
-        .unwrap()
+    Config::load(Some(&path), &Overrides::default()).unwrap().validate(Some(SECRET.into())).unwrap()
 }
 
 /// The TOML the tests' daemons run with.
@@ -210,6 +192,8 @@ pub fn config_toml(redis_url: &str, extra: &str) -> String {
 /// A daemon running in this test process on `127.0.0.1:0`.
 pub struct Daemon {
     pub addr: SocketAddr,
+    /// The daemon's verifier, to watch its CPU governor.
+    pub verifier: Arc<portcullis::verify::Verifier>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), portcullis::RunError>>>,
 }
@@ -219,18 +203,21 @@ impl Daemon {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(portcullis::run(settings, listener, async move {
+        let daemon = portcullis::Daemon::new(settings).expect("daemon builds");
+        let verifier = daemon.verifier().clone();
+        let task = tokio::spawn(daemon.serve(listener, async move {
             let _ = stopped.await;
         }));
-        Self {
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        }
+        Self { addr, verifier, stop: Some(stop), task: Some(task) }
     }
 
     pub async fn client(&self) -> Client {
         Client::connect(self.addr).await
+    }
+
+    /// The CPU governor's counters now.
+    pub fn governor(&self) -> portcullis::verify::governor::GovernorStats {
+        self.verifier.governor().stats()
     }
 
     /// Stops the daemon and waits for `run` to return.
@@ -289,13 +276,30 @@ impl Client {
     ) -> Result<Decision, tonic::Status> {
         let d = self
             .0
-            .admit(AdmitRequest {
-                account: account(realm, identifier),
-            })
+            .admit(AdmitRequest { account: account(realm, identifier) })
             .await?
             .into_inner()
             .decision;
         Ok(Decision::try_from(d).expect("daemon sent a known decision"))
+    }
+
+    /// `Verify` with a fresh attempt id; returns the whole response.
+    pub async fn verify(
+        &mut self,
+        realm: &str,
+        identifier: &str,
+        password: &[u8],
+        stored_hash: &str,
+        client_key: &str,
+    ) -> Result<VerifyResponse, tonic::Status> {
+        let req = VerifyRequest {
+            account: account(realm, identifier),
+            password: password.to_vec(),
+            stored_hash: stored_hash.into(),
+            client_key: client_key.into(),
+            attempt_id: uuid::Uuid::new_v4().to_string(),
+        };
+        Ok(self.0.verify(req).await?.into_inner())
     }
 
     pub async fn clear(
@@ -305,20 +309,14 @@ impl Client {
         reason: i32,
     ) -> Result<(), tonic::Status> {
         self.0
-            .clear_attempts(ClearAttemptsRequest {
-                account: account(realm, identifier),
-                reason,
-            })
+            .clear_attempts(ClearAttemptsRequest { account: account(realm, identifier), reason })
             .await
             .map(drop)
     }
 }
 
 pub fn account(realm: &str, identifier: &str) -> Option<Account> {
-    Some(Account {
-        realm: realm.into(),
-        identifier: identifier.into(),
-    })
+    Some(Account { realm: realm.into(), identifier: identifier.into() })
 }
 
 /// The record key of (realm, identifier) as the daemon derives it.
@@ -329,13 +327,8 @@ pub fn record_key(realm: &str, mode: Normalization, identifier: &str) -> String 
 
 /// `(failures, window_start_ms, step)` of a record, or `None`.
 pub fn read_record(conn: &mut redis::Connection, key: &str) -> Option<(u64, u64, u32)> {
-    let (f, ws, st): (Option<u64>, Option<u64>, Option<u32>) = redis::cmd("HMGET")
-        .arg(key)
-        .arg("f")
-        .arg("ws")
-        .arg("st")
-        .query(conn)
-        .unwrap();
+    let (f, ws, st): (Option<u64>, Option<u64>, Option<u32>) =
+        redis::cmd("HMGET").arg(key).arg("f").arg("ws").arg("st").query(conn).unwrap();
     Some((f?, ws?, st?))
 }
 
@@ -343,12 +336,7 @@ pub fn read_record(conn: &mut redis::Connection, key: &str) -> Option<(u64, u64,
 /// store's clock, for the rule that compares `now - window_start` with the window.
 pub fn age_record(conn: &mut redis::Connection, key: &str, ms: u64) {
     let ws: u64 = redis::cmd("HGET").arg(key).arg("ws").query(conn).unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg(key)
-        .arg("ws")
-        .arg(ws - ms)
-        .query(conn)
-        .unwrap();
+    let _: () = redis::cmd("HSET").arg(key).arg("ws").arg(ws - ms).query(conn).unwrap();
 }
 
 /// Audits a store after a test: no key or value contains any of `secrets` (in any
@@ -369,10 +357,7 @@ pub fn assert_store_clean(conn: &mut redis::Connection, secrets: &[&str]) {
         let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(conn).unwrap();
         let dump = String::from_utf8_lossy(&dump).to_lowercase();
         for s in secrets {
-            assert!(
-                !dump.contains(&s.to_lowercase()),
-                "a stored value contains an identifier"
-            );
+            assert!(!dump.contains(&s.to_lowercase()), "a stored value contains an identifier");
         }
     }
 }
@@ -429,12 +414,7 @@ impl DaemonProcess {
                 panic!("daemon did not start; logs:\n{}", logs.lock().unwrap());
             }
         };
-        Self {
-            child,
-            addr,
-            logs,
-            _config: dir,
-        }
+        Self { child, addr, logs, _config: dir }
     }
 
     pub async fn client(&self) -> Client {
@@ -444,19 +424,13 @@ impl DaemonProcess {
     /// SIGTERM, then waits for a clean exit; returns the exit status. Async, so this
     /// test's own clients keep running and can answer the daemon's GOAWAY.
     pub async fn terminate(mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(
-                Instant::now() < deadline,
-                "daemon did not stop after SIGTERM"
-            );
+            assert!(Instant::now() < deadline, "daemon did not stop after SIGTERM");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

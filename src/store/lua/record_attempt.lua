@@ -5,7 +5,7 @@
 -- KEYS[1]  record key   portcullis:v1:{<digest>}:record   (hash: f, ws, st)
 -- KEYS[2]  optional     portcullis:v1:{<digest>}:attempt:<id digest>
 --                       present when the gateway sent an attempt_id; holds
---                       "<allowed>:<window_start_ms>" of the first call
+--                       "<allowed>:<window_start_ms>:<replays>" of the first call
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
 -- ARGV[3]  max_window_ms
@@ -13,9 +13,10 @@
 -- ARGV[5]  escalate           1: an exhausted window raises the step; 0: 2FA realm
 -- ARGV[6]  max_step           step cap, where window(step) reaches max_window
 --
--- Returns {allowed (1|0), failures, step, window_start_ms, replayed (1|0)}.
--- A replayed attempt_id returns its first answer and counts nothing
--- (failures and step are then -1).
+-- Returns {allowed (1|0), failures, step, window_start_ms, replays}.
+-- replays is 0 for a first call. A replayed attempt_id returns its first answer,
+-- counts nothing (failures and step are then -1) and bumps its replay count,
+-- which Verify uses to bound re-comparisons under one id.
 --
 -- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2), store time T:
 --   no record          -> record {f=1, ws=T, st=0}, returns {1, 1, 0, T, 0}
@@ -43,9 +44,11 @@ assert(max_step and max_step >= 0 and max_step < 64, 'max_step must be in 0..63'
 if KEYS[2] then
   local seen = redis.call('GET', KEYS[2])
   if seen then
-    local allowed, ws = string.match(seen, '^(%d):(%d+)$')
+    local allowed, ws, replays = string.match(seen, '^(%d):(%d+):(%d+)$')
     assert(allowed, 'corrupt attempt record')
-    return {tonumber(allowed), -1, -1, tonumber(ws), 1}
+    replays = tonumber(replays) + 1
+    redis.call('SET', KEYS[2], allowed .. ':' .. ws .. ':' .. replays, 'KEEPTTL')
+    return {tonumber(allowed), -1, -1, tonumber(ws), replays}
   end
 end
 
@@ -79,6 +82,6 @@ redis.call('PEXPIRE', KEYS[1], retention)
 local allowed = 0
 if failures <= max_failures then allowed = 1 end
 if KEYS[2] then
-  redis.call('SET', KEYS[2], allowed .. ':' .. string.format('%d', ws), 'PX', retention)
+  redis.call('SET', KEYS[2], allowed .. ':' .. string.format('%d', ws) .. ':0', 'PX', retention)
 end
 return {allowed, failures, step, ws, 0}

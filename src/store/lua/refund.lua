@@ -1,0 +1,36 @@
+-- refund.lua: give back one attempt that never reached a comparison because the
+-- CPU budget refused it (it was not a guess; DESIGN.md "Throttle semantics").
+-- src/throttle.rs::refund is the same rule in Rust.
+--
+-- KEYS[1]  record key   portcullis:v1:{<digest>}:record   (hash: f, ws, st)
+-- KEYS[2]  optional     portcullis:v1:{<digest>}:attempt:<id digest>
+--                       deleted, so the gateway's retry with the same
+--                       attempt_id is counted afresh
+-- ARGV[1]  window_start_ms the attempt was counted in
+--
+-- Returns 1 when a failure was given back, 0 when the window has moved on (its
+-- count is no longer the refunded attempt's) or the record is gone.
+--
+-- Worked example: {f=3, ws=T, st=0}, ARGV[1]=T  -> {f=2, ws=T, st=0}, returns 1
+--                 {f=1, ws=U, st=1}, ARGV[1]=T  -> unchanged, returns 0
+--
+-- The expiry is left as it is: it was pushed by the attempt being refunded.
+
+local window_start = tonumber(ARGV[1])
+assert(window_start and window_start >= 0, 'window_start_ms must be a number')
+
+if KEYS[2] then
+  redis.call('DEL', KEYS[2])
+end
+
+local rec = redis.call('HMGET', KEYS[1], 'f', 'ws')
+if not rec[1] then
+  return 0
+end
+local failures, ws = tonumber(rec[1]), tonumber(rec[2])
+assert(failures and ws, 'corrupt record')
+if ws ~= window_start or failures < 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'f', string.format('%d', failures - 1))
+return 1

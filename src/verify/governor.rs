@@ -1,0 +1,295 @@
+//! The CPU governor: who may run a password-hash comparison, and when (DESIGN.md,
+//! "Verify: the CPU budget").
+//!
+//! - a global ceiling of `max_concurrent` comparisons, run on a dedicated pool of exactly
+//!   that many threads (never on the async runtime);
+//! - a per-client ceiling of `max_per_client` slots: a client at its cap *waits* for its
+//!   own earlier comparison rather than being refused;
+//! - a bounded wait (`max_wait`, and never past the caller's deadline) and a bounded queue
+//!   (`max_waiters`); past either the call is refused, counted by reason.
+//!
+//! Slots are `tokio::sync::Semaphore` permits moved into the pool job, so a slot is
+//! released only when its comparison really ends, even if the caller went away.
+//! Admission knows only the client key, never the identifier, account or password.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The governor's settings, validated by [`crate::config`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GovernorSettings {
+    /// Comparisons at once, and pool threads (default `max(1, cores / 2)`).
+    pub max_concurrent: usize,
+    /// Slots one client key may hold at once (default 1).
+    pub max_per_client: usize,
+    /// Longest wait for a slot (default 1 s).
+    pub max_wait: Duration,
+    /// Most calls waiting for a slot at once (default 8 × `max_concurrent`).
+    pub max_waiters: usize,
+}
+
+/// Why a call was refused a slot. Refused calls never reach a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// `max_waiters` calls were already waiting.
+    #[error("queue_full")]
+    QueueFull,
+    /// No slot within `max_wait`.
+    #[error("wait_timeout")]
+    WaitTimeout,
+    /// No slot before the caller's deadline.
+    #[error("deadline")]
+    Deadline,
+}
+
+impl Refusal {
+    /// The reason as a metric label and log field.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Refusal::QueueFull => "queue_full",
+            Refusal::WaitTimeout => "wait_timeout",
+            Refusal::Deadline => "deadline",
+        }
+    }
+}
+
+/// A comparison that was admitted but did not finish normally (it panicked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the comparison did not complete")]
+pub struct Aborted;
+
+/// A point-in-time view of the governor, for tests, health and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GovernorStats {
+    /// Comparisons running now.
+    pub running: usize,
+    /// Most comparisons ever seen running at once.
+    pub peak_running: usize,
+    /// Calls waiting for a slot now.
+    pub waiting: usize,
+    /// Global slots free now.
+    pub free_slots: usize,
+    /// Client keys holding or waiting for a slot now.
+    pub clients: usize,
+    /// Comparisons started since start-up.
+    pub comparisons: u64,
+    /// Refusals since start-up: queue_full, wait_timeout, deadline.
+    pub refused: [u64; 3],
+}
+
+/// How often refusals are logged at most (with their counts since the last line).
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The CPU governor. Cheap to share behind an `Arc`.
+pub struct CpuGovernor {
+    settings: GovernorSettings,
+    global: Arc<Semaphore>,
+    /// Per-client semaphores, present only while a client holds or awaits a slot, so the
+    /// table is bounded by `max_concurrent + max_waiters`.
+    clients: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    /// The dedicated hashing threads.
+    pool: rayon::ThreadPool,
+    waiting: AtomicUsize,
+    running: Arc<AtomicUsize>,
+    peak_running: Arc<AtomicUsize>,
+    comparisons: Arc<AtomicU64>,
+    refused: [AtomicU64; 3],
+    /// Refusals not yet logged, and when the last line was written.
+    refusal_log: Mutex<([u64; 3], Option<Instant>)>,
+}
+
+impl CpuGovernor {
+    /// Starts the pool of `settings.max_concurrent` threads.
+    ///
+    /// # Errors
+    /// When the operating system refuses the threads.
+    pub fn new(settings: GovernorSettings) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(settings.max_concurrent)
+            .thread_name(|i| format!("portcullis-hash-{i}"))
+            .build()?;
+        Ok(Self {
+            settings,
+            global: Arc::new(Semaphore::new(settings.max_concurrent)),
+            clients: Arc::default(),
+            pool,
+            waiting: AtomicUsize::new(0),
+            running: Arc::default(),
+            peak_running: Arc::default(),
+            comparisons: Arc::default(),
+            refused: Default::default(),
+            refusal_log: Mutex::new(([0; 3], None)),
+        })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> GovernorSettings {
+        self.settings
+    }
+
+    /// Waits for a slot for `client_key` (at most `max_wait`, and not past `deadline`),
+    /// then runs `work` on the pool and returns its result.
+    ///
+    /// # Errors
+    /// `Err(Refusal)` when no slot was had: `work` never ran. `Ok(Err(Aborted))` when
+    /// `work` panicked (its slot is released all the same).
+    pub async fn run<T: Send + 'static>(
+        &self,
+        client_key: &str,
+        deadline: Option<Instant>,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, Aborted>, Refusal> {
+        let slot =
+            self.admit(client_key, deadline).await.inspect_err(|r| self.record_refusal(*r))?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let running = self.running.clone();
+        let peak = self.peak_running.clone();
+        self.comparisons.fetch_add(1, Ordering::Relaxed);
+        self.pool.spawn(move || {
+            // The slot moves into the job: it is released when the comparison ends,
+            // whether or not anyone still waits for the answer.
+            let _slot = slot;
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            metrics::gauge!("portcullis_verify_running").set(now as f64);
+            let result = std::panic::catch_unwind(AssertUnwindSafe(work)).map_err(|_| Aborted);
+            let now = running.fetch_sub(1, Ordering::SeqCst) - 1;
+            metrics::gauge!("portcullis_verify_running").set(now as f64);
+            let _ = tx.send(result);
+        });
+        Ok(rx.await.unwrap_or(Err(Aborted)))
+    }
+
+    /// Takes a client slot, then a global one, waiting within the bounds.
+    async fn admit(&self, client_key: &str, deadline: Option<Instant>) -> Result<Slot, Refusal> {
+        let client =
+            ClientSlot::new(self.clients.clone(), client_key, self.settings.max_per_client);
+        // Fast path: both free, no queueing.
+        if let Ok(own) = client.semaphore.clone().try_acquire_owned() {
+            if let Ok(global) = self.global.clone().try_acquire_owned() {
+                return Ok(Slot { _global: global, _own: own, _client: client });
+            }
+            return self.wait(client, Some(own), deadline).await;
+        }
+        self.wait(client, None, deadline).await
+    }
+
+    async fn wait(
+        &self,
+        client: ClientSlot,
+        own: Option<OwnedSemaphorePermit>,
+        deadline: Option<Instant>,
+    ) -> Result<Slot, Refusal> {
+        let now = Instant::now();
+        let by_wait = now + self.settings.max_wait;
+        let (until, reason) = match deadline {
+            Some(d) if d <= now => return Err(Refusal::Deadline),
+            Some(d) if d < by_wait => (d, Refusal::Deadline),
+            _ => (by_wait, Refusal::WaitTimeout),
+        };
+        let _queued = Queued::enter(&self.waiting, self.settings.max_waiters)?;
+        let acquire = async {
+            let own = match own {
+                Some(own) => own,
+                None => client.semaphore.clone().acquire_owned().await.map_err(|_| reason)?,
+            };
+            let global = self.global.clone().acquire_owned().await.map_err(|_| reason)?;
+            Ok(Slot { _global: global, _own: own, _client: client })
+        };
+        tokio::time::timeout_at(until.into(), acquire).await.map_err(|_| reason)?
+    }
+
+    fn record_refusal(&self, reason: Refusal) {
+        // QueueFull, WaitTimeout, Deadline: 0, 1, 2, the order of `GovernorStats::refused`.
+        let i = reason as usize;
+        self.refused[i].fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("portcullis_verify_refusals_total", "reason" => reason.as_str())
+            .increment(1);
+        let mut log = self.refusal_log.lock().unwrap_or_else(|e| e.into_inner());
+        log.0[i] += 1;
+        let due = log.1.is_none_or(|last| last.elapsed() >= REFUSAL_LOG_INTERVAL);
+        if due {
+            let [queue_full, wait_timeout, deadline] = log.0;
+            tracing::warn!(
+                queue_full,
+                wait_timeout,
+                deadline,
+                "CPU budget refused verify calls since the last report"
+            );
+            *log = ([0; 3], Some(Instant::now()));
+        }
+    }
+
+    /// The current state.
+    pub fn stats(&self) -> GovernorStats {
+        GovernorStats {
+            running: self.running.load(Ordering::SeqCst),
+            peak_running: self.peak_running.load(Ordering::SeqCst),
+            waiting: self.waiting.load(Ordering::SeqCst),
+            free_slots: self.global.available_permits(),
+            clients: self.clients.lock().map(|c| c.len()).unwrap_or(usize::MAX),
+            comparisons: self.comparisons.load(Ordering::Relaxed),
+            refused: std::array::from_fn(|i| self.refused[i].load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Both permits of an admitted call, and the client table entry they keep alive.
+/// Field order is drop order: permits first, then the table entry.
+struct Slot {
+    _global: OwnedSemaphorePermit,
+    _own: OwnedSemaphorePermit,
+    _client: ClientSlot,
+}
+
+/// A reference to one client key's semaphore; the last one out removes the table entry.
+struct ClientSlot {
+    table: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    key: String,
+    semaphore: Arc<Semaphore>,
+}
+
+impl ClientSlot {
+    fn new(table: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>, key: &str, slots: usize) -> Self {
+        let semaphore = {
+            let mut t = table.lock().unwrap_or_else(|e| e.into_inner());
+            t.entry(key.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(slots))).clone()
+        };
+        Self { table, key: key.to_owned(), semaphore }
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        // Clones are only made under this lock: 2 means the table's and ours.
+        if Arc::strong_count(&self.semaphore) == 2 {
+            t.remove(&self.key);
+        }
+    }
+}
+
+/// One place in the bounded queue, given back on drop (also when the caller goes away).
+struct Queued<'a>(&'a AtomicUsize);
+
+impl<'a> Queued<'a> {
+    fn enter(waiting: &'a AtomicUsize, max: usize) -> Result<Self, Refusal> {
+        let before = waiting.fetch_add(1, Ordering::SeqCst);
+        if before >= max {
+            waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(Refusal::QueueFull);
+        }
+        Ok(Self(waiting))
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}

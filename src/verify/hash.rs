@@ -1,0 +1,437 @@
+//! Stored password hashes: parsing, cost ceilings, comparison and the rehash rule
+//! (DESIGN.md, "Verify: the CPU budget"). Parsing does no hashing work, so a hash that
+//! is malformed or above a ceiling is refused before any CPU is spent on it.
+//!
+//! Formats: bcrypt `$2a$`, `$2b$`, `$2y$` (the buggy `$2x$` is refused), and argon2id,
+//! argon2i, argon2d PHC strings (versions 0x10 and 0x13) with any valid salt and output
+//! length. Comparison uses the `bcrypt` and `argon2` crates.
+
+use argon2::{Argon2, PasswordHash, PasswordVerifier};
+use serde::{Deserialize, Serialize};
+
+/// Longest `stored_hash` read, in bytes (an argon2 PHC string with a 64-byte salt and
+/// output is under 200).
+pub const MAX_STORED_HASH_BYTES: usize = 1024;
+
+/// bcrypt uses at most this many password bytes (Provos & Mazières, 1999).
+pub const BCRYPT_MAX_PASSWORD_BYTES: usize = 72;
+
+/// Cost ceilings: a stored hash above any of them is refused without hashing. There is
+/// no floor: legacy hashes must still verify (and get `needs_rehash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ceilings {
+    /// Highest bcrypt cost factor (log2 of rounds).
+    pub bcrypt_cost: u32,
+    /// Highest argon2 memory, in KiB (`m`).
+    pub argon2_memory_kib: u32,
+    /// Highest argon2 iterations (`t`).
+    pub argon2_iterations: u32,
+    /// Highest argon2 lanes (`p`).
+    pub argon2_parallelism: u32,
+}
+
+/// A hash algorithm a realm can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    /// bcrypt, written as `$2b$`.
+    Bcrypt,
+    /// argon2id (RFC 9106's recommended variant).
+    Argon2id,
+    /// argon2i.
+    Argon2i,
+    /// argon2d.
+    Argon2d,
+}
+
+/// The parameters of one hash: what a realm targets, and what a stored hash carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashParams {
+    /// bcrypt with this cost factor.
+    Bcrypt {
+        /// Cost factor (log2 of rounds), 4–31.
+        cost: u32,
+    },
+    /// argon2 of one variant.
+    Argon2 {
+        /// Which argon2.
+        algorithm: Algorithm,
+        /// Memory in KiB (`m`).
+        memory_kib: u32,
+        /// Iterations (`t`).
+        iterations: u32,
+        /// Lanes (`p`).
+        parallelism: u32,
+    },
+}
+
+impl HashParams {
+    /// Whether a hash with these parameters is weaker than `target` (another algorithm,
+    /// or any cost below the target's), so an accepted password should be rehashed.
+    pub fn below(&self, target: &HashParams) -> bool {
+        match (self, target) {
+            (HashParams::Bcrypt { cost }, HashParams::Bcrypt { cost: want }) => cost < want,
+            (
+                HashParams::Argon2 { algorithm, memory_kib, iterations, parallelism },
+                HashParams::Argon2 {
+                    algorithm: want_alg,
+                    memory_kib: want_m,
+                    iterations: want_t,
+                    parallelism: want_p,
+                },
+            ) => {
+                algorithm != want_alg
+                    || memory_kib < want_m
+                    || iterations < want_t
+                    || parallelism < want_p
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Why a stored hash cannot be used. Messages name the problem, never the hash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HashError {
+    #[error("stored_hash is longer than {MAX_STORED_HASH_BYTES} bytes")]
+    TooLong,
+    #[error(
+        "stored_hash has an unsupported format: expected bcrypt ($2a$, $2b$, $2y$) or an argon2 PHC string"
+    )]
+    UnsupportedFormat,
+    #[error("stored_hash uses bcrypt $2x$, which is not supported (buggy pre-2011 variant)")]
+    Bcrypt2x,
+    #[error("stored_hash is a malformed bcrypt hash: {0}")]
+    MalformedBcrypt(&'static str),
+    #[error("stored_hash is a malformed argon2 PHC string: {0}")]
+    MalformedArgon2(String),
+    #[error("stored_hash {name} = {value} is above the ceiling {ceiling}")]
+    AboveCeiling { name: &'static str, value: u64, ceiling: u32 },
+}
+
+/// A parsed stored hash, inside the ceilings and ready to compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredHash {
+    text: String,
+    params: HashParams,
+}
+
+/// bcrypt's base64 alphabet (not RFC 4648's).
+const BCRYPT_ALPHABET: &[u8] = b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+impl StoredHash {
+    /// Parses `text` and checks it against `ceilings`, without hashing.
+    ///
+    /// # Errors
+    /// [`HashError`] naming what is wrong: length, format, `$2x$`, a malformed field, or
+    /// a cost above a ceiling.
+    pub fn parse(text: &str, ceilings: &Ceilings) -> Result<Self, HashError> {
+        if text.len() > MAX_STORED_HASH_BYTES {
+            return Err(HashError::TooLong);
+        }
+        let params = if text.starts_with("$2") {
+            parse_bcrypt(text, ceilings)?
+        } else if text.starts_with("$argon2") {
+            parse_argon2(text, ceilings)?
+        } else {
+            return Err(HashError::UnsupportedFormat);
+        };
+        Ok(Self { text: text.to_owned(), params })
+    }
+
+    /// The PHC or bcrypt string, as a gateway would store it.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The hash's algorithm and cost parameters.
+    pub fn params(&self) -> HashParams {
+        self.params
+    }
+
+    /// Compares `password` with this hash: the slow part, run on the CPU governor's pool.
+    ///
+    /// A bcrypt hash never matches a password over 72 bytes or with a NUL byte (bcrypt
+    /// would silently truncate either); the same work is done before the rejection, so
+    /// its time tells nothing.
+    pub fn matches(&self, password: &[u8]) -> bool {
+        match self.params {
+            HashParams::Bcrypt { .. } => {
+                let unusable = password.len() > BCRYPT_MAX_PASSWORD_BYTES || password.contains(&0);
+                let usable = &password[..password.len().min(BCRYPT_MAX_PASSWORD_BYTES)];
+                let matched = bcrypt::verify(usable, &self.text).unwrap_or(false);
+                matched && !unusable
+            }
+            HashParams::Argon2 { .. } => match PasswordHash::new(&self.text) {
+                Ok(hash) => Argon2::default().verify_password(password, &hash).is_ok(),
+                Err(_) => false,
+            },
+        }
+    }
+
+    /// Hashes `password` with `target` and a fresh random salt: used for the dummy hash
+    /// an unknown account is compared against.
+    ///
+    /// # Errors
+    /// A message when the hashing library refuses the parameters (validated earlier, so
+    /// this is a start-up failure, never a request-time one).
+    pub fn generate(password: &[u8], target: &HashParams) -> Result<Self, String> {
+        let text = match *target {
+            HashParams::Bcrypt { cost } => bcrypt::hash_with_result(password, cost)
+                .map_err(|e| e.to_string())?
+                .format_for_version(bcrypt::Version::TwoB),
+            HashParams::Argon2 { algorithm, memory_kib, iterations, parallelism } => {
+                use argon2::PasswordHasher;
+                let params = argon2::Params::new(memory_kib, iterations, parallelism, None)
+                    .map_err(|e| e.to_string())?;
+                let variant = match algorithm {
+                    Algorithm::Argon2i => argon2::Algorithm::Argon2i,
+                    Algorithm::Argon2d => argon2::Algorithm::Argon2d,
+                    _ => argon2::Algorithm::Argon2id,
+                };
+                let mut salt = [0u8; 16];
+                getrandom::fill(&mut salt).map_err(|e| e.to_string())?;
+                Argon2::new(variant, argon2::Version::V0x13, params)
+                    .hash_password_with_salt(password, &salt)
+                    .map_err(|e| e.to_string())?
+                    .to_string()
+            }
+        };
+        let unlimited = Ceilings {
+            bcrypt_cost: 31,
+            argon2_memory_kib: u32::MAX,
+            argon2_iterations: u32::MAX,
+            argon2_parallelism: u32::MAX,
+        };
+        Self::parse(&text, &unlimited).map_err(|e| e.to_string())
+    }
+}
+
+fn parse_bcrypt(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError> {
+    let malformed = HashError::MalformedBcrypt;
+    if text.starts_with("$2x$") {
+        return Err(HashError::Bcrypt2x);
+    }
+    if !(text.starts_with("$2a$") || text.starts_with("$2b$") || text.starts_with("$2y$")) {
+        return Err(malformed("the prefix must be $2a$, $2b$ or $2y$"));
+    }
+    if !text.is_ascii() || text.len() != 60 {
+        return Err(malformed("a bcrypt hash is 60 ASCII characters"));
+    }
+    let b = text.as_bytes();
+    if b[6] != b'$' || !b[4].is_ascii_digit() || !b[5].is_ascii_digit() {
+        return Err(malformed("the cost must be two digits followed by $"));
+    }
+    let cost = u32::from(b[4] - b'0') * 10 + u32::from(b[5] - b'0');
+    if !(4..=31).contains(&cost) {
+        return Err(malformed("the cost must be 4–31"));
+    }
+    if cost > ceilings.bcrypt_cost {
+        return Err(HashError::AboveCeiling {
+            name: "bcrypt cost",
+            value: u64::from(cost),
+            ceiling: ceilings.bcrypt_cost,
+        });
+    }
+    let (salt, digest) = text[7..].split_at(22);
+    if !salt.bytes().chain(digest.bytes()).all(|c| BCRYPT_ALPHABET.contains(&c)) {
+        return Err(malformed("the salt and digest must use bcrypt's base64 alphabet"));
+    }
+    // 16 salt bytes fill 21 characters and 4 bits of the 22nd; 23 digest bytes fill 30
+    // characters and 4 bits of the 31st. The unused low bits must be zero.
+    let index = |c: u8| BCRYPT_ALPHABET.iter().position(|&a| a == c).unwrap_or(0);
+    if index(salt.as_bytes()[21]) % 16 != 0 {
+        return Err(malformed("the salt's final base64 character is not canonical"));
+    }
+    if index(digest.as_bytes()[30]) % 4 != 0 {
+        return Err(malformed("the digest's final base64 character is not canonical"));
+    }
+    Ok(HashParams::Bcrypt { cost })
+}
+
+fn parse_argon2(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError> {
+    let malformed = |m: &str| HashError::MalformedArgon2(m.to_owned());
+    let hash = PasswordHash::new(text).map_err(|e| HashError::MalformedArgon2(e.to_string()))?;
+    let algorithm = match hash.algorithm.as_str() {
+        "argon2id" => Algorithm::Argon2id,
+        "argon2i" => Algorithm::Argon2i,
+        "argon2d" => Algorithm::Argon2d,
+        _ => {
+            return Err(malformed("the algorithm must be argon2id, argon2i or argon2d"));
+        }
+    };
+    match hash.version {
+        None | Some(0x10) | Some(0x13) => {}
+        Some(_) => return Err(malformed("the version must be 16 or 19")),
+    }
+    let mut m = None;
+    let mut t = None;
+    let mut p = None;
+    for (ident, value) in hash.params.iter() {
+        let slot = match ident.as_str() {
+            "m" => &mut m,
+            "t" => &mut t,
+            "p" => &mut p,
+            _ => continue,
+        };
+        *slot = Some(value.decimal().map_err(|_| malformed("m, t and p must be decimal"))?);
+    }
+    let (Some(m), Some(t), Some(p)) = (m, t, p) else {
+        return Err(malformed("m, t and p are required"));
+    };
+    for (name, value, ceiling) in [
+        ("argon2 m (KiB)", m, ceilings.argon2_memory_kib),
+        ("argon2 t", t, ceilings.argon2_iterations),
+        ("argon2 p", p, ceilings.argon2_parallelism),
+    ] {
+        if value > ceiling {
+            return Err(HashError::AboveCeiling { name, value: u64::from(value), ceiling });
+        }
+    }
+    if hash.salt.is_none() || hash.hash.is_none() {
+        return Err(malformed("the salt and the hash are required"));
+    }
+    // The library's own checks (m >= 8p, salt and output lengths), still without hashing.
+    argon2::Params::try_from(&hash).map_err(|e| HashError::MalformedArgon2(e.to_string()))?;
+    Ok(HashParams::Argon2 { algorithm, memory_kib: m, iterations: t, parallelism: p })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CEILINGS: Ceilings = Ceilings {
+        bcrypt_cost: 14,
+        argon2_memory_kib: 131_072,
+        argon2_iterations: 16,
+        argon2_parallelism: 8,
+    };
+    const BCRYPT: &str = "$2b$05$IbTcdjsgUGCtcgd/e8TOs.xs3Rqt9IqOvtdu6ZrtBE/tx1q1TDfm2";
+    const ARGON2: &str = "$argon2id$v=19$m=19456,t=2,p=1$9UYIR9ZIReF5HPUwKOtfHg$mXlw4iTpYMohjtsi7qzPygANdC7/hd1SbLoNsHPwwfQ";
+
+    fn err(text: &str) -> HashError {
+        StoredHash::parse(text, &CEILINGS).unwrap_err()
+    }
+
+    #[test]
+    fn parses_params() {
+        assert_eq!(
+            StoredHash::parse(BCRYPT, &CEILINGS).unwrap().params(),
+            HashParams::Bcrypt { cost: 5 }
+        );
+        assert_eq!(
+            StoredHash::parse(ARGON2, &CEILINGS).unwrap().params(),
+            HashParams::Argon2 {
+                algorithm: Algorithm::Argon2id,
+                memory_kib: 19456,
+                iterations: 2,
+                parallelism: 1
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_hashes_are_named_not_echoed() {
+        let cases = [
+            (BCRYPT.replacen("$2b$", "$2x$", 1), "$2x$"),
+            (BCRYPT.replacen("$2b$", "$2c$", 1), "prefix"),
+            (BCRYPT[..59].to_owned(), "60 ASCII"),
+            (BCRYPT.replacen("IbTc", "Ibüc", 1), "60 ASCII"),
+            (BCRYPT.replacen("$05$", "$31$", 1), "above the ceiling"),
+            (BCRYPT.replacen("$05$", "$03$", 1), "4–31"),
+            (BCRYPT.replacen("$05$", "$5a$", 1), "two digits"),
+            (format!("{}!{}", &BCRYPT[..20], &BCRYPT[21..]), "alphabet"),
+            // The 22nd salt character carries 4 unused bits: 'O' is canonical, 'P' is not.
+            (format!("{}P{}", &BCRYPT[..28], &BCRYPT[29..]), "salt's final"),
+            (format!("{}3", &BCRYPT[..59]), "digest's final"),
+            ("$1$abc$def".to_owned(), "unsupported format"),
+            ("plaintext".to_owned(), "unsupported format"),
+            ("$scrypt$ln=16,r=8,p=1$aM15713r3Xsvxbi31lqr1Q$nFNh2CVHVjNldFVKDHDlm4CbdRSCdEBsjjJxD+iCs5E".to_owned(), "unsupported"),
+            (ARGON2.replacen("m=19456", "m=4194304", 1), "above the ceiling"),
+            (ARGON2.replacen("p=1", "p=4294967295", 1), "above the ceiling"),
+            (ARGON2.replacen("t=2", "t=100", 1), "above the ceiling"),
+            (ARGON2.replacen("9UYIR9", "9UYIRü", 1), "malformed argon2"),
+            (ARGON2[..ARGON2.len() - 10].to_owned(), "malformed argon2"),
+            (ARGON2.replacen("$argon2id$", "$argon2x$", 1), "malformed argon2"),
+            (ARGON2.replacen("v=19", "v=18", 1), "version"),
+            (ARGON2.replacen("m=19456", "m=4", 1), "malformed argon2"),
+            ("x".repeat(2000), "longer than"),
+        ];
+        for (text, want) in cases {
+            let e = err(&text).to_string();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(!e.contains("IbTcdj") && !e.contains("9UYIR9"), "message echoes the hash: {e}");
+        }
+        let e = err(&ARGON2.replacen("p=1", "p=4294967295", 1)).to_string();
+        assert!(e.contains("argon2 p") && e.contains("4294967295"), "{e}");
+    }
+
+    #[test]
+    fn bcrypt_72_byte_and_nul_rules() {
+        let long = [b'a'; 73];
+        let hash = StoredHash::generate(&long[..72], &HashParams::Bcrypt { cost: 4 }).unwrap();
+        assert!(hash.matches(&long[..72]), "exactly 72 bytes is fine");
+        assert!(!hash.matches(&long), "73 bytes would match by truncation; must not");
+        let nul = StoredHash::generate(b"abc", &HashParams::Bcrypt { cost: 4 }).unwrap();
+        assert!(nul.matches(b"abc"));
+        assert!(!nul.matches(b"abc\0"), "NUL byte");
+        assert!(!nul.matches(b"abc\0def"), "NUL byte");
+    }
+
+    #[test]
+    fn generated_hashes_carry_the_target() {
+        for target in [
+            HashParams::Bcrypt { cost: 4 },
+            HashParams::Argon2 {
+                algorithm: Algorithm::Argon2id,
+                memory_kib: 64,
+                iterations: 1,
+                parallelism: 1,
+            },
+            HashParams::Argon2 {
+                algorithm: Algorithm::Argon2i,
+                memory_kib: 64,
+                iterations: 2,
+                parallelism: 2,
+            },
+            HashParams::Argon2 {
+                algorithm: Algorithm::Argon2d,
+                memory_kib: 128,
+                iterations: 1,
+                parallelism: 1,
+            },
+        ] {
+            let h = StoredHash::generate(b"pw", &target).unwrap();
+            assert_eq!(h.params(), target);
+            assert!(h.matches(b"pw") && !h.matches(b"pw2"));
+        }
+    }
+
+    #[test]
+    fn rehash_rule() {
+        let target = HashParams::Argon2 {
+            algorithm: Algorithm::Argon2id,
+            memory_kib: 19456,
+            iterations: 2,
+            parallelism: 1,
+        };
+        assert!(HashParams::Bcrypt { cost: 12 }.below(&target));
+        assert!(!target.below(&target));
+        let weaker = HashParams::Argon2 {
+            algorithm: Algorithm::Argon2id,
+            memory_kib: 8192,
+            iterations: 3,
+            parallelism: 1,
+        };
+        assert!(weaker.below(&target));
+        let other = HashParams::Argon2 {
+            algorithm: Algorithm::Argon2i,
+            memory_kib: 19456,
+            iterations: 2,
+            parallelism: 1,
+        };
+        assert!(other.below(&target));
+        assert!(HashParams::Bcrypt { cost: 9 }.below(&HashParams::Bcrypt { cost: 10 }));
+        assert!(!HashParams::Bcrypt { cost: 11 }.below(&HashParams::Bcrypt { cost: 10 }));
+    }
+}

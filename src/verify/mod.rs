@@ -1,0 +1,126 @@
+//! `Verify`: password-hash comparison under the daemon's CPU budget.
+//!
+//! - [`hash`]: stored-hash parsing, ceilings, comparison, the rehash rule.
+//! - [`governor`]: the CPU governor (global and per-client ceilings, bounded wait and queue).
+//!
+//! [`Verifier`] ties them to the realms: it owns each realm's dummy hash, made at
+//! start-up with the realm's target, so an unknown account costs the same hash work as a
+//! known one.
+
+pub mod governor;
+pub mod hash;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use governor::{CpuGovernor, GovernorSettings};
+use hash::{Ceilings, HashError, HashParams, StoredHash};
+
+use crate::realm::{Realm, Realms};
+
+/// Validated `[verify]` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifySettings {
+    /// The CPU budget.
+    pub governor: GovernorSettings,
+    /// Cost ceilings for stored hashes.
+    pub ceilings: Ceilings,
+    /// Longest password accepted, in bytes.
+    pub max_password_bytes: usize,
+}
+
+/// Longest `client_key`, in bytes (an IPv6 address with zone, or a connection id).
+pub const MAX_CLIENT_KEY_BYTES: usize = 256;
+
+/// Why the verifier could not be built (a start-up failure).
+#[derive(Debug, thiserror::Error)]
+pub enum VerifierError {
+    #[error("the hashing thread pool could not start")]
+    Pool(#[from] rayon::ThreadPoolBuildError),
+    #[error("realm {realm}: the dummy hash could not be made: {reason}")]
+    Dummy { realm: String, reason: String },
+}
+
+/// The realms' dummy hashes, the ceilings and the CPU governor.
+pub struct Verifier {
+    settings: VerifySettings,
+    governor: Arc<CpuGovernor>,
+    /// One per realm, made with the realm's target from a random password nobody knows.
+    dummies: HashMap<String, Arc<StoredHash>>,
+}
+
+/// One comparison, ready to run on the governor's pool.
+pub struct Comparison {
+    hash: Arc<StoredHash>,
+    /// `false` for an unknown account: the dummy hash is compared, and never accepted.
+    known: bool,
+    target: HashParams,
+}
+
+/// What a comparison found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// The password matched a real stored hash.
+    pub matched: bool,
+    /// Matched, and the hash is below the realm's target.
+    pub needs_rehash: bool,
+}
+
+impl Verifier {
+    /// Makes every realm's dummy hash (slow by design: one hash per realm) and starts the
+    /// governor's pool.
+    ///
+    /// # Errors
+    /// [`VerifierError`] when the pool cannot start or a dummy hash cannot be made.
+    pub fn new(settings: VerifySettings, realms: &Realms) -> Result<Self, VerifierError> {
+        let mut dummies = HashMap::new();
+        for realm in realms.iter() {
+            let mut secret = [0u8; 32];
+            let dummy = getrandom::fill(&mut secret)
+                .map_err(|e| e.to_string())
+                .and_then(|()| StoredHash::generate(&secret, &realm.hash_target))
+                .map_err(|reason| VerifierError::Dummy { realm: realm.name.clone(), reason })?;
+            dummies.insert(realm.name.clone(), Arc::new(dummy));
+        }
+        Ok(Self { settings, governor: Arc::new(CpuGovernor::new(settings.governor)?), dummies })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &VerifySettings {
+        &self.settings
+    }
+
+    /// The CPU governor.
+    pub fn governor(&self) -> &Arc<CpuGovernor> {
+        &self.governor
+    }
+
+    /// The dummy hash of `realm`, compared when an account does not exist.
+    pub fn dummy(&self, realm: &str) -> Option<&StoredHash> {
+        self.dummies.get(realm).map(|d| d.as_ref())
+    }
+
+    /// Parses `stored_hash` for `realm` (empty: the realm's dummy hash), without hashing.
+    ///
+    /// # Errors
+    /// [`HashError`] for a malformed hash or one above the ceilings.
+    pub fn prepare(&self, realm: &Realm, stored_hash: &str) -> Result<Comparison, HashError> {
+        let (hash, known) = if stored_hash.is_empty() {
+            // Realms are fixed at start-up and each has a dummy; a missing one is a bug,
+            // reported as an unsupported hash rather than a panic.
+            let dummy = self.dummies.get(&realm.name).ok_or(HashError::UnsupportedFormat)?;
+            (dummy.clone(), false)
+        } else {
+            (Arc::new(StoredHash::parse(stored_hash, &self.settings.ceilings)?), true)
+        };
+        Ok(Comparison { hash, known, target: realm.hash_target })
+    }
+}
+
+impl Comparison {
+    /// Compares `password`: the slow part, for the governor's pool.
+    pub fn run(self, password: &[u8]) -> Outcome {
+        let matched = self.hash.matches(password) && self.known;
+        Outcome { matched, needs_rehash: matched && self.hash.params().below(&self.target) }
+    }
+}

@@ -1,0 +1,176 @@
+//! The CPU budget of `Verify`: per-client waiting, bounded wait and queue, the global
+//! ceiling under a flood, and slots freed when callers go away. Counts come from the
+//! governor's own gauges, never from timing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use portcullis::normalize::Normalization;
+use portcullis::pb::{Verdict, VerifyRequest};
+use portcullis::verify::hash::{HashParams, StoredHash};
+use tokio::task::JoinSet;
+use tonic::Code;
+
+/// Waits (bounded) until the governor is idle, then returns its stats.
+async fn settled(daemon: &Daemon) -> portcullis::verify::governor::GovernorStats {
+    for _ in 0..200 {
+        let s = daemon.governor();
+        if s.running == 0 && s.waiting == 0 && s.clients == 0 {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon.governor()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_concurrent_logins_from_one_client_all_succeed() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let hash = StoredHash::generate(b"pw", &HashParams::Bcrypt { cost: 6 }).unwrap();
+    let mut calls = JoinSet::new();
+    for n in 0..6 {
+        let mut c = daemon.client().await;
+        let hash = hash.as_str().to_owned();
+        calls.spawn(async move {
+            c.verify("fast", &format!("tab{n}@example.com"), b"pw", &hash, "203.0.113.7").await
+        });
+    }
+    let answers = calls.join_all().await;
+    for a in &answers {
+        assert_eq!(a.as_ref().map(|r| r.verdict()).ok(), Some(Verdict::Accept), "{a:?}");
+    }
+    let stats = settled(&daemon).await;
+    assert_eq!(stats.peak_running, 1, "one client key holds one slot at a time");
+    assert_eq!(stats.refused, [0, 0, 0]);
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_over_max_wait_is_refused_and_refunded() {
+    let redis = RedisServer::start();
+    let extra = "[verify]\nmax_concurrent = 1\nmax_wait = \"40ms\"\nmax_waiters = 1000\n";
+    let daemon = Daemon::start(settings(&redis.url(), extra)).await;
+    // ~15 ms a comparison, 40 calls in a row for one client: most cannot start in 40 ms.
+    let hash = StoredHash::generate(b"pw", &HashParams::Bcrypt { cost: 8 }).unwrap();
+    let mut calls = JoinSet::new();
+    for n in 0..40 {
+        let mut c = daemon.client().await;
+        let hash = hash.as_str().to_owned();
+        calls.spawn(async move {
+            let id = format!("user{n}@example.com");
+            (id.clone(), c.verify("fast", &id, b"pw", &hash, "198.51.100.1").await)
+        });
+    }
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    for (id, answer) in calls.join_all().await {
+        match answer {
+            Ok(r) => {
+                assert_eq!(r.verdict(), Verdict::Accept);
+                accepted.push(id);
+            }
+            Err(s) => {
+                assert_eq!(s.code(), Code::ResourceExhausted, "{s:?}");
+                assert!(s.message().contains("wait_timeout"), "{}", s.message());
+                refused.push(id);
+            }
+        }
+    }
+    assert!(!accepted.is_empty() && !refused.is_empty(), "{} accepted, {} refused", accepted.len(), refused.len());
+    let stats = settled(&daemon).await;
+    assert_eq!(stats.refused, [0, refused.len() as u64, 0]);
+    assert_eq!(stats.comparisons, accepted.len() as u64);
+    let mut conn = redis.conn();
+    for id in &refused {
+        let record = read_record(&mut conn, &record_key("fast", Normalization::Email, id));
+        assert_eq!(record.map(|r| r.0), Some(0), "a refused attempt was left counted");
+    }
+    for id in &accepted {
+        assert_eq!(read_record(&mut conn, &record_key("fast", Normalization::Email, id)), None);
+    }
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_unknown_identifiers_never_exceeds_the_global_ceiling() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(settings(&redis.url(), "[verify]\nmax_concurrent = 2\n")).await;
+    let mut calls = JoinSet::new();
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(daemon.client().await);
+    }
+    for n in 0..64 {
+        let mut c = clients[n % clients.len()].clone();
+        calls.spawn(async move {
+            let id = format!("made-up-{n}@example.com");
+            c.verify("default", &id, b"password1", "", &format!("192.0.2.{n}")).await
+        });
+    }
+    let (mut rejected, mut exhausted) = (0, 0);
+    for answer in calls.join_all().await {
+        match answer {
+            Ok(r) => {
+                assert_eq!(r.verdict(), Verdict::Reject);
+                rejected += 1;
+            }
+            Err(s) => {
+                assert_eq!(s.code(), Code::ResourceExhausted, "{s:?}");
+                exhausted += 1;
+            }
+        }
+    }
+    let stats = settled(&daemon).await;
+    assert_eq!(stats.peak_running, 2, "the ceiling of 2 was exceeded or never reached");
+    assert_eq!(rejected + exhausted, 64);
+    assert_eq!(stats.comparisons, rejected as u64);
+    // 64 callers against 2 slots and 16 queue places: most find the queue full; a
+    // waiter on a loaded machine may also pass max_wait. Every refusal is counted.
+    assert_eq!(stats.refused.iter().sum::<u64>(), exhausted as u64, "{stats:?}");
+    assert!(stats.refused[0] > 0, "the bounded queue never filled: {stats:?}");
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_cancelled_calls_leave_every_slot_free() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(settings(&redis.url(), "[verify]\nmax_waiters = 1000\n")).await;
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(daemon.client().await);
+    }
+    let mut calls = JoinSet::new();
+    for n in 0..1000 {
+        let mut c = clients[n % clients.len()].clone();
+        calls.spawn(async move {
+            let mut req = tonic::Request::new(VerifyRequest {
+                account: account("default", &format!("hurry{n}@example.com")),
+                password: b"password1".to_vec(),
+                stored_hash: String::new(),
+                client_key: format!("client-{}", n % 50),
+                attempt_id: format!("a-{n}"),
+            });
+            req.set_timeout(Duration::from_millis(1));
+            c.0.verify(req).await
+        });
+        // Keep about 100 in flight, so calls are cancelled both queued and hashing.
+        if calls.len() >= 100 {
+            calls.join_next().await;
+        }
+    }
+    while calls.join_next().await.is_some() {}
+    let stats = settled(&daemon).await;
+    let max = daemon.verifier.governor().settings().max_concurrent;
+    assert_eq!((stats.running, stats.waiting, stats.clients), (0, 0, 0), "{stats:?}");
+    assert_eq!(stats.free_slots, max, "a slot leaked");
+    assert!(stats.comparisons >= 1, "no call was cancelled while hashing: {stats:?}");
+    assert!(stats.refused[2] >= 1, "no call was refused for its deadline: {stats:?}");
+    // The daemon still works after the storm.
+    let mut c = daemon.client().await;
+    let r = c.verify("default", "after@example.com", b"x", "", "fresh").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Reject);
+    daemon.shutdown().await;
+}
