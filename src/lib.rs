@@ -14,8 +14,10 @@
 //! - [`verify`]: stored-hash parsing and ceilings, dummy hashes, the CPU governor.
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
 //! - [`telemetry`]: logs and metrics.
+//! - [`client`]: the gateway library: endpoint pool, retries, health, circuit breaker.
 //! - [`run`]: serves the API, health and reflection on a bound listener until shutdown.
 
+pub mod client;
 pub mod config;
 pub mod normalize;
 pub mod realm;

@@ -1,0 +1,504 @@
+//! The gateway client: calls the daemon and answers with a two-valued [`Decision`].
+//!
+//! Whatever goes wrong between gateway and daemon — a refused or reset connection, a
+//! timeout, an open circuit breaker, an error status, an unknown or unspecified enum
+//! value — arrives as [`Decision::Deny`]. There is no third outcome for a caller to
+//! mishandle; [`Answer::retryable`] only tells a user interface whether to say "try again
+//! later" (503) instead of "wrong credentials" (401).
+//!
+//! Resilience never becomes a bypass (DESIGN.md, "Gateway client"):
+//! - only transport failures are retried (connection refused or reset, connect timeout,
+//!   unreachable), at most `max_retries` times, within a retry budget, always with the
+//!   same `attempt_id` (generated here when the caller gives none), so a retried
+//!   attempt is counted once;
+//! - answers from the daemon — reject, `RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`,
+//!   `INTERNAL`, even `UNAVAILABLE` sent by the daemon — are never retried and never
+//!   count against an endpoint's health;
+//! - `call_timeout` bounds a whole call, retries included; a try cut off by it is not
+//!   retried, but counts as a transport failure: a daemon that never answers must be
+//!   ejected;
+//! - passive health ejects an endpoint after consecutive transport failures; the breaker
+//!   opens when no endpoint is healthy, denies without a network call, and half-opens
+//!   with one probe call when a back-off runs out.
+//!
+//! `docs/client.md` has the table of every outcome.
+
+mod pool;
+
+use std::error::Error as _;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+pub use crate::normalize::{Normalization, NormalizedIdentifier, normalize};
+use crate::pb::governor_client::GovernorClient;
+use crate::pb::{
+    Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, Verdict, VerifyRequest,
+};
+use pool::{HealthPolicy, Pick, Pool, RetryBudget};
+
+/// The answer's decision. Every failure is `Deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The daemon explicitly allowed (`DECISION_ALLOW`, `VERDICT_ACCEPT`, or a completed
+    /// `ClearAttempts`).
+    Allow,
+    /// Anything else.
+    Deny,
+}
+
+/// What a call answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    /// Allow or deny; the only field that decides a login.
+    pub decision: Decision,
+    /// On an allowed `Verify` only: store a new hash at the realm's target.
+    pub needs_rehash: bool,
+    /// On a deny only: the daemon refused for capacity or could not be reached or could
+    /// not reach its store, so the same login may succeed later (answer 503 with
+    /// `Retry-After`). `false` for a reject, a closed door and bad input.
+    pub retryable: bool,
+}
+
+impl Answer {
+    fn allow(needs_rehash: bool) -> Self {
+        Self { decision: Decision::Allow, needs_rehash, retryable: false }
+    }
+
+    fn deny(retryable: bool) -> Self {
+        Self { decision: Decision::Deny, needs_rehash: false, retryable }
+    }
+
+    /// `decision == Decision::Allow`.
+    pub fn is_allowed(&self) -> bool {
+        self.decision == Decision::Allow
+    }
+}
+
+/// Why a password's record is cleared (DESIGN.md: nothing else clears it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClearReason {
+    /// The gateway compared the hash itself and it matched.
+    PasswordVerified,
+    /// A password reset was completed (not merely requested).
+    PasswordResetCompleted,
+}
+
+/// Client configuration. Every duration comes from here; the defaults are documented
+/// and chosen for a daemon on the same network.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    /// Daemon URLs (`http://host:port`); one by default.
+    #[serde(default = "default_endpoints")]
+    pub endpoints: Vec<String>,
+    /// Deadline of one call, retries included; each try sends the time left to the
+    /// daemon as `grpc-timeout` (default 2 s).
+    #[serde(default = "default_call_timeout", with = "humantime_serde")]
+    pub call_timeout: Duration,
+    /// Deadline of a TCP connect (default 500 ms).
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Most retries of one call after transport failures (default 2).
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Retries allowed as a fraction of calls, in the long run (default 0.2).
+    #[serde(default = "default_retry_budget_ratio")]
+    pub retry_budget_ratio: f64,
+    /// Retries allowed in a burst beyond the ratio (default 10).
+    #[serde(default = "default_retry_budget_reserve")]
+    pub retry_budget_reserve: u32,
+    /// Consecutive transport failures that eject an endpoint (default 3).
+    #[serde(default = "default_eject_after")]
+    pub eject_after: u32,
+    /// First ejection's length; doubles after each failed probe (default 5 s).
+    #[serde(default = "default_eject_for", with = "humantime_serde")]
+    pub eject_for: Duration,
+    /// Longest ejection (default 60 s).
+    #[serde(default = "default_eject_max", with = "humantime_serde")]
+    pub eject_max: Duration,
+}
+
+fn default_endpoints() -> Vec<String> {
+    vec!["http://127.0.0.1:50051".to_owned()]
+}
+const fn default_call_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+const fn default_connect_timeout() -> Duration {
+    Duration::from_millis(500)
+}
+const fn default_max_retries() -> u32 {
+    2
+}
+const fn default_retry_budget_ratio() -> f64 {
+    0.2
+}
+const fn default_retry_budget_reserve() -> u32 {
+    10
+}
+const fn default_eject_after() -> u32 {
+    3
+}
+const fn default_eject_for() -> Duration {
+    Duration::from_secs(5)
+}
+const fn default_eject_max() -> Duration {
+    Duration::from_secs(60)
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            endpoints: default_endpoints(),
+            call_timeout: default_call_timeout(),
+            connect_timeout: default_connect_timeout(),
+            max_retries: default_max_retries(),
+            retry_budget_ratio: default_retry_budget_ratio(),
+            retry_budget_reserve: default_retry_budget_reserve(),
+            eject_after: default_eject_after(),
+            eject_for: default_eject_for(),
+            eject_max: default_eject_max(),
+        }
+    }
+}
+
+/// A configuration the client cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("client.endpoints is empty")]
+    NoEndpoints,
+    #[error("client.endpoints[{index}] is not a valid URL")]
+    BadEndpoint {
+        index: usize,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("client.{setting} is out of range: allowed {allowed}")]
+    OutOfRange { setting: &'static str, allowed: &'static str },
+}
+
+/// Counters for tests and dashboards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Logical calls made.
+    pub calls: u64,
+    /// Retries after transport failures.
+    pub retries: u64,
+    /// Tries that ended in a transport failure or timeout.
+    pub transport_failures: u64,
+    /// Calls denied by the open breaker without a network call.
+    pub breaker_denials: u64,
+    /// Whether the breaker is open now.
+    pub breaker_open: bool,
+    /// Health of each endpoint, in configuration order.
+    pub healthy: Vec<bool>,
+}
+
+/// The gateway's handle to the daemon fleet. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ClientConfig,
+    pool: Pool,
+    budget: RetryBudget,
+    calls: AtomicU64,
+    retries: AtomicU64,
+    transport_failures: AtomicU64,
+    breaker_denials: AtomicU64,
+}
+
+/// How one try ended, when it did not return a value.
+enum Failure {
+    /// The daemon answered with this status. Never retried, never a health failure.
+    Answered(Status),
+    /// Connection refused, reset, unreachable or connect timeout: retried.
+    Transport,
+    /// No answer within `call_timeout`: not retried (the daemon may be working on it).
+    Timeout,
+    /// No endpoint could take the call.
+    BreakerOpen,
+}
+
+/// A status the daemon sent carries no source; one the client made from a connect,
+/// reset or protocol error does.
+fn is_transport(status: &Status) -> bool {
+    status.source().is_some()
+}
+
+impl Client {
+    /// Builds a client; connects lazily, on the first call to each endpoint.
+    ///
+    /// # Errors
+    /// [`ClientError`] for an empty or invalid endpoint list or an out-of-range setting.
+    pub fn new(config: ClientConfig) -> Result<Self, ClientError> {
+        if config.endpoints.is_empty() {
+            return Err(ClientError::NoEndpoints);
+        }
+        let check = |ok: bool, setting, allowed| {
+            if ok { Ok(()) } else { Err(ClientError::OutOfRange { setting, allowed }) }
+        };
+        let ms = Duration::from_millis;
+        check(config.call_timeout >= ms(1), "call_timeout", "at least 1ms")?;
+        check(config.connect_timeout >= ms(1), "connect_timeout", "at least 1ms")?;
+        check(config.max_retries <= 10, "max_retries", "0–10")?;
+        check((0.0..=1.0).contains(&config.retry_budget_ratio), "retry_budget_ratio", "0.0–1.0")?;
+        check(config.eject_after >= 1, "eject_after", "at least 1")?;
+        check(config.eject_for >= ms(1), "eject_for", "at least 1ms")?;
+        check(config.eject_max >= config.eject_for, "eject_max", "at least eject_for")?;
+        let mut endpoints = Vec::new();
+        for (index, url) in config.endpoints.iter().enumerate() {
+            let channel = tonic::transport::Endpoint::from_shared(url.clone())
+                .map_err(|source| ClientError::BadEndpoint { index, source })?
+                .connect_timeout(config.connect_timeout)
+                .connect_lazy();
+            endpoints.push((url.clone(), channel));
+        }
+        let policy = HealthPolicy {
+            eject_after: config.eject_after,
+            eject_for: config.eject_for,
+            eject_max: config.eject_max,
+            probe_timeout: config.connect_timeout + config.call_timeout,
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool: Pool::new(endpoints, policy),
+                budget: RetryBudget::new(config.retry_budget_ratio, config.retry_budget_reserve),
+                config,
+                calls: AtomicU64::new(0),
+                retries: AtomicU64::new(0),
+                transport_failures: AtomicU64::new(0),
+                breaker_denials: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// `Admit`: is the account key's door open? Never counts.
+    pub async fn admit(&self, realm: &str, identifier: &str) -> Answer {
+        let account = account(realm, identifier);
+        let route = route_key(realm, identifier);
+        let answer = self
+            .call(&route, |mut c, timeout| {
+                let mut req = tonic::Request::new(AdmitRequest { account: account.clone() });
+                req.set_timeout(timeout);
+                async move { c.admit(req).await.map(|r| r.into_inner().decision) }
+            })
+            .await;
+        decision_answer(answer)
+    }
+
+    /// `RecordAttempt`: counts one attempt before the gateway compares the hash itself.
+    /// `attempt_id` makes retries idempotent; one is generated when `None`.
+    pub async fn record_attempt(
+        &self,
+        realm: &str,
+        identifier: &str,
+        attempt_id: Option<&str>,
+    ) -> Answer {
+        let req = RecordAttemptRequest {
+            account: account(realm, identifier),
+            attempt_id: attempt_id.map_or_else(new_attempt_id, str::to_owned),
+        };
+        let answer = self
+            .call(&route_key(realm, identifier), |mut c, timeout| {
+                let mut req = tonic::Request::new(req.clone());
+                req.set_timeout(timeout);
+                async move { c.record_attempt(req).await.map(|r| r.into_inner().decision) }
+            })
+            .await;
+        decision_answer(answer)
+    }
+
+    /// `Verify`: the whole login check. `stored_hash` is empty for an unknown (or
+    /// disabled) account. Routed by `client_key`, so one end client's calls meet one
+    /// daemon's per-client ceiling.
+    pub async fn verify(&self, login: Login<'_>) -> Answer {
+        let req = VerifyRequest {
+            account: account(login.realm, login.identifier),
+            password: login.password.to_vec(),
+            stored_hash: login.stored_hash.to_owned(),
+            client_key: login.client_key.to_owned(),
+            attempt_id: login.attempt_id.map_or_else(new_attempt_id, str::to_owned),
+        };
+        let answer = self
+            .call(login.client_key, |mut c, timeout| {
+                let mut req = tonic::Request::new(req.clone());
+                req.set_timeout(timeout);
+                async move { c.verify(req).await.map(|r| r.into_inner()) }
+            })
+            .await;
+        match answer {
+            Ok(r) if r.verdict == Verdict::Accept as i32 => Answer::allow(r.needs_rehash),
+            Ok(_) => Answer::deny(false),
+            Err(f) => failure_answer(f),
+        }
+    }
+
+    /// `ClearAttempts`: `Allow` when the daemon cleared the record.
+    pub async fn clear_attempts(
+        &self,
+        realm: &str,
+        identifier: &str,
+        reason: ClearReason,
+    ) -> Answer {
+        let reason = match reason {
+            ClearReason::PasswordVerified => crate::pb::ClearReason::PasswordVerified,
+            ClearReason::PasswordResetCompleted => crate::pb::ClearReason::PasswordResetCompleted,
+        };
+        let req =
+            ClearAttemptsRequest { account: account(realm, identifier), reason: reason as i32 };
+        let answer = self
+            .call(&route_key(realm, identifier), |mut c, timeout| {
+                let mut req = tonic::Request::new(req.clone());
+                req.set_timeout(timeout);
+                async move { c.clear_attempts(req).await.map(drop) }
+            })
+            .await;
+        match answer {
+            Ok(()) => Answer::allow(false),
+            Err(f) => failure_answer(f),
+        }
+    }
+
+    /// The endpoint a `Verify` for `client_key` would go to now; `None` when the
+    /// breaker is open.
+    pub fn route(&self, client_key: &str) -> Option<String> {
+        self.inner.pool.route(client_key).map(str::to_owned)
+    }
+
+    /// Counters and health now.
+    pub fn stats(&self) -> ClientStats {
+        let i = &self.inner;
+        ClientStats {
+            calls: i.calls.load(Ordering::Relaxed),
+            retries: i.retries.load(Ordering::Relaxed),
+            transport_failures: i.transport_failures.load(Ordering::Relaxed),
+            breaker_denials: i.breaker_denials.load(Ordering::Relaxed),
+            breaker_open: i.pool.breaker_open(),
+            healthy: i.pool.healthy(),
+        }
+    }
+
+    /// One logical call: tries endpoints in rendezvous order for `route`, retrying
+    /// transport failures only, within the budget. `call_timeout` bounds the whole call,
+    /// retries included; each try sends the time left as its `grpc-timeout`.
+    async fn call<T, F, Fut>(&self, route: &str, op: F) -> Result<T, Failure>
+    where
+        F: Fn(GovernorClient<Channel>, Duration) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
+        let inner = &self.inner;
+        inner.calls.fetch_add(1, Ordering::Relaxed);
+        inner.budget.deposit();
+        let deadline = tokio::time::Instant::now() + inner.config.call_timeout;
+        let mut tried = Vec::new();
+        loop {
+            let Some(pick) = inner.pool.pick(route, &tried) else {
+                if tried.is_empty() {
+                    inner.breaker_denials.fetch_add(1, Ordering::Relaxed);
+                    return Err(Failure::BreakerOpen);
+                }
+                return Err(Failure::Transport);
+            };
+            tried.push(pick.index);
+            let client = GovernorClient::new(inner.pool.endpoint(pick).channel.clone());
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let outcome = match tokio::time::timeout_at(deadline, op(client, left)).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(status)) if is_transport(&status) => Err(Failure::Transport),
+                Ok(Err(status)) => Err(Failure::Answered(status)),
+                Err(_elapsed) => Err(Failure::Timeout),
+            };
+            match outcome {
+                Ok(value) => {
+                    inner.pool.answered(pick);
+                    return Ok(value);
+                }
+                Err(Failure::Answered(status)) => {
+                    inner.pool.answered(pick);
+                    return Err(Failure::Answered(status));
+                }
+                Err(failure) => {
+                    self.transport_failure(pick);
+                    let retry = matches!(failure, Failure::Transport)
+                        && tried.len() <= inner.config.max_retries as usize
+                        && tokio::time::Instant::now() < deadline
+                        && inner.budget.withdraw();
+                    if !retry {
+                        return Err(failure);
+                    }
+                    inner.retries.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn transport_failure(&self, pick: Pick) {
+        self.inner.transport_failures.fetch_add(1, Ordering::Relaxed);
+        self.inner.pool.failed(pick);
+        tracing::debug!(endpoint = %self.inner.pool.endpoint(pick).url, "transport failure");
+    }
+}
+
+/// The inputs of one `Verify`.
+#[derive(Clone, Copy)]
+pub struct Login<'a> {
+    /// Realm name.
+    pub realm: &'a str,
+    /// What the user typed to name the account.
+    pub identifier: &'a str,
+    /// What the user typed as the password.
+    pub password: &'a [u8],
+    /// The account's stored hash; empty for an unknown or disabled account.
+    pub stored_hash: &'a str,
+    /// The end client's IP or connection identity.
+    pub client_key: &'a str,
+    /// Idempotency id; generated when `None`.
+    pub attempt_id: Option<&'a str>,
+}
+
+impl std::fmt::Debug for Login<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login").field("realm", &self.realm).finish_non_exhaustive()
+    }
+}
+
+fn account(realm: &str, identifier: &str) -> Option<Account> {
+    Some(Account { realm: realm.to_owned(), identifier: identifier.to_owned() })
+}
+
+/// Non-`Verify` calls are spread over endpoints by account; the store is shared, so
+/// any endpoint gives the same answer.
+fn route_key(realm: &str, identifier: &str) -> String {
+    format!("{}\0{realm}\0{identifier}", realm.len())
+}
+
+fn new_attempt_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// `DECISION_ALLOW` is the only allow; `DENY`, `UNSPECIFIED` and unknown values deny.
+fn decision_answer(answer: Result<i32, Failure>) -> Answer {
+    match answer {
+        Ok(d) if d == crate::pb::Decision::Allow as i32 => Answer::allow(false),
+        Ok(_) => Answer::deny(false),
+        Err(f) => failure_answer(f),
+    }
+}
+
+/// Every failure is a deny; some are worth trying again later.
+fn failure_answer(failure: Failure) -> Answer {
+    let retryable = match failure {
+        Failure::Answered(s) => matches!(s.code(), Code::ResourceExhausted | Code::Unavailable),
+        Failure::Transport | Failure::Timeout | Failure::BreakerOpen => true,
+    };
+    Answer::deny(retryable)
+}
