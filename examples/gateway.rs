@@ -1,0 +1,138 @@
+//! An example login gateway: `POST /login` (form fields `username`, `password`) checks
+//! the password through the Portcullis daemon's `Verify`, using `portcullis::client`.
+//!
+//! Users come from an htpasswd-format file (`name:$2y$...` as `htpasswd -B` writes) or a
+//! file of `name:$argon2id$...` PHC strings. Every failed login gets one uniform 401; a
+//! daemon that refuses for capacity or cannot be reached gets a 503 with `Retry-After`.
+//!
+//! ```sh
+//! cargo run --example gateway -- --users users.htpasswd --listen 127.0.0.1:8080
+//! curl -i -d 'username=alice&password=secret' http://127.0.0.1:8080/login
+//! ```
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Form, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use clap::Parser;
+use portcullis::client::{Client, ClientConfig, Decision, Login, Normalization, normalize};
+
+#[derive(Parser)]
+struct Args {
+    /// Users file: one `name:hash` per line (bcrypt or argon2 PHC); `#` starts a comment.
+    #[arg(long)]
+    users: PathBuf,
+    /// HTTP listen address (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Daemon URL(s); repeat for several.
+    #[arg(long = "daemon", default_value = "http://127.0.0.1:50051")]
+    daemons: Vec<String>,
+    /// Realm the users belong to.
+    #[arg(long, default_value = "default")]
+    realm: String,
+    /// Deadline of one call to the daemon.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    call_timeout: std::time::Duration,
+}
+
+struct Gateway {
+    client: Client,
+    realm: String,
+    /// Stored hashes by normalized identifier: the lookup uses the same normalization
+    /// as the daemon's counter (email mode, the daemon's default).
+    users: HashMap<String, String>,
+}
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    username: String,
+    password: String,
+}
+
+/// Every failed login: same status, headers and body, whatever failed.
+fn unauthorized() -> Response {
+    (StatusCode::UNAUTHORIZED, "invalid username or password\n").into_response()
+}
+
+/// The daemon refused for capacity or could not be reached: try again shortly.
+fn unavailable() -> Response {
+    let mut r = (StatusCode::SERVICE_UNAVAILABLE, "try again shortly\n").into_response();
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+async fn login(
+    State(gw): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    // An identifier that does not normalize cannot name an account: the daemon refuses
+    // it with INVALID_ARGUMENT, which the client turns into a (final) deny.
+    let stored = normalize(Normalization::Email, &form.username)
+        .ok()
+        .and_then(|id| gw.users.get(id.as_str()))
+        .map_or("", String::as_str);
+    let answer = gw
+        .client
+        .verify(Login {
+            realm: &gw.realm,
+            identifier: &form.username,
+            password: form.password.as_bytes(),
+            stored_hash: stored,
+            client_key: &peer.ip().to_string(),
+            attempt_id: None,
+        })
+        .await;
+    match answer.decision {
+        Decision::Allow => {
+            if answer.needs_rehash {
+                // A real gateway stores a new hash at the realm's target here.
+                tracing::info!("accepted a hash below the realm's target");
+            }
+            (StatusCode::OK, "welcome\n").into_response()
+        }
+        Decision::Deny if answer.retryable => unavailable(),
+        Decision::Deny => unauthorized(),
+    }
+}
+
+fn read_users(path: &PathBuf) -> Result<HashMap<String, String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut users = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, hash) =
+            line.split_once(':').ok_or_else(|| format!("line {}: expected name:hash", n + 1))?;
+        let id =
+            normalize(Normalization::Email, name).map_err(|e| format!("line {}: {e}", n + 1))?;
+        users.insert(id.as_str().to_owned(), hash.to_owned());
+    }
+    Ok(users)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt().with_writer(std::io::stderr).init();
+    let args = Args::parse();
+    let users = read_users(&args.users)?;
+    let client = Client::new(ClientConfig {
+        endpoints: args.daemons,
+        call_timeout: args.call_timeout,
+        ..ClientConfig::default()
+    })?;
+    let gateway = Arc::new(Gateway { client, realm: args.realm, users });
+    let app = axum::Router::new().route("/login", post(login)).with_state(gateway);
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    tracing::info!("gateway listening on {}", listener.local_addr()?);
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+    Ok(())
+}
