@@ -119,9 +119,13 @@ pub struct HashTargetConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `redis://host:port/db` of the shared Redis.
+    /// `redis://host:port/db` of the shared Redis. Unset: the embedded store.
     #[serde(default)]
     pub redis_url: Option<String>,
+    /// The embedded store's data directory (relative paths are from the working
+    /// directory). Holds the database, its lock, and the generated key secret.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
     /// File holding the key secret (at least 32 bytes; one trailing newline is ignored).
     /// The secret may come from `PORTCULLIS_KEY_SECRET` instead; never inline here.
     #[serde(default)]
@@ -163,6 +167,9 @@ pub struct RealmConfig {
 
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 50051))
+}
+fn default_data_dir() -> PathBuf {
+    PathBuf::from("portcullis-data")
 }
 const fn default_operation_timeout() -> Duration {
     Duration::from_millis(500)
@@ -226,6 +233,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             redis_url: None,
+            data_dir: default_data_dir(),
             key_secret_file: None,
             operation_timeout: default_operation_timeout(),
             pool_size: default_pool_size(),
@@ -294,6 +302,8 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     /// Replaces `store.redis_url`.
     pub redis_url: Option<String>,
+    /// Replaces `store.data_dir`.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Which store backs the counters.
@@ -309,6 +319,15 @@ pub enum StoreSettings {
         operation_timeout: Duration,
         /// Pool size.
         pool_size: usize,
+    },
+    /// The embedded store, for one daemon.
+    Embedded {
+        /// The data directory.
+        data_dir: PathBuf,
+        /// A configured key secret; `None`: the data directory's own (generated once).
+        secret: Option<KeySecret>,
+        /// Deadline of one operation.
+        operation_timeout: Duration,
     },
 }
 
@@ -354,6 +373,9 @@ impl Config {
         if let Some(url) = &overrides.redis_url {
             figment = figment.merge(Serialized::default("store.redis_url", url));
         }
+        if let Some(dir) = &overrides.data_dir {
+            figment = figment.merge(Serialized::default("store.data_dir", dir));
+        }
         let mut config: Config = figment.extract().map_err(|e| ConfigError::Parse(Box::new(e)))?;
         if config.realms.is_empty() {
             config.realms = default_realms();
@@ -382,34 +404,37 @@ impl Config {
             "1ms–60s",
         )?;
         check_range("store.pool_size", s.pool_size, 1..=1024, "1–1024")?;
+        let secret = match &s.key_secret_file {
+            Some(path) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|source| ConfigError::SecretFile { path: path.clone(), source })?;
+                Some(KeySecret::from_file_contents(bytes))
+            }
+            None => secret_from_env.map(String::into_bytes).map(KeySecret::new),
+        };
+        if let Some(secret) = &secret
+            && secret.len() < KeySecret::MIN_BYTES
+        {
+            return Err(ConfigError::OutOfRange {
+                setting: "key secret length".into(),
+                value: format!("{} bytes", secret.len()),
+                allowed: format!("at least {} bytes", KeySecret::MIN_BYTES),
+            });
+        }
         let store = match &s.redis_url {
             Some(url) => {
                 redis::parse_redis_url(url).ok_or_else(|| ConfigError::Invalid {
                     setting: "store.redis_url".into(),
                     problem: "not a redis:// or rediss:// URL".into(),
                 })?;
-                let secret = match &s.key_secret_file {
-                    Some(path) => {
-                        let bytes = std::fs::read(path).map_err(|source| {
-                            ConfigError::SecretFile { path: path.clone(), source }
-                        })?;
-                        Some(KeySecret::from_file_contents(bytes))
-                    }
-                    None => secret_from_env.map(String::into_bytes).map(KeySecret::new),
-                };
+                // Every daemon sharing a Redis must derive the same keys: a secret made
+                // up by one daemon would silently split the counters.
                 let secret = secret.ok_or_else(|| ConfigError::Invalid {
                     setting: "store.key_secret_file".into(),
                     problem: format!(
                         "a key secret is required with Redis: set store.key_secret_file or {KEY_SECRET_ENV}"
                     ),
                 })?;
-                if secret.len() < KeySecret::MIN_BYTES {
-                    return Err(ConfigError::OutOfRange {
-                        setting: "key secret length".into(),
-                        value: format!("{} bytes", secret.len()),
-                        allowed: format!("at least {} bytes", KeySecret::MIN_BYTES),
-                    });
-                }
                 StoreSettings::Redis {
                     url: url.clone(),
                     secret,
@@ -417,12 +442,11 @@ impl Config {
                     pool_size: s.pool_size,
                 }
             }
-            None => {
-                return Err(ConfigError::Invalid {
-                    setting: "store.redis_url".into(),
-                    problem: "required: no other store is available yet".into(),
-                });
-            }
+            None => StoreSettings::Embedded {
+                data_dir: s.data_dir.clone(),
+                secret,
+                operation_timeout: s.operation_timeout,
+            },
         };
         Ok(Settings { listen: self.listen, store, verify, realms: Realms::new(realms) })
     }
@@ -729,6 +753,7 @@ mod tests {
         let o = Overrides {
             listen: Some("127.0.0.1:2".parse().unwrap()),
             redis_url: Some("redis://127.0.0.1:3".into()),
+            data_dir: None,
         };
         let c = Config::load(Some(&path), &o).unwrap();
         assert_eq!(c.listen.port(), 2);

@@ -10,7 +10,8 @@
 //! - [`realm`]: configured realms and their policies.
 //! - [`normalize`]: identifier normalization, shared with gateways.
 //! - [`throttle`]: the attempt/lockout rules, independent of any store.
-//! - [`store`]: the `Store` trait, key layout ([`store::keys`]) and the Redis backend.
+//! - [`store`]: the `Store` trait, key layout ([`store::keys`]), the Redis backend and
+//!   the embedded (redb) default.
 //! - [`verify`]: stored-hash parsing and ceilings, dummy hashes, the CPU governor.
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
 //! - [`telemetry`]: logs and metrics.
@@ -37,6 +38,7 @@ use tonic_health::ServingStatus;
 
 use config::{Settings, StoreSettings};
 use store::Store;
+use store::embedded::{EmbeddedStore, SystemClock};
 use store::redis::RedisStore;
 
 /// Generated gRPC types of `proto/portcullis/v1`.
@@ -64,6 +66,8 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub enum RunError {
     #[error("the store could not be set up")]
     Store(#[from] store::StoreError),
+    #[error("the embedded store could not open")]
+    Embedded(#[from] store::embedded::OpenError),
     #[error("the gRPC server failed")]
     Transport(#[from] tonic::transport::Error),
     #[error("the reflection service could not be built")]
@@ -102,13 +106,24 @@ impl Daemon {
     /// governor's thread pool.
     ///
     /// # Errors
-    /// [`RunError::Store`] or [`RunError::Verifier`].
+    /// [`RunError::Store`], [`RunError::Embedded`] (naming the path at fault) or
+    /// [`RunError::Verifier`].
     pub fn new(settings: Settings) -> Result<Self, RunError> {
         let (store, secret): (Arc<dyn Store>, _) = match settings.store {
             StoreSettings::Redis { url, secret, operation_timeout, pool_size } => (
                 Arc::new(RedisStore::new(&url, secret.clone(), operation_timeout, pool_size)?),
                 secret,
             ),
+            StoreSettings::Embedded { data_dir, secret, operation_timeout } => {
+                let store = EmbeddedStore::open(
+                    &data_dir,
+                    secret,
+                    operation_timeout,
+                    Arc::new(SystemClock),
+                )?;
+                let secret = store.secret().clone();
+                (Arc::new(store), secret)
+            }
         };
         let verifier = Arc::new(verify::Verifier::new(settings.verify, &settings.realms)?);
         let service = service::GovernorService::new(

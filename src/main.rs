@@ -57,9 +57,12 @@ struct ServeArgs {
     /// gRPC listen address (overrides `listen`).
     #[arg(long, env = "PORTCULLIS_LISTEN")]
     listen: Option<SocketAddr>,
-    /// Redis URL (overrides `store.redis_url`).
+    /// Redis URL (overrides `store.redis_url`); without one, the embedded store.
     #[arg(long, env = "PORTCULLIS_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
+    /// Embedded store's data directory (overrides `store.data_dir`).
+    #[arg(long, env = "PORTCULLIS_DATA_DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -124,18 +127,29 @@ fn load(
 
 async fn serve(args: ServeArgs) -> ExitCode {
     portcullis::telemetry::init();
-    let overrides = Overrides { listen: args.listen, redis_url: args.redis_url };
+    let overrides =
+        Overrides { listen: args.listen, redis_url: args.redis_url, data_dir: args.data_dir };
     let settings = match load(args.config, overrides) {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("refusing to start: {e}");
+            tracing::error!("refusing to start: {}", chain(e.as_ref()));
             return ExitCode::from(2);
         }
     };
-    let listener = match tokio::net::TcpListener::bind(settings.listen).await {
+    let listen = settings.listen;
+    // The store opens (and the data directory is checked and locked) before the port
+    // is taken: a daemon that cannot count never listens.
+    let daemon = match portcullis::Daemon::new(settings) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("refusing to start: {}", chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!("cannot listen on {}: {e}", settings.listen);
+            tracing::error!("cannot listen on {listen}: {e}");
             return ExitCode::from(2);
         }
     };
@@ -143,13 +157,26 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Ok(addr) => tracing::info!("listening on {addr}"),
         Err(e) => tracing::warn!("listening, address unknown: {e}"),
     }
-    match portcullis::run(settings, listener, shutdown_signal()).await {
+    match daemon.serve(listener, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, cause = ?std::error::Error::source(&e), "daemon stopped");
+            tracing::error!("daemon stopped: {}", chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes, `: `-separated (each names a setting or a path, never a
+/// secret or an identifier).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Resolves on SIGINT or SIGTERM.

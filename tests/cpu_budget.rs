@@ -79,7 +79,12 @@ async fn one_client_over_max_wait_is_refused_and_refunded() {
             }
         }
     }
-    assert!(!accepted.is_empty() && !refused.is_empty(), "{} accepted, {} refused", accepted.len(), refused.len());
+    assert!(
+        !accepted.is_empty() && !refused.is_empty(),
+        "{} accepted, {} refused",
+        accepted.len(),
+        refused.len()
+    );
     let stats = settled(&daemon).await;
     assert_eq!(stats.refused, [0, refused.len() as u64, 0]);
     assert_eq!(stats.comparisons, accepted.len() as u64);

@@ -227,7 +227,7 @@ impl RetryBudget {
 mod tests {
     use super::*;
 
-    fn pool(n: usize) -> Pool {
+    fn pool(n: usize, eject_for: Duration) -> Pool {
         let endpoints = (0..n)
             .map(|i| {
                 let url = format!("http://127.0.0.1:{}", 40000 + i);
@@ -238,8 +238,8 @@ mod tests {
             .collect();
         let policy = HealthPolicy {
             eject_after: 2,
-            eject_for: Duration::from_millis(50),
-            eject_max: Duration::from_millis(400),
+            eject_for,
+            eject_max: eject_for * 8,
             probe_timeout: Duration::from_secs(5),
         };
         Pool::new(endpoints, policy)
@@ -247,7 +247,7 @@ mod tests {
 
     #[tokio::test]
     async fn routing_is_stable_and_ejection_moves_only_that_endpoints_keys() {
-        let p = pool(3);
+        let p = pool(3, Duration::from_secs(60));
         let keys: Vec<String> =
             (0..3000).map(|i| format!("10.1.{}.{}", i / 256, i % 256)).collect();
         let before: Vec<String> = keys.iter().map(|k| p.route(k).unwrap().to_owned()).collect();
@@ -276,7 +276,7 @@ mod tests {
 
     #[tokio::test]
     async fn breaker_opens_when_all_are_ejected_and_half_opens_after_backoff() {
-        let p = pool(1);
+        let p = pool(1, Duration::from_millis(50));
         assert!(!p.breaker_open());
         let pick = p.pick("k", &[]).unwrap();
         p.failed(pick);

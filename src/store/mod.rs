@@ -2,6 +2,7 @@
 //! operation is one atomic step in its store (a Lua script on Redis), on the store's
 //! clock.
 
+pub mod embedded;
 pub mod keys;
 pub mod redis;
 
@@ -22,6 +23,10 @@ pub enum StoreError {
     Command(#[source] ::redis::RedisError),
     #[error("store answered something this version does not understand: {0}")]
     Protocol(String),
+    #[error("embedded store failed: {0}")]
+    Embedded(String),
+    #[error("embedded store is shut down")]
+    Closed,
 }
 
 /// What a counted attempt answered.

@@ -379,14 +379,24 @@ impl DaemonProcess {
     /// Starts `portcullis serve` with `config` (TOML) and the test secret in the
     /// environment, at debug log level, and waits for its "listening on" line.
     pub fn spawn(config: &str) -> Self {
+        Self::spawn_with_secret(config, Some(SECRET))
+    }
+
+    /// As [`Self::spawn`]; `secret: None` leaves `PORTCULLIS_KEY_SECRET` unset (the
+    /// embedded store then uses its data directory's own).
+    pub fn spawn_with_secret(config: &str, secret: Option<&str>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("portcullis.toml");
         std::fs::write(&path, config).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        match secret {
+            Some(secret) => command.env("PORTCULLIS_KEY_SECRET", secret),
+            None => command.env_remove("PORTCULLIS_KEY_SECRET"),
+        };
+        let mut child = command
             .arg("serve")
             .arg("--config")
             .arg(&path)
-            .env("PORTCULLIS_KEY_SECRET", SECRET)
             .env("RUST_LOG", "debug")
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
@@ -438,6 +448,20 @@ impl DaemonProcess {
     pub fn logs(&self) -> String {
         self.logs.lock().unwrap().clone()
     }
+
+    /// SIGKILL, as a crash would: no shutdown code runs.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The TOML of a daemon on the embedded store in `data_dir`.
+pub fn embedded_config_toml(data_dir: &Path, extra: &str) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\n[store]\ndata_dir = {:?}\noperation_timeout = \"2s\"\n{extra}\n{REALMS_TOML}",
+        data_dir.display().to_string()
+    )
 }
 
 impl Drop for DaemonProcess {

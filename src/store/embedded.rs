@@ -1,0 +1,561 @@
+//! The embedded store: the default when no Redis is configured. One daemon, one data
+//! directory, counters that survive a restart (or a `kill -9`).
+//!
+//! Built on **redb**: a pure-Rust embedded key-value store with ACID transactions and
+//! fsync-on-commit durability, kept by an active maintainer, with no C toolchain or
+//! background compaction to tune. fjall (an LSM tree) was the alternative; its strength,
+//! heavy write throughput over large data, is not our shape: small records, read-modify-
+//! write on every attempt, and a need for one simple durable commit.
+//!
+//! Every operation goes to one writer thread. It takes all the operations waiting at that
+//! moment (up to [`MAX_BATCH`]), applies them in order in one write transaction, commits
+//! once (durably), and only then answers each: concurrent attempts share one fsync, and
+//! each operation is atomic because operations never interleave. The rules are those of
+//! `src/throttle.rs`, exactly as the Lua scripts apply them on Redis, with time from one
+//! clock that never goes backwards (the wall clock, held at its high-water mark, which is
+//! stored so a restart cannot move it back either).
+//!
+//! Entries carry their expiry; an expired entry reads as absent (as in Redis), and the
+//! writer sweeps expired entries through an expiry index at most every
+//! [`SWEEP_INTERVAL`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use redb::{Database, ReadableTable, TableDefinition};
+
+use super::keys::{AccountKey, AttemptId, KeySecret};
+use super::{Counted, Store, StoreError};
+use crate::throttle::{self, Policy, Record};
+
+/// File name of the database inside the data directory.
+pub const DB_FILE: &str = "portcullis.redb";
+/// File name of the generated key secret inside the data directory (mode 0600).
+pub const SECRET_FILE: &str = "key_secret";
+/// Most operations committed together.
+pub const MAX_BATCH: usize = 1024;
+/// How often expired entries are swept.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+/// Most expired entries removed by one sweep (the rest wait for the next).
+const SWEEP_LIMIT: usize = 10_000;
+
+/// key → encoded entry (a record or an attempt id's answer), with its expiry.
+const ENTRIES: TableDefinition<&str, &[u8]> = TableDefinition::new("entries");
+/// (expiry ms, key): the sweep's index.
+const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry");
+/// Clock high-water mark and other single values.
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Where time comes from. Production uses [`SystemClock`]; tests move a manual one.
+pub trait Clock: Send + Sync + 'static {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, throttle::duration_ms)
+    }
+}
+
+/// Why the embedded store could not open. Each names the path at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("data directory {path:?} cannot be created or written")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("key secret file {path:?} cannot be read or created")]
+    Secret {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "data directory is in use by another daemon: the lock on {path:?} is held (one daemon per data directory)"
+    )]
+    Locked { path: PathBuf },
+    #[error("database {path:?} cannot be opened")]
+    Database {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// An entry as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    Record { record: Record, expires_ms: u64 },
+    Attempt { allowed: bool, window_start_ms: u64, replays: u64, expires_ms: u64 },
+}
+
+impl Entry {
+    fn expires_ms(&self) -> u64 {
+        match *self {
+            Entry::Record { expires_ms, .. } | Entry::Attempt { expires_ms, .. } => expires_ms,
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(33);
+        match *self {
+            Entry::Record { record, expires_ms } => {
+                out.push(1);
+                out.extend_from_slice(&record.failures.to_le_bytes());
+                out.extend_from_slice(&record.window_start_ms.to_le_bytes());
+                out.extend_from_slice(&u64::from(record.step).to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Attempt { allowed, window_start_ms, replays, expires_ms } => {
+                out.push(2);
+                out.extend_from_slice(&u64::from(allowed).to_le_bytes());
+                out.extend_from_slice(&window_start_ms.to_le_bytes());
+                out.extend_from_slice(&replays.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
+        let corrupt = || StoreError::Protocol("corrupt embedded entry".into());
+        if bytes.len() != 33 {
+            return Err(corrupt());
+        }
+        let word = |i: usize| {
+            u64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default())
+        };
+        match bytes[0] {
+            1 => Ok(Entry::Record {
+                record: Record {
+                    failures: word(0),
+                    window_start_ms: word(1),
+                    step: u32::try_from(word(2)).map_err(|_| corrupt())?,
+                },
+                expires_ms: word(3),
+            }),
+            2 => Ok(Entry::Attempt {
+                allowed: word(0) == 1,
+                window_start_ms: word(1),
+                replays: word(2),
+                expires_ms: word(3),
+            }),
+            _ => Err(corrupt()),
+        }
+    }
+}
+
+/// One operation for the writer thread.
+enum Op {
+    IsOpen { record: String, policy: Policy },
+    Attempt { record: String, attempt: Option<String>, policy: Policy },
+    Refund { record: String, attempt: Option<String>, window_start_ms: u64 },
+    Clear { record: String },
+    Peek { record: String },
+    Ping,
+}
+
+/// What an operation answered.
+enum Reply {
+    Open(bool),
+    Counted(Counted),
+    Record(Option<Record>),
+    Done,
+}
+
+type Job = (Op, tokio::sync::oneshot::Sender<Result<Reply, StoreError>>);
+
+/// Attempt records in an embedded redb database.
+pub struct EmbeddedStore {
+    /// `None` only while dropping: closing the channel stops the writer.
+    jobs: Option<mpsc::Sender<Job>>,
+    /// Joined on drop, so the database (and its lock) is closed when the store is.
+    writer: Option<std::thread::JoinHandle<()>>,
+    secret: KeySecret,
+    operation_timeout: Duration,
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl EmbeddedStore {
+    /// Opens (creating when needed) the data directory, its key secret and database,
+    /// and starts the writer thread. `secret`: a configured key secret, or `None` to use
+    /// (or generate on first start) the data directory's own.
+    ///
+    /// # Errors
+    /// [`OpenError`] naming the path: the directory cannot be created or written, the
+    /// secret cannot be read or created, another daemon holds the lock, or the database
+    /// cannot be opened.
+    pub fn open(
+        data_dir: &Path,
+        secret: Option<KeySecret>,
+        operation_timeout: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, OpenError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|source| OpenError::DataDir { path: data_dir.to_owned(), source })?;
+        let secret = match secret {
+            Some(s) => s,
+            None => load_or_create_secret(&data_dir.join(SECRET_FILE))?,
+        };
+        let path = data_dir.join(DB_FILE);
+        let db = match Database::create(&path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(OpenError::Locked { path });
+            }
+            Err(e) => return Err(OpenError::Database { path, source: Box::new(e) }),
+        };
+        // Create the tables and read the clock's high-water mark; this also proves the
+        // directory is writable before the daemon serves.
+        let high_water =
+            init(&db).map_err(|source| OpenError::Database { path: path.clone(), source })?;
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let writer = std::thread::Builder::new()
+            .name("portcullis-embedded".into())
+            .spawn(move || Writer { db, clock, high_water, last_sweep: None }.run(rx))
+            .map_err(|source| OpenError::DataDir { path: data_dir.to_owned(), source })?;
+        Ok(Self { jobs: Some(jobs), writer: Some(writer), secret, operation_timeout })
+    }
+
+    /// The key secret in use (configured, or the data directory's).
+    pub fn secret(&self) -> &KeySecret {
+        &self.secret
+    }
+
+    /// Reads one account key's record, for operators and tests. Never writes.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot answer.
+    pub async fn record(&self, key: &AccountKey) -> Result<Option<Record>, StoreError> {
+        match self.submit(Op::Peek { record: key.record() }).await? {
+            Reply::Record(r) => Ok(r),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn submit(&self, op: Op) -> Result<Reply, StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let jobs = self.jobs.as_ref().ok_or(StoreError::Closed)?;
+        jobs.send((op, tx)).map_err(|_| StoreError::Closed)?;
+        match tokio::time::timeout(self.operation_timeout, rx).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => Err(StoreError::Closed),
+            Err(_) => Err(StoreError::Timeout(self.operation_timeout)),
+        }
+    }
+}
+
+fn unexpected() -> StoreError {
+    StoreError::Protocol("embedded store answered another operation's reply".into())
+}
+
+/// Reads the secret file, or creates it (32 random bytes, hex, mode 0600) when absent.
+fn load_or_create_secret(path: &Path) -> Result<KeySecret, OpenError> {
+    let err = |source| OpenError::Secret { path: path.to_owned(), source };
+    match std::fs::read(path) {
+        Ok(bytes) => return Ok(KeySecret::from_file_contents(bytes)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
+        Err(_) => {}
+    }
+    let mut raw = [0u8; 32];
+    getrandom::fill(&mut raw).map_err(|e| err(std::io::Error::other(e.to_string())))?;
+    let text = hex::encode(raw);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).map_err(err)?;
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(err)?;
+    file.sync_all().map_err(err)?;
+    Ok(KeySecret::new(text.into_bytes()))
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn init(db: &Database) -> Result<u64, BoxError> {
+    let txn = db.begin_write()?;
+    let high_water = {
+        txn.open_table(ENTRIES)?;
+        txn.open_table(EXPIRY)?;
+        let meta = txn.open_table(META)?;
+        meta.get("clock_ms")?.map_or(0, |v| v.value())
+    };
+    txn.commit()?;
+    Ok(high_water)
+}
+
+/// The writer thread's state.
+struct Writer {
+    db: Database,
+    clock: Arc<dyn Clock>,
+    /// The latest time handed out; time never goes below it.
+    high_water: u64,
+    last_sweep: Option<Instant>,
+}
+
+impl Writer {
+    fn run(mut self, rx: mpsc::Receiver<Job>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            let now = self.now();
+            let sweep = self.last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_INTERVAL);
+            let (ops, replies): (Vec<Op>, Vec<_>) = batch.into_iter().unzip();
+            match self.apply(&ops, now, sweep) {
+                Ok(results) => {
+                    if sweep {
+                        self.last_sweep = Some(Instant::now());
+                    }
+                    for (reply, result) in replies.into_iter().zip(results) {
+                        let _ = reply.send(result);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "embedded store commit failed");
+                    let message = e.to_string();
+                    for reply in replies {
+                        let _ = reply.send(Err(StoreError::Embedded(message.clone())));
+                    }
+                }
+            }
+        }
+    }
+
+    fn now(&mut self) -> u64 {
+        self.high_water = self.high_water.max(self.clock.now_ms());
+        self.high_water
+    }
+
+    /// Applies `ops` in one transaction and commits durably. An operation's own error
+    /// (a corrupt entry) answers that operation; a transaction error answers them all.
+    fn apply(
+        &self,
+        ops: &[Op],
+        now: u64,
+        sweep: bool,
+    ) -> Result<Vec<Result<Reply, StoreError>>, BoxError> {
+        let txn = self.db.begin_write()?;
+        let mut writes = sweep;
+        let results = {
+            let mut entries = txn.open_table(ENTRIES)?;
+            let mut expiry = txn.open_table(EXPIRY)?;
+            let mut t = Tables { entries: &mut entries, expiry: &mut expiry, now };
+            let mut results = Vec::with_capacity(ops.len());
+            for op in ops {
+                writes |= !matches!(op, Op::IsOpen { .. } | Op::Peek { .. } | Op::Ping);
+                results.push(t.apply(op));
+            }
+            if sweep {
+                t.sweep()?;
+            }
+            if writes {
+                txn.open_table(META)?.insert("clock_ms", now)?;
+            }
+            results
+        };
+        if writes {
+            txn.commit()?;
+        } else {
+            txn.abort()?;
+        }
+        Ok(results)
+    }
+}
+
+struct Tables<'a, 't> {
+    entries: &'a mut redb::Table<'t, &'static str, &'static [u8]>,
+    expiry: &'a mut redb::Table<'t, (u64, &'static str), ()>,
+    now: u64,
+}
+
+impl Tables<'_, '_> {
+    fn apply(&mut self, op: &Op) -> Result<Reply, StoreError> {
+        let now = self.now;
+        match op {
+            Op::IsOpen { record, policy } => {
+                Ok(Reply::Open(throttle::is_open(policy, self.record(record)?.as_ref(), now)))
+            }
+            Op::Peek { record } => Ok(Reply::Record(self.record(record)?)),
+            Op::Ping => Ok(Reply::Done),
+            Op::Clear { record } => {
+                self.remove(record)?;
+                Ok(Reply::Done)
+            }
+            Op::Refund { record, attempt, window_start_ms } => {
+                if let Some(attempt) = attempt {
+                    self.remove(attempt)?;
+                }
+                let expires_ms = self.get(record)?.map(|e| e.expires_ms());
+                if let (Some(r), Some(expires_ms)) =
+                    (throttle::refund(self.record(record)?, *window_start_ms), expires_ms)
+                {
+                    self.put(record, Entry::Record { record: r, expires_ms })?;
+                }
+                Ok(Reply::Done)
+            }
+            Op::Attempt { record, attempt, policy } => {
+                if let Some(key) = attempt
+                    && let Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) =
+                        self.get(key)?
+                {
+                    let replays = replays + 1;
+                    self.put(
+                        key,
+                        Entry::Attempt { allowed, window_start_ms, replays, expires_ms },
+                    )?;
+                    return Ok(Reply::Counted(Counted {
+                        allowed,
+                        locked_now: false,
+                        window_start_ms,
+                        replays,
+                    }));
+                }
+                let out = throttle::attempt(policy, self.record(record)?, now);
+                let expires_ms = now + policy.retention_ms();
+                self.put(record, Entry::Record { record: out.record, expires_ms })?;
+                if let Some(key) = attempt {
+                    let window_start_ms = out.record.window_start_ms;
+                    let entry = Entry::Attempt {
+                        allowed: out.allowed,
+                        window_start_ms,
+                        replays: 0,
+                        expires_ms,
+                    };
+                    self.put(key, entry)?;
+                }
+                Ok(Reply::Counted(Counted {
+                    allowed: out.allowed,
+                    locked_now: out.locked_now(policy),
+                    window_start_ms: out.record.window_start_ms,
+                    replays: 0,
+                }))
+            }
+        }
+    }
+
+    /// The live entry at `key` (an expired one reads as absent, as in Redis).
+    fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        let Some(bytes) = self.entries.get(key).map_err(embedded)? else { return Ok(None) };
+        let entry = Entry::decode(bytes.value())?;
+        Ok((entry.expires_ms() > self.now).then_some(entry))
+    }
+
+    fn record(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        match self.get(key)? {
+            Some(Entry::Record { record, .. }) => Ok(Some(record)),
+            Some(Entry::Attempt { .. }) => {
+                Err(StoreError::Protocol("a record key holds an attempt".into()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn put(&mut self, key: &str, entry: Entry) -> Result<(), StoreError> {
+        let old = self.entries.insert(key, entry.encode().as_slice()).map_err(embedded)?;
+        if let Some(old) = old
+            && let Ok(old) = Entry::decode(old.value())
+        {
+            self.expiry.remove((old.expires_ms(), key)).map_err(embedded)?;
+        }
+        self.expiry.insert((entry.expires_ms(), key), ()).map_err(embedded)?;
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &str) -> Result<(), StoreError> {
+        if let Some(old) = self.entries.remove(key).map_err(embedded)?
+            && let Ok(old) = Entry::decode(old.value())
+        {
+            self.expiry.remove((old.expires_ms(), key)).map_err(embedded)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes up to [`SWEEP_LIMIT`] entries whose expiry has passed.
+    fn sweep(&mut self) -> Result<(), StoreError> {
+        let mut due = Vec::new();
+        for item in self.expiry.range::<(u64, &str)>(..).map_err(embedded)? {
+            let (key, _) = item.map_err(embedded)?;
+            let (expires_ms, name) = key.value();
+            if expires_ms > self.now || due.len() >= SWEEP_LIMIT {
+                break;
+            }
+            due.push((expires_ms, name.to_owned()));
+        }
+        for (expires_ms, name) in &due {
+            self.expiry.remove((*expires_ms, name.as_str())).map_err(embedded)?;
+            self.entries.remove(name.as_str()).map_err(embedded)?;
+        }
+        if !due.is_empty() {
+            tracing::debug!(swept = due.len(), "expired entries removed");
+        }
+        Ok(())
+    }
+}
+
+fn embedded(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Embedded(e.to_string())
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError> {
+        match self.submit(Op::IsOpen { record: key.record(), policy: *policy }).await? {
+            Reply::Open(open) => Ok(open),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn record_attempt(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        policy: &Policy,
+    ) -> Result<Counted, StoreError> {
+        let attempt = attempt_id.map(|id| key.attempt(&self.secret, id));
+        match self.submit(Op::Attempt { record: key.record(), attempt, policy: *policy }).await? {
+            Reply::Counted(c) => Ok(c),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn refund(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError> {
+        let attempt = attempt_id.map(|id| key.attempt(&self.secret, id));
+        self.submit(Op::Refund { record: key.record(), attempt, window_start_ms }).await.map(drop)
+    }
+
+    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
+        self.submit(Op::Clear { record: key.record() }).await.map(drop)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.submit(Op::Ping).await.map(drop)
+    }
+}

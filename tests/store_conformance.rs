@@ -1,0 +1,305 @@
+//! One behavioural suite, run against every store backend (embedded and Redis), so the
+//! backends cannot drift: the Lua scripts and `src/throttle.rs` (which the embedded store
+//! applies) must give the same answers. Time is moved per backend: the embedded store's
+//! clock is injected; on Redis, whose clock is `TIME`, a record's window start is aged.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::*;
+use portcullis::normalize::{Normalization, normalize};
+use portcullis::store::Store;
+use portcullis::store::embedded::{Clock, EmbeddedStore};
+use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
+use portcullis::store::redis::RedisStore;
+use portcullis::throttle::Policy;
+
+const MIN: u64 = 60_000;
+
+fn policy(second_factor_required: bool) -> Policy {
+    Policy {
+        max_failures: 5,
+        first_window: Duration::from_secs(15 * 60),
+        max_window: Duration::from_secs(3600),
+        retention: Duration::from_secs(24 * 3600),
+        second_factor_required,
+    }
+}
+
+fn secret() -> KeySecret {
+    KeySecret::new(SECRET.as_bytes().to_vec())
+}
+
+fn key(identifier: &str) -> AccountKey {
+    AccountKey::new(&secret(), "default", &normalize(Normalization::Email, identifier).unwrap())
+}
+
+fn id(s: &str) -> AttemptId {
+    AttemptId::parse(s).unwrap().unwrap()
+}
+
+/// What the suite needs from a backend besides the `Store` trait.
+#[async_trait]
+trait Backend: Send + Sync {
+    fn store(&self) -> Arc<dyn Store>;
+    /// As if `ms` passed for this key's record.
+    async fn advance(&self, key: &AccountKey, ms: u64);
+    /// As if the record's retention passed without an attempt.
+    async fn expire(&self, key: &AccountKey);
+    /// `(failures, step)` of the record.
+    async fn record(&self, key: &AccountKey) -> Option<(u64, u32)>;
+}
+
+struct ManualClock(AtomicU64);
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+struct Embedded {
+    store: Arc<EmbeddedStore>,
+    clock: Arc<ManualClock>,
+    _dir: tempfile::TempDir,
+}
+
+impl Embedded {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
+        let store =
+            EmbeddedStore::open(dir.path(), Some(secret()), Duration::from_secs(5), clock.clone())
+                .unwrap();
+        Self { store: Arc::new(store), clock, _dir: dir }
+    }
+}
+
+#[async_trait]
+impl Backend for Embedded {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+    async fn advance(&self, _: &AccountKey, ms: u64) {
+        self.clock.0.fetch_add(ms, Ordering::SeqCst);
+    }
+    async fn expire(&self, _: &AccountKey) {
+        self.clock.0.fetch_add(24 * 60 * MIN, Ordering::SeqCst);
+    }
+    async fn record(&self, key: &AccountKey) -> Option<(u64, u32)> {
+        self.store.record(key).await.unwrap().map(|r| (r.failures, r.step))
+    }
+}
+
+struct Redis {
+    server: RedisServer,
+    store: Arc<RedisStore>,
+}
+
+impl Redis {
+    fn new() -> Self {
+        let server = RedisServer::start();
+        let store = RedisStore::new(&server.url(), secret(), Duration::from_secs(5), 8).unwrap();
+        Self { server, store: Arc::new(store) }
+    }
+}
+
+#[async_trait]
+impl Backend for Redis {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+    async fn advance(&self, key: &AccountKey, ms: u64) {
+        age_record(&mut self.server.conn(), &key.record(), ms);
+    }
+    async fn expire(&self, key: &AccountKey) {
+        let _: () =
+            redis::cmd("PEXPIRE").arg(key.record()).arg(1).query(&mut self.server.conn()).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    async fn record(&self, key: &AccountKey) -> Option<(u64, u32)> {
+        read_record(&mut self.server.conn(), &key.record()).map(|(f, _, st)| (f, st))
+    }
+}
+
+async fn allowed(b: &dyn Backend, k: &AccountKey, p: &Policy, n: usize) -> Vec<bool> {
+    let store = b.store();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(store.record_attempt(k, None, p).await.unwrap().allowed);
+    }
+    out
+}
+
+const FIVE_THEN_DENY: [bool; 6] = [true, true, true, true, true, false];
+
+async fn lockout_schedule(b: &dyn Backend) {
+    let (k, p) = (key("schedule@example.com"), policy(false));
+    let store = b.store();
+    let first = store.record_attempt(&k, None, &p).await.unwrap();
+    assert!(first.allowed && !first.locked_now);
+    let mut rest = allowed(b, &k, &p, 5).await;
+    rest.insert(0, true);
+    assert_eq!(rest, FIVE_THEN_DENY);
+    let mut window = 15;
+    for (step, next) in [(1, 30), (2, 60), (2, 60)] {
+        b.advance(&k, window * MIN - 1000).await;
+        assert!(!store.record_attempt(&k, None, &p).await.unwrap().allowed, "{window}-min window");
+        b.advance(&k, 1000).await;
+        assert_eq!(allowed(b, &k, &p, 6).await, FIVE_THEN_DENY);
+        assert_eq!(b.record(&k).await, Some((6, step)));
+        window = next;
+    }
+}
+
+async fn lockout_event_once_per_window(b: &dyn Backend) {
+    let (k, p) = (key("event@example.com"), policy(false));
+    let store = b.store();
+    let mut locked = Vec::new();
+    for _ in 0..8 {
+        locked.push(store.record_attempt(&k, None, &p).await.unwrap().locked_now);
+    }
+    assert_eq!(locked, [false, false, false, false, false, true, false, false]);
+}
+
+async fn second_factor_never_escalates(b: &dyn Backend) {
+    let (k, p) = (key("mfa@example.com"), policy(true));
+    for _ in 0..4 {
+        assert_eq!(allowed(b, &k, &p, 6).await, FIVE_THEN_DENY);
+        assert_eq!(b.record(&k).await.unwrap().1, 0);
+        b.advance(&k, 15 * MIN).await;
+    }
+}
+
+async fn retention_forgets(b: &dyn Backend) {
+    let (k, p) = (key("quiet@example.com"), policy(false));
+    allowed(b, &k, &p, 6).await;
+    b.advance(&k, 15 * MIN).await;
+    allowed(b, &k, &p, 6).await;
+    assert_eq!(b.record(&k).await, Some((6, 1)));
+    b.expire(&k).await;
+    assert_eq!(b.record(&k).await, None);
+    assert_eq!(allowed(b, &k, &p, 6).await, FIVE_THEN_DENY);
+    assert_eq!(b.record(&k).await, Some((6, 0)));
+}
+
+async fn admit_reads_only(b: &dyn Backend) {
+    let (k, p) = (key("admit@example.com"), policy(false));
+    let store = b.store();
+    assert!(store.is_open(&k, &p).await.unwrap());
+    assert_eq!(b.record(&k).await, None);
+    allowed(b, &k, &p, 4).await;
+    for _ in 0..10 {
+        assert!(store.is_open(&k, &p).await.unwrap());
+    }
+    assert_eq!(b.record(&k).await, Some((4, 0)));
+    allowed(b, &k, &p, 1).await;
+    assert!(!store.is_open(&k, &p).await.unwrap());
+    b.advance(&k, 15 * MIN).await;
+    assert!(store.is_open(&k, &p).await.unwrap());
+    assert_eq!(b.record(&k).await, Some((5, 0)));
+}
+
+async fn attempt_ids_deduplicate(b: &dyn Backend) {
+    let (k, p) = (key("dedup@example.com"), policy(false));
+    let store = b.store();
+    let first = store.record_attempt(&k, Some(&id("one")), &p).await.unwrap();
+    assert_eq!(first.replays, 0);
+    for n in 1..=3 {
+        let again = store.record_attempt(&k, Some(&id("one")), &p).await.unwrap();
+        assert_eq!(
+            (again.allowed, again.window_start_ms, again.replays),
+            (true, first.window_start_ms, n)
+        );
+    }
+    assert_eq!(b.record(&k).await, Some((1, 0)));
+    allowed(b, &k, &p, 5).await;
+    assert!(
+        store.record_attempt(&k, Some(&id("one")), &p).await.unwrap().allowed,
+        "first answer kept"
+    );
+    assert_eq!(b.record(&k).await, Some((6, 0)));
+}
+
+async fn refunds(b: &dyn Backend) {
+    let (k, p) = (key("refund@example.com"), policy(false));
+    let store = b.store();
+    allowed(b, &k, &p, 2).await;
+    let c = store.record_attempt(&k, Some(&id("r1")), &p).await.unwrap();
+    assert_eq!(b.record(&k).await, Some((3, 0)));
+    store.refund(&k, Some(&id("r1")), c.window_start_ms).await.unwrap();
+    assert_eq!(b.record(&k).await, Some((2, 0)));
+    // The id was forgotten: the retry counts afresh.
+    assert_eq!(store.record_attempt(&k, Some(&id("r1")), &p).await.unwrap().replays, 0);
+    assert_eq!(b.record(&k).await, Some((3, 0)));
+    // A refund for a window that has moved on changes nothing.
+    b.advance(&k, 15 * MIN).await;
+    allowed(b, &k, &p, 1).await;
+    store.refund(&k, None, c.window_start_ms).await.unwrap();
+    assert_eq!(b.record(&k).await, Some((1, 0)));
+    // No record: nothing to refund, nothing created.
+    let other = key("none@example.com");
+    store.refund(&other, None, c.window_start_ms).await.unwrap();
+    assert_eq!(b.record(&other).await, None);
+}
+
+async fn clear_forgets(b: &dyn Backend) {
+    let (k, p) = (key("clear@example.com"), policy(false));
+    let store = b.store();
+    allowed(b, &k, &p, 7).await;
+    store.clear(&k).await.unwrap();
+    assert_eq!(b.record(&k).await, None);
+    assert_eq!(allowed(b, &k, &p, 6).await, FIVE_THEN_DENY);
+    store.clear(&key("never-seen@example.com")).await.unwrap();
+}
+
+async fn concurrent_attempts_count_once_each(b: &dyn Backend) {
+    let (k, p) = (key("race@example.com"), policy(false));
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..50 {
+        let (store, k) = (b.store(), k.clone());
+        calls.spawn(async move { store.record_attempt(&k, None, &p).await.unwrap().allowed });
+    }
+    let allowed = calls.join_all().await.into_iter().filter(|a| *a).count();
+    assert_eq!(allowed, 5);
+    assert_eq!(b.record(&k).await, Some((50, 0)));
+}
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod embedded {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&Embedded::new()).await;
+                }
+            )*
+        }
+        mod redis_backend {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&Redis::new()).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    lockout_schedule,
+    lockout_event_once_per_window,
+    second_factor_never_escalates,
+    retention_forgets,
+    admit_reads_only,
+    attempt_ids_deduplicate,
+    refunds,
+    clear_forgets,
+    concurrent_attempts_count_once_each,
+);
