@@ -18,6 +18,7 @@ use crate::pb::{
 use crate::realm::{Realm, Realms};
 use crate::store::keys::{AccountKey, AttemptId, KeySecret};
 use crate::store::{Counted, Store, StoreError};
+use crate::verify::governor::{Refusal, Ticket};
 use crate::verify::{Comparison, MAX_CLIENT_KEY_BYTES, Verifier};
 
 /// How often one `attempt_id` may be replayed through `Verify` and still be compared.
@@ -126,31 +127,30 @@ fn grpc_deadline(metadata: &MetadataMap) -> Option<Instant> {
 /// a refused attempt and the clear after a match all happen even if the caller goes away.
 struct VerifyJob {
     store: Arc<dyn Store>,
-    verifier: Arc<Verifier>,
+    /// The place in the CPU budget, taken before counting.
+    ticket: Ticket,
     realm: Realm,
     key: AccountKey,
     attempt_id: Option<AttemptId>,
-    client_key: String,
     password: Vec<u8>,
     comparison: Comparison,
     deadline: Option<Instant>,
 }
 
+/// A refusal of the CPU budget: retryable, unlike a reject; the attempt is not counted.
+fn budget_refused(refusal: Refusal) -> Status {
+    Status::resource_exhausted(format!(
+        "CPU budget refused the comparison ({refusal}); retry later"
+    ))
+}
+
 impl VerifyJob {
     /// count → closed door: reject, no hashing → CPU admission → refused: refund and
-    /// `RESOURCE_EXHAUSTED` → compare → match: clear and accept; else reject.
+    /// `RESOURCE_EXHAUSTED` → compare → match: clear and accept; else reject. (The
+    /// ticket was taken before the count, so a full queue was refused without one.)
     async fn run(self) -> Result<VerifyResponse, Status> {
-        let VerifyJob {
-            store,
-            verifier,
-            realm,
-            key,
-            attempt_id,
-            client_key,
-            password,
-            comparison,
-            deadline,
-        } = self;
+        let VerifyJob { store, ticket, realm, key, attempt_id, password, comparison, deadline } =
+            self;
         let counted = store
             .record_attempt(&key, attempt_id.as_ref(), &realm.policy)
             .await
@@ -159,17 +159,14 @@ impl VerifyJob {
         if !counted.allowed || counted.replays > MAX_VERIFY_REPLAYS {
             return Ok(reject());
         }
-        let compared =
-            verifier.governor().run(&client_key, deadline, move || comparison.run(&password)).await;
+        let compared = ticket.run(deadline, move || comparison.run(&password)).await;
         match compared {
             Err(refusal) => {
                 store
                     .refund(&key, attempt_id.as_ref(), counted.window_start_ms)
                     .await
                     .map_err(store_unavailable)?;
-                Err(Status::resource_exhausted(format!(
-                    "CPU budget refused the comparison ({refusal}); retry later"
-                )))
+                Err(budget_refused(refusal))
             }
             Ok(Err(aborted)) => {
                 tracing::error!(realm = %realm.name, error = %aborted, "password comparison failed");
@@ -239,13 +236,15 @@ impl Governor for GovernorService {
             metrics::counter!("portcullis_verify_bad_hashes_total").increment(1);
             Status::invalid_argument(e.to_string())
         })?;
+        // Admission knows only the client key. A full queue is refused here, before
+        // any store work: under a flood most calls end at this line.
+        let ticket = self.verifier.governor().reserve(&req.client_key).map_err(budget_refused)?;
         let job = VerifyJob {
             store: self.store.clone(),
-            verifier: self.verifier.clone(),
+            ticket,
             realm: realm.clone(),
             key,
             attempt_id,
-            client_key: req.client_key,
             password: req.password,
             comparison,
             deadline,

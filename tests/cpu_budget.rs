@@ -136,6 +136,14 @@ async fn a_flood_of_unknown_identifiers_never_exceeds_the_global_ceiling() {
     // waiter on a loaded machine may also pass max_wait. Every refusal is counted.
     assert_eq!(stats.refused.iter().sum::<u64>(), exhausted as u64, "{stats:?}");
     assert!(stats.refused[0] > 0, "the bounded queue never filled: {stats:?}");
+    // A full queue is refused before the attempt is counted: only the calls that got a
+    // place left a record (compared, or refunded after a wait).
+    let records: Vec<String> = redis::cmd("KEYS").arg("*:record").query(&mut redis.conn()).unwrap();
+    assert_eq!(
+        records.len() as u64,
+        64 - stats.refused[0],
+        "queue_full refusals touched the store"
+    );
     daemon.shutdown().await;
 }
 

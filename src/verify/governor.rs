@@ -94,7 +94,8 @@ pub struct CpuGovernor {
     clients: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
     /// The dedicated hashing threads.
     pool: rayon::ThreadPool,
-    waiting: AtomicUsize,
+    /// Calls holding a place in the bounded queue (reserved, not yet hashing).
+    waiting: Arc<AtomicUsize>,
     running: Arc<AtomicUsize>,
     peak_running: Arc<AtomicUsize>,
     comparisons: Arc<AtomicU64>,
@@ -118,7 +119,7 @@ impl CpuGovernor {
             global: Arc::new(Semaphore::new(settings.max_concurrent)),
             clients: Arc::default(),
             pool,
-            waiting: AtomicUsize::new(0),
+            waiting: Arc::default(),
             running: Arc::default(),
             peak_running: Arc::default(),
             comparisons: Arc::default(),
@@ -132,20 +133,62 @@ impl CpuGovernor {
         self.settings
     }
 
-    /// Waits for a slot for `client_key` (at most `max_wait`, and not past `deadline`),
-    /// then runs `work` on the pool and returns its result.
+    /// Takes a place in the budget for `client_key`, before the attempt is counted: a
+    /// slot when one is free now, else a place in the bounded queue. A full queue is
+    /// refused here, so the flood's refusals cost no store work (nothing was counted,
+    /// nothing needs a refund).
     ///
     /// # Errors
-    /// `Err(Refusal)` when no slot was had: `work` never ran. `Ok(Err(Aborted))` when
-    /// `work` panicked (its slot is released all the same).
+    /// [`Refusal::QueueFull`] when `max_waiters` calls already wait.
+    pub fn reserve(self: &Arc<Self>, client_key: &str) -> Result<Ticket, Refusal> {
+        let client =
+            ClientSlot::new(self.clients.clone(), client_key, self.settings.max_per_client);
+        let own = client.semaphore.clone().try_acquire_owned().ok();
+        if let Some(own) = own {
+            if let Ok(global) = self.global.clone().try_acquire_owned() {
+                let slot = Slot { _global: global, _own: own, _client: client };
+                return Ok(Ticket { governor: self.clone(), state: TicketState::Admitted(slot) });
+            }
+            return self.enqueue(client, Some(own));
+        }
+        self.enqueue(client, None)
+    }
+
+    fn enqueue(
+        self: &Arc<Self>,
+        client: ClientSlot,
+        own: Option<OwnedSemaphorePermit>,
+    ) -> Result<Ticket, Refusal> {
+        match Queued::enter(self.waiting.clone(), self.settings.max_waiters) {
+            Ok(place) => Ok(Ticket {
+                governor: self.clone(),
+                state: TicketState::Queued { client, own, _place: place },
+            }),
+            Err(refusal) => {
+                self.record_refusal(refusal);
+                Err(refusal)
+            }
+        }
+    }
+
+    /// Reserves and runs at once: [`Self::reserve`], then [`Ticket::run`].
+    ///
+    /// # Errors
+    /// As those two.
     pub async fn run<T: Send + 'static>(
-        &self,
+        self: &Arc<Self>,
         client_key: &str,
         deadline: Option<Instant>,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<Result<T, Aborted>, Refusal> {
-        let slot =
-            self.admit(client_key, deadline).await.inspect_err(|r| self.record_refusal(*r))?;
+        self.reserve(client_key)?.run(deadline, work).await
+    }
+
+    fn spawn<T: Send + 'static>(
+        &self,
+        slot: Slot,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> tokio::sync::oneshot::Receiver<Result<T, Aborted>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let running = self.running.clone();
         let peak = self.peak_running.clone();
@@ -162,23 +205,10 @@ impl CpuGovernor {
             metrics::gauge!("portcullis_verify_running").set(now as f64);
             let _ = tx.send(result);
         });
-        Ok(rx.await.unwrap_or(Err(Aborted)))
+        rx
     }
 
-    /// Takes a client slot, then a global one, waiting within the bounds.
-    async fn admit(&self, client_key: &str, deadline: Option<Instant>) -> Result<Slot, Refusal> {
-        let client =
-            ClientSlot::new(self.clients.clone(), client_key, self.settings.max_per_client);
-        // Fast path: both free, no queueing.
-        if let Ok(own) = client.semaphore.clone().try_acquire_owned() {
-            if let Ok(global) = self.global.clone().try_acquire_owned() {
-                return Ok(Slot { _global: global, _own: own, _client: client });
-            }
-            return self.wait(client, Some(own), deadline).await;
-        }
-        self.wait(client, None, deadline).await
-    }
-
+    /// Waits for the slots a queued ticket lacks, within `max_wait` and `deadline`.
     async fn wait(
         &self,
         client: ClientSlot,
@@ -192,7 +222,6 @@ impl CpuGovernor {
             Some(d) if d < by_wait => (d, Refusal::Deadline),
             _ => (by_wait, Refusal::WaitTimeout),
         };
-        let _queued = Queued::enter(&self.waiting, self.settings.max_waiters)?;
         let acquire = async {
             let own = match own {
                 Some(own) => own,
@@ -274,11 +303,51 @@ impl Drop for ClientSlot {
     }
 }
 
-/// One place in the bounded queue, given back on drop (also when the caller goes away).
-struct Queued<'a>(&'a AtomicUsize);
+/// A place in the budget, taken before the attempt is counted ([`CpuGovernor::reserve`]).
+/// Dropping it (a closed door, a store error, a caller gone) gives the place back.
+pub struct Ticket {
+    governor: Arc<CpuGovernor>,
+    state: TicketState,
+}
 
-impl<'a> Queued<'a> {
-    fn enter(waiting: &'a AtomicUsize, max: usize) -> Result<Self, Refusal> {
+enum TicketState {
+    /// Both slots were free at reservation.
+    Admitted(Slot),
+    /// A place in the queue; `own` is the client slot when it was free.
+    Queued { client: ClientSlot, own: Option<OwnedSemaphorePermit>, _place: Queued },
+}
+
+impl Ticket {
+    /// Waits for a slot (a queued ticket: at most `max_wait`, never past `deadline`),
+    /// then runs `work` on the hashing pool and returns its result.
+    ///
+    /// # Errors
+    /// `Err(Refusal)` when no slot was had in time: `work` never ran. `Ok(Err(Aborted))`
+    /// when `work` panicked (its slot is released all the same).
+    pub async fn run<T: Send + 'static>(
+        self,
+        deadline: Option<Instant>,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, Aborted>, Refusal> {
+        let Ticket { governor, state } = self;
+        let slot = match state {
+            TicketState::Admitted(slot) => slot,
+            TicketState::Queued { client, own, _place } => {
+                // The queue place is held until the wait ends, then given back.
+                let waited = governor.wait(client, own, deadline).await;
+                drop(_place);
+                waited.inspect_err(|r| governor.record_refusal(*r))?
+            }
+        };
+        Ok(governor.spawn(slot, work).await.unwrap_or(Err(Aborted)))
+    }
+}
+
+/// One place in the bounded queue, given back on drop (also when the caller goes away).
+struct Queued(Arc<AtomicUsize>);
+
+impl Queued {
+    fn enter(waiting: Arc<AtomicUsize>, max: usize) -> Result<Self, Refusal> {
         let before = waiting.fetch_add(1, Ordering::SeqCst);
         if before >= max {
             waiting.fetch_sub(1, Ordering::SeqCst);
@@ -288,7 +357,7 @@ impl<'a> Queued<'a> {
     }
 }
 
-impl Drop for Queued<'_> {
+impl Drop for Queued {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
