@@ -182,6 +182,14 @@ pub fn settings(redis_url: &str, extra: &str) -> Settings {
     Config::load(Some(&path), &Overrides::default()).unwrap().validate(Some(SECRET.into())).unwrap()
 }
 
+/// Daemon settings for the embedded store in `data_dir`, with [`REALMS_TOML`].
+pub fn embedded_settings(data_dir: &Path) -> Settings {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("portcullis.toml");
+    std::fs::write(&path, embedded_config_toml(data_dir, "")).unwrap();
+    Config::load(Some(&path), &Overrides::default()).unwrap().validate(Some(SECRET.into())).unwrap()
+}
+
 /// The TOML the tests' daemons run with.
 pub fn config_toml(redis_url: &str, extra: &str) -> String {
     format!(
