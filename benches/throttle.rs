@@ -23,12 +23,15 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::future::Future;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use support::{millis, percentile};
 
 use portcullis::config::StoreSettings;
 use portcullis::normalize::normalize;
@@ -382,20 +385,6 @@ async fn run_cell<C: Caller>(
         cpu,
         commands,
     }
-}
-
-/// Nearest-rank percentile, in per mille, of sorted `latencies` (zero when there are
-/// none).
-fn percentile(latencies: &[Duration], per_mille: usize) -> Duration {
-    if latencies.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (latencies.len() * per_mille).div_ceil(1000).max(1);
-    latencies[rank - 1]
-}
-
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn main() -> ExitCode {

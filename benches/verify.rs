@@ -24,6 +24,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -32,6 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use support::{millis, percentile};
 
 use portcullis::pb::Verdict;
 use portcullis::verify::governor::{GovernorSettings, GovernorStats};
@@ -106,19 +109,6 @@ fn describe(params: &HashParams) -> String {
             format!("m={memory_kib} t={iterations} p={parallelism}")
         }
     }
-}
-
-/// Nearest-rank percentile of sorted `values` (zero when there are none).
-fn percentile(values: &[Duration], pct: usize) -> Duration {
-    if values.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (values.len() * pct).div_ceil(100).max(1);
-    values[rank - 1]
-}
-
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 // ---------------------------------------------------------------------------------------
@@ -465,8 +455,8 @@ impl FloodRow {
 
     /// Median probe unit under attack / idle.
     fn median_slowdown(&self) -> f64 {
-        percentile(&self.attack_units, 50).as_secs_f64()
-            / percentile(&self.idle_units, 50).as_secs_f64()
+        percentile(&self.attack_units, 500).as_secs_f64()
+            / percentile(&self.idle_units, 500).as_secs_f64()
     }
 
     /// Probe units completed per second, idle / under attack: counts the time the probe
@@ -755,19 +745,19 @@ fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
         let (raw_p50, raw_p99, overhead) = if r.raw.is_empty() {
             (String::new(), String::new(), String::new())
         } else {
-            let p50 = millis(percentile(&r.raw, 50));
+            let p50 = millis(percentile(&r.raw, 500));
             (
                 format!("{p50:.2}"),
-                format!("{:.2}", millis(percentile(&r.raw, 99))),
-                format!("{:+.2}", millis(percentile(&r.rpc, 50)) - p50),
+                format!("{:.2}", millis(percentile(&r.raw, 990))),
+                format!("{:+.2}", millis(percentile(&r.rpc, 500)) - p50),
             )
         };
         println!(
             "| {} | {} | {raw_p50} | {raw_p99} | {:.2} | {:.2} | {overhead} |",
             r.label,
             r.params,
-            millis(percentile(&r.rpc, 50)),
-            millis(percentile(&r.rpc, 99)),
+            millis(percentile(&r.rpc, 500)),
+            millis(percentile(&r.rpc, 990)),
         );
     }
 
@@ -784,8 +774,8 @@ fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
             r.governor.max_concurrent,
             r.governor.max_waiters,
             r.attackers,
-            millis(percentile(&r.idle_units, 50)),
-            millis(percentile(&r.attack_units, 50)),
+            millis(percentile(&r.idle_units, 500)),
+            millis(percentile(&r.attack_units, 500)),
             r.median_slowdown(),
             r.throughput_slowdown(),
             r.comparisons as f64 / secs,
@@ -811,13 +801,13 @@ fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
             r.label(),
             r.idle_units.len() as f64 / r.idle_window.as_secs_f64(),
             r.attack_units.len() as f64 / r.window.as_secs_f64(),
-            millis(percentile(&r.idle_units, 90)),
-            millis(percentile(&r.attack_units, 90)),
+            millis(percentile(&r.idle_units, 900)),
+            millis(percentile(&r.attack_units, 900)),
             r.peak_running,
-            millis(percentile(&a.expected_latency, 50)),
-            millis(percentile(&a.expected_latency, 99)),
-            millis(percentile(&a.refused_latency, 50)),
-            millis(percentile(&a.refused_latency, 99)),
+            millis(percentile(&a.expected_latency, 500)),
+            millis(percentile(&a.expected_latency, 990)),
+            millis(percentile(&a.refused_latency, 500)),
+            millis(percentile(&a.refused_latency, 990)),
         );
     }
 
@@ -849,7 +839,7 @@ fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
             l.expected,
             l.refused,
             l.failed,
-            millis(percentile(&l.expected_latency, 50)),
+            millis(percentile(&l.expected_latency, 500)),
         );
     }
 

@@ -24,6 +24,7 @@ use crate::verify::hash::{Algorithm, Ceilings, HashParams};
 pub const KEY_SECRET_ENV: &str = "PORTCULLIS_KEY_SECRET";
 
 /// A configuration that cannot be used. The daemon refuses to start on any of these.
+#[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("configuration could not be read: {0}")]

@@ -18,6 +18,8 @@
 //! - [`client`]: the gateway library: endpoint pool, retries, health, circuit breaker.
 //! - [`run`]: serves the API, health and reflection on a bound listener until shutdown.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod config;
 pub mod normalize;
@@ -62,6 +64,7 @@ const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Why the daemon stopped with an error.
+#[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("the store could not be set up")]

@@ -35,6 +35,7 @@ pub enum Normalization {
 }
 
 /// Why an identifier cannot be counted. Messages name the field, never its value.
+#[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentifierError {
     #[error("account.identifier is empty after normalization")]

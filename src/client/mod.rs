@@ -169,6 +169,7 @@ impl Default for ClientConfig {
 }
 
 /// A configuration the client cannot use.
+#[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("client.endpoints is empty")]

@@ -66,6 +66,7 @@ impl Clock for SystemClock {
 }
 
 /// Why the embedded store could not open. Each names the path at fault.
+#[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("data directory {path:?} cannot be created or written")]

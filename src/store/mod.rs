@@ -13,6 +13,7 @@ use keys::{AccountKey, AttemptId};
 
 /// A store operation that did not complete. Never turned into an answer: the service
 /// maps every variant to `UNAVAILABLE` (fail closed).
+#[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("store operation timed out after {0:?}")]

@@ -91,6 +91,7 @@ impl HashParams {
 }
 
 /// Why a stored hash cannot be used. Messages name the problem, never the hash.
+#[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HashError {
     #[error("stored_hash is longer than {MAX_STORED_HASH_BYTES} bytes")]

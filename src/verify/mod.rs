@@ -33,6 +33,7 @@ pub struct VerifySettings {
 pub const MAX_CLIENT_KEY_BYTES: usize = 256;
 
 /// Why the verifier could not be built (a start-up failure).
+#[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
 pub enum VerifierError {
     #[error("the hashing thread pool could not start")]
