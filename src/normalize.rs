@@ -7,6 +7,8 @@
 use std::borrow::Cow;
 
 use icu_casemap::CaseMapper;
+use icu_properties::CodePointSetData;
+use icu_properties::props::DefaultIgnorableCodePoint;
 use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 
@@ -22,9 +24,10 @@ pub const MAX_RAW_IDENTIFIER_BYTES: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Normalization {
-    /// Email addresses (the default): trim Unicode white space, Unicode NFKC, full case
-    /// fold (Unicode `CaseFolding.txt`, C+F), and the domain after the last `@` to ASCII
-    /// with IDNA (UTS #46). A domain IDNA rejects keeps its folded form.
+    /// Email addresses (the default): Unicode NFKC, full case fold (Unicode
+    /// `CaseFolding.txt`, C+F) and removal of default-ignorable (invisible) code points,
+    /// as Unicode's `NFKC_Casefold`; white space trimmed; the domain after the last `@`
+    /// to ASCII with IDNA (UTS #46). A domain IDNA rejects keeps its folded form.
     #[default]
     Email,
     /// The identifier byte for byte, for lookups that are exact (opaque user ids).
@@ -88,26 +91,35 @@ pub fn normalize(mode: Normalization, raw: &str) -> Result<NormalizedIdentifier,
 }
 
 fn email(raw: &str) -> String {
-    let folded = caseless(raw.trim());
-    // Trimming again: NFKC can turn a compatibility space (U+3000) at an edge into U+0020.
+    let folded = caseless(raw);
+    // Trimmed after folding: NFKC can turn a compatibility space (U+3000) at an edge into
+    // U+0020, and removing an invisible character can leave a space at an edge.
     let folded = folded.trim();
-    match folded.rsplit_once('@') {
+    let joined = match folded.rsplit_once('@') {
         Some((local, domain)) if !domain.is_empty() => {
             let domain = idna::domain_to_ascii(domain).unwrap_or_else(|_| domain.to_owned());
             format!("{local}@{domain}")
         }
         _ => folded.to_owned(),
-    }
+    };
+    // IDNA keeps some characters the steps above would trim; a final trim keeps the
+    // mode idempotent (the property test below holds it to that).
+    joined.trim().to_owned()
 }
 
-/// Unicode compatibility caseless form, `NFKC(fold(NFKC(fold(NFKC(s)))))`. Folding once
-/// is not enough: a fold can produce a string NFKC changes again (Unicode §3.13, D146),
-/// and the double application is the standard's closure, which keeps the mode idempotent.
+/// Unicode compatibility caseless form with default-ignorable code points removed: the
+/// closure of `NFKC(fold(NFKC(s)))` (Unicode §3.13, D146: folding once is not enough,
+/// a fold can produce a string NFKC changes again), as in Unicode's `NFKC_Casefold`,
+/// which also removes `Default_Ignorable_Code_Point` characters (zero-width spaces, soft
+/// hyphens, bidi controls, byte order marks): invisible, so two spellings that look the
+/// same must reach one counter.
 fn caseless(s: &str) -> String {
     let mapper = CaseMapper::new();
-    let once: String = s.nfkc().collect();
-    let once: String = mapper.fold_string(&once).nfkc().collect();
-    mapper.fold_string(&once).nfkc().collect()
+    let ignorable = CodePointSetData::new::<DefaultIgnorableCodePoint>();
+    let visible = |s: &str| -> String { s.chars().filter(|c| !ignorable.contains(*c)).collect() };
+    let once: String = visible(s).nfkc().collect();
+    let once: String = visible(&mapper.fold_string(&once)).nfkc().collect();
+    visible(&mapper.fold_string(&once)).nfkc().collect()
 }
 
 #[cfg(test)]
@@ -160,6 +172,87 @@ mod tests {
                 let once = normalize(mode, s).unwrap();
                 let twice = normalize(mode, once.as_str()).unwrap();
                 assert_eq!(once, twice, "{mode:?} not idempotent on sample {s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn invisible_characters_do_not_split_counters() {
+        for s in [
+            "bob@example.com \u{FEFF}",
+            "bob\u{200B}@example.com",
+            "b\u{00AD}ob@example.com",
+            "\u{202E}bob@example.com",
+            "bob@example.com\u{3000}\u{200B}",
+        ] {
+            assert_eq!(email_n(s), "bob@example.com", "{s:?}");
+        }
+    }
+
+    /// A deterministic fuzz: 50,000 strings drawn from characters that interact with
+    /// trimming, NFKC, case folding and IDNA. Every mode must be idempotent on all of them.
+    #[test]
+    fn idempotent_on_hostile_strings() {
+        const PALETTE: &[char] = &[
+            'a',
+            'B',
+            'z',
+            '@',
+            '.',
+            '-',
+            ' ',
+            '\t',
+            '\u{3000}',
+            '\u{00A0}',
+            '\u{FEFF}',
+            '\u{200B}',
+            '\u{00AD}',
+            '\u{202E}',
+            '\u{0301}',
+            '\u{0345}',
+            '\u{0399}',
+            'ß',
+            '\u{1E9E}',
+            'İ',
+            'ı',
+            '\u{212A}',
+            '\u{FB01}',
+            '\u{FF21}',
+            '\u{FF20}',
+            '\u{FF0E}',
+            '\u{3002}',
+            'Σ',
+            'ς',
+            'ǅ',
+            '\u{FDFA}',
+            '\u{0663}',
+            '\u{06F3}',
+            'x',
+            'n',
+            '\u{1F600}',
+            '\u{0000}',
+            '\u{E000}',
+        ];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..50_000 {
+            let len = 1 + (next() % 12) as usize;
+            let s: String =
+                (0..len).map(|_| PALETTE[(next() % PALETTE.len() as u64) as usize]).collect();
+            for mode in [Normalization::Email, Normalization::Exact, Normalization::AsciiLowercase]
+            {
+                if let Ok(once) = normalize(mode, &s) {
+                    assert_eq!(
+                        normalize(mode, once.as_str()),
+                        Ok(once.clone()),
+                        "{mode:?} on {s:?}"
+                    );
+                }
             }
         }
     }

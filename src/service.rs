@@ -21,11 +21,11 @@ use crate::store::{Counted, Store, StoreError};
 use crate::verify::governor::{Refusal, Ticket};
 use crate::verify::{Comparison, MAX_CLIENT_KEY_BYTES, Verifier};
 
-/// How often one `attempt_id` may be replayed through `Verify` and still be compared.
-/// A replay is not counted (its first call was), so without a bound a gateway that let
-/// end users choose attempt ids would hand them free guesses. Two covers the client's
-/// retries.
-pub const MAX_VERIFY_REPLAYS: u64 = 2;
+/// How often one `attempt_id` may be replayed through `RecordAttempt` and still get its
+/// first answer; later replays are denied. Two covers the client's retries; without a
+/// bound, a gateway that let end users choose attempt ids would hand them a reusable
+/// ALLOW. (`Verify` never answers a replay with a new comparison: see [`VerifyJob::run`].)
+pub const MAX_REPLAYS: u64 = 2;
 
 /// The `portcullis.v1.Governor` service.
 pub struct GovernorService {
@@ -156,7 +156,11 @@ impl VerifyJob {
             .await
             .map_err(store_unavailable)?;
         note_lockout(&realm, &counted);
-        if !counted.allowed || counted.replays > MAX_VERIFY_REPLAYS {
+        // A replayed attempt_id is rejected without a comparison: comparing again would be
+        // a guess its first call's count does not cover (and after a lockout, a guess
+        // behind a closed door), and refunding it would give back a count that paid for
+        // a real comparison. The id's first call is the one that counted and compared.
+        if !counted.allowed || counted.replays > 0 {
             return Ok(reject());
         }
         let compared = ticket.run(deadline, move || comparison.run(&password)).await;
@@ -205,7 +209,8 @@ impl Governor for GovernorService {
             .await
             .map_err(store_unavailable)?;
         note_lockout(realm, &counted);
-        Ok(Response::new(RecordAttemptResponse { decision: decision(counted.allowed) }))
+        let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
+        Ok(Response::new(RecordAttemptResponse { decision: decision(allowed) }))
     }
 
     async fn verify(

@@ -18,15 +18,19 @@ async fn a_retried_attempt_counts_once_and_gets_the_same_answer() {
     for n in 1..=4 {
         assert_eq!(c.attempt_with_id("default", id, &format!("try-{n}")).await.unwrap(), Allow);
     }
-    // The 5th attempt, retried three times: one count, one answer.
-    for _ in 0..3 {
+    // The 5th attempt, retried once: one count, one answer.
+    for _ in 0..2 {
         assert_eq!(c.attempt_with_id("default", id, "fifth").await.unwrap(), Allow);
     }
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 5);
     assert_eq!(c.attempt_with_id("default", id, "sixth").await.unwrap(), Deny);
-    // A late retry of the 5th still gets its first answer, and counts nothing.
+    // A late retry of the 5th still gets its first answer, and counts nothing...
     assert_eq!(c.attempt_with_id("default", id, "fifth").await.unwrap(), Allow);
     assert_eq!(c.attempt_with_id("default", id, "sixth").await.unwrap(), Deny);
+    assert_eq!(read_record(&mut conn, &key).unwrap().0, 6);
+    // ...but only MAX_REPLAYS (2) times: an id is not a reusable ALLOW.
+    assert_eq!(portcullis::service::MAX_REPLAYS, 2);
+    assert_eq!(c.attempt_with_id("default", id, "fifth").await.unwrap(), Deny);
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 6);
     // Without an id, every call counts.
     c.attempt("default", id).await.unwrap();

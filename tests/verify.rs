@@ -231,3 +231,92 @@ async fn bad_verify_input_is_invalid_argument_and_writes_nothing() {
     assert_eq!(r.verdict(), Verdict::Reject);
     daemon.shutdown().await;
 }
+
+/// `Verify` with an explicit attempt id.
+async fn verify_with_id(
+    c: &mut Client,
+    id: &str,
+    password: &[u8],
+    hash: &str,
+    client_key: &str,
+    attempt_id: &str,
+) -> Result<VerifyResponse, tonic::Status> {
+    let req = portcullis::pb::VerifyRequest {
+        account: account("fast", id),
+        password: password.to_vec(),
+        stored_hash: hash.into(),
+        client_key: client_key.into(),
+        attempt_id: attempt_id.into(),
+    };
+    Ok(c.0.verify(req).await?.into_inner())
+}
+
+#[tokio::test]
+async fn a_replayed_attempt_id_is_never_compared_again() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let mut c = daemon.client().await;
+    let mut conn = redis.conn();
+    let hash =
+        StoredHash::generate(b"s3cret", &portcullis::verify::hash::HashParams::Bcrypt { cost: 4 })
+            .unwrap();
+    let hash = hash.as_str();
+    let id = "replayed@example.com";
+    let key = record_key("fast", Normalization::Email, id);
+
+    // Several passwords under one id: one count, one comparison, whatever the replays say.
+    let first = verify_with_id(&mut c, id, b"guess-1", hash, "c", "same-id").await.unwrap();
+    assert_eq!(first.verdict(), Verdict::Reject);
+    for guess in [&b"guess-2"[..], b"s3cret", b"guess-3"] {
+        let r = verify_with_id(&mut c, id, guess, hash, "c", "same-id").await.unwrap();
+        assert_eq!(r.verdict(), Verdict::Reject, "a replay was compared again");
+    }
+    assert_eq!(daemon.governor().comparisons, 1);
+    assert_eq!(read_record(&mut conn, &key).unwrap().0, 1);
+
+    // Lock the door with fresh ids; an old id replayed with the right password stays shut.
+    for n in 2..=6 {
+        verify_with_id(&mut c, id, b"wrong", hash, "c", &format!("id-{n}")).await.unwrap();
+    }
+    assert_eq!(c.admit("fast", id).await.unwrap(), portcullis::pb::Decision::Deny);
+    for old in ["same-id", "id-2"] {
+        let r = verify_with_id(&mut c, id, b"s3cret", hash, "c", old).await.unwrap();
+        assert_eq!(r.verdict(), Verdict::Reject, "replaying {old} opened a locked door");
+    }
+    assert_eq!(c.admit("fast", id).await.unwrap(), portcullis::pb::Decision::Deny);
+    assert_eq!(daemon.governor().comparisons, 5);
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_refused_by_the_budget_refunds_nothing() {
+    let redis = RedisServer::start();
+    let extra = "[verify]\nmax_concurrent = 1\nmax_wait = \"20ms\"\n";
+    let daemon = Daemon::start(settings(&redis.url(), extra)).await;
+    let mut c = daemon.client().await;
+    let mut conn = redis.conn();
+    let fast =
+        StoredHash::generate(b"pw", &portcullis::verify::hash::HashParams::Bcrypt { cost: 4 })
+            .unwrap();
+    let slow =
+        StoredHash::generate(b"pw", &portcullis::verify::hash::HashParams::Bcrypt { cost: 12 })
+            .unwrap();
+    let id = "refund@example.com";
+    let key = record_key("fast", Normalization::Email, id);
+    let r = verify_with_id(&mut c, id, b"guess", fast.as_str(), "A", "X").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Reject);
+    // Hold client A's only slot with a slow comparison, then replay X from A.
+    let mut holder = daemon.client().await;
+    let slow_hash = slow.as_str().to_owned();
+    let hold = tokio::spawn(async move {
+        verify_with_id(&mut holder, "other@example.com", b"pw", &slow_hash, "A", "Y").await
+    });
+    while daemon.governor().running == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let r = verify_with_id(&mut c, id, b"guess-2", fast.as_str(), "A", "X").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Reject, "the replay is answered without the budget");
+    assert_eq!(read_record(&mut conn, &key).unwrap().0, 1, "the compared first call was refunded");
+    let _ = hold.await;
+    daemon.shutdown().await;
+}
