@@ -223,8 +223,20 @@ async fn a_full_data_directory_never_answers_allow_without_a_durable_count() {
         }
     }
     assert!(errors >= 20, "the file system never filled");
-    daemon.kill();
+    // Space comes back: the daemon recovers without a restart.
     std::fs::remove_file(&filler).unwrap();
+    let mut recovered = false;
+    for n in 0..50 {
+        let id = format!("after{n}@example.com");
+        if let Ok(Decision::Allow) = c.attempt("default", &id).await {
+            allowed.push(id);
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the embedded store stayed unavailable after space was freed");
+    daemon.kill();
     for id in &allowed {
         assert_eq!(
             failures_in(&fs.0, test_secret(), id).await,

@@ -231,7 +231,10 @@ impl EmbeddedStore {
         let (jobs, rx) = mpsc::channel::<Job>();
         let writer = std::thread::Builder::new()
             .name("portcullis-embedded".into())
-            .spawn(move || Writer { db, clock, high_water, last_sweep: None }.run(rx))
+            .spawn({
+                let path = path.clone();
+                move || Writer { db: Some(db), path, clock, high_water, last_sweep: None }.run(rx)
+            })
             .map_err(|source| OpenError::DataDir { path: data_dir.to_owned(), source })?;
         Ok(Self { jobs: Some(jobs), writer: Some(writer), secret, operation_timeout })
     }
@@ -305,7 +308,12 @@ fn init(db: &Database) -> Result<u64, BoxError> {
 
 /// The writer thread's state.
 struct Writer {
-    db: Database,
+    /// `None` after a failed commit: redb refuses every transaction after an I/O error
+    /// until the database is reopened, so the next batch reopens it (a full disk that
+    /// was freed must not stay an outage until a restart).
+    db: Option<Database>,
+    /// The database file, for reopening.
+    path: PathBuf,
     clock: Arc<dyn Clock>,
     /// The latest time handed out; time never goes below it.
     high_water: u64,
@@ -325,7 +333,7 @@ impl Writer {
             let now = self.now();
             let sweep = self.last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_INTERVAL);
             let (ops, replies): (Vec<Op>, Vec<_>) = batch.into_iter().unzip();
-            match self.apply(&ops, now, sweep) {
+            match self.reopen().and_then(|db| Self::apply(db, &ops, now, sweep)) {
                 Ok(results) => {
                     if sweep {
                         self.last_sweep = Some(Instant::now());
@@ -335,7 +343,9 @@ impl Writer {
                     }
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "embedded store commit failed");
+                    tracing::error!(error = %e, "embedded store commit failed; reopening");
+                    // Closed here (and its lock released), reopened by the next batch.
+                    self.db = None;
                     let message = e.to_string();
                     for reply in replies {
                         let _ = reply.send(Err(StoreError::Embedded(message.clone())));
@@ -343,6 +353,18 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// The open database, reopening it after a failure. A reopen that fails answers
+    /// this batch with the error; the next batch tries again.
+    fn reopen(&mut self) -> Result<&Database, BoxError> {
+        if self.db.is_none() {
+            let db = Database::create(&self.path)?;
+            init(&db)?;
+            tracing::info!("embedded store reopened");
+            self.db = Some(db);
+        }
+        self.db.as_ref().ok_or_else(|| "embedded store is not open".into())
     }
 
     fn now(&mut self) -> u64 {
@@ -353,12 +375,12 @@ impl Writer {
     /// Applies `ops` in one transaction and commits durably. An operation's own error
     /// (a corrupt entry) answers that operation; a transaction error answers them all.
     fn apply(
-        &self,
+        db: &Database,
         ops: &[Op],
         now: u64,
         sweep: bool,
     ) -> Result<Vec<Result<Reply, StoreError>>, BoxError> {
-        let txn = self.db.begin_write()?;
+        let txn = db.begin_write()?;
         let mut writes = sweep;
         let results = {
             let mut entries = txn.open_table(ENTRIES)?;
