@@ -9,8 +9,8 @@
 use argon2::{Argon2, PasswordHash, PasswordVerifier};
 use serde::{Deserialize, Serialize};
 
-/// Longest `stored_hash` read, in bytes (an argon2 PHC string with a 64-byte salt and
-/// output is under 200).
+/// Longest `stored_hash` read, in bytes (an argon2 PHC string with the longest salt and
+/// output accepted, 48 and 64 bytes, is under 200).
 pub const MAX_STORED_HASH_BYTES: usize = 1024;
 
 /// bcrypt uses at most this many password bytes (Provos & Mazières, 1999).
@@ -250,8 +250,26 @@ fn parse_bcrypt(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError
     Ok(HashParams::Bcrypt { cost })
 }
 
+/// Longest argon2 salt and output accepted, in bytes: the limits of the `phc` crate that
+/// parses PHC strings (RFC 9106 allows more; no common tool writes more: argon2-cffi,
+/// libsodium and PHP default to 16 and 32).
+pub const ARGON2_MAX_SALT_BYTES: usize = 48;
+/// See [`ARGON2_MAX_SALT_BYTES`].
+pub const ARGON2_MAX_OUTPUT_BYTES: usize = 64;
+
 fn parse_argon2(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError> {
     let malformed = |m: &str| HashError::MalformedArgon2(m.to_owned());
+    // Name these limits plainly instead of the parser's base64 complaint.
+    let fields: Vec<&str> = text.split('$').collect();
+    if let [.., salt, output] = fields[..] {
+        let b64_bytes = |f: &str| f.len() * 3 / 4;
+        if b64_bytes(salt) > ARGON2_MAX_SALT_BYTES && !salt.contains('=') && !salt.contains(',') {
+            return Err(malformed("salts longer than 48 bytes are not supported"));
+        }
+        if b64_bytes(output) > ARGON2_MAX_OUTPUT_BYTES {
+            return Err(malformed("outputs longer than 64 bytes are not supported"));
+        }
+    }
     let hash = PasswordHash::new(text).map_err(|e| HashError::MalformedArgon2(e.to_string()))?;
     let algorithm = match hash.algorithm.as_str() {
         "argon2id" => Algorithm::Argon2id,
@@ -356,6 +374,8 @@ mod tests {
             (ARGON2.replacen("$argon2id$", "$argon2x$", 1), "malformed argon2"),
             (ARGON2.replacen("v=19", "v=18", 1), "version"),
             (ARGON2.replacen("m=19456", "m=4", 1), "malformed argon2"),
+            (format!("{}{}", ARGON2, "A".repeat(60)), "outputs longer than 64 bytes"),
+            (ARGON2.replacen("9UYIR9ZIReF5HPUwKOtfHg", &"A".repeat(66), 1), "salts longer than 48 bytes"),
             ("x".repeat(2000), "longer than"),
         ];
         for (text, want) in cases {
