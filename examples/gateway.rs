@@ -6,7 +6,7 @@
 //! daemon that refuses for capacity or cannot be reached gets a 503 with `Retry-After`.
 //!
 //! ```sh
-//! cargo run --example gateway -- --users users.htpasswd --listen 127.0.0.1:8080
+//! cargo run --release --example gateway -- --users users.txt --listen 127.0.0.1:8080
 //! curl -i -d 'username=alice&password=secret' http://127.0.0.1:8080/login
 //! ```
 
@@ -133,6 +133,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let app = axum::Router::new().route("/login", post(login)).with_state(gateway);
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!("gateway listening on {}", listener.local_addr()?);
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        })
+        .await?;
     Ok(())
 }

@@ -27,18 +27,36 @@ pub const KEY_SECRET_ENV: &str = "PORTCULLIS_KEY_SECRET";
 #[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("configuration could not be read: {0}")]
+    #[error("configuration could not be read: {}", describe(.0))]
     Parse(#[source] Box<figment::Error>),
     #[error("{setting} = {value} is out of range: allowed {allowed}")]
     OutOfRange { setting: String, value: String, allowed: String },
     #[error("{setting}: {problem}")]
     Invalid { setting: String, problem: String },
-    #[error("store.key_secret_file {path:?} could not be read")]
+    #[error("store.key_secret_file {path:?} could not be read: {source}")]
     SecretFile {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Each problem figment found, as `setting: problem (in SOURCE)`, without figment's
+/// profile prefix (`default.`), which names nothing a user wrote.
+fn describe(error: &figment::Error) -> String {
+    error
+        .clone()
+        .into_iter()
+        .map(|e| {
+            let setting = if e.path.is_empty() { "(file)".to_owned() } else { e.path.join(".") };
+            let source = e.metadata.as_ref().and_then(|m| m.source.as_ref());
+            match source {
+                Some(source) => format!("{setting}: {} (in {source})", e.kind),
+                None => format!("{setting}: {}", e.kind),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The file format (`portcullis.toml`). Durations are humantime strings (`"15m"`, `"250ms"`).

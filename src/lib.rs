@@ -113,10 +113,14 @@ impl Daemon {
     /// [`RunError::Verifier`].
     pub fn new(settings: Settings) -> Result<Self, RunError> {
         let (store, secret): (Arc<dyn Store>, _) = match settings.store {
-            StoreSettings::Redis { url, secret, operation_timeout, pool_size } => (
-                Arc::new(RedisStore::new(&url, secret.clone(), operation_timeout, pool_size)?),
-                secret,
-            ),
+            StoreSettings::Redis { url, secret, operation_timeout, pool_size } => {
+                // The URL may carry a password: only the kind of store is logged.
+                tracing::info!(pool_size, "store: redis");
+                (
+                    Arc::new(RedisStore::new(&url, secret.clone(), operation_timeout, pool_size)?),
+                    secret,
+                )
+            }
             StoreSettings::Embedded { data_dir, secret, operation_timeout } => {
                 let store = EmbeddedStore::open(
                     &data_dir,

@@ -210,13 +210,25 @@ impl EmbeddedStore {
         operation_timeout: Duration,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, OpenError> {
-        std::fs::create_dir_all(data_dir)
-            .map_err(|source| OpenError::DataDir { path: data_dir.to_owned(), source })?;
+        let dir_error = |source| OpenError::DataDir { path: data_dir.to_owned(), source };
+        // Owner-only: the directory holds the key secret and every account's counts.
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(data_dir).map_err(dir_error)?;
         let secret = match secret {
             Some(s) => s,
             None => load_or_create_secret(&data_dir.join(SECRET_FILE))?,
         };
+        tracing::info!(data_dir = %data_dir.display(), "store: embedded");
         let path = data_dir.join(DB_FILE);
+        // Created owner-only before redb opens it (redb would create it 0644).
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(&path).map_err(dir_error)?;
         let db = match Database::create(&path) {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
@@ -289,6 +301,8 @@ fn load_or_create_secret(path: &Path) -> Result<KeySecret, OpenError> {
     let mut file = options.open(path).map_err(err)?;
     std::io::Write::write_all(&mut file, text.as_bytes()).map_err(err)?;
     file.sync_all().map_err(err)?;
+    // Its value is never logged; its existence matters: losing the file forgets every count.
+    tracing::warn!(path = %path.display(), "generated a new key secret: back it up with the data directory");
     Ok(KeySecret::new(text.into_bytes()))
 }
 
