@@ -34,6 +34,12 @@ fn vectors() -> Vec<Vector> {
     v.vectors
 }
 
+/// A fresh bcrypt hash of `password` at `cost`, as a gateway would store it.
+fn bcrypt(password: &[u8], cost: u32) -> String {
+    let params = portcullis::verify::hash::HashParams::Bcrypt { cost };
+    StoredHash::generate(password, &params).unwrap().as_str().to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_independent_vector_verifies_as_its_tool_says() {
     let redis = RedisServer::start();
@@ -94,10 +100,7 @@ async fn a_closed_door_rejects_without_hashing_and_a_match_clears() {
     let daemon = Daemon::start(settings(&redis.url(), "")).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
-    let hash =
-        StoredHash::generate(b"s3cret", &portcullis::verify::hash::HashParams::Bcrypt { cost: 4 })
-            .unwrap();
-    let hash = hash.as_str().to_owned();
+    let hash = bcrypt(b"s3cret", 4);
     let id = "locked@example.com";
     let key = record_key("fast", Normalization::Email, id);
 
@@ -257,10 +260,7 @@ async fn a_replayed_attempt_id_is_never_compared_again() {
     let daemon = Daemon::start(settings(&redis.url(), "")).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
-    let hash =
-        StoredHash::generate(b"s3cret", &portcullis::verify::hash::HashParams::Bcrypt { cost: 4 })
-            .unwrap();
-    let hash = hash.as_str();
+    let hash = &bcrypt(b"s3cret", 4);
     let id = "replayed@example.com";
     let key = record_key("fast", Normalization::Email, id);
 
@@ -295,26 +295,21 @@ async fn a_replay_refused_by_the_budget_refunds_nothing() {
     let daemon = Daemon::start(settings(&redis.url(), extra)).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
-    let fast =
-        StoredHash::generate(b"pw", &portcullis::verify::hash::HashParams::Bcrypt { cost: 4 })
-            .unwrap();
-    let slow =
-        StoredHash::generate(b"pw", &portcullis::verify::hash::HashParams::Bcrypt { cost: 12 })
-            .unwrap();
+    let fast = bcrypt(b"pw", 4);
+    let slow_hash = bcrypt(b"pw", 12);
     let id = "refund@example.com";
     let key = record_key("fast", Normalization::Email, id);
-    let r = verify_with_id(&mut c, id, b"guess", fast.as_str(), "A", "X").await.unwrap();
+    let r = verify_with_id(&mut c, id, b"guess", &fast, "A", "X").await.unwrap();
     assert_eq!(r.verdict(), Verdict::Reject);
     // Hold client A's only slot with a slow comparison, then replay X from A.
     let mut holder = daemon.client().await;
-    let slow_hash = slow.as_str().to_owned();
     let hold = tokio::spawn(async move {
         verify_with_id(&mut holder, "other@example.com", b"pw", &slow_hash, "A", "Y").await
     });
     while daemon.governor().running == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
-    let r = verify_with_id(&mut c, id, b"guess-2", fast.as_str(), "A", "X").await.unwrap();
+    let r = verify_with_id(&mut c, id, b"guess-2", &fast, "A", "X").await.unwrap();
     assert_eq!(r.verdict(), Verdict::Reject, "the replay is answered without the budget");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1, "the compared first call was refunded");
     let _ = hold.await;
