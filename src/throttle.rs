@@ -46,7 +46,7 @@ impl AttemptOutcome {
     /// This attempt is the one that closed the door (the first refused one of its
     /// window): the moment to emit the single lockout event.
     pub fn locked_now(&self, policy: &Policy) -> bool {
-        self.record.failures == u64::from(policy.max_failures) + 1
+        policy.locks_at(self.record.failures)
     }
 }
 
@@ -67,6 +67,12 @@ impl Policy {
     /// `retention` in ms, the expiry pushed on each attempt.
     pub fn retention_ms(&self) -> u64 {
         duration_ms(self.retention)
+    }
+
+    /// Whether the attempt that brought a window's count to `failures` is the one that
+    /// closed the door (the first refused one): the moment of the single lockout event.
+    pub fn locks_at(&self, failures: u64) -> bool {
+        failures == u64::from(self.max_failures) + 1
     }
 
     /// Whether an exhausted window raises the step.

@@ -445,10 +445,10 @@ impl Tables<'_, '_> {
                 if let Some(attempt) = attempt {
                     self.remove(attempt)?;
                 }
-                let expires_ms = self.get(record)?.map(|e| e.expires_ms());
-                if let (Some(r), Some(expires_ms)) =
-                    (throttle::refund(self.record(record)?, *window_start_ms), expires_ms)
+                if let Some(Entry::Record { record: r, expires_ms }) = self.get(record)?
+                    && let Some(r) = throttle::refund(Some(r), *window_start_ms)
                 {
+                    // The expiry stays: it was pushed by the attempt being refunded.
                     self.put(record, Entry::Record { record: r, expires_ms })?;
                 }
                 Ok(Reply::Done)

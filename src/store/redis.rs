@@ -147,7 +147,8 @@ impl Store for RedisStore {
         };
         Ok(Counted {
             allowed,
-            locked_now: failures == i64::from(policy.max_failures) + 1,
+            // A replay reports failures = -1: never a lockout.
+            locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
             window_start_ms: u64::try_from(window_start_ms)
                 .map_err(|_| StoreError::Protocol("negative window start".into()))?,
             replays: u64::try_from(replays)

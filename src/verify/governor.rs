@@ -171,19 +171,6 @@ impl CpuGovernor {
         }
     }
 
-    /// Reserves and runs at once: [`Self::reserve`], then [`Ticket::run`].
-    ///
-    /// # Errors
-    /// As those two.
-    pub async fn run<T: Send + 'static>(
-        self: &Arc<Self>,
-        client_key: &str,
-        deadline: Option<Instant>,
-        work: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<Result<T, Aborted>, Refusal> {
-        self.reserve(client_key)?.run(deadline, work).await
-    }
-
     fn spawn<T: Send + 'static>(
         &self,
         slot: Slot,
