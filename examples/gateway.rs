@@ -5,6 +5,11 @@
 //! file of `name:$argon2id$...` PHC strings. Every failed login gets one uniform 401; a
 //! daemon that refuses for capacity or cannot be reached gets a 503 with `Retry-After`.
 //!
+//! Known devices (OWASP device cookies): a successful login sets the device token the
+//! daemon returned as an `HttpOnly; Secure; SameSite=Strict` cookie named for the account,
+//! and the next login to that account sends it back, so this browser keeps logging in
+//! while attackers keep the account locked for everyone else (`docs/devices.md`).
+//!
 //! ```sh
 //! cargo run --release --example gateway -- --users users.txt --listen 127.0.0.1:8080
 //! curl -i -d 'username=alice&password=secret' http://127.0.0.1:8080/login
@@ -16,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Form, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use clap::Parser;
@@ -60,6 +65,32 @@ fn unauthorized() -> Response {
     (StatusCode::UNAUTHORIZED, "invalid username or password\n").into_response()
 }
 
+/// The device cookie's name for one account: `__Host-` (RFC 6265bis: Secure, Path=/, no
+/// Domain, so no subdomain can set or read it) and a digest of the realm and normalized
+/// identifier, so the browser keeps one token per account and the name does not show
+/// the identifier.
+fn device_cookie_name(realm: &str, identifier: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(realm.as_bytes())
+        .chain_update([0])
+        .chain_update(identifier.as_bytes())
+        .finalize();
+    format!("__Host-portcullis-device-{}", hex::encode(&digest[..8]))
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers (RFC 6265 §5.4:
+/// `name=value` pairs separated by `; `).
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(n, value)| (n == name).then_some(value))
+}
+
 /// The daemon refused for capacity or could not be reached: try again shortly.
 fn unavailable() -> Response {
     let mut r = (StatusCode::SERVICE_UNAVAILABLE, "try again shortly\n").into_response();
@@ -70,14 +101,16 @@ fn unavailable() -> Response {
 async fn login(
     State(gw): State<Arc<Gateway>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
     // An identifier that does not normalize cannot name an account: the daemon refuses
     // it with INVALID_ARGUMENT, which the client turns into a (final) deny.
-    let stored = normalize(Normalization::Email, &form.username)
-        .ok()
-        .and_then(|id| gw.users.get(id.as_str()))
-        .map_or("", String::as_str);
+    let identifier = normalize(Normalization::Email, &form.username).ok();
+    let stored =
+        identifier.as_ref().and_then(|id| gw.users.get(id.as_str())).map_or("", String::as_str);
+    let cookie_name = identifier.as_ref().map(|id| device_cookie_name(&gw.realm, id.as_str()));
+    let device_token = cookie_name.as_deref().and_then(|name| cookie(&headers, name));
     let answer = gw
         .client
         .verify(Login {
@@ -87,6 +120,7 @@ async fn login(
             stored_hash: stored,
             client_key: &peer.ip().to_string(),
             attempt_id: None,
+            device_token,
         })
         .await;
     match answer.decision {
@@ -95,7 +129,18 @@ async fn login(
                 // A real gateway stores a new hash at the realm's target here.
                 tracing::info!("accepted a hash below the realm's target");
             }
-            (StatusCode::OK, "welcome\n").into_response()
+            let mut ok = (StatusCode::OK, "welcome\n").into_response();
+            let set = cookie_name.zip(answer.device_token).and_then(|(name, token)| {
+                let max_age = 90 * 24 * 3600; // the daemon's default device_token_ttl
+                HeaderValue::from_str(&format!(
+                    "{name}={token}; Max-Age={max_age}; Path=/; HttpOnly; Secure; SameSite=Strict"
+                ))
+                .ok()
+            });
+            if let Some(set) = set {
+                ok.headers_mut().insert(header::SET_COOKIE, set);
+            }
+            ok
         }
         Decision::Deny if answer.retryable => unavailable(),
         Decision::Deny => unauthorized(),

@@ -94,6 +94,11 @@ pub struct VerifyConfig {
     /// Most calls waiting for a slot. Default 8 × `max_concurrent`.
     #[serde(default)]
     pub max_waiters: Option<usize>,
+    /// Most calls with a valid device token waiting in the trusted lane, apart from
+    /// `max_waiters`, so a flood of untrusted calls cannot fill it. Default 8 ×
+    /// `max_concurrent`.
+    #[serde(default)]
+    pub max_trusted_waiters: Option<usize>,
     /// Longest password accepted, in bytes.
     #[serde(default = "default_max_password_bytes")]
     pub max_password_bytes: usize,
@@ -182,8 +187,15 @@ pub struct RealmConfig {
     /// The realm's hash target.
     #[serde(default)]
     pub hash: HashTargetConfig,
+    /// How long a device token stays valid after it was issued (OWASP device cookies);
+    /// every accept issues a fresh one.
+    #[serde(default = "default_device_token_ttl", with = "humantime_serde")]
+    pub device_token_ttl: Duration,
 }
 
+const fn default_device_token_ttl() -> Duration {
+    Duration::from_secs(90 * 24 * 3600)
+}
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 50051))
 }
@@ -270,6 +282,7 @@ impl Default for RealmConfig {
             second_factor_required: false,
             normalization: Normalization::default(),
             hash: HashTargetConfig::default(),
+            device_token_ttl: default_device_token_ttl(),
         }
     }
 }
@@ -293,6 +306,7 @@ impl Default for VerifyConfig {
             max_per_client: default_max_per_client(),
             max_wait: default_max_wait(),
             max_waiters: None,
+            max_trusted_waiters: None,
             max_password_bytes: default_max_password_bytes(),
             max_bcrypt_cost: default_max_bcrypt_cost(),
             max_argon2_memory_kib: default_max_argon2_memory_kib(),
@@ -490,6 +504,8 @@ impl VerifyConfig {
         )?;
         let max_waiters = self.max_waiters.unwrap_or(8 * max_concurrent);
         check_range("verify.max_waiters", max_waiters, 0..=100_000, "0–100000")?;
+        let max_trusted_waiters = self.max_trusted_waiters.unwrap_or(8 * max_concurrent);
+        check_range("verify.max_trusted_waiters", max_trusted_waiters, 0..=100_000, "0–100000")?;
         check_range(
             "verify.max_password_bytes",
             self.max_password_bytes,
@@ -521,6 +537,7 @@ impl VerifyConfig {
                 max_per_client: self.max_per_client,
                 max_wait: self.max_wait,
                 max_waiters,
+                max_trusted_waiters,
             },
             ceilings: Ceilings {
                 bcrypt_cost: self.max_bcrypt_cost,
@@ -615,6 +632,12 @@ impl RealmConfig {
             self.max_window..=Duration::from_secs(366 * 24 * 3600),
             "above max_window, at most 366 days",
         )?;
+        check_range(
+            &key("device_token_ttl"),
+            self.device_token_ttl,
+            Duration::from_secs(60)..=Duration::from_secs(366 * 24 * 3600),
+            "1 min – 366 days",
+        )?;
         Ok(Realm {
             name: name.to_owned(),
             policy: Policy {
@@ -626,6 +649,7 @@ impl RealmConfig {
             },
             normalization: self.normalization,
             hash_target: self.hash.validate(name, ceilings)?,
+            device_token_ttl: self.device_token_ttl,
         })
     }
 }
@@ -692,6 +716,16 @@ mod tests {
             (g.max_per_client, g.max_wait, g.max_waiters),
             (1, Duration::from_secs(1), 8 * g.max_concurrent)
         );
+        assert_eq!(g.max_trusted_waiters, 8 * g.max_concurrent);
+        assert_eq!(realm.device_token_ttl, Duration::from_secs(90 * 24 * 3600));
+    }
+
+    #[test]
+    fn device_token_ttl_is_range_checked() {
+        let e = err(&format!("{REDIS}[realms.default]\ndevice_token_ttl = \"10s\"\n"));
+        assert!(e.contains("realms.default.device_token_ttl"), "{e}");
+        let s = from_toml(&format!("{REDIS}[realms.default]\ndevice_token_ttl = \"7days\"\n"));
+        assert_eq!(s.unwrap().realms.get("default").unwrap().device_token_ttl.as_secs(), 7 * 86400);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! - [`store`]: the `Store` trait, key layout ([`store::keys`]), the Redis backend and
 //!   the embedded (redb) default.
 //! - [`verify`]: stored-hash parsing and ceilings, dummy hashes, the CPU governor.
+//! - [`devices`]: device tokens (OWASP device cookies): issue, check, the device bucket.
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
 //! - [`telemetry`]: logs and metrics.
 //! - [`client`]: the gateway library: endpoint pool, retries, health, circuit breaker.
@@ -22,6 +23,7 @@
 
 pub mod client;
 pub mod config;
+pub mod devices;
 pub mod normalize;
 pub mod realm;
 pub mod service;

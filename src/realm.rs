@@ -18,6 +18,8 @@ pub struct Realm {
     /// Hash algorithm and parameters new hashes should use: the dummy hash's, and the
     /// bar below which an accepted hash gets `needs_rehash`.
     pub hash_target: HashParams,
+    /// How long a device token is valid after its issue (`docs/devices.md`).
+    pub device_token_ttl: std::time::Duration,
 }
 
 /// All configured realms, looked up by exact name.

@@ -4,11 +4,12 @@
 //! place ([`store_unavailable`]).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
+use crate::devices::{DeviceTokens, MAX_DEVICE_TOKEN_BYTES};
 use crate::normalize::normalize;
 use crate::pb::governor_server::Governor;
 use crate::pb::{
@@ -18,7 +19,7 @@ use crate::pb::{
 use crate::realm::{Realm, Realms};
 use crate::store::keys::{AccountKey, AttemptId, KeySecret};
 use crate::store::{Counted, Store, StoreError};
-use crate::verify::governor::{Refusal, Ticket};
+use crate::verify::governor::{Lane, Refusal, Ticket};
 use crate::verify::{Comparison, MAX_CLIENT_KEY_BYTES, Verifier};
 
 /// How often one `attempt_id` may be replayed through `RecordAttempt` and still get its
@@ -35,6 +36,8 @@ pub struct GovernorService {
     secret: KeySecret,
     /// Dummy hashes, ceilings and the CPU governor of `Verify`.
     verifier: Arc<Verifier>,
+    /// Issues and checks device tokens (a key derived from `secret`).
+    devices: DeviceTokens,
 }
 
 impl GovernorService {
@@ -45,7 +48,8 @@ impl GovernorService {
         secret: KeySecret,
         verifier: Arc<Verifier>,
     ) -> Self {
-        Self { realms, store, secret, verifier }
+        let devices = DeviceTokens::new(&secret);
+        Self { realms, store, secret, verifier, devices }
     }
 
     /// Validates `account` (before any store work) and derives its key.
@@ -74,13 +78,18 @@ fn decision(allowed: bool) -> i32 {
 /// The one place a failed login's answer is built. A closed door, an unknown identifier,
 /// a wrong password (and a disabled account, which a gateway sends as unknown) all get
 /// this value, byte for byte.
+/// Whether the call carried a valid device token is never part of it.
 pub fn reject() -> VerifyResponse {
-    VerifyResponse { verdict: Verdict::Reject as i32, needs_rehash: false }
+    VerifyResponse {
+        verdict: Verdict::Reject as i32,
+        needs_rehash: false,
+        device_token: String::new(),
+    }
 }
 
-/// The answer to a password that matched.
-fn accept(needs_rehash: bool) -> VerifyResponse {
-    VerifyResponse { verdict: Verdict::Accept as i32, needs_rehash }
+/// The answer to a password that matched, with a fresh device token.
+fn accept(needs_rehash: bool, device_token: String) -> VerifyResponse {
+    VerifyResponse { verdict: Verdict::Accept as i32, needs_rehash, device_token }
 }
 
 /// Every store failure leaves the service here. `UNAVAILABLE` because the failure is
@@ -92,9 +101,17 @@ fn store_unavailable(err: StoreError) -> Status {
     Status::unavailable("store unavailable")
 }
 
-/// The single lockout event: realm only, never the identifier or its key.
-fn note_lockout(realm: &Realm, counted: &Counted) {
-    if counted.locked_now {
+/// The single lockout event: realm only, never the identifier or its key. A known
+/// device's bucket closing is its own event (`key` names a device bucket).
+fn note_lockout(realm: &Realm, key: &AccountKey, counted: &Counted) {
+    if !counted.locked_now {
+        return;
+    }
+    if key.is_device() {
+        tracing::warn!(realm = %realm.name, "device lockout: a known device used up its window");
+        metrics::counter!("portcullis_device_lockouts_total", "realm" => realm.name.clone())
+            .increment(1);
+    } else {
         tracing::warn!(realm = %realm.name, "lockout: an account key used up its window");
         metrics::counter!("portcullis_lockouts_total", "realm" => realm.name.clone()).increment(1);
     }
@@ -131,6 +148,11 @@ struct VerifyJob {
     ticket: Ticket,
     realm: Realm,
     key: AccountKey,
+    /// The known device's bucket, when the call's device token checked out: the
+    /// attempt is counted (and refunded, and cleared) there instead of on `key`.
+    device: Option<AccountKey>,
+    /// Issues the fresh token of an accept.
+    devices: DeviceTokens,
     attempt_id: Option<AttemptId>,
     password: Vec<u8>,
     comparison: Comparison,
@@ -148,14 +170,29 @@ impl VerifyJob {
     /// count → closed door: reject, no hashing → CPU admission → refused: refund and
     /// `RESOURCE_EXHAUSTED` → compare → match: clear and accept; else reject. (The
     /// ticket was taken before the count, so a full queue was refused without one.)
+    ///
+    /// A known device's attempt is counted in its own bucket, and its match clears only
+    /// that bucket: the account's record, which untrusted clients fill, stays as it is,
+    /// so the real user logging in does not hand an attacker a fresh allowance.
     async fn run(self) -> Result<VerifyResponse, Status> {
-        let VerifyJob { store, ticket, realm, key, attempt_id, password, comparison, deadline } =
-            self;
+        let VerifyJob {
+            store,
+            ticket,
+            realm,
+            key,
+            device,
+            devices,
+            attempt_id,
+            password,
+            comparison,
+            deadline,
+        } = self;
+        let bucket = device.as_ref().unwrap_or(&key);
         let counted = store
-            .record_attempt(&key, attempt_id.as_ref(), &realm.policy)
+            .record_attempt(bucket, attempt_id.as_ref(), &realm.policy)
             .await
             .map_err(store_unavailable)?;
-        note_lockout(&realm, &counted);
+        note_lockout(&realm, bucket, &counted);
         // A replayed attempt_id is rejected without a comparison: comparing again would be
         // a guess its first call's count does not cover (and after a lockout, a guess
         // behind a closed door), and refunding it would give back a count that paid for
@@ -167,7 +204,7 @@ impl VerifyJob {
         match compared {
             Err(refusal) => {
                 store
-                    .refund(&key, attempt_id.as_ref(), counted.window_start_ms)
+                    .refund(bucket, attempt_id.as_ref(), counted.window_start_ms)
                     .await
                     .map_err(store_unavailable)?;
                 Err(budget_refused(refusal))
@@ -177,8 +214,14 @@ impl VerifyJob {
                 Err(Status::internal("the comparison did not complete"))
             }
             Ok(Ok(outcome)) if outcome.matched => {
-                store.clear(&key).await.map_err(store_unavailable)?;
-                Ok(accept(outcome.needs_rehash))
+                // Made before the clear: a token that cannot be made leaves the attempt
+                // counted and answers an error (deny), never an accept without it.
+                let token = devices.issue(&realm.name, &key).map_err(|e| {
+                    tracing::error!(realm = %realm.name, error = %e, "no device token");
+                    Status::internal("the verification did not complete")
+                })?;
+                store.clear(bucket).await.map_err(store_unavailable)?;
+                Ok(accept(outcome.needs_rehash, token))
             }
             Ok(Ok(_)) => Ok(reject()),
         }
@@ -208,7 +251,7 @@ impl Governor for GovernorService {
             .record_attempt(&key, attempt_id.as_ref(), &realm.policy)
             .await
             .map_err(store_unavailable)?;
-        note_lockout(realm, &counted);
+        note_lockout(realm, &key, &counted);
         let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
         Ok(Response::new(RecordAttemptResponse { decision: decision(allowed) }))
     }
@@ -229,6 +272,11 @@ impl Governor for GovernorService {
                 "client_key is longer than {MAX_CLIENT_KEY_BYTES} bytes"
             )));
         }
+        if req.device_token.len() > MAX_DEVICE_TOKEN_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "device_token is longer than {MAX_DEVICE_TOKEN_BYTES} bytes"
+            )));
+        }
         let max_password = self.verifier.settings().max_password_bytes;
         if req.password.len() > max_password {
             return Err(Status::invalid_argument(format!(
@@ -241,14 +289,29 @@ impl Governor for GovernorService {
             metrics::counter!("portcullis_verify_bad_hashes_total").increment(1);
             Status::invalid_argument(e.to_string())
         })?;
-        // Admission knows only the client key. A full queue is refused here, before
-        // any store work: under a flood most calls end at this line.
-        let ticket = self.verifier.governor().reserve(&req.client_key).map_err(budget_refused)?;
+        // An HMAC, the same work for every token and account: it tells nothing by time.
+        let device = self
+            .devices
+            .check(&req.device_token, &realm.name, &key, realm.device_token_ttl, SystemTime::now())
+            .map(|known| known.bucket);
+        let lane = if device.is_some() {
+            metrics::counter!("portcullis_verify_trusted_total", "realm" => realm.name.clone())
+                .increment(1);
+            Lane::Trusted
+        } else {
+            Lane::Untrusted
+        };
+        // Admission knows only the client key and the lane. A full queue is refused
+        // here, before any store work: under a flood most calls end at this line.
+        let ticket =
+            self.verifier.governor().reserve(&req.client_key, lane).map_err(budget_refused)?;
         let job = VerifyJob {
             store: self.store.clone(),
             ticket,
             realm: realm.clone(),
             key,
+            device,
+            devices: self.devices.clone(),
             attempt_id,
             password: req.password,
             comparison,

@@ -18,10 +18,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tonic::{Request, Response, Status};
 
 const DENY_RETRYABLE: Answer =
-    Answer { decision: Decision::Deny, needs_rehash: false, retryable: true };
+    Answer { decision: Decision::Deny, needs_rehash: false, retryable: true, device_token: None };
 const DENY_FINAL: Answer =
-    Answer { decision: Decision::Deny, needs_rehash: false, retryable: false };
-const ALLOW: Answer = Answer { decision: Decision::Allow, needs_rehash: false, retryable: false };
+    Answer { decision: Decision::Deny, needs_rehash: false, retryable: false, device_token: None };
+const ALLOW: Answer =
+    Answer { decision: Decision::Allow, needs_rehash: false, retryable: false, device_token: None };
 
 fn config(endpoints: &[SocketAddr]) -> ClientConfig {
     ClientConfig {
@@ -41,6 +42,7 @@ fn login<'a>(client_key: &'a str) -> Login<'a> {
         stored_hash: "",
         client_key,
         attempt_id: None,
+        device_token: None,
     }
 }
 
@@ -97,7 +99,11 @@ impl Governor for Fake {
     }
     async fn verify(&self, r: Request<VerifyRequest>) -> Result<Response<VerifyResponse>, Status> {
         self.keys.lock().unwrap().push(r.into_inner().client_key);
-        self.decision(|verdict| VerifyResponse { verdict, needs_rehash: false })
+        self.decision(|verdict| VerifyResponse {
+            verdict,
+            needs_rehash: false,
+            device_token: String::new(),
+        })
     }
     async fn clear_attempts(
         &self,
@@ -224,7 +230,7 @@ async fn application_answers_are_never_retried_and_never_trip_health() {
         let client = Client::new(config(&[fake.addr])).unwrap();
         for _ in 0..25 {
             let [admit, attempt, verify, _] = every_call(&client).await;
-            assert_eq!([admit, attempt, verify], [want; 3]);
+            assert_eq!([admit, attempt, verify], [want.clone(), want.clone(), want.clone()]);
         }
         assert_eq!(fake.calls(), 100, "the daemon saw retries");
         let stats = client.stats();

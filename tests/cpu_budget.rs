@@ -165,6 +165,7 @@ async fn a_thousand_cancelled_calls_leave_every_slot_free() {
                 stored_hash: String::new(),
                 client_key: format!("client-{}", n % 50),
                 attempt_id: format!("a-{n}"),
+                ..Default::default()
             });
             req.set_timeout(Duration::from_millis(1));
             c.0.verify(req).await

@@ -54,9 +54,20 @@ impl Gateway {
     /// POSTs a login and returns the raw response, less its `date` header (the one part
     /// that differs with the clock).
     async fn login(&self, username: &str, password: &str) -> String {
+        self.login_with_cookie(username, password, None).await
+    }
+
+    /// [`Gateway::login`] sending `cookie` (`name=value`) as a browser would.
+    async fn login_with_cookie(
+        &self,
+        username: &str,
+        password: &str,
+        cookie: Option<&str>,
+    ) -> String {
         let body = format!("username={username}&password={password}");
+        let cookie = cookie.map(|c| format!("cookie: {c}\r\n")).unwrap_or_default();
         let request = format!(
-            "POST /login HTTP/1.1\r\nhost: gw\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            "POST /login HTTP/1.1\r\nhost: gw\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n{cookie}connection: close\r\n\r\n{body}",
             body.len()
         );
         let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
@@ -80,6 +91,14 @@ impl Drop for Gateway {
 
 fn status(response: &str) -> &str {
     response.split(' ').nth(1).unwrap_or("")
+}
+
+/// The `Set-Cookie` header's value, if the response has one.
+fn set_cookie(response: &str) -> Option<&str> {
+    response.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("set-cookie").then(|| value.trim())
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,4 +143,40 @@ async fn two_replicas_share_one_lockout_and_failures_look_alike() {
     let down = a.login("bob@example.com", "battery-staple").await;
     assert_eq!(status(&down), "503");
     assert!(down.to_ascii_lowercase().contains("retry-after: 1"), "{down}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_with_the_device_cookie_logs_in_through_a_lockout() {
+    let redis = RedisServer::start();
+    let daemon = DaemonProcess::spawn(&config_toml(&redis.url(), ""));
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.htpasswd");
+    let carol = StoredHash::generate(b"correct-horse", &HashParams::Bcrypt { cost: 5 }).unwrap();
+    std::fs::write(&users, format!("carol@example.com:{}\n", carol.as_str())).unwrap();
+    let gw = Gateway::spawn(&users, daemon.addr);
+
+    let ok = gw.login("carol@example.com", "correct-horse").await;
+    assert_eq!(status(&ok), "200");
+    let cookie =
+        set_cookie(&ok).unwrap_or_else(|| panic!("an accepted login sets the device cookie: {ok}"));
+    let attributes: Vec<&str> = cookie.split("; ").collect();
+    for want in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] {
+        assert!(attributes.contains(&want), "cookie lacks {want}: {cookie}");
+    }
+    let pair = attributes[0];
+    assert!(pair.starts_with("__Host-portcullis-device-"), "{pair}");
+    assert!(!pair.contains("carol"), "the cookie names the account in clear: {pair}");
+
+    // Someone else locks Carol's account.
+    for _ in 0..6 {
+        let r = gw.login("carol@example.com", "guess").await;
+        assert_eq!(status(&r), "401");
+        assert_eq!(set_cookie(&r), None, "a failed login set a cookie");
+    }
+    let stranger = gw.login("carol@example.com", "correct-horse").await;
+    assert_eq!(status(&stranger), "401", "a browser without the cookie got past the lockout");
+    // Carol's browser sends its cookie back and gets in, with a fresh cookie.
+    let back = gw.login_with_cookie("carol@example.com", "correct-horse", Some(pair)).await;
+    assert_eq!(status(&back), "200", "{back}");
+    assert_ne!(set_cookie(&back).unwrap().split("; ").next(), Some(pair));
 }

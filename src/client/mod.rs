@@ -53,7 +53,7 @@ pub enum Decision {
 }
 
 /// What a call answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Answer {
     /// Allow or deny; the only field that decides a login.
     pub decision: Decision,
@@ -63,15 +63,31 @@ pub struct Answer {
     /// not reach its store, so the same login may succeed later (answer 503 with
     /// `Retry-After`). `false` for a reject, a closed door and bad input.
     pub retryable: bool,
+    /// On an allowed `Verify` only: the fresh device token for this account
+    /// (`docs/devices.md`). Keep it on the end user's device (an `HttpOnly; Secure;
+    /// SameSite=Strict` cookie) and send it back in [`Login::device_token`].
+    pub device_token: Option<String>,
+}
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The device token is a credential for the device's bucket: never printed.
+        f.debug_struct("Answer")
+            .field("decision", &self.decision)
+            .field("needs_rehash", &self.needs_rehash)
+            .field("retryable", &self.retryable)
+            .field("device_token", &self.device_token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl Answer {
     fn allow(needs_rehash: bool) -> Self {
-        Self { decision: Decision::Allow, needs_rehash, retryable: false }
+        Self { decision: Decision::Allow, needs_rehash, retryable: false, device_token: None }
     }
 
     fn deny(retryable: bool) -> Self {
-        Self { decision: Decision::Deny, needs_rehash: false, retryable }
+        Self { decision: Decision::Deny, needs_rehash: false, retryable, device_token: None }
     }
 
     /// `decision == Decision::Allow`.
@@ -328,6 +344,7 @@ impl Client {
             stored_hash: login.stored_hash.to_owned(),
             client_key: login.client_key.to_owned(),
             attempt_id: login.attempt_id.map_or_else(new_attempt_id, str::to_owned),
+            device_token: login.device_token.unwrap_or_default().to_owned(),
         };
         let answer = self
             .call(login.client_key, |mut c, timeout| {
@@ -337,7 +354,10 @@ impl Client {
             })
             .await;
         match answer {
-            Ok(r) if r.verdict == Verdict::Accept as i32 => Answer::allow(r.needs_rehash),
+            Ok(r) if r.verdict == Verdict::Accept as i32 => Answer {
+                device_token: Some(r.device_token).filter(|t| !t.is_empty()),
+                ..Answer::allow(r.needs_rehash)
+            },
             Ok(_) => Answer::deny(false),
             Err(f) => failure_answer(f),
         }
@@ -464,6 +484,9 @@ pub struct Login<'a> {
     pub client_key: &'a str,
     /// Idempotency id; generated when `None`.
     pub attempt_id: Option<&'a str>,
+    /// The device token an earlier accept of this account returned to this device,
+    /// if the device has one ([`Answer::device_token`]).
+    pub device_token: Option<&'a str>,
 }
 
 impl std::fmt::Debug for Login<'_> {

@@ -8,6 +8,7 @@
 //! ```text
 //! portcullis:v1:{<64 hex digest>}:record                  the attempt record (hash)
 //! portcullis:v1:{<64 hex digest>}:attempt:<32 hex digest>  one attempt_id's answer
+//! portcullis:v1:{<64 hex digest>}:device:<32 hex digest>   one known device's bucket
 //! ```
 //!
 //! No key holds an identifier or attempt id in clear.
@@ -59,6 +60,17 @@ impl KeySecret {
         // HMAC accepts keys of any length (RFC 2104), so this cannot fail.
         <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
     }
+
+    /// A 32-byte subkey for one purpose, `HMAC-SHA-256(secret, "portcullis:v1:subkey\0" ‖
+    /// label)`: domain-separated from account keys (whose input starts with a 4-byte
+    /// length) and from every other label, so a value made with one subkey says nothing
+    /// about another. Every daemon sharing the secret derives the same subkey.
+    pub fn subkey(&self, label: &str) -> [u8; 32] {
+        let mut mac = self.mac();
+        mac.update(b"portcullis:v1:subkey\0");
+        mac.update(label.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
 }
 
 impl std::fmt::Debug for KeySecret {
@@ -69,8 +81,17 @@ impl std::fmt::Debug for KeySecret {
 
 /// The store's name for one account key (realm, normalized identifier): a keyed digest,
 /// in lowercase hex, used as the Redis Cluster hash tag.
+///
+/// A key may also name one known device's bucket of that account
+/// ([`AccountKey::device`]): the same hash tag, so an operation on it stays single-slot,
+/// and a record of its own, so the device is counted apart from untrusted clients.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct AccountKey(String);
+pub struct AccountKey {
+    /// Hex digest of (realm, normalized identifier): the hash tag.
+    digest: String,
+    /// `None`: the account's own record; `Some(hex)`: a device bucket's digest.
+    device: Option<String>,
+}
 
 impl AccountKey {
     /// Derives the key; `realm` is the configured realm name.
@@ -81,12 +102,35 @@ impl AccountKey {
             mac.update(&(part.len() as u32).to_be_bytes());
             mac.update(part);
         }
-        Self(hex::encode(mac.finalize().into_bytes()))
+        Self { digest: hex::encode(mac.finalize().into_bytes()), device: None }
     }
 
-    /// `portcullis:v1:{<digest>}:record`.
+    /// The bucket of one known device of this account (OWASP device cookies): its record
+    /// is `portcullis:v1:{<digest>}:device:<32 hex>`, where the suffix is a keyed digest
+    /// of the device token's nonce, so the stored key reveals neither the token nor the
+    /// identifier. Attempt ids stay in the account's namespace: a replay is a replay in
+    /// whichever bucket it first counted.
+    pub fn device(&self, secret: &KeySecret, nonce: &[u8]) -> Self {
+        let mut mac = secret.mac();
+        // Domain separation from account keys and attempt ids.
+        mac.update(b"device\0");
+        mac.update(nonce);
+        let digest = mac.finalize().into_bytes();
+        Self { digest: self.digest.clone(), device: Some(hex::encode(&digest[..16])) }
+    }
+
+    /// The record's key: `portcullis:v1:{<digest>}:record` for the account,
+    /// `portcullis:v1:{<digest>}:device:<32 hex>` for a device bucket.
     pub fn record(&self) -> String {
-        format!("{KEY_PREFIX}{{{}}}:record", self.0)
+        match &self.device {
+            None => format!("{KEY_PREFIX}{{{}}}:record", self.digest),
+            Some(device) => format!("{KEY_PREFIX}{{{}}}:device:{device}", self.digest),
+        }
+    }
+
+    /// Whether this key names a device bucket rather than the account's record.
+    pub fn is_device(&self) -> bool {
+        self.device.is_some()
     }
 
     /// `portcullis:v1:{<digest>}:attempt:<attempt digest>`: the stored answer of one
@@ -97,18 +141,19 @@ impl AccountKey {
         mac.update(b"attempt_id\0");
         mac.update(attempt_id.0.as_bytes());
         let digest = mac.finalize().into_bytes();
-        format!("{KEY_PREFIX}{{{}}}:attempt:{}", self.0, hex::encode(&digest[..16]))
+        format!("{KEY_PREFIX}{{{}}}:attempt:{}", self.digest, hex::encode(&digest[..16]))
     }
 
     /// The hex digest (the hash tag's contents).
     pub fn digest(&self) -> &str {
-        &self.0
+        &self.digest
     }
 }
 
 impl std::fmt::Debug for AccountKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AccountKey({}…)", &self.0[..8])
+        let bucket = if self.device.is_some() { ", device" } else { "" };
+        write!(f, "AccountKey({}…{bucket})", &self.digest[..8])
     }
 }
 
@@ -175,6 +220,26 @@ mod tests {
         let other = KeySecret::new(b"fedcba9876543210fedcba9876543210".to_vec());
         let id = normalize(Normalization::Exact, "alice").unwrap();
         assert_ne!(AccountKey::new(&secret(), "r", &id), AccountKey::new(&other, "r", &id));
+    }
+
+    #[test]
+    fn device_buckets_share_the_hash_tag_and_not_the_record() {
+        let k = key("default", "alice@example.com");
+        let d = k.device(&secret(), &[7; 16]);
+        assert!(d.is_device() && !k.is_device());
+        let record = d.record();
+        assert!(record.starts_with(&format!("portcullis:v1:{{{}}}:device:", k.digest())));
+        assert_eq!(record.len(), "portcullis:v1:{".len() + 64 + "}:device:".len() + 32);
+        assert_ne!(record, k.record());
+        assert_ne!(d, k.device(&secret(), &[8; 16]));
+        let id = AttemptId::parse("x").unwrap().unwrap();
+        assert_eq!(d.attempt(&secret(), &id), k.attempt(&secret(), &id));
+    }
+
+    #[test]
+    fn subkeys_are_separated_by_label() {
+        assert_ne!(secret().subkey("device-token"), secret().subkey("spray"));
+        assert_eq!(secret().subkey("device-token"), secret().subkey("device-token"));
     }
 
     #[test]

@@ -6,7 +6,17 @@
 //! - a per-client ceiling of `max_per_client` slots: a client at its cap *waits* for its
 //!   own earlier comparison rather than being refused;
 //! - a bounded wait (`max_wait`, and never past the caller's deadline) and a bounded queue
-//!   (`max_waiters`); past either the call is refused, counted by reason.
+//!   (`max_waiters`); past either the call is refused, counted by reason;
+//! - a **trusted lane** for calls with a valid device token (`docs/devices.md`): they
+//!   wait in their own bounded queue (`max_trusted_waiters`), which no flood of untrusted
+//!   calls can fill, and get a freed slot before untrusted waiters.
+//!
+//! The lanes share one FIFO semaphore of global slots. Every trusted waiter queues on it
+//! directly; untrusted waiters first pass a gate (an async mutex) that lets one of them
+//! at a time queue there. So a freed slot goes to the trusted waiters in order, with at
+//! most one untrusted waiter ahead of any of them, and the untrusted keep their FIFO
+//! order among themselves. This uses tokio's semaphore and mutex as they are, instead of
+//! a hand-rolled priority queue of permits.
 //!
 //! Slots are `tokio::sync::Semaphore` permits moved into the pool job, so a slot is
 //! released only when its comparison really ends, even if the caller went away.
@@ -29,8 +39,20 @@ pub struct GovernorSettings {
     pub max_per_client: usize,
     /// Longest wait for a slot (default 1 s).
     pub max_wait: Duration,
-    /// Most calls waiting for a slot at once (default 8 × `max_concurrent`).
+    /// Most untrusted calls waiting for a slot at once (default 8 × `max_concurrent`).
     pub max_waiters: usize,
+    /// Most trusted calls (valid device token) waiting at once, apart from
+    /// `max_waiters` (default 8 × `max_concurrent`).
+    pub max_trusted_waiters: usize,
+}
+
+/// Which queue a call waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Everything without a valid device token.
+    Untrusted,
+    /// A call with a valid device token for its account: its own queue, served first.
+    Trusted,
 }
 
 /// Why a call was refused a slot. Refused calls never reach a comparison.
@@ -70,8 +92,10 @@ pub struct GovernorStats {
     pub running: usize,
     /// Most comparisons ever seen running at once.
     pub peak_running: usize,
-    /// Calls waiting for a slot now.
+    /// Calls waiting for a slot now, both lanes.
     pub waiting: usize,
+    /// Of those, calls waiting in the trusted lane.
+    pub trusted_waiting: usize,
     /// Global slots free now.
     pub free_slots: usize,
     /// Client keys holding or waiting for a slot now.
@@ -94,8 +118,13 @@ pub struct CpuGovernor {
     clients: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
     /// The dedicated hashing threads.
     pool: rayon::ThreadPool,
-    /// Calls holding a place in the bounded queue (reserved, not yet hashing).
+    /// Untrusted calls holding a place in the bounded queue (reserved, not yet hashing).
     waiting: Arc<AtomicUsize>,
+    /// Trusted calls holding a place in the trusted lane's queue.
+    trusted_waiting: Arc<AtomicUsize>,
+    /// Lets one untrusted waiter at a time queue on `global`, so trusted waiters are
+    /// never behind more than one of them.
+    untrusted_gate: Arc<tokio::sync::Mutex<()>>,
     running: Arc<AtomicUsize>,
     peak_running: Arc<AtomicUsize>,
     comparisons: Arc<AtomicU64>,
@@ -120,6 +149,8 @@ impl CpuGovernor {
             clients: Arc::default(),
             pool,
             waiting: Arc::default(),
+            trusted_waiting: Arc::default(),
+            untrusted_gate: Arc::default(),
             running: Arc::default(),
             peak_running: Arc::default(),
             comparisons: Arc::default(),
@@ -138,34 +169,49 @@ impl CpuGovernor {
     /// refused here, so the flood's refusals cost no store work (nothing was counted,
     /// nothing needs a refund).
     ///
+    /// `lane` is [`Lane::Trusted`] only for a call whose device token checked out.
+    ///
     /// # Errors
-    /// [`Refusal::QueueFull`] when `max_waiters` calls already wait.
-    pub fn reserve(self: &Arc<Self>, client_key: &str) -> Result<Ticket, Refusal> {
+    /// [`Refusal::QueueFull`] when the lane's queue is full (`max_waiters` untrusted or
+    /// `max_trusted_waiters` trusted calls already wait).
+    pub fn reserve(self: &Arc<Self>, client_key: &str, lane: Lane) -> Result<Ticket, Refusal> {
         let client =
             ClientSlot::new(self.clients.clone(), client_key, self.settings.max_per_client);
         let own = client.semaphore.clone().try_acquire_owned().ok();
         if let Some(own) = own {
+            // A free slot exists only while nobody queues on `global`, so taking it jumps
+            // ahead of no trusted waiter.
             if let Ok(global) = self.global.clone().try_acquire_owned() {
                 let slot = Slot { _global: global, _own: own, _client: client };
                 return Ok(Ticket { governor: self.clone(), state: TicketState::Admitted(slot) });
             }
-            return self.enqueue(client, Some(own));
+            return self.enqueue(client, Some(own), lane);
         }
-        self.enqueue(client, None)
+        self.enqueue(client, None, lane)
+    }
+
+    /// The lane's waiting counter and bound.
+    fn queue(&self, lane: Lane) -> (&Arc<AtomicUsize>, usize) {
+        match lane {
+            Lane::Untrusted => (&self.waiting, self.settings.max_waiters),
+            Lane::Trusted => (&self.trusted_waiting, self.settings.max_trusted_waiters),
+        }
     }
 
     fn enqueue(
         self: &Arc<Self>,
         client: ClientSlot,
         own: Option<OwnedSemaphorePermit>,
+        lane: Lane,
     ) -> Result<Ticket, Refusal> {
-        match Queued::enter(self.waiting.clone(), self.settings.max_waiters) {
+        let (waiting, max) = self.queue(lane);
+        match Queued::enter(waiting.clone(), max) {
             Ok(place) => Ok(Ticket {
                 governor: self.clone(),
-                state: TicketState::Queued { client, own, _place: place },
+                state: TicketState::Queued { client, own, lane, _place: place },
             }),
             Err(refusal) => {
-                self.record_refusal(refusal);
+                self.record_refusal(refusal, lane);
                 Err(refusal)
             }
         }
@@ -201,6 +247,7 @@ impl CpuGovernor {
         client: ClientSlot,
         own: Option<OwnedSemaphorePermit>,
         deadline: Option<Instant>,
+        lane: Lane,
     ) -> Result<Slot, Refusal> {
         let now = Instant::now();
         let by_wait = now + self.settings.max_wait;
@@ -214,18 +261,29 @@ impl CpuGovernor {
                 Some(own) => own,
                 None => client.semaphore.clone().acquire_owned().await.map_err(|_| reason)?,
             };
-            let global = self.global.clone().acquire_owned().await.map_err(|_| reason)?;
+            let global = match lane {
+                Lane::Trusted => self.global.clone().acquire_owned().await,
+                Lane::Untrusted => {
+                    let _gate = self.untrusted_gate.lock().await;
+                    self.global.clone().acquire_owned().await
+                }
+            };
+            let global = global.map_err(|_| reason)?;
             Ok(Slot { _global: global, _own: own, _client: client })
         };
         tokio::time::timeout_at(until.into(), acquire).await.map_err(|_| reason)?
     }
 
-    fn record_refusal(&self, reason: Refusal) {
+    fn record_refusal(&self, reason: Refusal, lane: Lane) {
         // QueueFull, WaitTimeout, Deadline: 0, 1, 2, the order of `GovernorStats::refused`.
         let i = reason as usize;
         self.refused[i].fetch_add(1, Ordering::Relaxed);
         metrics::counter!("portcullis_verify_refusals_total", "reason" => reason.as_str())
             .increment(1);
+        if lane == Lane::Trusted {
+            metrics::counter!("portcullis_verify_trusted_refusals_total", "reason" => reason.as_str())
+                .increment(1);
+        }
         let mut log = self.refusal_log.lock().unwrap_or_else(|e| e.into_inner());
         log.0[i] += 1;
         let due = log.1.is_none_or(|last| last.elapsed() >= REFUSAL_LOG_INTERVAL);
@@ -246,7 +304,9 @@ impl CpuGovernor {
         GovernorStats {
             running: self.running.load(Ordering::SeqCst),
             peak_running: self.peak_running.load(Ordering::SeqCst),
-            waiting: self.waiting.load(Ordering::SeqCst),
+            waiting: self.waiting.load(Ordering::SeqCst)
+                + self.trusted_waiting.load(Ordering::SeqCst),
+            trusted_waiting: self.trusted_waiting.load(Ordering::SeqCst),
             free_slots: self.global.available_permits(),
             clients: self.clients.lock().map(|c| c.len()).unwrap_or(usize::MAX),
             comparisons: self.comparisons.load(Ordering::Relaxed),
@@ -301,7 +361,7 @@ enum TicketState {
     /// Both slots were free at reservation.
     Admitted(Slot),
     /// A place in the queue; `own` is the client slot when it was free.
-    Queued { client: ClientSlot, own: Option<OwnedSemaphorePermit>, _place: Queued },
+    Queued { client: ClientSlot, own: Option<OwnedSemaphorePermit>, lane: Lane, _place: Queued },
 }
 
 impl Ticket {
@@ -319,11 +379,11 @@ impl Ticket {
         let Ticket { governor, state } = self;
         let slot = match state {
             TicketState::Admitted(slot) => slot,
-            TicketState::Queued { client, own, _place } => {
+            TicketState::Queued { client, own, lane, _place } => {
                 // The queue place is held until the wait ends, then given back.
-                let waited = governor.wait(client, own, deadline).await;
+                let waited = governor.wait(client, own, deadline, lane).await;
                 drop(_place);
-                waited.inspect_err(|r| governor.record_refusal(*r))?
+                waited.inspect_err(|r| governor.record_refusal(*r, lane))?
             }
         };
         Ok(governor.spawn(slot, work).await.unwrap_or(Err(Aborted)))

@@ -300,12 +300,26 @@ impl Client {
         stored_hash: &str,
         client_key: &str,
     ) -> Result<VerifyResponse, tonic::Status> {
+        self.verify_with_device(realm, identifier, password, stored_hash, client_key, "").await
+    }
+
+    /// `verify` carrying `device_token` (empty: none).
+    pub async fn verify_with_device(
+        &mut self,
+        realm: &str,
+        identifier: &str,
+        password: &[u8],
+        stored_hash: &str,
+        client_key: &str,
+        device_token: &str,
+    ) -> Result<VerifyResponse, tonic::Status> {
         let req = VerifyRequest {
             account: account(realm, identifier),
             password: password.to_vec(),
             stored_hash: stored_hash.into(),
             client_key: client_key.into(),
             attempt_id: uuid::Uuid::new_v4().to_string(),
+            device_token: device_token.into(),
         };
         Ok(self.0.verify(req).await?.into_inner())
     }
