@@ -11,7 +11,9 @@
 //!    made-up identifiers with an empty `stored_hash` (the unknown-account path, compared
 //!    against the realm's argon2id dummy) in a closed loop, while a probe, a child process
 //!    (this binary re-run with [`PROBE_ENV`] set), times a fixed unit of SHA-256 work, and
-//!    a legitimate user logs in four times a second. Slowdown = the probe's median unit
+//!    a legitimate user logs in four times a second (a new device each time, so untrusted),
+//!    and so does a user on a known device (a device token from a login before the
+//!    attack, so the CPU budget's trusted lane). Slowdown = the probe's median unit
 //!    time under attack / its median with the daemon idle, and also its units per second
 //!    idle / under attack (which sees the time it did not run at all). Each governor
 //!    configuration gets its own daemon; a control run sizes the attack to the queue, so
@@ -445,6 +447,8 @@ struct FloodRow {
     peak_running: usize,
     attack: CallReport,
     legit: CallReport,
+    /// The user on a known device (trusted lane).
+    known: CallReport,
     cpu: BTreeMap<&'static str, f64>,
 }
 
@@ -521,6 +525,40 @@ async fn legit_user(
     report
 }
 
+/// A real user on a device that logged in before the attack: the same account every
+/// [`LEGIT_INTERVAL`], sending the device token of its last accept, until `stop`.
+async fn known_device_user(
+    mut client: common::Client,
+    hash: String,
+    identifier: String,
+    mut token: String,
+    stop: Arc<AtomicBool>,
+    from: Instant,
+    to: Instant,
+) -> CallReport {
+    let mut report = CallReport::default();
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep_until(next.into()).await;
+        next += LEGIT_INTERVAL;
+        let start = Instant::now();
+        let answer = client
+            .verify_with_device("default", &identifier, PASSWORD, &hash, KNOWN_CLIENT_KEY, &token)
+            .await;
+        let done = Instant::now();
+        if let Ok(r) = &answer
+            && !r.device_token.is_empty()
+        {
+            token.clone_from(&r.device_token);
+        }
+        report.note(classify(answer, Verdict::Accept), done - start, in_window(done, from, to));
+    }
+    report
+}
+
+/// The known-device user's client key (its own, like the untrusted user's).
+const KNOWN_CLIENT_KEY: &str = "198.51.100.8";
+
 fn sleep_until(at: Instant) {
     if let Some(d) = at.checked_duration_since(Instant::now()) {
         std::thread::sleep(d);
@@ -547,12 +585,27 @@ fn run_flood(
         "flood: max_concurrent = {}, max_waiters = {}, {attackers} attackers: idle baseline ...",
         governor.max_concurrent, governor.max_waiters
     );
-    let (clients, legit_client) = attack_rt.block_on(async {
+    let known_identifier = format!("known-device-{tag}@example.com");
+    let (clients, legit_client, known_client, known_token) = attack_rt.block_on(async {
         let mut clients = Vec::with_capacity(attackers);
         for _ in 0..attackers {
             clients.push(daemon.client().await);
         }
-        (clients, daemon.client().await)
+        // The known device logged in once before the attack.
+        let mut known = daemon.client().await;
+        let first = known
+            .verify_with_device(
+                "default",
+                &known_identifier,
+                PASSWORD,
+                legit_hash,
+                KNOWN_CLIENT_KEY,
+                "",
+            )
+            .await
+            .expect("the known device's first login");
+        assert_eq!(first.verdict(), Verdict::Accept, "the known device's first login");
+        (clients, daemon.client().await, known, first.device_token)
     });
 
     let idle_from = Instant::now() + IDLE_SKIP;
@@ -577,6 +630,15 @@ fn run_flood(
         from,
         to,
     ));
+    let known = attack_rt.spawn(known_device_user(
+        known_client,
+        legit_hash.to_owned(),
+        known_identifier,
+        known_token,
+        stop.clone(),
+        from,
+        to,
+    ));
 
     sleep_until(from);
     let (stats_from, cpu_from): (GovernorStats, CpuTimes) =
@@ -587,7 +649,7 @@ fn run_flood(
     stop.store(true, Ordering::Relaxed);
     let attack_units = probe.units(from, to);
 
-    let (attack, legit) = attack_rt.block_on(async {
+    let (attack, legit, known) = attack_rt.block_on(async {
         let mut total = CallReport::default();
         for a in tasks {
             total.merge(a.await.expect("attacker task"));
@@ -595,7 +657,9 @@ fn run_flood(
         total.sort();
         let mut legit = legit.await.expect("legit user task");
         legit.sort();
-        (total, legit)
+        let mut known = known.await.expect("known-device user task");
+        known.sort();
+        (total, legit, known)
     });
     // Every client is gone, so the graceful shutdown has nothing to wait for.
     daemon_rt.block_on(daemon.shutdown());
@@ -621,6 +685,7 @@ fn run_flood(
         peak_running: stats_to.peak_running,
         attack,
         legit,
+        known,
         cpu,
     }
 }
@@ -725,7 +790,10 @@ fn main() -> ExitCode {
     drop(probe);
 
     print_tables(&cost_rows, &flood_rows, load_before.trim());
-    let unexpected: u64 = flood_rows.iter().map(|r| r.attack.unexpected + r.legit.unexpected).sum();
+    let unexpected: u64 = flood_rows
+        .iter()
+        .map(|r| r.attack.unexpected + r.legit.unexpected + r.known.unexpected)
+        .sum();
     if unexpected > 0 {
         eprintln!("some calls got an unexpected answer (quoted above)");
         // Returned, not `process::exit`, so the private redis-server is still stopped.
@@ -824,23 +892,26 @@ fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
     }
 
     println!(
-        "\n## Flood: a legitimate user (own client key, argon2id hash) logging in every {} ms\n",
+        "\n## Flood: legitimate users (own client keys, argon2id hash) logging in every {} ms\n",
         LEGIT_INTERVAL.as_millis()
     );
     println!(
-        "| max_concurrent / attackers | accepted | refused (RESOURCE_EXHAUSTED) | failed (timeout, unavailable) | accepted ms median |"
+        "| max_concurrent / attackers | device | accepted | refused (RESOURCE_EXHAUSTED) | failed (timeout, unavailable) | accepted share | accepted ms median |"
     );
-    println!("|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|");
     for r in flood {
-        let l = &r.legit;
-        println!(
-            "| {} | {} | {} | {} | {:.0} |",
-            r.label(),
-            l.expected,
-            l.refused,
-            l.failed,
-            millis(percentile(&l.expected_latency, 500)),
-        );
+        for (device, l) in [("new (untrusted)", &r.legit), ("known (device token)", &r.known)] {
+            let calls = (l.expected + l.refused + l.failed + l.unexpected).max(1);
+            println!(
+                "| {} | {device} | {} | {} | {} | {:.0}% | {:.0} |",
+                r.label(),
+                l.expected,
+                l.refused,
+                l.failed,
+                100.0 * l.expected as f64 / calls as f64,
+                millis(percentile(&l.expected_latency, 500)),
+            );
+        }
     }
 
     let verdict = |x: f64| if x <= 1.5 { "met" } else { "NOT met" };
@@ -863,15 +934,17 @@ fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
     );
     for r in flood {
         println!(
-            "max_concurrent {}: window {:.2}s; attacker: {} failed, {} unexpected; user: {} failed, {} unexpected",
+            "max_concurrent {}: window {:.2}s; attacker: {} failed, {} unexpected; user: {} failed, {} unexpected; known device: {} failed, {} unexpected",
             r.label(),
             r.window.as_secs_f64(),
             r.attack.failed,
             r.attack.unexpected,
             r.legit.failed,
             r.legit.unexpected,
+            r.known.failed,
+            r.known.unexpected,
         );
-        for q in r.attack.quoted.iter().chain(&r.legit.quoted) {
+        for q in r.attack.quoted.iter().chain(&r.legit.quoted).chain(&r.known.quoted) {
             println!("    {q}");
         }
     }
