@@ -47,6 +47,22 @@ enum Command {
         #[arg(long, value_enum)]
         reason: Reason,
     },
+    /// Ask the daemon's grpc.health.v1 service; exit 0 only on SERVING (a container
+    /// HEALTHCHECK). Exit status: 0 serving, 1 not serving, 2 error.
+    Health(HealthArgs),
+}
+
+#[derive(Args)]
+struct HealthArgs {
+    /// Daemon address.
+    #[arg(long, env = "PORTCULLIS_ADDR", default_value = "http://127.0.0.1:50051")]
+    addr: String,
+    /// Service to ask about; `""` is the whole daemon.
+    #[arg(long, default_value = "")]
+    service: String,
+    /// Deadline of the connection and the call.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
 }
 
 #[derive(Args)]
@@ -114,6 +130,7 @@ fn main() -> ExitCode {
             runtime.block_on(operate(op, Op::Attempt(attempt_id)))
         }
         Command::Clear { op, reason } => runtime.block_on(operate(op, Op::Clear(reason))),
+        Command::Health(args) => runtime.block_on(health(args)),
     }
 }
 
@@ -257,4 +274,36 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
     let allowed = decision == Decision::Allow as i32;
     println!("{}", if allowed { "ALLOW" } else { "DENY" });
     Ok(allowed)
+}
+
+/// The health probe. Fail closed: only an explicit SERVING exits 0; NOT_SERVING, an
+/// unknown status, an unknown service, a refused connection or a timeout exit non-zero.
+async fn health(args: HealthArgs) -> ExitCode {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    match check_health(args).await {
+        Ok(status) if status == ServingStatus::Serving as i32 => {
+            println!("SERVING");
+            ExitCode::SUCCESS
+        }
+        Ok(status) => {
+            let name = ServingStatus::try_from(status).map_or("UNKNOWN", |s| s.as_str_name());
+            println!("{name}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("portcullis: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn check_health(args: HealthArgs) -> Result<i32, Box<dyn std::error::Error>> {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let endpoint = tonic::transport::Endpoint::from_shared(args.addr)?
+        .connect_timeout(args.timeout)
+        .timeout(args.timeout);
+    let mut client = HealthClient::new(endpoint.connect().await?);
+    let answer = client.check(HealthCheckRequest { service: args.service }).await?;
+    Ok(answer.into_inner().status)
 }
