@@ -19,6 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
+
+use crate::telemetry::episodes::{DEFAULT_QUIET, RefusalEpisodes};
+use crate::telemetry::metrics::{REFUSALS, RUNNING, WAITING};
 
 /// The governor's settings, validated by [`crate::config`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,9 +86,6 @@ pub struct GovernorStats {
     pub refused: [u64; 3],
 }
 
-/// How often refusals are logged at most (with their counts since the last line).
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
-
 /// The CPU governor. Cheap to share behind an `Arc`.
 pub struct CpuGovernor {
     settings: GovernorSettings,
@@ -100,8 +101,8 @@ pub struct CpuGovernor {
     peak_running: Arc<AtomicUsize>,
     comparisons: Arc<AtomicU64>,
     refused: [AtomicU64; 3],
-    /// Refusals not yet logged, and when the last line was written.
-    refusal_log: Mutex<([u64; 3], Option<Instant>)>,
+    /// Where refusals are logged: a few lines an episode, never one a refusal.
+    episodes: Arc<RefusalEpisodes>,
 }
 
 impl CpuGovernor {
@@ -110,6 +111,17 @@ impl CpuGovernor {
     /// # Errors
     /// When the operating system refuses the threads.
     pub fn new(settings: GovernorSettings) -> Result<Self, rayon::ThreadPoolBuildError> {
+        Self::with_episodes(settings, RefusalEpisodes::new(DEFAULT_QUIET))
+    }
+
+    /// As [`Self::new`], reporting refusals to `episodes`.
+    ///
+    /// # Errors
+    /// When the operating system refuses the threads.
+    pub fn with_episodes(
+        settings: GovernorSettings,
+        episodes: Arc<RefusalEpisodes>,
+    ) -> Result<Self, rayon::ThreadPoolBuildError> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(settings.max_concurrent)
             .thread_name(|i| format!("portcullis-hash-{i}"))
@@ -124,8 +136,13 @@ impl CpuGovernor {
             peak_running: Arc::default(),
             comparisons: Arc::default(),
             refused: Default::default(),
-            refusal_log: Mutex::new(([0; 3], None)),
+            episodes,
         })
+    }
+
+    /// The refusal episodes this governor reports to (the store's failures join them).
+    pub fn episodes(&self) -> &Arc<RefusalEpisodes> {
+        &self.episodes
     }
 
     /// The settings in force.
@@ -186,10 +203,10 @@ impl CpuGovernor {
             let _slot = slot;
             let now = running.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
-            metrics::gauge!("portcullis_verify_running").set(now as f64);
+            metrics::gauge!(RUNNING).set(now as f64);
             let result = std::panic::catch_unwind(AssertUnwindSafe(work)).map_err(|_| Aborted);
             let now = running.fetch_sub(1, Ordering::SeqCst) - 1;
-            metrics::gauge!("portcullis_verify_running").set(now as f64);
+            metrics::gauge!(RUNNING).set(now as f64);
             let _ = tx.send(result);
         });
         rx
@@ -224,21 +241,8 @@ impl CpuGovernor {
         // QueueFull, WaitTimeout, Deadline: 0, 1, 2, the order of `GovernorStats::refused`.
         let i = reason as usize;
         self.refused[i].fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("portcullis_verify_refusals_total", "reason" => reason.as_str())
-            .increment(1);
-        let mut log = self.refusal_log.lock().unwrap_or_else(|e| e.into_inner());
-        log.0[i] += 1;
-        let due = log.1.is_none_or(|last| last.elapsed() >= REFUSAL_LOG_INTERVAL);
-        if due {
-            let [queue_full, wait_timeout, deadline] = log.0;
-            tracing::warn!(
-                queue_full,
-                wait_timeout,
-                deadline,
-                "CPU budget refused verify calls since the last report"
-            );
-            *log = ([0; 3], Some(Instant::now()));
-        }
+        metrics::counter!(REFUSALS, "reason" => reason.as_str()).increment(1);
+        self.episodes.refused(reason.as_str());
     }
 
     /// The current state.
@@ -317,15 +321,28 @@ impl Ticket {
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<Result<T, Aborted>, Refusal> {
         let Ticket { governor, state } = self;
+        // The wait for CPU admission, as its own span (zero-length when a slot was free).
+        let admission = tracing::info_span!(
+            "cpu_admission",
+            otel.name = "cpu_admission",
+            queued = matches!(state, TicketState::Queued { .. }),
+            outcome = tracing::field::Empty,
+        );
         let slot = match state {
             TicketState::Admitted(slot) => slot,
             TicketState::Queued { client, own, _place } => {
                 // The queue place is held until the wait ends, then given back.
-                let waited = governor.wait(client, own, deadline).await;
+                let waited =
+                    governor.wait(client, own, deadline).instrument(admission.clone()).await;
                 drop(_place);
-                waited.inspect_err(|r| governor.record_refusal(*r))?
+                waited.inspect_err(|r| {
+                    admission.record("outcome", r.as_str());
+                    governor.record_refusal(*r);
+                })?
             }
         };
+        admission.record("outcome", "admitted");
+        drop(admission);
         Ok(governor.spawn(slot, work).await.unwrap_or(Err(Aborted)))
     }
 }
@@ -340,12 +357,14 @@ impl Queued {
             waiting.fetch_sub(1, Ordering::SeqCst);
             return Err(Refusal::QueueFull);
         }
+        metrics::gauge!(WAITING).set((before + 1) as f64);
         Ok(Self(waiting))
     }
 }
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let now = self.0.fetch_sub(1, Ordering::SeqCst) - 1;
+        metrics::gauge!(WAITING).set(now as f64);
     }
 }
