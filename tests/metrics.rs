@@ -216,6 +216,7 @@ async fn the_client_library_meters_retries_ejections_and_the_breaker() {
     let dead = [format!("http://127.0.0.1:{}", free_port()), format!("http://127.0.0.1:{}", free_port())];
     let client = portcullis::client::Client::new(portcullis::client::ClientConfig {
         endpoints: dead.to_vec(),
+        max_retries: 1,
         eject_after: 1,
         eject_for: Duration::from_secs(60),
         eject_max: Duration::from_secs(60),

@@ -122,6 +122,9 @@ impl CpuGovernor {
         settings: GovernorSettings,
         episodes: Arc<RefusalEpisodes>,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
+        // Exported from the start, so dashboards see 0 rather than nothing.
+        metrics::gauge!(RUNNING).set(0.0);
+        metrics::gauge!(WAITING).set(0.0);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(settings.max_concurrent)
             .thread_name(|i| format!("portcullis-hash-{i}"))
