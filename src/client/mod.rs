@@ -402,9 +402,15 @@ impl Client {
         F: Fn(GovernorClient<Channel>, Duration) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
+        let name = match method {
+            "Admit" => "portcullis.v1.Governor/Admit",
+            "RecordAttempt" => "portcullis.v1.Governor/RecordAttempt",
+            "Verify" => "portcullis.v1.Governor/Verify",
+            _ => "portcullis.v1.Governor/ClearAttempts",
+        };
         let span = tracing::info_span!(
             "portcullis_client",
-            otel.name = method,
+            otel.name = name,
             otel.kind = "client",
             rpc.system = "grpc",
             rpc.service = "portcullis.v1.Governor",
