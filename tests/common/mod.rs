@@ -493,11 +493,15 @@ impl DaemonProcess {
         let admin_sink = admin.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(addr.trim().to_owned());
+                // The address ends the text line, or the JSON line's message string.
+                let addr_after = |marker: &str| {
+                    line.split(marker).nth(1).and_then(|a| a.split(['"', ' ']).next()).map(str::to_owned)
+                };
+                if let Some(addr) = addr_after("listening on ") {
+                    let _ = tx.send(addr);
                 }
-                if let Some(addr) = line.split("admin HTTP (metrics, health) at ").nth(1) {
-                    *admin_sink.lock().unwrap() = addr.trim().trim_end_matches('"').parse().ok();
+                if let Some(addr) = addr_after("admin HTTP (metrics, health) at ") {
+                    *admin_sink.lock().unwrap() = addr.parse().ok();
                 }
                 let mut logs = sink.lock().unwrap();
                 logs.push_str(&line);
