@@ -21,6 +21,11 @@
 //!   opens when no endpoint is healthy, denies without a network call, and half-opens
 //!   with one probe call when a back-off runs out.
 //!
+//! Each call is a client span (`portcullis.v1.Governor/<Method>`) whose W3C trace
+//! context is injected into every try's gRPC metadata, so the daemon's spans join the
+//! caller's trace; retries, ejections and the breaker's state are recorded through the
+//! `metrics` facade of the gateway's process (`docs/observability.md`).
+//!
 //! `docs/client.md` has the table of every outcome.
 
 mod pool;
