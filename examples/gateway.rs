@@ -101,8 +101,7 @@ async fn login(
         http.route = "/login",
         http.response.status_code = tracing::field::Empty,
     );
-    let parent =
-        opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(&headers)));
+    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(&headers)));
     let _ = span.set_parent(parent);
     let response = check(gw, peer, form).instrument(span.clone()).await;
     span.record("http.response.status_code", response.status().as_u16());

@@ -762,7 +762,10 @@ mod tests {
         let s = from_toml(REDIS).unwrap();
         assert_eq!(s.admin_listen, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(s.shutdown_delay, Duration::from_secs(5));
-        let s = from_toml(&format!("shutdown_delay = \"250ms\"\n[telemetry]\nadmin_listen = \"\"\n{REDIS}")).unwrap();
+        let s = from_toml(&format!(
+            "shutdown_delay = \"250ms\"\n[telemetry]\nadmin_listen = \"\"\n{REDIS}"
+        ))
+        .unwrap();
         assert_eq!((s.admin_listen, s.shutdown_delay), (None, Duration::from_millis(250)));
         let e = err(&format!("[telemetry]\nadmin_listen = \"localhost\"\n{REDIS}"));
         assert!(e.contains("telemetry.admin_listen"), "{e}");

@@ -9,10 +9,10 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use portcullis::config::{Config, KEY_SECRET_ENV, Overrides};
 use portcullis::pb::governor_client::GovernorClient;
-use portcullis::telemetry::LogFormat;
 use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, ClearReason, Decision, RecordAttemptRequest,
 };
+use portcullis::telemetry::LogFormat;
 
 #[derive(Parser)]
 #[command(version, about = "Portcullis: per-account login throttle for a fleet of gateways")]

@@ -101,8 +101,7 @@ fn store_unavailable(_err: StoreError) -> Status {
 /// identifier or its key.
 fn note_attempt(realm: &Realm, counted: &Counted, allowed: bool) {
     let decision = if allowed { "allow" } else { "deny" };
-    metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision)
-        .increment(1);
+    metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
     if counted.locked_now {
         tracing::warn!(realm = %realm.name, "lockout: an account key used up its window");
         metrics::counter!(LOCKOUTS, "realm" => realm.name.clone()).increment(1);
@@ -226,8 +225,7 @@ impl Governor for GovernorService {
         let result = async {
             let req = request.get_ref();
             let (realm, key) = self.account_key(req.account.as_ref())?;
-            let attempt_id =
-                AttemptId::parse(&req.attempt_id).map_err(Status::invalid_argument)?;
+            let attempt_id = AttemptId::parse(&req.attempt_id).map_err(Status::invalid_argument)?;
             let counted = self
                 .store
                 .record_attempt(&key, attempt_id.as_ref(), &realm.policy)

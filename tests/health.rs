@@ -59,7 +59,10 @@ async fn readiness_follows_the_store() {
     redis.restart();
     wait_for(&d, 200, ServingStatus::Serving).await;
     let mut c = d.client().await;
-    assert_eq!(c.attempt("default", "back@example.com").await.unwrap(), portcullis::pb::Decision::Allow);
+    assert_eq!(
+        c.attempt("default", "back@example.com").await.unwrap(),
+        portcullis::pb::Decision::Allow
+    );
 }
 
 #[tokio::test]

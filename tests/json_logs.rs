@@ -25,8 +25,8 @@ async fn json_lines_name_the_realm_and_never_the_identifier() {
     let logs = d.logs();
     let mut lockout = None;
     for line in logs.lines() {
-        let event: serde_json::Value = serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        let event: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
         assert!(event["level"].is_string() && event["fields"]["message"].is_string(), "{line}");
         let message = event["fields"]["message"].as_str().unwrap_or_default();
         if message.starts_with("lockout") {

@@ -129,7 +129,10 @@ async fn a_scripted_run_shows_exactly_its_counts() {
     assert_eq!(v(store_count, &[("operation", "record_attempt")]), 9.0);
     assert_eq!(v(store_count, &[("operation", "clear")]), 1.0);
     assert_eq!(family(&s, store_count).len(), 2, "{text}");
-    assert!(v("portcullis_store_operation_seconds_bucket", &[("operation", "clear"), ("le", "+Inf")]) == 1.0);
+    assert!(
+        v("portcullis_store_operation_seconds_bucket", &[("operation", "clear"), ("le", "+Inf")])
+            == 1.0
+    );
     assert_eq!(
         v("portcullis_verify_comparison_seconds_count", &[("algorithm", "bcrypt")]),
         2.0,
@@ -140,11 +143,20 @@ async fn a_scripted_run_shows_exactly_its_counts() {
     assert_eq!(v("portcullis_refusal_episode_open", &[]), 1.0, "the refusals opened an episode");
 
     // Bounded labels only, and nothing of the identifiers.
-    for ((name, labels), _) in &s {
+    for (name, labels) in s.keys() {
         for key in labels.keys() {
             assert!(
-                ["realm", "decision", "verdict", "reason", "operation", "algorithm", "le", "quantile"]
-                    .contains(&key.as_str()),
+                [
+                    "realm",
+                    "decision",
+                    "verdict",
+                    "reason",
+                    "operation",
+                    "algorithm",
+                    "le",
+                    "quantile"
+                ]
+                .contains(&key.as_str()),
                 "unexpected label {key} on {name}"
             );
         }
@@ -162,8 +174,7 @@ async fn a_scripted_run_shows_exactly_its_counts() {
     // (the gateway's client metrics come from the gateway's process).
     let dashboard: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("deploy/grafana/portcullis.json"),
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/portcullis.json"),
         )
         .unwrap(),
     )
@@ -213,7 +224,8 @@ fn queried_metrics(dashboard: &serde_json::Value) -> std::collections::BTreeSet<
 #[tokio::test]
 async fn the_client_library_meters_retries_ejections_and_the_breaker() {
     let handle = portcullis::telemetry::metrics::install().expect("our recorder");
-    let dead = [format!("http://127.0.0.1:{}", free_port()), format!("http://127.0.0.1:{}", free_port())];
+    let dead =
+        [format!("http://127.0.0.1:{}", free_port()), format!("http://127.0.0.1:{}", free_port())];
     let client = portcullis::client::Client::new(portcullis::client::ClientConfig {
         endpoints: dead.to_vec(),
         max_retries: 1,

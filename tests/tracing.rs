@@ -152,14 +152,15 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
             .iter()
             .map(|(_, s)| s)
             .filter(|s| {
-                s.name == name && s.trace_id == parent.trace_id && s.parent_span_id == parent.span_id
+                s.name == name
+                    && s.trace_id == parent.trace_id
+                    && s.parent_span_id == parent.span_id
             })
             .collect()
     };
-    for (method, store_ops) in [
-        ("RecordAttempt", &["record_attempt"][..]),
-        ("Verify", &["record_attempt", "clear"][..]),
-    ] {
+    for (method, store_ops) in
+        [("RecordAttempt", &["record_attempt"][..]), ("Verify", &["record_attempt", "clear"][..])]
+    {
         let full = format!("portcullis.v1.Governor/{method}");
         let client_spans = by_name("gateway", &full);
         assert_eq!(client_spans.len(), 1, "client span of {method}");
@@ -198,7 +199,8 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
     let normalized = ID.to_lowercase();
     let key = record_key("fast", portcullis::normalize::Normalization::Email, ID);
     let digest = key.split(['{', '}']).nth(1).unwrap().to_owned();
-    let needles = [ID, &normalized, "victim", &digest, &digest[..16], PASSWORD, &hash, "$2b$", "$2y$"];
+    let needles =
+        [ID, &normalized, "victim", &digest, &digest[..16], PASSWORD, &hash, "$2b$", "$2y$"];
     for (_, span) in &spans {
         let mut exported = vec![span.name.to_lowercase()];
         for a in &span.attributes {

@@ -423,8 +423,11 @@ impl Client {
             retries = tracing::field::Empty,
         );
         let result = self.try_endpoints(route, op).instrument(span).await;
-        metrics::gauge!(CLIENT_BREAKER_OPEN)
-            .set(if self.inner.pool.breaker_open() { 1.0 } else { 0.0 });
+        metrics::gauge!(CLIENT_BREAKER_OPEN).set(if self.inner.pool.breaker_open() {
+            1.0
+        } else {
+            0.0
+        });
         result
     }
 

@@ -31,7 +31,11 @@ pub struct InstrumentedStore {
 
 impl InstrumentedStore {
     /// Wraps `inner`, whose spans say `db.system = system`.
-    pub fn new(inner: Arc<dyn Store>, system: &'static str, episodes: Arc<RefusalEpisodes>) -> Self {
+    pub fn new(
+        inner: Arc<dyn Store>,
+        system: &'static str,
+        episodes: Arc<RefusalEpisodes>,
+    ) -> Self {
         Self { inner, system, episodes }
     }
 

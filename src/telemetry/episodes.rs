@@ -58,7 +58,11 @@ impl RefusalEpisodes {
                 false
             }
             None => {
-                *open = Some(Episode { started: now, last: now, counts: BTreeMap::from([(reason, 1)]) });
+                *open = Some(Episode {
+                    started: now,
+                    last: now,
+                    counts: BTreeMap::from([(reason, 1)]),
+                });
                 drop(open);
                 tracing::warn!(reason, "refusal episode opened: calls are being refused");
                 ::metrics::gauge!(EPISODE_OPEN).set(1.0);

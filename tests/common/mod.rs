@@ -51,7 +51,9 @@ pub const TEST_TOP_LEVEL: &str = "shutdown_delay = \"0s\"\n[telemetry]\nadmin_li
 pub fn with_admin(config: &str, shutdown_delay: &str) -> String {
     config.replacen(
         TEST_TOP_LEVEL,
-        &format!("shutdown_delay = \"{shutdown_delay}\"\n[telemetry]\nadmin_listen = \"127.0.0.1:0\"\n"),
+        &format!(
+            "shutdown_delay = \"{shutdown_delay}\"\n[telemetry]\nadmin_listen = \"127.0.0.1:0\"\n"
+        ),
         1,
     )
 }
@@ -495,7 +497,10 @@ impl DaemonProcess {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 // The address ends the text line, or the JSON line's message string.
                 let addr_after = |marker: &str| {
-                    line.split(marker).nth(1).and_then(|a| a.split(['"', ' ']).next()).map(str::to_owned)
+                    line.split(marker)
+                        .nth(1)
+                        .and_then(|a| a.split(['"', ' ']).next())
+                        .map(str::to_owned)
                 };
                 if let Some(addr) = addr_after("listening on ") {
                     let _ = tx.send(addr);
