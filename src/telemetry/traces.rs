@@ -38,10 +38,14 @@ fn env_set(name: &str) -> bool {
 /// Whether the `OTEL_*` environment asks for an exporter: an OTLP endpoint is set and
 /// `OTEL_SDK_DISABLED` is not `true`.
 pub fn enabled_by_env() -> bool {
-    let disabled =
-        std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    !disabled
-        && (env_set("OTEL_EXPORTER_OTLP_ENDPOINT") || env_set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    enabled(|name| std::env::var(name).ok())
+}
+
+/// [`enabled_by_env`] over any variable lookup (for tests).
+fn enabled(var: impl Fn(&str) -> Option<String>) -> bool {
+    let set = |name: &str| var(name).is_some_and(|v| !v.trim().is_empty());
+    let disabled = var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 }
 
 /// The tracer provider the `OTEL_*` environment asks for, with a batch OTLP gRPC
@@ -203,5 +207,45 @@ pub fn record_status<T>(result: &Result<T, tonic::Status>) {
         tonic::Code::InvalidArgument => record_outcome("invalid_argument", None),
         tonic::Code::Internal => record_outcome("internal", None),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(vars: &[(&str, &str)]) -> bool {
+        enabled(|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned()))
+    }
+
+    #[test]
+    fn an_exporter_only_when_an_endpoint_is_set_and_the_sdk_is_not_disabled() {
+        assert!(!with(&[]), "no endpoint, no exporter");
+        assert!(!with(&[("OTEL_SERVICE_NAME", "x")]));
+        assert!(!with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "")]));
+        assert!(with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")]));
+        assert!(with(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:4317")]));
+        for disabled in ["true", "TRUE", " true "] {
+            assert!(!with(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+                ("OTEL_SDK_DISABLED", disabled),
+            ]));
+        }
+        assert!(with(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+            ("OTEL_SDK_DISABLED", "false"),
+        ]));
+    }
+
+    #[test]
+    fn only_governor_calls_get_a_span_named_from_a_fixed_table() {
+        let request = |path: &str| http::Request::builder().uri(path).body(()).unwrap();
+        // No subscriber in this test: spans are disabled, but `none()` is distinguishable
+        // by its missing metadata.
+        assert!(rpc_span(&request("/grpc.health.v1.Health/Check")).metadata().is_none());
+        assert!(
+            rpc_span(&request("/portcullis.v1.Governor/Secret@Example.com")).metadata().is_none()
+        );
+        assert!(rpc_span(&request("/portcullis.v1.Governor/Verify")).metadata().is_some());
     }
 }
