@@ -92,7 +92,7 @@ pub struct CpuGovernor {
     global: Arc<Semaphore>,
     /// Per-client semaphores, present only while a client holds or awaits a slot, so the
     /// table is bounded by `max_concurrent + max_waiters`.
-    clients: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    clients: ClientTable,
     /// The dedicated hashing threads.
     pool: rayon::ThreadPool,
     /// Calls holding a place in the bounded queue (reserved, not yet hashing).
@@ -270,18 +270,28 @@ struct Slot {
     _client: ClientSlot,
 }
 
+/// Client keys holding or waiting for a slot: each one's semaphore and how many
+/// [`ClientSlot`]s refer to it. The holder count is kept under the lock rather than read
+/// from the `Arc`'s strong count, which permits also raise and which concurrent drops
+/// lower only after their `Drop` ran (two last holders could each see the other and both
+/// leave the entry behind).
+type ClientTable = Arc<Mutex<HashMap<String, (Arc<Semaphore>, usize)>>>;
+
 /// A reference to one client key's semaphore; the last one out removes the table entry.
 struct ClientSlot {
-    table: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    table: ClientTable,
     key: String,
     semaphore: Arc<Semaphore>,
 }
 
 impl ClientSlot {
-    fn new(table: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>, key: &str, slots: usize) -> Self {
+    fn new(table: ClientTable, key: &str, slots: usize) -> Self {
         let semaphore = {
             let mut t = table.lock().unwrap_or_else(|e| e.into_inner());
-            t.entry(key.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(slots))).clone()
+            let entry =
+                t.entry(key.to_owned()).or_insert_with(|| (Arc::new(Semaphore::new(slots)), 0));
+            entry.1 += 1;
+            entry.0.clone()
         };
         Self { table, key: key.to_owned(), semaphore }
     }
@@ -290,9 +300,11 @@ impl ClientSlot {
 impl Drop for ClientSlot {
     fn drop(&mut self) {
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        // Clones are only made under this lock: 2 means the table's and ours.
-        if Arc::strong_count(&self.semaphore) == 2 {
-            t.remove(&self.key);
+        if let Some(entry) = t.get_mut(&self.key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                t.remove(&self.key);
+            }
         }
     }
 }
