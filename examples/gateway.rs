@@ -1,6 +1,11 @@
 //! An example login gateway: `POST /login` (form fields `username`, `password`) checks
 //! the password through the Portcullis daemon's `Verify`, using `portcullis::client`.
 //!
+//! Each HTTP request gets a server span (continuing a W3C `traceparent` the browser or a
+//! proxy sent); `portcullis::client` makes its call a child of it, so one trace runs
+//! browser → gateway → daemon → store when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. The
+//! client's metrics (retries, ejections, breaker state) are served at `GET /metrics`.
+//!
 //! Users come from an htpasswd-format file (`name:$2y$...` as `htpasswd -B` writes) or a
 //! file of `name:$argon2id$...` PHC strings. Every failed login gets one uniform 401; a
 //! daemon that refuses for capacity or cannot be reached gets a 503 with `Retry-After`.
@@ -23,9 +28,11 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, Form, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use clap::Parser;
 use portcullis::client::{Client, ClientConfig, Decision, Login, Normalization, normalize};
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 #[derive(Parser)]
 struct Args {
@@ -98,11 +105,45 @@ fn unavailable() -> Response {
     r
 }
 
+/// Reads a W3C `traceparent` from the HTTP request.
+struct Headers<'a>(&'a HeaderMap);
+
+impl opentelemetry::propagation::Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
 async fn login(
     State(gw): State<Arc<Gateway>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
+) -> Response {
+    // The request's span: route and method only, never the form's fields.
+    let span = tracing::info_span!(
+        "http_request",
+        otel.name = "POST /login",
+        otel.kind = "server",
+        http.request.method = "POST",
+        http.route = "/login",
+        http.response.status_code = tracing::field::Empty,
+    );
+    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(&headers)));
+    let _ = span.set_parent(parent);
+    let response = check(gw, peer, &headers, form).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
+    response
+}
+
+async fn check(
+    gw: Arc<Gateway>,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    form: LoginForm,
 ) -> Response {
     // An identifier that does not normalize cannot name an account: the daemon refuses
     // it with INVALID_ARGUMENT, which the client turns into a (final) deny.
@@ -110,7 +151,7 @@ async fn login(
     let stored =
         identifier.as_ref().and_then(|id| gw.users.get(id.as_str())).map_or("", String::as_str);
     let cookie_name = identifier.as_ref().map(|id| device_cookie_name(&gw.realm, id.as_str()));
-    let device_token = cookie_name.as_deref().and_then(|name| cookie(&headers, name));
+    let device_token = cookie_name.as_deref().and_then(|name| cookie(headers, name));
     let answer = gw
         .client
         .verify(Login {
@@ -166,7 +207,8 @@ fn read_users(path: &PathBuf) -> Result<HashMap<String, String>, String> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt().with_writer(std::io::stderr).init();
+    // Logs, spans (when OTEL_* name an endpoint) and the Prometheus recorder.
+    let telemetry = portcullis::telemetry::init(portcullis::telemetry::LogFormat::Text);
     let args = Args::parse();
     let users = read_users(&args.users)?;
     let client = Client::new(ClientConfig {
@@ -175,7 +217,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..ClientConfig::default()
     })?;
     let gateway = Arc::new(Gateway { client, realm: args.realm, users });
-    let app = axum::Router::new().route("/login", post(login)).with_state(gateway);
+    let metrics = portcullis::telemetry::metrics::handle();
+    let app = axum::Router::new()
+        .route("/login", post(login))
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move { metrics.map(|h| h.render()).unwrap_or_default() }
+            }),
+        )
+        .with_state(gateway);
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!("gateway listening on {}", listener.local_addr()?);
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
@@ -189,5 +241,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         })
         .await?;
+    telemetry.shutdown().await;
     Ok(())
 }

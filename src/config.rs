@@ -66,6 +66,13 @@ pub struct Config {
     /// gRPC listen address.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// After SIGTERM, how long the daemon reports not-ready while still answering calls
+    /// (so load balancers and Kubernetes endpoints stop sending), before it drains.
+    #[serde(default = "default_shutdown_delay", with = "humantime_serde")]
+    pub shutdown_delay: Duration,
+    /// Metrics and health over HTTP.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// Where the counters live.
     #[serde(default)]
     pub store: StoreConfig,
@@ -139,6 +146,23 @@ pub struct HashTargetConfig {
     pub argon2_parallelism: u32,
 }
 
+/// `[telemetry]`: the admin HTTP listener (`/metrics`, `/healthz`, `/readyz`).
+/// Traces are configured by the standard `OTEL_*` environment variables only.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// `host:port` of the admin listener; `""` disables it. Default `127.0.0.1:9464`
+    /// (loopback: metrics name realms and load, which is not for everyone).
+    #[serde(default = "default_admin_listen")]
+    pub admin_listen: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self { admin_listen: default_admin_listen() }
+    }
+}
+
 /// `[store]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,6 +222,12 @@ const fn default_device_token_ttl() -> Duration {
 }
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 50051))
+}
+fn default_admin_listen() -> String {
+    "127.0.0.1:9464".to_owned()
+}
+const fn default_shutdown_delay() -> Duration {
+    Duration::from_secs(5)
 }
 fn default_data_dir() -> PathBuf {
     PathBuf::from("portcullis-data")
@@ -320,6 +350,8 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: default_listen(),
+            shutdown_delay: default_shutdown_delay(),
+            telemetry: TelemetryConfig::default(),
             store: StoreConfig::default(),
             verify: VerifyConfig::default(),
             realms: default_realms(),
@@ -337,6 +369,8 @@ pub struct Overrides {
     pub redis_url: Option<String>,
     /// Replaces `store.data_dir`.
     pub data_dir: Option<PathBuf>,
+    /// Replaces `telemetry.admin_listen` (`""` disables the admin listener).
+    pub admin_listen: Option<String>,
 }
 
 /// Which store backs the counters.
@@ -369,6 +403,10 @@ pub enum StoreSettings {
 pub struct Settings {
     /// gRPC listen address (used by `main`; `run` takes an already-bound listener).
     pub listen: SocketAddr,
+    /// Not-ready-but-serving time after the shutdown signal, before draining (0–5 min).
+    pub shutdown_delay: Duration,
+    /// The admin HTTP listener's address; `None` when disabled. Bound by `main`.
+    pub admin_listen: Option<SocketAddr>,
     /// The store.
     pub store: StoreSettings,
     /// The CPU budget and hash ceilings.
@@ -408,6 +446,9 @@ impl Config {
         }
         if let Some(dir) = &overrides.data_dir {
             figment = figment.merge(Serialized::default("store.data_dir", dir));
+        }
+        if let Some(admin) = &overrides.admin_listen {
+            figment = figment.merge(Serialized::default("telemetry.admin_listen", admin));
         }
         let mut config: Config = figment.extract().map_err(|e| ConfigError::Parse(Box::new(e)))?;
         if config.realms.is_empty() {
@@ -481,7 +522,29 @@ impl Config {
                 operation_timeout: s.operation_timeout,
             },
         };
-        Ok(Settings { listen: self.listen, store, verify, realms: Realms::new(realms) })
+        check_range(
+            "shutdown_delay",
+            self.shutdown_delay,
+            Duration::ZERO..=Duration::from_secs(300),
+            "0s–5m",
+        )?;
+        let admin = self.telemetry.admin_listen.trim();
+        let admin_listen = if admin.is_empty() {
+            None
+        } else {
+            Some(admin.parse::<SocketAddr>().map_err(|_| ConfigError::Invalid {
+                setting: "telemetry.admin_listen".into(),
+                problem: "not a host:port socket address (use \"\" to disable)".into(),
+            })?)
+        };
+        Ok(Settings {
+            listen: self.listen,
+            shutdown_delay: self.shutdown_delay,
+            admin_listen,
+            store,
+            verify,
+            realms: Realms::new(realms),
+        })
     }
 }
 
@@ -729,6 +792,22 @@ mod tests {
     }
 
     #[test]
+    fn telemetry_settings_default_and_validate() {
+        let s = from_toml(REDIS).unwrap();
+        assert_eq!(s.admin_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(s.shutdown_delay, Duration::from_secs(5));
+        let s = from_toml(&format!(
+            "shutdown_delay = \"250ms\"\n[telemetry]\nadmin_listen = \"\"\n{REDIS}"
+        ))
+        .unwrap();
+        assert_eq!((s.admin_listen, s.shutdown_delay), (None, Duration::from_millis(250)));
+        let e = err(&format!("[telemetry]\nadmin_listen = \"localhost\"\n{REDIS}"));
+        assert!(e.contains("telemetry.admin_listen"), "{e}");
+        let e = err(&format!("shutdown_delay = \"10m\"\n{REDIS}"));
+        assert!(e.contains("shutdown_delay") && e.contains("0s–5m"), "{e}");
+    }
+
+    #[test]
     fn out_of_range_values_name_the_setting_and_range() {
         let e = err(&format!("{REDIS}[realms.web]\nmax_failures = 101\n"));
         assert!(e.contains("realms.web.max_failures") && e.contains("1–100"), "{e}");
@@ -807,9 +886,11 @@ mod tests {
             listen: Some("127.0.0.1:2".parse().unwrap()),
             redis_url: Some("redis://127.0.0.1:3".into()),
             data_dir: None,
+            admin_listen: Some(String::new()),
         };
         let c = Config::load(Some(&path), &o).unwrap();
         assert_eq!(c.listen.port(), 2);
+        assert_eq!(c.telemetry.admin_listen, "");
         assert_eq!(c.store.redis_url.as_deref(), Some("redis://127.0.0.1:3"));
     }
 }

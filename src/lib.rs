@@ -10,12 +10,13 @@
 //! - [`realm`]: configured realms and their policies.
 //! - [`normalize`]: identifier normalization, shared with gateways.
 //! - [`throttle`]: the attempt/lockout rules, independent of any store.
-//! - [`store`]: the `Store` trait, key layout ([`store::keys`]), the Redis backend and
-//!   the embedded (redb) default.
+//! - [`store`]: the `Store` trait, key layout ([`store::keys`]), the Redis backend,
+//!   the embedded (redb) default, and the telemetry wrapper of both
+//!   ([`store::instrumented`]).
 //! - [`verify`]: stored-hash parsing and ceilings, dummy hashes, the CPU governor.
 //! - [`devices`]: device tokens (OWASP device cookies): issue, check, the device bucket.
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
-//! - [`telemetry`]: logs and metrics.
+//! - [`telemetry`]: logs, traces, metrics, the admin HTTP listener, refusal episodes.
 //! - [`client`]: the gateway library: endpoint pool, retries, health, circuit breaker.
 //! - [`run`]: serves the API, health and reflection on a bound listener until shutdown.
 
@@ -43,7 +44,9 @@ use tonic_health::ServingStatus;
 use config::{Settings, StoreSettings};
 use store::Store;
 use store::embedded::{EmbeddedStore, SystemClock};
+use store::instrumented::InstrumentedStore;
 use store::redis::RedisStore;
+use telemetry::admin::Readiness;
 
 /// Generated gRPC types of `proto/portcullis/v1`.
 pub mod pb {
@@ -82,11 +85,13 @@ pub enum RunError {
 }
 
 /// Serves `portcullis.v1.Governor`, `grpc.health.v1.Health` and reflection (v1 and
-/// v1alpha) on `listener` until `shutdown` resolves; then reports NOT_SERVING, stops
-/// accepting, and returns once in-flight calls have finished (at most
-/// [`SHUTDOWN_GRACE`] later).
+/// v1alpha) on `listener` until `shutdown` resolves; then reports NOT_SERVING (health
+/// and `/readyz`) while still answering calls for `shutdown_delay`, so load balancers
+/// stop sending, then stops accepting and returns once in-flight calls have finished
+/// (at most [`SHUTDOWN_GRACE`] later).
 ///
-/// Health is NOT_SERVING until the store answers a ping, and follows the store after.
+/// Health is NOT_SERVING until the store is ready ([`Store::ready`]), and follows the
+/// store after.
 ///
 /// # Errors
 /// [`RunError`] when the store or verifier cannot be built or the server fails.
@@ -104,6 +109,12 @@ pub struct Daemon {
     store: Arc<dyn Store>,
     verifier: Arc<verify::Verifier>,
     service: service::GovernorService,
+    /// What `/readyz` and `grpc.health.v1` report.
+    readiness: Arc<Readiness>,
+    /// Not-ready-but-serving time after the shutdown signal.
+    shutdown_delay: Duration,
+    /// The admin HTTP listener (`/metrics`, `/healthz`, `/readyz`), when one was given.
+    admin: Option<TcpListener>,
 }
 
 impl Daemon {
@@ -114,13 +125,14 @@ impl Daemon {
     /// [`RunError::Store`], [`RunError::Embedded`] (naming the path at fault) or
     /// [`RunError::Verifier`].
     pub fn new(settings: Settings) -> Result<Self, RunError> {
-        let (store, secret): (Arc<dyn Store>, _) = match settings.store {
+        let (store, secret, system): (Arc<dyn Store>, _, _) = match settings.store {
             StoreSettings::Redis { url, secret, operation_timeout, pool_size } => {
                 // The URL may carry a password: only the kind of store is logged.
                 tracing::info!(pool_size, "store: redis");
                 (
                     Arc::new(RedisStore::new(&url, secret.clone(), operation_timeout, pool_size)?),
                     secret,
+                    "redis",
                 )
             }
             StoreSettings::Embedded { data_dir, secret, operation_timeout } => {
@@ -131,17 +143,40 @@ impl Daemon {
                     Arc::new(SystemClock),
                 )?;
                 let secret = store.secret().clone();
-                (Arc::new(store), secret)
+                (Arc::new(store), secret, "redb")
             }
         };
         let verifier = Arc::new(verify::Verifier::new(settings.verify, &settings.realms)?);
+        // One wrapper for both backends: spans, store metrics, and store failures in the
+        // same refusal episodes as the CPU budget's refusals.
+        let episodes = verifier.governor().episodes().clone();
+        let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(store, system, episodes));
         let service = service::GovernorService::new(
             Arc::new(settings.realms),
             store.clone(),
             secret,
             verifier.clone(),
         );
-        Ok(Self { store, verifier, service })
+        Ok(Self {
+            store,
+            verifier,
+            service,
+            readiness: Readiness::new(),
+            shutdown_delay: settings.shutdown_delay,
+            admin: None,
+        })
+    }
+
+    /// Also serves the admin HTTP endpoints (`/metrics`, `/healthz`, `/readyz`) on
+    /// `listener` (bound by the caller, like the gRPC one), until the gRPC server stops.
+    pub fn with_admin_listener(mut self, listener: TcpListener) -> Self {
+        self.admin = Some(listener);
+        self
+    }
+
+    /// The readiness that `/readyz` and `grpc.health.v1` report.
+    pub fn readiness(&self) -> &Arc<Readiness> {
+        &self.readiness
     }
 
     /// The verifier, whose governor reports running comparisons, waiters and refusals.
@@ -158,13 +193,14 @@ impl Daemon {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), RunError> {
-        let Daemon { store, verifier: _, service } = self;
+        let Daemon { store, verifier: _, service, readiness, shutdown_delay, admin } = self;
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_service_status("", ServingStatus::NotServing).await;
         health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
         let (stop_health, mut health_stopped) = tokio::sync::watch::channel(false);
         let health_task = tokio::spawn({
             let health = health.clone();
+            let readiness = readiness.clone();
             async move {
                 let mut tick = tokio::time::interval(HEALTH_INTERVAL);
                 loop {
@@ -172,10 +208,10 @@ impl Daemon {
                         _ = tick.tick() => {}
                         _ = health_stopped.changed() => break,
                     }
-                    let status = match store.ping().await {
-                        Ok(()) => ServingStatus::Serving,
-                        Err(_) => ServingStatus::NotServing,
-                    };
+                    let ready = store.ready().await.is_ok();
+                    readiness.set_store(ready);
+                    let status =
+                        if ready { ServingStatus::Serving } else { ServingStatus::NotServing };
                     health.set_service_status("", status).await;
                     health.set_service_status(SERVICE_NAME, status).await;
                 }
@@ -192,21 +228,41 @@ impl Daemon {
             .build_v1alpha()?;
 
         let (draining, mut drain_started) = tokio::sync::watch::channel(false);
+        let drain_readiness = readiness.clone();
         let drain = async move {
             shutdown.await;
-            let _ = draining.send(true);
-            // Load balancers see NOT_SERVING before the listener closes.
+            // Load balancers and Kubernetes endpoints see NOT_SERVING (health and
+            // /readyz) while calls are still answered for shutdown_delay; only then does
+            // the listener close.
             let _ = stop_health.send(true);
             let _ = health_task.await;
+            drain_readiness.set_draining();
             health.set_service_status("", ServingStatus::NotServing).await;
             health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
+            tracing::info!(
+                shutdown_delay_ms = shutdown_delay.as_millis() as u64,
+                "shutting down: not ready, still serving for shutdown_delay"
+            );
+            tokio::time::sleep(shutdown_delay).await;
+            let _ = draining.send(true);
             tracing::info!("shutting down: finishing in-flight calls");
         };
+
+        let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+        let admin_task = admin.map(|listener| {
+            if let Ok(addr) = listener.local_addr() {
+                tracing::info!("admin HTTP (metrics, health) at {addr}");
+            }
+            tokio::spawn(telemetry::admin::serve(listener, readiness.clone(), async move {
+                let _ = admin_stopped.await;
+            }))
+        });
 
         // TCP_NODELAY: a gRPC answer is a few small frames; Nagle's algorithm held some
         // back for 40 ms (the throttle bench's p99 at 64 calls in flight).
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let server = tonic::transport::Server::builder()
+            .trace_fn(telemetry::traces::rpc_span)
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -216,10 +272,19 @@ impl Daemon {
             let _ = drain_started.wait_for(|started| *started).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
-        tokio::select! {
-            served = server => served?,
-            () = grace_expired => tracing::warn!("shutdown grace expired with connections still open"),
+        let served = tokio::select! {
+            served = server => served,
+            () = grace_expired => {
+                tracing::warn!("shutdown grace expired with connections still open");
+                Ok(())
+            }
+        };
+        let _ = admin_stop.send(());
+        if let Some(task) = admin_task
+            && let Ok(Err(e)) = task.await
+        {
+            tracing::warn!("admin listener failed: {e}");
         }
-        Ok(())
+        Ok(served?)
     }
 }

@@ -12,6 +12,7 @@ use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, ClearReason, Decision, RecordAttemptRequest,
 };
+use portcullis::telemetry::LogFormat;
 
 #[derive(Parser)]
 #[command(version, about = "Portcullis: per-account login throttle for a fleet of gateways")]
@@ -79,6 +80,13 @@ struct ServeArgs {
     /// Embedded store's data directory (overrides `store.data_dir`).
     #[arg(long, env = "PORTCULLIS_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Admin HTTP listen address for /metrics, /healthz, /readyz (overrides
+    /// `telemetry.admin_listen`); "" disables it.
+    #[arg(long, env = "PORTCULLIS_ADMIN_LISTEN")]
+    admin_listen: Option<String>,
+    /// Log line format on stderr.
+    #[arg(long, env = "PORTCULLIS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 #[derive(Args)]
@@ -143,9 +151,20 @@ fn load(
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
-    portcullis::telemetry::init();
-    let overrides =
-        Overrides { listen: args.listen, redis_url: args.redis_url, data_dir: args.data_dir };
+    let telemetry = portcullis::telemetry::init(args.log_format);
+    let code = serve_with(args).await;
+    // Buffered spans are exported before the process exits.
+    telemetry.shutdown().await;
+    code
+}
+
+async fn serve_with(args: ServeArgs) -> ExitCode {
+    let overrides = Overrides {
+        listen: args.listen,
+        redis_url: args.redis_url,
+        data_dir: args.data_dir,
+        admin_listen: args.admin_listen,
+    };
     let settings = match load(args.config, overrides) {
         Ok(s) => s,
         Err(e) => {
@@ -154,6 +173,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let listen = settings.listen;
+    let admin_listen = settings.admin_listen;
     // The store opens (and the data directory is checked and locked) before the port
     // is taken: a daemon that cannot count never listens.
     let daemon = match portcullis::Daemon::new(settings) {
@@ -169,6 +189,16 @@ async fn serve(args: ServeArgs) -> ExitCode {
             tracing::error!("cannot listen on {listen}: {e}");
             return ExitCode::from(2);
         }
+    };
+    let daemon = match admin_listen {
+        None => daemon,
+        Some(admin) => match tokio::net::TcpListener::bind(admin).await {
+            Ok(l) => daemon.with_admin_listener(l),
+            Err(e) => {
+                tracing::error!("cannot listen on {admin} (telemetry.admin_listen): {e}");
+                return ExitCode::from(2);
+            }
+        },
     };
     match listener.local_addr() {
         Ok(addr) => tracing::info!("listening on {addr}"),

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::devices::{DeviceTokens, MAX_DEVICE_TOKEN_BYTES};
 use crate::normalize::normalize;
@@ -19,6 +20,10 @@ use crate::pb::{
 use crate::realm::{Realm, Realms};
 use crate::store::keys::{AccountKey, AttemptId, KeySecret};
 use crate::store::{Counted, Store, StoreError};
+use crate::telemetry::metrics::{
+    ATTEMPTS, BAD_HASHES, DEVICE_LOCKOUTS, LOCKOUTS, TRUSTED_CALLS, VERDICTS,
+};
+use crate::telemetry::traces::{record_outcome, record_realm, record_status};
 use crate::verify::governor::{Lane, Refusal, Ticket};
 use crate::verify::{Comparison, MAX_CLIENT_KEY_BYTES, Verifier};
 
@@ -63,6 +68,7 @@ impl GovernorService {
             .realms
             .get(&account.realm)
             .ok_or_else(|| Status::invalid_argument("account.realm is not a configured realm"))?;
+        record_realm(&realm.name);
         let identifier = normalize(realm.normalization, &account.identifier)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         Ok((realm, AccountKey::new(&self.secret, &realm.name, &identifier)))
@@ -72,6 +78,7 @@ impl GovernorService {
 /// The one place a throttle answer becomes a wire [`Decision`]. A closed door is
 /// `DECISION_DENY`, whatever closed it.
 fn decision(allowed: bool) -> i32 {
+    record_outcome(if allowed { "allow" } else { "deny" }, None);
     if allowed { Decision::Allow as i32 } else { Decision::Deny as i32 }
 }
 
@@ -94,27 +101,36 @@ fn accept(needs_rehash: bool, device_token: String) -> VerifyResponse {
 
 /// Every store failure leaves the service here. `UNAVAILABLE` because the failure is
 /// the store's, transient, and says nothing about the account; gateways treat it as
-/// deny. The cause is logged (it names no identifier: keys are digests) and not sent.
-fn store_unavailable(err: StoreError) -> Status {
-    tracing::error!(error = %err, cause = ?std::error::Error::source(&err), "store operation failed");
-    metrics::counter!("portcullis_store_errors_total").increment(1);
+/// deny. The cause is not sent; the store wrapper ([`crate::store::instrumented`])
+/// counts it and logs it once a refusal episode (it names no identifier).
+fn store_unavailable(_err: StoreError) -> Status {
+    record_outcome("unavailable", None);
     Status::unavailable("store unavailable")
 }
 
-/// The single lockout event: realm only, never the identifier or its key. A known
-/// device's bucket closing is its own event (`key` names a device bucket).
-fn note_lockout(realm: &Realm, key: &AccountKey, counted: &Counted) {
+/// Meters a counted attempt, and emits the single lockout event: realm only, never the
+/// identifier or its key. A known device's bucket closing is its own event (`key` names
+/// a device bucket).
+fn note_attempt(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: bool) {
+    let decision = if allowed { "allow" } else { "deny" };
+    metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
     if !counted.locked_now {
         return;
     }
     if key.is_device() {
         tracing::warn!(realm = %realm.name, "device lockout: a known device used up its window");
-        metrics::counter!("portcullis_device_lockouts_total", "realm" => realm.name.clone())
-            .increment(1);
+        metrics::counter!(DEVICE_LOCKOUTS, "realm" => realm.name.clone()).increment(1);
     } else {
         tracing::warn!(realm = %realm.name, "lockout: an account key used up its window");
-        metrics::counter!("portcullis_lockouts_total", "realm" => realm.name.clone()).increment(1);
+        metrics::counter!(LOCKOUTS, "realm" => realm.name.clone()).increment(1);
     }
+}
+
+/// Meters a `Verify` verdict by realm.
+fn note_verdict(realm: &Realm, answer: &VerifyResponse) {
+    let verdict = if answer.verdict == Verdict::Accept as i32 { "accept" } else { "reject" };
+    record_outcome(verdict, None);
+    metrics::counter!(VERDICTS, "realm" => realm.name.clone(), "verdict" => verdict).increment(1);
 }
 
 /// The caller's deadline from the `grpc-timeout` header (gRPC over HTTP/2: 1–8 digits
@@ -161,6 +177,7 @@ struct VerifyJob {
 
 /// A refusal of the CPU budget: retryable, unlike a reject; the attempt is not counted.
 fn budget_refused(refusal: Refusal) -> Status {
+    record_outcome("refused", Some(refusal.as_str()));
     Status::resource_exhausted(format!(
         "CPU budget refused the comparison ({refusal}); retry later"
     ))
@@ -192,7 +209,7 @@ impl VerifyJob {
             .record_attempt(bucket, attempt_id.as_ref(), &realm.policy)
             .await
             .map_err(store_unavailable)?;
-        note_lockout(&realm, bucket, &counted);
+        note_attempt(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
         // A replayed attempt_id is rejected without a comparison: comparing again would be
         // a guess its first call's count does not cover (and after a lockout, a guess
         // behind a closed door), and refunding it would give back a count that paid for
@@ -200,7 +217,8 @@ impl VerifyJob {
         if !counted.allowed || counted.replays > 0 {
             return Ok(reject());
         }
-        let compared = ticket.run(deadline, move || comparison.run(&password)).await;
+        let rpc = tracing::Span::current();
+        let compared = ticket.run(deadline, move || comparison.run(&password, &rpc)).await;
         match compared {
             Err(refusal) => {
                 store
@@ -234,29 +252,59 @@ impl Governor for GovernorService {
         &self,
         request: Request<AdmitRequest>,
     ) -> Result<Response<AdmitResponse>, Status> {
-        let (realm, key) = self.account_key(request.get_ref().account.as_ref())?;
-        let open = self.store.is_open(&key, &realm.policy).await.map_err(store_unavailable)?;
-        Ok(Response::new(AdmitResponse { decision: decision(open) }))
+        let result = async {
+            let (realm, key) = self.account_key(request.get_ref().account.as_ref())?;
+            let open = self.store.is_open(&key, &realm.policy).await.map_err(store_unavailable)?;
+            Ok(Response::new(AdmitResponse { decision: decision(open) }))
+        }
+        .await;
+        record_status(&result);
+        result
     }
 
     async fn record_attempt(
         &self,
         request: Request<RecordAttemptRequest>,
     ) -> Result<Response<RecordAttemptResponse>, Status> {
-        let req = request.get_ref();
-        let (realm, key) = self.account_key(req.account.as_ref())?;
-        let attempt_id = AttemptId::parse(&req.attempt_id).map_err(Status::invalid_argument)?;
-        let counted = self
-            .store
-            .record_attempt(&key, attempt_id.as_ref(), &realm.policy)
-            .await
-            .map_err(store_unavailable)?;
-        note_lockout(realm, &key, &counted);
-        let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
-        Ok(Response::new(RecordAttemptResponse { decision: decision(allowed) }))
+        let result = async {
+            let req = request.get_ref();
+            let (realm, key) = self.account_key(req.account.as_ref())?;
+            let attempt_id = AttemptId::parse(&req.attempt_id).map_err(Status::invalid_argument)?;
+            let counted = self
+                .store
+                .record_attempt(&key, attempt_id.as_ref(), &realm.policy)
+                .await
+                .map_err(store_unavailable)?;
+            let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
+            note_attempt(realm, &key, &counted, allowed);
+            Ok(Response::new(RecordAttemptResponse { decision: decision(allowed) }))
+        }
+        .await;
+        record_status(&result);
+        result
     }
 
     async fn verify(
+        &self,
+        request: Request<VerifyRequest>,
+    ) -> Result<Response<VerifyResponse>, Status> {
+        let result = self.verify_call(request).await;
+        record_status(&result);
+        result
+    }
+
+    async fn clear_attempts(
+        &self,
+        request: Request<ClearAttemptsRequest>,
+    ) -> Result<Response<ClearAttemptsResponse>, Status> {
+        let result = self.clear_call(request).await;
+        record_status(&result);
+        result
+    }
+}
+
+impl GovernorService {
+    async fn verify_call(
         &self,
         request: Request<VerifyRequest>,
     ) -> Result<Response<VerifyResponse>, Status> {
@@ -286,7 +334,7 @@ impl Governor for GovernorService {
         // Checked before counting, so a malformed hash leaves no count to refund.
         let comparison = self.verifier.prepare(realm, &req.stored_hash).map_err(|e| {
             tracing::warn!(realm = %realm.name, problem = %e, "a gateway sent an unusable stored hash");
-            metrics::counter!("portcullis_verify_bad_hashes_total").increment(1);
+            metrics::counter!(BAD_HASHES).increment(1);
             Status::invalid_argument(e.to_string())
         })?;
         // An HMAC, the same work for every token and account: it tells nothing by time.
@@ -295,8 +343,7 @@ impl Governor for GovernorService {
             .check(&req.device_token, &realm.name, &key, realm.device_token_ttl, SystemTime::now())
             .map(|known| known.bucket);
         let lane = if device.is_some() {
-            metrics::counter!("portcullis_verify_trusted_total", "realm" => realm.name.clone())
-                .increment(1);
+            metrics::counter!(TRUSTED_CALLS, "realm" => realm.name.clone()).increment(1);
             Lane::Trusted
         } else {
             Lane::Untrusted
@@ -317,13 +364,16 @@ impl Governor for GovernorService {
             comparison,
             deadline,
         };
-        let answer = tokio::spawn(job.run())
+        // The job runs in the RPC span, so its store, admission and comparison spans are
+        // the RPC's children.
+        let answer = tokio::spawn(job.run().in_current_span())
             .await
             .map_err(|_| Status::internal("the verification did not complete"))??;
+        note_verdict(realm, &answer);
         Ok(Response::new(answer))
     }
 
-    async fn clear_attempts(
+    async fn clear_call(
         &self,
         request: Request<ClearAttemptsRequest>,
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
@@ -338,6 +388,7 @@ impl Governor for GovernorService {
             }
         }
         self.store.clear(&key).await.map_err(store_unavailable)?;
+        record_outcome("cleared", None);
         Ok(Response::new(ClearAttemptsResponse {}))
     }
 }

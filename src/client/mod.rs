@@ -21,6 +21,11 @@
 //!   opens when no endpoint is healthy, denies without a network call, and half-opens
 //!   with one probe call when a back-off runs out.
 //!
+//! Each call is a client span (`portcullis.v1.Governor/<Method>`) whose W3C trace
+//! context is injected into every try's gRPC metadata, so the daemon's spans join the
+//! caller's trace; retries, ejections and the breaker's state are recorded through the
+//! `metrics` facade of the gateway's process (`docs/observability.md`).
+//!
 //! `docs/client.md` has the table of every outcome.
 
 mod pool;
@@ -34,12 +39,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
+use tracing::Instrument;
 
 pub use crate::normalize::{Normalization, NormalizedIdentifier, normalize};
 use crate::pb::governor_client::GovernorClient;
 use crate::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, Verdict, VerifyRequest,
 };
+use crate::telemetry::metrics::{CLIENT_BREAKER_DENIALS, CLIENT_BREAKER_OPEN, CLIENT_RETRIES};
 use pool::{HealthPolicy, Pick, Pool, RetryBudget};
 
 /// The answer's decision. Every failure is `Deny`.
@@ -303,9 +310,10 @@ impl Client {
         let account = account(realm, identifier);
         let route = route_key(realm, identifier);
         let answer = self
-            .call(&route, |mut c, timeout| {
+            .call("Admit", &route, |mut c, timeout| {
                 let mut req = tonic::Request::new(AdmitRequest { account: account.clone() });
                 req.set_timeout(timeout);
+                crate::telemetry::traces::inject(req.metadata_mut());
                 async move { c.admit(req).await.map(|r| r.into_inner().decision) }
             })
             .await;
@@ -325,9 +333,10 @@ impl Client {
             attempt_id: attempt_id.map_or_else(new_attempt_id, str::to_owned),
         };
         let answer = self
-            .call(&route_key(realm, identifier), |mut c, timeout| {
+            .call("RecordAttempt", &route_key(realm, identifier), |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
                 req.set_timeout(timeout);
+                crate::telemetry::traces::inject(req.metadata_mut());
                 async move { c.record_attempt(req).await.map(|r| r.into_inner().decision) }
             })
             .await;
@@ -347,9 +356,10 @@ impl Client {
             device_token: login.device_token.unwrap_or_default().to_owned(),
         };
         let answer = self
-            .call(login.client_key, |mut c, timeout| {
+            .call("Verify", login.client_key, |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
                 req.set_timeout(timeout);
+                crate::telemetry::traces::inject(req.metadata_mut());
                 async move { c.verify(req).await.map(|r| r.into_inner()) }
             })
             .await;
@@ -377,9 +387,10 @@ impl Client {
         let req =
             ClearAttemptsRequest { account: account(realm, identifier), reason: reason as i32 };
         let answer = self
-            .call(&route_key(realm, identifier), |mut c, timeout| {
+            .call("ClearAttempts", &route_key(realm, identifier), |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
                 req.set_timeout(timeout);
+                crate::telemetry::traces::inject(req.metadata_mut());
                 async move { c.clear_attempts(req).await.map(drop) }
             })
             .await;
@@ -408,10 +419,42 @@ impl Client {
         }
     }
 
-    /// One logical call: tries endpoints in rendezvous order for `route`, retrying
-    /// transport failures only, within the budget. `call_timeout` bounds the whole call,
-    /// retries included; each try sends the time left as its `grpc-timeout`.
-    async fn call<T, F, Fut>(&self, route: &str, op: F) -> Result<T, Failure>
+    /// One logical call of `method`: a client span (the parent of the daemon's, through
+    /// the W3C context each try injects), then [`Self::try_endpoints`]. Keeps the
+    /// breaker gauge current.
+    async fn call<T, F, Fut>(&self, method: &'static str, route: &str, op: F) -> Result<T, Failure>
+    where
+        F: Fn(GovernorClient<Channel>, Duration) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
+        let name = match method {
+            "Admit" => "portcullis.v1.Governor/Admit",
+            "RecordAttempt" => "portcullis.v1.Governor/RecordAttempt",
+            "Verify" => "portcullis.v1.Governor/Verify",
+            _ => "portcullis.v1.Governor/ClearAttempts",
+        };
+        let span = tracing::info_span!(
+            "portcullis_client",
+            otel.name = name,
+            otel.kind = "client",
+            rpc.system = "grpc",
+            rpc.service = "portcullis.v1.Governor",
+            rpc.method = method,
+            retries = tracing::field::Empty,
+        );
+        let result = self.try_endpoints(route, op).instrument(span).await;
+        metrics::gauge!(CLIENT_BREAKER_OPEN).set(if self.inner.pool.breaker_open() {
+            1.0
+        } else {
+            0.0
+        });
+        result
+    }
+
+    /// Tries endpoints in rendezvous order for `route`, retrying transport failures
+    /// only, within the budget. `call_timeout` bounds the whole call, retries included;
+    /// each try sends the time left as its `grpc-timeout`.
+    async fn try_endpoints<T, F, Fut>(&self, route: &str, op: F) -> Result<T, Failure>
     where
         F: Fn(GovernorClient<Channel>, Duration) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
@@ -425,6 +468,7 @@ impl Client {
             let Some(pick) = inner.pool.pick(route, &tried) else {
                 if tried.is_empty() {
                     inner.breaker_denials.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!(CLIENT_BREAKER_DENIALS).increment(1);
                     return Err(Failure::BreakerOpen);
                 }
                 return Err(Failure::Transport);
@@ -457,6 +501,8 @@ impl Client {
                         return Err(failure);
                     }
                     inner.retries.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!(CLIENT_RETRIES).increment(1);
+                    tracing::Span::current().record("retries", tried.len() - 1);
                 }
             }
         }

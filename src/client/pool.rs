@@ -153,13 +153,24 @@ impl Pool {
                 Health::Healthy { failures: failures + 1 }
             }
             Health::Healthy { .. } => {
+                self.ejected(pick);
                 Health::Ejected { until: now + p.eject_for, backoff: p.eject_for }
             }
             Health::Probing { backoff, .. } | Health::Ejected { backoff, .. } => {
+                if matches!(*h, Health::Probing { .. }) {
+                    self.ejected(pick);
+                }
                 let backoff = (backoff * 2).min(p.eject_max);
                 Health::Ejected { until: now + backoff, backoff }
             }
         };
+    }
+
+    /// Counts an ejection (a healthy or probing endpoint taken out), by configured URL.
+    fn ejected(&self, pick: Pick) {
+        let endpoint = self.endpoints[pick.index].url.clone();
+        metrics::counter!(crate::telemetry::metrics::CLIENT_EJECTIONS, "endpoint" => endpoint)
+            .increment(1);
     }
 
     /// Whether each endpoint is healthy now (in configuration order).

@@ -3,6 +3,7 @@
 //! clock.
 
 pub mod embedded;
+pub mod instrumented;
 pub mod keys;
 pub mod redis;
 
@@ -74,4 +75,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Health: the store answers.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Readiness (`/readyz`, `grpc.health.v1`): the store answers and can run every
+    /// operation (on Redis: its scripts are loaded). Default: [`Store::ping`]; a backend
+    /// with more to check overrides it.
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.ping().await
+    }
 }

@@ -29,6 +29,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
+
+use crate::telemetry::episodes::{DEFAULT_QUIET, RefusalEpisodes};
+use crate::telemetry::metrics::{REFUSALS, RUNNING, TRUSTED_REFUSALS, WAITING};
 
 /// The governor's settings, validated by [`crate::config`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,16 +110,13 @@ pub struct GovernorStats {
     pub refused: [u64; 3],
 }
 
-/// How often refusals are logged at most (with their counts since the last line).
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
-
 /// The CPU governor. Cheap to share behind an `Arc`.
 pub struct CpuGovernor {
     settings: GovernorSettings,
     global: Arc<Semaphore>,
     /// Per-client semaphores, present only while a client holds or awaits a slot, so the
     /// table is bounded by `max_concurrent + max_waiters`.
-    clients: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    clients: ClientTable,
     /// The dedicated hashing threads.
     pool: rayon::ThreadPool,
     /// Untrusted calls holding a place in the bounded queue (reserved, not yet hashing).
@@ -129,8 +130,8 @@ pub struct CpuGovernor {
     peak_running: Arc<AtomicUsize>,
     comparisons: Arc<AtomicU64>,
     refused: [AtomicU64; 3],
-    /// Refusals not yet logged, and when the last line was written.
-    refusal_log: Mutex<([u64; 3], Option<Instant>)>,
+    /// Where refusals are logged: a few lines an episode, never one a refusal.
+    episodes: Arc<RefusalEpisodes>,
 }
 
 impl CpuGovernor {
@@ -139,6 +140,20 @@ impl CpuGovernor {
     /// # Errors
     /// When the operating system refuses the threads.
     pub fn new(settings: GovernorSettings) -> Result<Self, rayon::ThreadPoolBuildError> {
+        Self::with_episodes(settings, RefusalEpisodes::new(DEFAULT_QUIET))
+    }
+
+    /// As [`Self::new`], reporting refusals to `episodes`.
+    ///
+    /// # Errors
+    /// When the operating system refuses the threads.
+    pub fn with_episodes(
+        settings: GovernorSettings,
+        episodes: Arc<RefusalEpisodes>,
+    ) -> Result<Self, rayon::ThreadPoolBuildError> {
+        // Exported from the start, so dashboards see 0 rather than nothing.
+        metrics::gauge!(RUNNING).set(0.0);
+        metrics::gauge!(WAITING).set(0.0);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(settings.max_concurrent)
             .thread_name(|i| format!("portcullis-hash-{i}"))
@@ -155,8 +170,13 @@ impl CpuGovernor {
             peak_running: Arc::default(),
             comparisons: Arc::default(),
             refused: Default::default(),
-            refusal_log: Mutex::new(([0; 3], None)),
+            episodes,
         })
+    }
+
+    /// The refusal episodes this governor reports to (the store's failures join them).
+    pub fn episodes(&self) -> &Arc<RefusalEpisodes> {
+        &self.episodes
     }
 
     /// The settings in force.
@@ -232,10 +252,10 @@ impl CpuGovernor {
             let _slot = slot;
             let now = running.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
-            metrics::gauge!("portcullis_verify_running").set(now as f64);
+            metrics::gauge!(RUNNING).set(now as f64);
             let result = std::panic::catch_unwind(AssertUnwindSafe(work)).map_err(|_| Aborted);
             let now = running.fetch_sub(1, Ordering::SeqCst) - 1;
-            metrics::gauge!("portcullis_verify_running").set(now as f64);
+            metrics::gauge!(RUNNING).set(now as f64);
             let _ = tx.send(result);
         });
         rx
@@ -278,25 +298,11 @@ impl CpuGovernor {
         // QueueFull, WaitTimeout, Deadline: 0, 1, 2, the order of `GovernorStats::refused`.
         let i = reason as usize;
         self.refused[i].fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("portcullis_verify_refusals_total", "reason" => reason.as_str())
-            .increment(1);
+        metrics::counter!(REFUSALS, "reason" => reason.as_str()).increment(1);
         if lane == Lane::Trusted {
-            metrics::counter!("portcullis_verify_trusted_refusals_total", "reason" => reason.as_str())
-                .increment(1);
+            metrics::counter!(TRUSTED_REFUSALS, "reason" => reason.as_str()).increment(1);
         }
-        let mut log = self.refusal_log.lock().unwrap_or_else(|e| e.into_inner());
-        log.0[i] += 1;
-        let due = log.1.is_none_or(|last| last.elapsed() >= REFUSAL_LOG_INTERVAL);
-        if due {
-            let [queue_full, wait_timeout, deadline] = log.0;
-            tracing::warn!(
-                queue_full,
-                wait_timeout,
-                deadline,
-                "CPU budget refused verify calls since the last report"
-            );
-            *log = ([0; 3], Some(Instant::now()));
-        }
+        self.episodes.refused(reason.as_str());
     }
 
     /// The current state.
@@ -323,18 +329,28 @@ struct Slot {
     _client: ClientSlot,
 }
 
+/// Client keys holding or waiting for a slot: each one's semaphore and how many
+/// [`ClientSlot`]s refer to it. The holder count is kept under the lock rather than read
+/// from the `Arc`'s strong count, which permits also raise and which concurrent drops
+/// lower only after their `Drop` ran (two last holders could each see the other and both
+/// leave the entry behind).
+type ClientTable = Arc<Mutex<HashMap<String, (Arc<Semaphore>, usize)>>>;
+
 /// A reference to one client key's semaphore; the last one out removes the table entry.
 struct ClientSlot {
-    table: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    table: ClientTable,
     key: String,
     semaphore: Arc<Semaphore>,
 }
 
 impl ClientSlot {
-    fn new(table: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>, key: &str, slots: usize) -> Self {
+    fn new(table: ClientTable, key: &str, slots: usize) -> Self {
         let semaphore = {
             let mut t = table.lock().unwrap_or_else(|e| e.into_inner());
-            t.entry(key.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(slots))).clone()
+            let entry =
+                t.entry(key.to_owned()).or_insert_with(|| (Arc::new(Semaphore::new(slots)), 0));
+            entry.1 += 1;
+            entry.0.clone()
         };
         Self { table, key: key.to_owned(), semaphore }
     }
@@ -343,9 +359,11 @@ impl ClientSlot {
 impl Drop for ClientSlot {
     fn drop(&mut self) {
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        // Clones are only made under this lock: 2 means the table's and ours.
-        if Arc::strong_count(&self.semaphore) == 2 {
-            t.remove(&self.key);
+        if let Some(entry) = t.get_mut(&self.key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                t.remove(&self.key);
+            }
         }
     }
 }
@@ -377,15 +395,28 @@ impl Ticket {
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<Result<T, Aborted>, Refusal> {
         let Ticket { governor, state } = self;
+        // The wait for CPU admission, as its own span (zero-length when a slot was free).
+        let admission = tracing::info_span!(
+            "cpu_admission",
+            otel.name = "cpu_admission",
+            queued = matches!(state, TicketState::Queued { .. }),
+            outcome = tracing::field::Empty,
+        );
         let slot = match state {
             TicketState::Admitted(slot) => slot,
             TicketState::Queued { client, own, lane, _place } => {
                 // The queue place is held until the wait ends, then given back.
-                let waited = governor.wait(client, own, deadline, lane).await;
+                let waited =
+                    governor.wait(client, own, deadline, lane).instrument(admission.clone()).await;
                 drop(_place);
-                waited.inspect_err(|r| governor.record_refusal(*r, lane))?
+                waited.inspect_err(|r| {
+                    admission.record("outcome", r.as_str());
+                    governor.record_refusal(*r, lane);
+                })?
             }
         };
+        admission.record("outcome", "admitted");
+        drop(admission);
         Ok(governor.spawn(slot, work).await.unwrap_or(Err(Aborted)))
     }
 }
@@ -400,12 +431,14 @@ impl Queued {
             waiting.fetch_sub(1, Ordering::SeqCst);
             return Err(Refusal::QueueFull);
         }
+        metrics::gauge!(WAITING).set((before + 1) as f64);
         Ok(Self(waiting))
     }
 }
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let now = self.0.fetch_sub(1, Ordering::SeqCst) - 1;
+        metrics::gauge!(WAITING).set(now as f64);
     }
 }

@@ -119,9 +119,46 @@ impl Verifier {
 }
 
 impl Comparison {
-    /// Compares `password`: the slow part, for the governor's pool.
-    pub fn run(self, password: &[u8]) -> Outcome {
+    /// Compares `password`: the slow part, for the governor's pool. Runs in a
+    /// `password_comparison` span, child of `parent` (the pool thread has no span of its
+    /// own), naming the algorithm and its cost only, and records
+    /// `portcullis_verify_comparison_seconds`.
+    pub fn run(self, password: &[u8], parent: &tracing::Span) -> Outcome {
+        let params = self.hash.params();
+        let algorithm = algorithm_label(&params);
+        let span = match params {
+            HashParams::Bcrypt { cost } => tracing::info_span!(
+                parent: parent,
+                "password_comparison",
+                otel.name = "password_comparison",
+                hash.algorithm = algorithm,
+                hash.cost = cost,
+            ),
+            HashParams::Argon2 { memory_kib, iterations, parallelism, .. } => tracing::info_span!(
+                parent: parent,
+                "password_comparison",
+                otel.name = "password_comparison",
+                hash.algorithm = algorithm,
+                hash.memory_kib = memory_kib,
+                hash.iterations = iterations,
+                hash.parallelism = parallelism,
+            ),
+        };
+        let _entered = span.enter();
+        let started = std::time::Instant::now();
         let matched = self.hash.matches(password) && self.known;
-        Outcome { matched, needs_rehash: matched && self.hash.params().below(&self.target) }
+        metrics::histogram!(crate::telemetry::metrics::COMPARISON_SECONDS, "algorithm" => algorithm)
+            .record(started.elapsed().as_secs_f64());
+        Outcome { matched, needs_rehash: matched && params.below(&self.target) }
+    }
+}
+
+/// The algorithm's name as a metric label and span attribute.
+fn algorithm_label(params: &HashParams) -> &'static str {
+    match params {
+        HashParams::Bcrypt { .. } => "bcrypt",
+        HashParams::Argon2 { algorithm: hash::Algorithm::Argon2i, .. } => "argon2i",
+        HashParams::Argon2 { algorithm: hash::Algorithm::Argon2d, .. } => "argon2d",
+        HashParams::Argon2 { .. } => "argon2id",
     }
 }

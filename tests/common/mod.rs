@@ -40,6 +40,24 @@ normalization = "ascii_lowercase"
 hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
 "#;
 
+/// Top-level settings of every test daemon: no shutdown delay (tests stop daemons
+/// often; `tests/health.rs` sets its own) and no admin listener (the default port would
+/// be shared by parallel tests; `tests/metrics.rs` and `tests/health.rs` ask for
+/// `127.0.0.1:0` with [`with_admin`]).
+pub const TEST_TOP_LEVEL: &str = "shutdown_delay = \"0s\"\n[telemetry]\nadmin_listen = \"\"\n";
+
+/// `config` with the admin listener on a free port (read it with
+/// [`DaemonProcess::admin_addr`]) and `shutdown_delay` set.
+pub fn with_admin(config: &str, shutdown_delay: &str) -> String {
+    config.replacen(
+        TEST_TOP_LEVEL,
+        &format!(
+            "shutdown_delay = \"{shutdown_delay}\"\n[telemetry]\nadmin_listen = \"127.0.0.1:0\"\n"
+        ),
+        1,
+    )
+}
+
 /// A `redis-server` child on a free loopback port, in its own temporary directory.
 pub struct RedisServer {
     child: Option<Child>,
@@ -193,7 +211,7 @@ pub fn embedded_settings(data_dir: &Path) -> Settings {
 /// The TOML the tests' daemons run with.
 pub fn config_toml(redis_url: &str, extra: &str) -> String {
     format!(
-        "listen = \"127.0.0.1:0\"\n[store]\nredis_url = \"{redis_url}\"\noperation_timeout = \"300ms\"\n{extra}\n{REALMS_TOML}"
+        "listen = \"127.0.0.1:0\"\n{TEST_TOP_LEVEL}[store]\nredis_url = \"{redis_url}\"\noperation_timeout = \"300ms\"\n{extra}\n{REALMS_TOML}"
     )
 }
 
@@ -384,6 +402,46 @@ pub fn assert_store_clean(conn: &mut redis::Connection, secrets: &[&str]) {
     }
 }
 
+/// `GET http://{addr}{path}` over a fresh connection: status code and body. A plain
+/// HTTP/1.1 client in a few lines, so the tests need no HTTP client crate.
+pub async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut response))
+        .await
+        .map_err(|_| std::io::Error::other("admin listener did not answer in 5 s"))??;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {text:?}")))?;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    // axum answers small bodies with Content-Length, larger ones chunked.
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Ok((status, body))
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
 pub fn dbsize(conn: &mut redis::Connection) -> u64 {
     redis::cmd("DBSIZE").query(conn).unwrap()
 }
@@ -394,6 +452,8 @@ pub struct DaemonProcess {
     pub addr: SocketAddr,
     /// Everything the daemon wrote to stderr (its logs).
     pub logs: Arc<Mutex<String>>,
+    /// The admin listener's address, from its log line.
+    admin: Arc<Mutex<Option<SocketAddr>>>,
     _config: tempfile::TempDir,
 }
 
@@ -407,6 +467,16 @@ impl DaemonProcess {
     /// As [`Self::spawn`]; `secret: None` leaves `PORTCULLIS_KEY_SECRET` unset (the
     /// embedded store then uses its data directory's own).
     pub fn spawn_with_secret(config: &str, secret: Option<&str>) -> Self {
+        Self::spawn_with(config, secret, &[])
+    }
+
+    /// As [`Self::spawn`], with `env` added to the daemon's environment (and every
+    /// inherited `OTEL_*` variable removed, so only a test's own apply).
+    pub fn spawn_with_env(config: &str, env: &[(&str, &str)]) -> Self {
+        Self::spawn_with(config, Some(SECRET), env)
+    }
+
+    fn spawn_with(config: &str, secret: Option<&str>, env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("portcullis.toml");
         std::fs::write(&path, config).unwrap();
@@ -415,6 +485,12 @@ impl DaemonProcess {
             Some(secret) => command.env("PORTCULLIS_KEY_SECRET", secret),
             None => command.env_remove("PORTCULLIS_KEY_SECRET"),
         };
+        for (name, _) in std::env::vars() {
+            if name.starts_with("OTEL_") {
+                command.env_remove(name);
+            }
+        }
+        command.envs(env.iter().copied());
         let mut child = command
             .arg("serve")
             .arg("--config")
@@ -429,10 +505,22 @@ impl DaemonProcess {
         let (tx, rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         let sink = logs.clone();
+        let admin = Arc::new(Mutex::new(None));
+        let admin_sink = admin.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(addr.trim().to_owned());
+                // The address ends the text line, or the JSON line's message string.
+                let addr_after = |marker: &str| {
+                    line.split(marker)
+                        .nth(1)
+                        .and_then(|a| a.split(['"', ' ']).next())
+                        .map(str::to_owned)
+                };
+                if let Some(addr) = addr_after("listening on ") {
+                    let _ = tx.send(addr);
+                }
+                if let Some(addr) = addr_after("admin HTTP (metrics, health) at ") {
+                    *admin_sink.lock().unwrap() = addr.parse().ok();
                 }
                 let mut logs = sink.lock().unwrap();
                 logs.push_str(&line);
@@ -446,7 +534,37 @@ impl DaemonProcess {
                 panic!("daemon did not start; logs:\n{}", logs.lock().unwrap());
             }
         };
-        Self { child, addr, logs, _config: dir }
+        Self { child, addr, logs, admin, _config: dir }
+    }
+
+    /// The admin listener's address (the daemon must have been started with
+    /// [`with_admin`]); waits up to 10 s for its log line.
+    pub fn admin_addr(&self) -> SocketAddr {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(addr) = *self.admin.lock().unwrap() {
+                return addr;
+            }
+            assert!(Instant::now() < deadline, "no admin listener; logs:\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The process id (to send signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `limit` for the process to exit; its status, or `None`.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
     }
 
     pub async fn client(&self) -> Client {
@@ -481,7 +599,7 @@ impl DaemonProcess {
 /// The TOML of a daemon on the embedded store in `data_dir`.
 pub fn embedded_config_toml(data_dir: &Path, extra: &str) -> String {
     format!(
-        "listen = \"127.0.0.1:0\"\n[store]\ndata_dir = {:?}\noperation_timeout = \"2s\"\n{extra}\n{REALMS_TOML}",
+        "listen = \"127.0.0.1:0\"\n{TEST_TOP_LEVEL}[store]\ndata_dir = {:?}\noperation_timeout = \"2s\"\n{extra}\n{REALMS_TOML}",
         data_dir.display().to_string()
     )
 }

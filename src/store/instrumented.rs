@@ -1,0 +1,120 @@
+//! The store as operators see it (DESIGN.md, "Telemetry"): a [`Store`] that wraps any
+//! other and gives each operation a client span (`db.system`, `db.operation` = the
+//! script's name, never a key), a latency histogram and an error counter by operation,
+//! and reports failures to the refusal episodes (one log line an outage, not one a
+//! call). Both backends are wrapped where the daemon builds its store, so neither
+//! carries telemetry code of its own.
+//!
+//! `ping` and `ready` (the health checks, once a second) are passed through without a
+//! span or a metric, so a health check never moves the operation counts.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::keys::{AccountKey, AttemptId};
+use super::{Counted, Store, StoreError};
+use crate::telemetry::episodes::RefusalEpisodes;
+use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
+use crate::throttle::Policy;
+
+/// A [`Store`] with spans, metrics and refusal episodes around another.
+pub struct InstrumentedStore {
+    inner: Arc<dyn Store>,
+    /// `db.system` of the spans: `redis` or `redb`.
+    system: &'static str,
+    episodes: Arc<RefusalEpisodes>,
+}
+
+impl InstrumentedStore {
+    /// Wraps `inner`, whose spans say `db.system = system`.
+    pub fn new(
+        inner: Arc<dyn Store>,
+        system: &'static str,
+        episodes: Arc<RefusalEpisodes>,
+    ) -> Self {
+        Self { inner, system, episodes }
+    }
+
+    /// Runs one operation (`operation` is the script's name) under its span and meters.
+    async fn operation<T>(
+        &self,
+        operation: &'static str,
+        work: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let span = tracing::info_span!(
+            "store",
+            otel.name = operation,
+            otel.kind = "client",
+            db.system = self.system,
+            db.operation = operation,
+            outcome = Empty,
+        );
+        let started = Instant::now();
+        let result = work.instrument(span.clone()).await;
+        ::metrics::histogram!(STORE_SECONDS, "operation" => operation)
+            .record(started.elapsed().as_secs_f64());
+        match &result {
+            Ok(_) => {
+                span.record("outcome", "ok");
+            }
+            Err(err) => {
+                span.record("outcome", "error");
+                ::metrics::counter!(STORE_ERRORS, "operation" => operation).increment(1);
+                if self.episodes.refused("store_unavailable") {
+                    // Once an episode: the cause names a setting or a connection, never
+                    // an identifier (keys are digests and are not in errors anyway).
+                    tracing::error!(
+                        operation,
+                        error = %err,
+                        cause = ?std::error::Error::source(err),
+                        "store operation failed"
+                    );
+                } else {
+                    tracing::debug!(operation, error = %err, "store operation failed");
+                }
+            }
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl Store for InstrumentedStore {
+    async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError> {
+        self.operation("admit", self.inner.is_open(key, policy)).await
+    }
+
+    async fn record_attempt(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        policy: &Policy,
+    ) -> Result<Counted, StoreError> {
+        self.operation("record_attempt", self.inner.record_attempt(key, attempt_id, policy)).await
+    }
+
+    async fn refund(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms)).await
+    }
+
+    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
+        self.operation("clear", self.inner.clear(key)).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.inner.ready().await
+    }
+}

@@ -1,0 +1,110 @@
+//! Metrics (DESIGN.md, "Telemetry"): the Prometheus recorder behind the `metrics`
+//! facade, and the name of every metric the daemon and `portcullis::client` record.
+//! `docs/observability.md` describes each one.
+//!
+//! Label values are bounded: realm names come from configuration, reasons, decisions,
+//! verdicts, operations and algorithms from fixed lists in the code, endpoints from
+//! the gateway's configuration. Nothing a caller sends becomes a label.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Counter: attempts counted, by `realm` and `decision` (`allow`, `deny`), from
+/// `RecordAttempt` and `Verify`.
+pub const ATTEMPTS: &str = "portcullis_attempts_total";
+/// Counter: lockouts started (an account key used up its window), by `realm`.
+pub const LOCKOUTS: &str = "portcullis_lockouts_total";
+/// Counter: `Verify` verdicts, by `realm` and `verdict` (`accept`, `reject`).
+pub const VERDICTS: &str = "portcullis_verify_verdicts_total";
+/// Counter: CPU-budget refusals, by `reason` (`queue_full`, `wait_timeout`, `deadline`).
+pub const REFUSALS: &str = "portcullis_verify_refusals_total";
+/// Counter: a known device's bucket closed (a device used up its window), by `realm`.
+pub const DEVICE_LOCKOUTS: &str = "portcullis_device_lockouts_total";
+/// Counter: `Verify` calls whose device token checked out (the trusted lane), by `realm`.
+pub const TRUSTED_CALLS: &str = "portcullis_verify_trusted_total";
+/// Counter: CPU-budget refusals in the trusted lane, by `reason`.
+pub const TRUSTED_REFUSALS: &str = "portcullis_verify_trusted_refusals_total";
+/// Counter: stored hashes a gateway sent that could not be used.
+pub const BAD_HASHES: &str = "portcullis_verify_bad_hashes_total";
+/// Gauge: comparisons running now.
+pub const RUNNING: &str = "portcullis_verify_running";
+/// Gauge: calls waiting for a CPU slot now.
+pub const WAITING: &str = "portcullis_verify_waiting";
+/// Histogram: seconds one comparison took on the hashing pool, by `algorithm`.
+pub const COMPARISON_SECONDS: &str = "portcullis_verify_comparison_seconds";
+/// Histogram: seconds one store operation took, by `operation`.
+pub const STORE_SECONDS: &str = "portcullis_store_operation_seconds";
+/// Counter: store operations that failed (each one a denied call), by `operation`.
+pub const STORE_ERRORS: &str = "portcullis_store_errors_total";
+/// Gauge: 1 while the daemon is ready (store answers, not draining), else 0.
+pub const READY: &str = "portcullis_ready";
+/// Gauge: 1 while a refusal episode is open, else 0.
+pub const EPISODE_OPEN: &str = "portcullis_refusal_episode_open";
+/// Counter: refusal episodes opened.
+pub const EPISODES: &str = "portcullis_refusal_episodes_total";
+/// Counter (client): tries repeated after a transport failure.
+pub const CLIENT_RETRIES: &str = "portcullis_client_retries_total";
+/// Counter (client): endpoint ejections by passive health, by `endpoint` (configured URL).
+pub const CLIENT_EJECTIONS: &str = "portcullis_client_ejections_total";
+/// Gauge (client): 1 while the circuit breaker is open (no endpoint may be tried).
+pub const CLIENT_BREAKER_OPEN: &str = "portcullis_client_breaker_open";
+/// Counter (client): calls denied by the open breaker without a network call.
+pub const CLIENT_BREAKER_DENIALS: &str = "portcullis_client_breaker_denials_total";
+
+/// Histogram buckets in seconds for comparisons: a cheap bcrypt (ms) to a hard argon2 (s).
+const COMPARISON_BUCKETS: [f64; 12] =
+    [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Histogram buckets in seconds for store operations: sub-millisecond to the timeout.
+const STORE_BUCKETS: [f64; 12] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process's Prometheus recorder (once; later calls return the same
+/// handle). `None` when another recorder was installed first (a library user's own).
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full(COMPARISON_SECONDS.into()),
+                    &COMPARISON_BUCKETS,
+                )
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(STORE_SECONDS.into()), &STORE_BUCKETS)
+                })
+                .ok()?
+                .build_recorder();
+            let handle = recorder.handle();
+            ::metrics::set_global_recorder(recorder).ok()?;
+            describe();
+            Some(handle)
+        })
+        .clone()
+}
+
+/// The handle [`install`] made, if it ran.
+pub fn handle() -> Option<PrometheusHandle> {
+    HANDLE.get().cloned().flatten()
+}
+
+fn describe() {
+    use ::metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(ATTEMPTS, "Attempts counted, by realm and decision");
+    describe_counter!(LOCKOUTS, "Lockouts started, by realm");
+    describe_counter!(VERDICTS, "Verify verdicts, by realm and verdict");
+    describe_counter!(REFUSALS, "CPU-budget refusals, by reason");
+    describe_counter!(DEVICE_LOCKOUTS, "Known devices' buckets closed, by realm");
+    describe_counter!(TRUSTED_CALLS, "Verify calls with a valid device token, by realm");
+    describe_counter!(TRUSTED_REFUSALS, "CPU-budget refusals in the trusted lane, by reason");
+    describe_counter!(BAD_HASHES, "Unusable stored hashes sent by gateways");
+    describe_gauge!(RUNNING, "Password comparisons running now");
+    describe_gauge!(WAITING, "Verify calls waiting for a CPU slot now");
+    describe_histogram!(COMPARISON_SECONDS, Unit::Seconds, "Comparison time, by algorithm");
+    describe_histogram!(STORE_SECONDS, Unit::Seconds, "Store operation time, by operation");
+    describe_counter!(STORE_ERRORS, "Failed store operations, by operation");
+    describe_gauge!(READY, "1 while ready (store answers, not draining)");
+    describe_gauge!(EPISODE_OPEN, "1 while a refusal episode is open");
+    describe_counter!(EPISODES, "Refusal episodes opened");
+}

@@ -1,0 +1,100 @@
+//! Telemetry (DESIGN.md, "Telemetry"): what operators see of the governor, and never
+//! whom it protects. No log line, metric label or span attribute carries an
+//! identifier, account key, password, hash or password fingerprint; the tests read the
+//! daemon's logs, its `/metrics` and its exported spans to hold that.
+//!
+//! - [`traces`]: OpenTelemetry spans through `tracing-opentelemetry`, exported over OTLP
+//!   gRPC when the standard `OTEL_*` variables name an endpoint; W3C trace context
+//!   carried in gRPC metadata.
+//! - [`metrics`]: the Prometheus recorder behind the `metrics` facade and every metric's
+//!   name and labels.
+//! - [`admin`]: the admin HTTP listener (`/metrics`, `/healthz`, `/readyz`) and the
+//!   readiness it reports.
+//! - [`episodes`]: refusal episodes, so a flood of refusals is a few log lines.
+//!
+//! Logs go to stderr, filtered by `RUST_LOG` (default `info`): human-readable by
+//! default, one JSON object a line with `--log-format json`.
+
+pub mod admin;
+pub mod episodes;
+pub mod metrics;
+pub mod traces;
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line an event (colours only on a terminal).
+    #[default]
+    Text,
+    /// One JSON object a line, with the fields and the enclosing spans' fields.
+    Json,
+}
+
+/// What [`init`] started; [`Telemetry::shutdown`] flushes it.
+#[must_use = "call shutdown() before exit, or buffered spans are lost"]
+pub struct Telemetry {
+    /// `None` when no `OTEL_*` endpoint is set or `OTEL_SDK_DISABLED=true`.
+    tracer_provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Whether spans are exported.
+    pub fn exporting(&self) -> bool {
+        self.tracer_provider.is_some()
+    }
+
+    /// Exports the spans still buffered and stops the exporter. Call once, after the
+    /// server stopped; it blocks on the export, so it runs off the async workers.
+    pub async fn shutdown(self) {
+        if let Some(provider) = self.tracer_provider {
+            let done = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+            if !matches!(done, Ok(Ok(()))) {
+                eprintln!("portcullis: spans could not all be exported at shutdown");
+            }
+        }
+    }
+}
+
+/// Installs the global subscriber (logs, and the span exporter when `OTEL_*` ask for
+/// one) and the Prometheus recorder. Call once, from `main`, inside the tokio runtime
+/// (the OTLP exporter's channel lives on it).
+pub fn init(format: LogFormat) -> Telemetry {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only on a terminal, never in a file or the journal.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let logs = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed(),
+    };
+    let (tracer_provider, spans) = match traces::provider_from_env() {
+        Ok(Some((provider, tracer))) => {
+            // Spans at info and above: the RPC, store, admission and comparison spans.
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+            (Some(provider), Some(layer))
+        }
+        Ok(None) => (None, None),
+        Err(e) => {
+            eprintln!("portcullis: traces are not exported: {e}");
+            (None, None)
+        }
+    };
+    tracing_subscriber::registry().with(logs).with(spans).init();
+    metrics::install();
+    Telemetry { tracer_provider }
+}

@@ -1,0 +1,251 @@
+//! Traces (DESIGN.md, "Telemetry"): OpenTelemetry spans through `tracing-opentelemetry`,
+//! exported over OTLP gRPC, configured only by the standard environment variables
+//! (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+//! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and
+//! `OTEL_TRACES_SAMPLER_ARG`, `OTEL_SDK_DISABLED`), which the SDK reads itself. Without
+//! an endpoint, or with `OTEL_SDK_DISABLED=true`, there is no exporter, no propagator and
+//! no span is sent anywhere.
+//!
+//! W3C trace context (`traceparent`, `tracestate`) travels in gRPC metadata: the server
+//! extracts it in [`rpc_span`], `portcullis::client` injects the caller's current span
+//! with [`inject`].
+//!
+//! Span attributes name the RPC, the realm, the outcome, the refusal reason, the store
+//! operation (script name) and the hash algorithm and cost; never an identifier, key,
+//! password or hash.
+
+use opentelemetry::propagation::{Extractor, Injector};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use tonic::codegen::http;
+use tonic::metadata::{KeyRef, MetadataKey, MetadataMap, MetadataValue};
+use tracing::Span;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// Service name on exported spans when neither `OTEL_SERVICE_NAME` nor a `service.name`
+/// in `OTEL_RESOURCE_ATTRIBUTES` gives one.
+pub const DEFAULT_SERVICE_NAME: &str = "portcullis";
+
+/// Why the exporter could not be built (the daemon then runs without it).
+pub type ExporterError = opentelemetry_otlp::ExporterBuildError;
+
+fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// Whether the `OTEL_*` environment asks for an exporter: an OTLP endpoint is set and
+/// `OTEL_SDK_DISABLED` is not `true`.
+pub fn enabled_by_env() -> bool {
+    enabled(|name| std::env::var(name).ok())
+}
+
+/// [`enabled_by_env`] over any variable lookup (for tests).
+fn enabled(var: impl Fn(&str) -> Option<String>) -> bool {
+    let set = |name: &str| var(name).is_some_and(|v| !v.trim().is_empty());
+    let disabled = var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+}
+
+/// The tracer provider the `OTEL_*` environment asks for, with a batch OTLP gRPC
+/// exporter, and its tracer; also installs the W3C trace-context propagator. `None`
+/// when [`enabled_by_env`] is false. Call inside a tokio runtime.
+///
+/// # Errors
+/// [`ExporterError`] when the exporter cannot be built (a malformed endpoint).
+pub fn provider_from_env() -> Result<Option<(SdkTracerProvider, SdkTracer)>, ExporterError> {
+    if !enabled_by_env() {
+        return Ok(None);
+    }
+    let exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic().build()?;
+    let named = env_set("OTEL_SERVICE_NAME")
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|a| a.contains("service.name="));
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if !named {
+        resource = resource.with_service_name(DEFAULT_SERVICE_NAME);
+    }
+    // The builder's default configuration reads OTEL_TRACES_SAMPLER(_ARG); the resource
+    // builder reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build())
+        .build();
+    let tracer = provider.tracer("portcullis");
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    Ok(Some((provider, tracer)))
+}
+
+/// Reads W3C trace context from incoming gRPC metadata.
+pub struct MetadataExtractor<'a>(pub &'a MetadataMap);
+
+impl Extractor for MetadataExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0
+            .keys()
+            .map(|k| match k {
+                KeyRef::Ascii(k) => k.as_str(),
+                KeyRef::Binary(k) => k.as_str(),
+            })
+            .collect()
+    }
+}
+
+/// Reads W3C trace context from HTTP/2 request headers (what gRPC metadata is on the
+/// wire), before tonic has made a [`MetadataMap`] of them.
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// Writes W3C trace context into outgoing gRPC metadata.
+pub struct MetadataInjector<'a>(pub &'a mut MetadataMap);
+
+impl Injector for MetadataInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(key), Ok(value)) =
+            (MetadataKey::from_bytes(key.as_bytes()), MetadataValue::try_from(value))
+        {
+            self.0.insert(key, value);
+        }
+    }
+}
+
+/// Injects the current span's context into `metadata` (`traceparent`, `tracestate`),
+/// through the global propagator: nothing when none was installed.
+pub fn inject(metadata: &mut MetadataMap) {
+    let context = Span::current().context();
+    opentelemetry::global::get_text_map_propagator(|p| {
+        p.inject_context(&context, &mut MetadataInjector(metadata));
+    });
+}
+
+/// The gRPC service whose calls get a span.
+const GOVERNOR: &str = "portcullis.v1.Governor";
+
+/// The methods of [`GOVERNOR`]: wire name and span name. A fixed table, so a caller's
+/// path never becomes a span name.
+const METHODS: [(&str, &str); 4] = [
+    ("Admit", "portcullis.v1.Governor/Admit"),
+    ("RecordAttempt", "portcullis.v1.Governor/RecordAttempt"),
+    ("Verify", "portcullis.v1.Governor/Verify"),
+    ("ClearAttempts", "portcullis.v1.Governor/ClearAttempts"),
+];
+
+/// The server span of one `portcullis.v1.Governor` call (for tonic's `trace_fn`), a
+/// child of the caller's context when the request carries one. Other services (health,
+/// reflection) get no span. Realm and outcome are recorded by the service as they become
+/// known ([`record_realm`], [`record_outcome`]).
+pub fn rpc_span(request: &http::Request<()>) -> Span {
+    let Some((method, name)) = request
+        .uri()
+        .path()
+        .strip_prefix("/portcullis.v1.Governor/")
+        .and_then(|m| METHODS.iter().find(|(wire, _)| *wire == m))
+    else {
+        return Span::none();
+    };
+    let span = tracing::info_span!(
+        "rpc",
+        otel.name = *name,
+        otel.kind = "server",
+        rpc.system = "grpc",
+        rpc.service = GOVERNOR,
+        rpc.method = *method,
+        rpc.grpc.status_code = Empty,
+        realm = Empty,
+        outcome = Empty,
+        refusal.reason = Empty,
+    );
+    if !span.is_disabled() {
+        let parent = opentelemetry::global::get_text_map_propagator(|p| {
+            p.extract(&HeaderExtractor(request.headers()))
+        });
+        let _ = span.set_parent(parent);
+    }
+    span
+}
+
+/// Records the realm (a configured name) on the current RPC span.
+pub fn record_realm(realm: &str) {
+    Span::current().record("realm", realm);
+}
+
+/// Records the outcome (`allow`, `deny`, `accept`, `reject`, `refused`,
+/// `unavailable`, `invalid_argument`, `internal`) on the current RPC span, and for a
+/// refusal its reason.
+pub fn record_outcome(outcome: &'static str, refusal_reason: Option<&'static str>) {
+    let span = Span::current();
+    span.record("outcome", outcome);
+    if let Some(reason) = refusal_reason {
+        span.record("refusal.reason", reason);
+    }
+}
+
+/// Records the gRPC status of a finished call on the current RPC span, and the outcome
+/// of an error that had none recorded (invalid input, an internal failure).
+pub fn record_status<T>(result: &Result<T, tonic::Status>) {
+    let span = Span::current();
+    let code = match result {
+        Ok(_) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    };
+    span.record("rpc.grpc.status_code", code as i64);
+    match code {
+        tonic::Code::InvalidArgument => record_outcome("invalid_argument", None),
+        tonic::Code::Internal => record_outcome("internal", None),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(vars: &[(&str, &str)]) -> bool {
+        enabled(|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned()))
+    }
+
+    #[test]
+    fn an_exporter_only_when_an_endpoint_is_set_and_the_sdk_is_not_disabled() {
+        assert!(!with(&[]), "no endpoint, no exporter");
+        assert!(!with(&[("OTEL_SERVICE_NAME", "x")]));
+        assert!(!with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "")]));
+        assert!(with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")]));
+        assert!(with(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:4317")]));
+        for disabled in ["true", "TRUE", " true "] {
+            assert!(!with(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+                ("OTEL_SDK_DISABLED", disabled),
+            ]));
+        }
+        assert!(with(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+            ("OTEL_SDK_DISABLED", "false"),
+        ]));
+    }
+
+    #[test]
+    fn only_governor_calls_get_a_span_named_from_a_fixed_table() {
+        let request = |path: &str| http::Request::builder().uri(path).body(()).unwrap();
+        // No subscriber in this test: spans are disabled, but `none()` is distinguishable
+        // by its missing metadata.
+        assert!(rpc_span(&request("/grpc.health.v1.Health/Check")).metadata().is_none());
+        assert!(
+            rpc_span(&request("/portcullis.v1.Governor/Secret@Example.com")).metadata().is_none()
+        );
+        assert!(rpc_span(&request("/portcullis.v1.Governor/Verify")).metadata().is_some());
+    }
+}
