@@ -393,6 +393,15 @@ impl DaemonProcess {
     /// As [`Self::spawn`]; `secret: None` leaves `PORTCULLIS_KEY_SECRET` unset (the
     /// embedded store then uses its data directory's own).
     pub fn spawn_with_secret(config: &str, secret: Option<&str>) -> Self {
+        Self::spawn_with(config, secret, "debug")
+    }
+
+    /// As [`Self::spawn`] at log level `info` (no per-call debug logs), for benches.
+    pub fn spawn_quiet(config: &str) -> Self {
+        Self::spawn_with(config, Some(SECRET), "info")
+    }
+
+    fn spawn_with(config: &str, secret: Option<&str>, log_level: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("portcullis.toml");
         std::fs::write(&path, config).unwrap();
@@ -405,7 +414,7 @@ impl DaemonProcess {
             .arg("serve")
             .arg("--config")
             .arg(&path)
-            .env("RUST_LOG", "debug")
+            .env("RUST_LOG", log_level)
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -451,6 +460,11 @@ impl DaemonProcess {
             assert!(Instant::now() < deadline, "daemon did not stop after SIGTERM");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn logs(&self) -> String {
