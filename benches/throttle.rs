@@ -7,7 +7,8 @@
 //!    redis-rs connection: what Redis itself costs.
 //! 2. `store`: the service's work without gRPC, in this process: realm lookup,
 //!    identifier normalization, the HMAC account key, and the daemon's `RedisStore`
-//!    (pool, deadline, script).
+//!    (pool, deadline, script). A second `store` row runs the same with
+//!    `store.wait_replicas = 1` against a master with one replica: the cost of `WAIT`.
 //! 3. `gRPC`: `RecordAttempt` through a daemon over loopback TCP, HTTP/2.
 //!
 //! All three run against one private `redis-server` (never the shared 6379). The
@@ -51,6 +52,7 @@ use portcullis::realm::Realms;
 use portcullis::store::Store;
 use portcullis::store::keys::{AccountKey, KeySecret};
 use portcullis::store::redis::RedisStore;
+use portcullis::store::redis::settings::RedisSettings;
 use redis::Script;
 use redis::aio::MultiplexedConnection;
 use tonic::transport::Channel;
@@ -77,6 +79,23 @@ const SCRIPT_ARGS: [u64; 6] = [5, 900_000, 3_600_000, 86_400_000, 1, 2];
 /// Row names of the three paths (see the top of this file).
 const SCRIPT_PATH: &str = "script: record_attempt.lua via redis-rs";
 const STORE_PATH: &str = "store: key + RedisStore, in process";
+const STORE_WAIT_PATH: &str = "store: key + RedisStore, wait_replicas = 1 (one replica)";
+/// `store.wait_timeout` of the WAIT row.
+const WAIT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Waits until `replica` reports its link to the master up.
+fn wait_for_sync(replica: &common::RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String =
+            redis::cmd("INFO").arg("replication").query(&mut replica.conn()).unwrap_or_default();
+        if info.contains("master_link_status:up") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the bench replica never synced");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 const GRPC_PATH: &str = "gRPC: RecordAttempt via the daemon";
 const EMBEDDED_PATH: &str = "gRPC: RecordAttempt via the daemon, embedded store";
 
@@ -546,15 +565,32 @@ fn main() -> ExitCode {
     let store_toml = std::env::var("PORTCULLIS_BENCH_STORE_TOML").unwrap_or_default();
     let tools_only = std::env::var("PORTCULLIS_BENCH_ROWS").is_ok_and(|v| v == "tools");
     let settings = common::settings(&redis.url(), &store_toml);
-    let StoreSettings::Redis { url, secret, operation_timeout, pool_size } = settings.store.clone()
-    else {
+    let StoreSettings::Redis(redis_settings) = settings.store.clone() else {
         panic!("the bench settings must select the Redis store");
     };
     let store = Arc::new(StoreContext {
-        store: RedisStore::new(&url, secret.clone(), operation_timeout, pool_size)
-            .expect("Redis store"),
+        store: RedisStore::open(&redis_settings).expect("Redis store"),
         realms: settings.realms.clone(),
-        secret,
+        secret: redis_settings.secret.clone(),
+    });
+    // The same store with `store.wait_replicas = 1`: each count waits for a replica's
+    // confirmation (WAIT pipelined behind the script), to measure what that costs.
+    let replica = common::RedisServer::start();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(redis.port)
+        .query(&mut replica.conn())
+        .expect("REPLICAOF");
+    wait_for_sync(&replica);
+    let waiting = Arc::new(StoreContext {
+        store: RedisStore::open(&RedisSettings {
+            wait_replicas: 1,
+            wait_timeout: WAIT_TIMEOUT,
+            ..redis_settings.clone()
+        })
+        .expect("Redis store"),
+        realms: settings.realms.clone(),
+        secret: redis_settings.secret.clone(),
     });
 
     // The daemon on its own runtime (default size: one worker per core), the load
@@ -595,6 +631,10 @@ fn main() -> ExitCode {
             eprintln!("store, {in_flight} in flight ...");
             let callers = (0..in_flight).map(|_| StoreCaller(store.clone())).collect();
             rows.push(run_cell(STORE_PATH, callers, &mut probe).await);
+
+            eprintln!("store with WAIT 1, {in_flight} in flight ...");
+            let callers = (0..in_flight).map(|_| StoreCaller(waiting.clone())).collect();
+            rows.push(run_cell(STORE_WAIT_PATH, callers, &mut probe).await);
 
             eprintln!("gRPC, {in_flight} in flight ...");
             let mut channels = Vec::new();
