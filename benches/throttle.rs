@@ -7,7 +7,8 @@
 //!    redis-rs connection: what Redis itself costs.
 //! 2. `store`: the service's work without gRPC, in this process: realm lookup,
 //!    identifier normalization, the HMAC account key, and the daemon's `RedisStore`
-//!    (pool, deadline, script).
+//!    (pool, deadline, script). A second `store` row runs the same with
+//!    `store.wait_replicas = 1` against a master with one replica: the cost of `WAIT`.
 //! 3. `gRPC`: `RecordAttempt` through a daemon over loopback TCP, HTTP/2.
 //!
 //! All three run against one private `redis-server` (never the shared 6379). The
@@ -18,11 +19,21 @@
 //! of each runtime from `/proc/self/task`, Redis from `INFO cpu`) and the Redis
 //! commands per call (`INFO commandstats`), which say where the daemon's overhead goes.
 //!
+//! Then outside load tools (`support/load_tools.rs`): `redis-benchmark` runs `EVALSHA` of
+//! the same script straight on Redis, and h2load drives the real `portcullis` binary
+//! (a separate process, on the same Redis) through `../shared/perf/run_h2load_grpc.sh`
+//! with one hot account, every call counted, at 64 and 16 calls in flight; the table
+//! prints each rate's ratio to the `EVALSHA` figure of the same run. The h2load rows are
+//! skipped with a message when h2load or the script is missing.
+//! `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
+//!
 //! `PORTCULLIS_BENCH_STORE_TOML`, if set, is added to the daemon's `[store]` table
 //! (for example `pool_size = 64`), to try store settings without editing anything.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/load_tools.rs"]
+mod load_tools;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -41,6 +52,7 @@ use portcullis::realm::Realms;
 use portcullis::store::Store;
 use portcullis::store::keys::{AccountKey, KeySecret};
 use portcullis::store::redis::RedisStore;
+use portcullis::store::redis::settings::RedisSettings;
 use redis::Script;
 use redis::aio::MultiplexedConnection;
 use tonic::transport::Channel;
@@ -67,6 +79,23 @@ const SCRIPT_ARGS: [u64; 6] = [5, 900_000, 3_600_000, 86_400_000, 1, 2];
 /// Row names of the three paths (see the top of this file).
 const SCRIPT_PATH: &str = "script: record_attempt.lua via redis-rs";
 const STORE_PATH: &str = "store: key + RedisStore, in process";
+const STORE_WAIT_PATH: &str = "store: key + RedisStore, wait_replicas = 1 (one replica)";
+/// `store.wait_timeout` of the WAIT row.
+const WAIT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Waits until `replica` reports its link to the master up.
+fn wait_for_sync(replica: &common::RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String =
+            redis::cmd("INFO").arg("replication").query(&mut replica.conn()).unwrap_or_default();
+        if info.contains("master_link_status:up") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the bench replica never synced");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 const GRPC_PATH: &str = "gRPC: RecordAttempt via the daemon";
 const EMBEDDED_PATH: &str = "gRPC: RecordAttempt via the daemon, embedded store";
 
@@ -387,19 +416,181 @@ async fn run_cell<C: Caller>(
     }
 }
 
+/// Calls per h2load run after its warm-up.
+const H2LOAD_REQUESTS: u64 = 100_000;
+/// Unmeasured h2load calls before each run.
+const H2LOAD_WARM_UP: u64 = 10_000;
+/// HTTP/2 connections × streams per connection of each h2load row.
+const H2LOAD_LOADS: [(usize, usize); 2] = [(4, 16), (4, 4)];
+/// `EVALSHA` calls of the redis-benchmark row, and its clients (as many as the calls
+/// in flight of the first h2load row).
+const EVALSHA_REQUESTS: u64 = 300_000;
+const EVALSHA_CLIENTS: usize = 64;
+
+/// The load-tool rows, and notes (skips, the tools' own lines).
+async fn tool_rows(
+    redis: &common::RedisServer,
+    store_toml: &str,
+    data_dir: &std::path::Path,
+) -> (Vec<load_tools::ToolRow>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let mut probe =
+        redis.client().get_multiplexed_async_connection().await.expect("redis connection");
+
+    // The raw script: loaded once, then EVALSHA on one hot key, as the daemon's calls are.
+    let script = Script::new(include_str!("../src/store/lua/record_attempt.lua"));
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(include_str!("../src/store/lua/record_attempt.lua"))
+        .query_async(&mut probe)
+        .await
+        .expect("SCRIPT LOAD");
+    assert_eq!(sha, script.get_hash());
+    eprintln!("redis-benchmark EVALSHA, {EVALSHA_CLIENTS} clients ...");
+    match load_tools::run_redis_benchmark(
+        redis.port,
+        &sha,
+        "portcullis:v1:{bench-hot}:record",
+        &SCRIPT_ARGS,
+        EVALSHA_CLIENTS,
+        EVALSHA_REQUESTS,
+    ) {
+        Ok((rate, p99_ms)) => rows.push(load_tools::ToolRow {
+            path: "redis-benchmark: EVALSHA record_attempt.lua".into(),
+            in_flight: EVALSHA_CLIENTS,
+            rate,
+            p99_ms,
+            cpu_percent: None,
+            commands: String::new(),
+        }),
+        Err(e) => notes.push(format!("EVALSHA row skipped: {e}")),
+    }
+
+    let script_path = match load_tools::h2load_script() {
+        Ok(path) => path,
+        Err(skip) => {
+            eprintln!("{skip}");
+            notes.push(skip);
+            return (rows, notes);
+        }
+    };
+    let body_dir = tempfile::tempdir().expect("tempdir");
+    let body = body_dir.path().join("record_attempt.bin");
+    load_tools::write_record_attempt_body(&body, "default", "hot@example.com");
+    let embedded_dir = data_dir.join("h2load");
+    let daemons = [
+        (
+            "h2load: RecordAttempt, daemon process, Redis",
+            common::config_toml(&redis.url(), store_toml),
+        ),
+        (
+            "h2load: RecordAttempt, daemon process, embedded store",
+            common::embedded_config_toml(&embedded_dir, ""),
+        ),
+    ];
+    for (label, config) in daemons {
+        let daemon = common::DaemonProcess::spawn_quiet(&config);
+        for (conns, streams) in H2LOAD_LOADS {
+            eprintln!("{label}, {conns}x{streams} in flight ...");
+            let _: redis::RedisResult<()> =
+                redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut probe).await;
+            let run = load_tools::run_h2load(
+                &script_path,
+                daemon.addr,
+                &body,
+                (conns, streams),
+                (H2LOAD_WARM_UP, H2LOAD_REQUESTS),
+                daemon.pid(),
+            );
+            let commands = redis_commands(&mut probe).await;
+            match run {
+                Ok(run) => {
+                    let per_call: Vec<String> = commands
+                        .iter()
+                        .filter(|(name, _)| {
+                            !SCRIPT_COMMANDS.contains(&name.as_str())
+                                && name != "info"
+                                && !name.starts_with("config")
+                        })
+                        .map(|(name, calls)| {
+                            format!("{name} {:.2}", *calls as f64 / run.requests as f64)
+                        })
+                        .collect();
+                    notes.push(run.line.clone());
+                    rows.push(load_tools::ToolRow {
+                        path: label.into(),
+                        in_flight: conns * streams,
+                        rate: run.rate,
+                        p99_ms: run.p99_ms,
+                        cpu_percent: run.cpu_percent,
+                        commands: per_call.join(", "),
+                    });
+                }
+                Err(e) => notes.push(format!("{label} {conns}x{streams}: {e}")),
+            }
+        }
+        drop(daemon);
+    }
+    (rows, notes)
+}
+
+fn print_tool_rows(rows: &[load_tools::ToolRow], notes: &[String]) {
+    let evalsha = rows.first().filter(|r| r.path.starts_with("redis-benchmark")).map(|r| r.rate);
+    println!(
+        "\n| load tool path | in flight | calls/s | × EVALSHA | p99 ms | daemon CPU (cores) | \
+         daemon CPU µs/call | Redis commands/call (besides the script's own) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    for row in rows {
+        let ratio = evalsha.map_or("".into(), |e| format!("{:.2}", row.rate / e));
+        let (cores, per_call) = match row.cpu_percent {
+            Some(cpu) => {
+                (format!("{:.2}", cpu / 100.0), format!("{:.1}", cpu / 100.0 * 1e6 / row.rate))
+            }
+            None => (String::new(), String::new()),
+        };
+        println!(
+            "| {} | {} | {:.0} | {} | {:.3} | {} | {} | {} |",
+            row.path, row.in_flight, row.rate, ratio, row.p99_ms, cores, per_call, row.commands
+        );
+    }
+    for note in notes {
+        println!("    {note}");
+    }
+}
+
 fn main() -> ExitCode {
     let redis = common::RedisServer::start();
     let store_toml = std::env::var("PORTCULLIS_BENCH_STORE_TOML").unwrap_or_default();
+    let tools_only = std::env::var("PORTCULLIS_BENCH_ROWS").is_ok_and(|v| v == "tools");
     let settings = common::settings(&redis.url(), &store_toml);
-    let StoreSettings::Redis { url, secret, operation_timeout, pool_size } = settings.store.clone()
-    else {
+    let StoreSettings::Redis(redis_settings) = settings.store.clone() else {
         panic!("the bench settings must select the Redis store");
     };
     let store = Arc::new(StoreContext {
-        store: RedisStore::new(&url, secret.clone(), operation_timeout, pool_size)
-            .expect("Redis store"),
+        store: RedisStore::open(&redis_settings).expect("Redis store"),
         realms: settings.realms.clone(),
-        secret,
+        secret: redis_settings.secret.clone(),
+    });
+    // The same store with `store.wait_replicas = 1`: each count waits for a replica's
+    // confirmation (WAIT pipelined behind the script), to measure what that costs.
+    let replica = common::RedisServer::start();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(redis.port)
+        .query(&mut replica.conn())
+        .expect("REPLICAOF");
+    wait_for_sync(&replica);
+    let waiting = Arc::new(StoreContext {
+        store: RedisStore::open(&RedisSettings {
+            wait_replicas: 1,
+            wait_timeout: WAIT_TIMEOUT,
+            ..redis_settings.clone()
+        })
+        .expect("Redis store"),
+        realms: settings.realms.clone(),
+        secret: redis_settings.secret.clone(),
     });
 
     // The daemon on its own runtime (default size: one worker per core), the load
@@ -429,7 +620,8 @@ fn main() -> ExitCode {
         let mut probe =
             redis.client().get_multiplexed_async_connection().await.expect("redis connection");
         let mut rows = Vec::new();
-        for in_flight in IN_FLIGHT {
+        let in_process = if tools_only { &[][..] } else { &IN_FLIGHT[..] };
+        for &in_flight in in_process {
             eprintln!("script, {in_flight} in flight ...");
             let callers = (0..in_flight)
                 .map(|_| ScriptCaller { script: script.clone(), conn: conn.clone() })
@@ -439,6 +631,10 @@ fn main() -> ExitCode {
             eprintln!("store, {in_flight} in flight ...");
             let callers = (0..in_flight).map(|_| StoreCaller(store.clone())).collect();
             rows.push(run_cell(STORE_PATH, callers, &mut probe).await);
+
+            eprintln!("store with WAIT 1, {in_flight} in flight ...");
+            let callers = (0..in_flight).map(|_| StoreCaller(waiting.clone())).collect();
+            rows.push(run_cell(STORE_WAIT_PATH, callers, &mut probe).await);
 
             eprintln!("gRPC, {in_flight} in flight ...");
             let mut channels = Vec::new();
@@ -463,6 +659,9 @@ fn main() -> ExitCode {
     // Every client is gone, so the daemons' graceful shutdown has nothing to wait for.
     daemon_rt.block_on(daemon.shutdown());
     daemon_rt.block_on(embedded.shutdown());
+    drop(daemon_rt);
+
+    let (tool_rows, tool_notes) = load_rt.block_on(tool_rows(&redis, &store_toml, data_dir.path()));
 
     println!("| path | in flight | calls/s | p50 ms | p99 ms |");
     println!("|---|---:|---:|---:|---:|");
@@ -512,6 +711,8 @@ fn main() -> ExitCode {
     if !store_toml.is_empty() {
         println!("\nPORTCULLIS_BENCH_STORE_TOML: {store_toml}");
     }
+
+    print_tool_rows(&tool_rows, &tool_notes);
 
     let mut failed = false;
     for row in &rows {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::normalize::Normalization;
 use crate::realm::{Realm, Realms};
 use crate::store::keys::KeySecret;
+use crate::store::redis::settings::{Credentials, RedisSettings, RedisShape, redact_url};
 use crate::throttle::Policy;
 use crate::verify::VerifySettings;
 use crate::verify::governor::GovernorSettings;
@@ -22,6 +23,9 @@ use crate::verify::hash::{Algorithm, Ceilings, HashParams};
 
 /// Environment variable that may hold the key secret (instead of `store.key_secret_file`).
 pub const KEY_SECRET_ENV: &str = "PORTCULLIS_KEY_SECRET";
+/// Environment variable that may hold the Redis password (instead of
+/// `store.redis_password_file`).
+pub const REDIS_PASSWORD_ENV: &str = "PORTCULLIS_REDIS_PASSWORD";
 
 /// A configuration that cannot be used. The daemon refuses to start on any of these.
 #[allow(missing_docs)] // each variant's #[error] message documents it
@@ -35,6 +39,12 @@ pub enum ConfigError {
     Invalid { setting: String, problem: String },
     #[error("store.key_secret_file {path:?} could not be read: {source}")]
     SecretFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("store.redis_password_file {path:?} could not be read: {source}")]
+    PasswordFile {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -163,13 +173,38 @@ impl Default for TelemetryConfig {
     }
 }
 
-/// `[store]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `[store]`. At most one of `redis_url`, `redis_cluster_nodes` and `redis_sentinel`;
+/// none: the embedded store.
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `redis://host:port/db` of the shared Redis. Unset: the embedded store.
+    /// `redis://host:port/db` (or `rediss://`) of one shared Redis.
     #[serde(default)]
     pub redis_url: Option<String>,
+    /// Seed nodes of a Redis Cluster, `["redis://host:port", …]`.
+    #[serde(default)]
+    pub redis_cluster_nodes: Option<Vec<String>>,
+    /// A Sentinel-monitored master: `{ master_name = "…", nodes = ["redis://host:26379", …] }`.
+    #[serde(default)]
+    pub redis_sentinel: Option<SentinelConfig>,
+    /// ACL user for the Redis data nodes (all shapes), unless a URL names its own.
+    #[serde(default)]
+    pub redis_username: Option<String>,
+    /// File holding the Redis password (one trailing newline is ignored); or
+    /// `PORTCULLIS_REDIS_PASSWORD`. Never inline here.
+    #[serde(default)]
+    pub redis_password_file: Option<PathBuf>,
+    /// Serve although Redis's `maxmemory-policy` may evict keys (a lockout record among
+    /// them). Off: such a Redis is refused.
+    #[serde(default)]
+    pub allow_eviction: bool,
+    /// Replicas that must confirm each counted attempt (Redis `WAIT`) before it is
+    /// answered; 0 (default): the master's acknowledgement suffices.
+    #[serde(default)]
+    pub wait_replicas: u32,
+    /// Longest wait for `wait_replicas` confirmations; below `operation_timeout`.
+    #[serde(default = "default_wait_timeout", with = "humantime_serde")]
+    pub wait_timeout: Duration,
     /// The embedded store's data directory (relative paths are from the working
     /// directory). Holds the database, its lock, and the generated key secret.
     #[serde(default = "default_data_dir")]
@@ -181,9 +216,42 @@ pub struct StoreConfig {
     /// Deadline of one store operation, including taking a pooled connection.
     #[serde(default = "default_operation_timeout", with = "humantime_serde")]
     pub operation_timeout: Duration,
-    /// Most Redis connections (each multiplexed) in the pool.
+    /// Most Redis connections (each multiplexed, shared by concurrent calls) per pool.
     #[serde(default = "default_pool_size")]
     pub pool_size: usize,
+}
+
+/// `store.redis_sentinel`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentinelConfig {
+    /// The master's name as the Sentinels monitor it.
+    pub master_name: String,
+    /// Sentinel URLs, `redis://host:26379` (or `rediss://`).
+    pub nodes: Vec<String>,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls = |nodes: &[String]| nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>();
+        f.debug_struct("StoreConfig")
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("redis_cluster_nodes", &self.redis_cluster_nodes.as_deref().map(urls))
+            .field(
+                "redis_sentinel",
+                &self.redis_sentinel.as_ref().map(|s| (&s.master_name, urls(&s.nodes))),
+            )
+            .field("redis_username", &self.redis_username)
+            .field("redis_password_file", &self.redis_password_file)
+            .field("allow_eviction", &self.allow_eviction)
+            .field("wait_replicas", &self.wait_replicas)
+            .field("wait_timeout", &self.wait_timeout)
+            .field("data_dir", &self.data_dir)
+            .field("key_secret_file", &self.key_secret_file)
+            .field("operation_timeout", &self.operation_timeout)
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
 }
 
 /// `[realms.NAME]`. Defaults are DESIGN.md's.
@@ -237,6 +305,9 @@ const fn default_operation_timeout() -> Duration {
 }
 const fn default_pool_size() -> usize {
     16
+}
+const fn default_wait_timeout() -> Duration {
+    Duration::from_millis(100)
 }
 const fn default_max_failures() -> u32 {
     5
@@ -294,6 +365,13 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             redis_url: None,
+            redis_cluster_nodes: None,
+            redis_sentinel: None,
+            redis_username: None,
+            redis_password_file: None,
+            allow_eviction: false,
+            wait_replicas: 0,
+            wait_timeout: default_wait_timeout(),
             data_dir: default_data_dir(),
             key_secret_file: None,
             operation_timeout: default_operation_timeout(),
@@ -360,33 +438,40 @@ impl Default for Config {
 }
 
 /// Values given on the command line (or their environment variables); each one set
-/// replaces the file's value.
-#[derive(Debug, Clone, Default)]
+/// replaces the file's value. `Debug` redacts URL passwords.
+#[derive(Clone, Default)]
 pub struct Overrides {
     /// Replaces `listen`.
     pub listen: Option<SocketAddr>,
     /// Replaces `store.redis_url`.
     pub redis_url: Option<String>,
+    /// Replaces `store.redis_cluster_nodes`.
+    pub redis_cluster_nodes: Option<Vec<String>>,
+    /// Replaces `store.redis_sentinel` (both fields together).
+    pub redis_sentinel: Option<SentinelConfig>,
     /// Replaces `store.data_dir`.
     pub data_dir: Option<PathBuf>,
     /// Replaces `telemetry.admin_listen` (`""` disables the admin listener).
     pub admin_listen: Option<String>,
 }
 
+impl std::fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overrides")
+            .field("listen", &self.listen)
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("redis_cluster_nodes", &self.redis_cluster_nodes.as_ref().map(Vec::len))
+            .field("redis_sentinel", &self.redis_sentinel.as_ref().map(|s| &s.master_name))
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
+}
+
 /// Which store backs the counters.
 #[derive(Debug, Clone)]
 pub enum StoreSettings {
-    /// A shared Redis (or a Redis behind a proxy).
-    Redis {
-        /// `redis://…` URL; may carry a password, so never logged.
-        url: String,
-        /// Keys every account key; required, identical on every daemon of a fleet.
-        secret: KeySecret,
-        /// Deadline of one operation.
-        operation_timeout: Duration,
-        /// Pool size.
-        pool_size: usize,
-    },
+    /// A shared Redis: one server, a cluster, or a Sentinel-monitored master.
+    Redis(RedisSettings),
     /// The embedded store, for one daemon.
     Embedded {
         /// The data directory.
@@ -444,6 +529,12 @@ impl Config {
         if let Some(url) = &overrides.redis_url {
             figment = figment.merge(Serialized::default("store.redis_url", url));
         }
+        if let Some(nodes) = &overrides.redis_cluster_nodes {
+            figment = figment.merge(Serialized::default("store.redis_cluster_nodes", nodes));
+        }
+        if let Some(sentinel) = &overrides.redis_sentinel {
+            figment = figment.merge(Serialized::default("store.redis_sentinel", sentinel));
+        }
         if let Some(dir) = &overrides.data_dir {
             figment = figment.merge(Serialized::default("store.data_dir", dir));
         }
@@ -464,6 +555,19 @@ impl Config {
     /// # Errors
     /// The first [`ConfigError`] found, naming the setting and its allowed range.
     pub fn validate(&self, secret_from_env: Option<String>) -> Result<Settings, ConfigError> {
+        self.validate_with(secret_from_env, None)
+    }
+
+    /// As [`Self::validate`], with the value of [`REDIS_PASSWORD_ENV`] too (used when
+    /// `store.redis_password_file` is unset).
+    ///
+    /// # Errors
+    /// The first [`ConfigError`] found, naming the setting and its allowed range.
+    pub fn validate_with(
+        &self,
+        secret_from_env: Option<String>,
+        redis_password_from_env: Option<String>,
+    ) -> Result<Settings, ConfigError> {
         let verify = self.verify.validate()?;
         let realms = self
             .realms
@@ -495,12 +599,8 @@ impl Config {
                 allowed: format!("at least {} bytes", KeySecret::MIN_BYTES),
             });
         }
-        let store = match &s.redis_url {
-            Some(url) => {
-                redis::parse_redis_url(url).ok_or_else(|| ConfigError::Invalid {
-                    setting: "store.redis_url".into(),
-                    problem: "not a redis:// or rediss:// URL".into(),
-                })?;
+        let store = match s.redis_shape()? {
+            Some(shape) => {
                 // Every daemon sharing a Redis must derive the same keys: a secret made
                 // up by one daemon would silently split the counters.
                 let secret = secret.ok_or_else(|| ConfigError::Invalid {
@@ -509,12 +609,7 @@ impl Config {
                         "a key secret is required with Redis: set store.key_secret_file or {KEY_SECRET_ENV}"
                     ),
                 })?;
-                StoreSettings::Redis {
-                    url: url.clone(),
-                    secret,
-                    operation_timeout: s.operation_timeout,
-                    pool_size: s.pool_size,
-                }
+                StoreSettings::Redis(s.redis_settings(shape, secret, redis_password_from_env)?)
             }
             None => StoreSettings::Embedded {
                 data_dir: s.data_dir.clone(),
@@ -544,6 +639,108 @@ impl Config {
             store,
             verify,
             realms: Realms::new(realms),
+        })
+    }
+}
+
+impl StoreConfig {
+    /// The one Redis shape configured, checked; `None`: the embedded store.
+    fn redis_shape(&self) -> Result<Option<RedisShape>, ConfigError> {
+        let set = [
+            self.redis_url.is_some().then_some("store.redis_url"),
+            self.redis_cluster_nodes.is_some().then_some("store.redis_cluster_nodes"),
+            self.redis_sentinel.is_some().then_some("store.redis_sentinel"),
+        ];
+        let set: Vec<&str> = set.into_iter().flatten().collect();
+        if set.len() > 1 {
+            return Err(ConfigError::Invalid {
+                setting: set.join(", "),
+                problem: "choose one Redis shape: store.redis_url, store.redis_cluster_nodes \
+                          and store.redis_sentinel are mutually exclusive"
+                    .into(),
+            });
+        }
+        let check_url = |setting: &str, url: &str| {
+            redis::parse_redis_url(url).map(drop).ok_or_else(|| ConfigError::Invalid {
+                setting: setting.into(),
+                problem: format!("{} is not a redis:// or rediss:// URL", redact_url(url)),
+            })
+        };
+        let check_nodes = |setting: &str, nodes: &[String]| {
+            if nodes.is_empty() {
+                return Err(ConfigError::Invalid {
+                    setting: setting.into(),
+                    problem: "lists no node".into(),
+                });
+            }
+            nodes.iter().try_for_each(|url| check_url(setting, url))
+        };
+        if let Some(url) = &self.redis_url {
+            check_url("store.redis_url", url)?;
+            return Ok(Some(RedisShape::Standalone { url: url.clone() }));
+        }
+        if let Some(nodes) = &self.redis_cluster_nodes {
+            check_nodes("store.redis_cluster_nodes", nodes)?;
+            return Ok(Some(RedisShape::Cluster { nodes: nodes.clone() }));
+        }
+        if let Some(sentinel) = &self.redis_sentinel {
+            if sentinel.master_name.trim().is_empty() {
+                return Err(ConfigError::Invalid {
+                    setting: "store.redis_sentinel.master_name".into(),
+                    problem: "is empty".into(),
+                });
+            }
+            check_nodes("store.redis_sentinel.nodes", &sentinel.nodes)?;
+            return Ok(Some(RedisShape::Sentinel {
+                master_name: sentinel.master_name.clone(),
+                nodes: sentinel.nodes.clone(),
+            }));
+        }
+        Ok(None)
+    }
+
+    fn redis_settings(
+        &self,
+        shape: RedisShape,
+        secret: KeySecret,
+        password_from_env: Option<String>,
+    ) -> Result<RedisSettings, ConfigError> {
+        check_range("store.wait_replicas", self.wait_replicas, 0..=64, "0–64")?;
+        if self.wait_timeout.is_zero() || self.wait_timeout >= self.operation_timeout {
+            return Err(ConfigError::OutOfRange {
+                setting: "store.wait_timeout".into(),
+                value: humantime::format_duration(self.wait_timeout).to_string(),
+                allowed: format!(
+                    "above 0, below store.operation_timeout ({})",
+                    humantime::format_duration(self.operation_timeout)
+                ),
+            });
+        }
+        let password = match &self.redis_password_file {
+            Some(path) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|source| ConfigError::PasswordFile { path: path.clone(), source })?;
+                let text = String::from_utf8(bytes).map_err(|_| ConfigError::Invalid {
+                    setting: "store.redis_password_file".into(),
+                    problem: "is not UTF-8".into(),
+                })?;
+                Some(
+                    text.strip_suffix('\n')
+                        .map_or(text.as_str(), |t| t.trim_end_matches('\r'))
+                        .to_owned(),
+                )
+            }
+            None => password_from_env,
+        };
+        Ok(RedisSettings {
+            shape,
+            credentials: Credentials { username: self.redis_username.clone(), password },
+            secret,
+            operation_timeout: self.operation_timeout,
+            pool_size: self.pool_size,
+            allow_eviction: self.allow_eviction,
+            wait_replicas: self.wait_replicas,
+            wait_timeout: self.wait_timeout,
         })
     }
 }
@@ -878,6 +1075,85 @@ mod tests {
     }
 
     #[test]
+    fn redis_shapes_are_mutually_exclusive_and_checked() {
+        let cluster =
+            "redis_cluster_nodes = [\"redis://127.0.0.1:7000\", \"redis://127.0.0.1:7001\"]\n";
+        let sentinel =
+            "redis_sentinel = { master_name = \"main\", nodes = [\"redis://127.0.0.1:26379\"] }\n";
+        let s = from_toml(&format!("[store]\n{cluster}")).unwrap();
+        assert!(matches!(
+            s.store,
+            StoreSettings::Redis(RedisSettings { shape: RedisShape::Cluster { ref nodes }, .. })
+                if nodes.len() == 2
+        ));
+        let s = from_toml(&format!("[store]\n{sentinel}")).unwrap();
+        assert!(matches!(
+            s.store,
+            StoreSettings::Redis(RedisSettings { shape: RedisShape::Sentinel { ref master_name, .. }, .. })
+                if master_name == "main"
+        ));
+        let e = err(&format!("{REDIS}{cluster}"));
+        assert!(
+            e.contains("store.redis_url, store.redis_cluster_nodes")
+                && e.contains("mutually exclusive"),
+            "{e}"
+        );
+        let e = err(&format!("[store]\n{cluster}{sentinel}"));
+        assert!(e.contains("store.redis_cluster_nodes, store.redis_sentinel"), "{e}");
+        let e = err("[store]\nredis_cluster_nodes = []\n");
+        assert!(e.contains("store.redis_cluster_nodes") && e.contains("no node"), "{e}");
+        let e = err("[store]\nredis_cluster_nodes = [\"http://x\"]\n");
+        assert!(e.contains("store.redis_cluster_nodes"), "{e}");
+        let e = err("[store]\nredis_sentinel = { master_name = \"\", nodes = [\"redis://h\"] }\n");
+        assert!(e.contains("store.redis_sentinel.master_name"), "{e}");
+        let e = err("[store]\nredis_sentinel = { master_name = \"m\", nodes = [] }\n");
+        assert!(e.contains("store.redis_sentinel.nodes"), "{e}");
+        let e = err("[store]\nredis_sentinel = { master_name = \"m\" }\n");
+        assert!(e.contains("nodes"), "{e}");
+        let e = err(&format!("{REDIS}wait_replicas = 65\n"));
+        assert!(e.contains("store.wait_replicas"), "{e}");
+        let e = err(&format!("{REDIS}wait_timeout = \"1s\"\n"));
+        assert!(e.contains("store.wait_timeout") && e.contains("operation_timeout"), "{e}");
+        let s = from_toml(&format!(
+            "{REDIS}allow_eviction = true\nwait_replicas = 1\nwait_timeout = \"50ms\"\n"
+        ))
+        .unwrap();
+        let StoreSettings::Redis(r) = s.store else { panic!("not redis") };
+        assert!(r.allow_eviction);
+        assert_eq!((r.wait_replicas, r.wait_timeout), (1, Duration::from_millis(50)));
+    }
+
+    #[test]
+    fn redis_passwords_are_redacted_everywhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("redis-password");
+        std::fs::write(&file, "filepassword\n").unwrap();
+        let text = format!(
+            "[store]\nredis_url = \"redis://app:urlpassword@127.0.0.1:1/\"\nredis_username = \"app\"\nredis_password_file = {:?}\n",
+            file.display().to_string()
+        );
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, &text).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let settings = config.validate(Some(SECRET.into())).unwrap();
+        let StoreSettings::Redis(r) = &settings.store else { panic!("not redis") };
+        assert_eq!(r.credentials.password.as_deref(), Some("filepassword"));
+        let shown = format!("{config:?} {settings:?}");
+        assert!(!shown.contains("urlpassword") && !shown.contains("filepassword"), "{shown}");
+        let from_env = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let mut from_env = from_env;
+        from_env.store.redis_password_file = None;
+        let settings =
+            from_env.validate_with(Some(SECRET.into()), Some("envpassword".into())).unwrap();
+        assert!(!format!("{settings:?}").contains("envpassword"));
+        let o =
+            Overrides { redis_url: Some("redis://:flagpassword@h".into()), ..Overrides::default() };
+        assert!(!format!("{o:?}").contains("flagpassword"));
+        let e = err("[store]\nredis_url = \"http://:leak@h\"\n");
+        assert!(!e.contains("leak"), "{e}");
+    }
+
+    #[test]
     fn overrides_replace_file_values() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.toml");
@@ -885,8 +1161,8 @@ mod tests {
         let o = Overrides {
             listen: Some("127.0.0.1:2".parse().unwrap()),
             redis_url: Some("redis://127.0.0.1:3".into()),
-            data_dir: None,
             admin_listen: Some(String::new()),
+            ..Overrides::default()
         };
         let c = Config::load(Some(&path), &o).unwrap();
         assert_eq!(c.listen.port(), 2);

@@ -10,9 +10,9 @@
 //! - [`realm`]: configured realms and their policies.
 //! - [`normalize`]: identifier normalization, shared with gateways.
 //! - [`throttle`]: the attempt/lockout rules, independent of any store.
-//! - [`store`]: the `Store` trait, key layout ([`store::keys`]), the Redis backend,
-//!   the embedded (redb) default, and the telemetry wrapper of both
-//!   ([`store::instrumented`]).
+//! - [`store`]: the `Store` trait, key layout ([`store::keys`]), the Redis backend (one
+//!   module per shape: standalone, cluster, Sentinel), the embedded (redb) default, and
+//!   the telemetry wrapper of both ([`store::instrumented`]).
 //! - [`verify`]: stored-hash parsing and ceilings, dummy hashes, the CPU governor.
 //! - [`devices`]: device tokens (OWASP device cookies): issue, check, the device bucket.
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
@@ -126,14 +126,10 @@ impl Daemon {
     /// [`RunError::Verifier`].
     pub fn new(settings: Settings) -> Result<Self, RunError> {
         let (store, secret, system): (Arc<dyn Store>, _, _) = match settings.store {
-            StoreSettings::Redis { url, secret, operation_timeout, pool_size } => {
-                // The URL may carry a password: only the kind of store is logged.
-                tracing::info!(pool_size, "store: redis");
-                (
-                    Arc::new(RedisStore::new(&url, secret.clone(), operation_timeout, pool_size)?),
-                    secret,
-                    "redis",
-                )
+            StoreSettings::Redis(redis) => {
+                // URLs may carry passwords: the shape is logged redacted.
+                tracing::info!(shape = ?redis.shape, pool_size = redis.pool_size, "store: redis");
+                (Arc::new(RedisStore::open(&redis)?), redis.secret.clone(), "redis")
             }
             StoreSettings::Embedded { data_dir, secret, operation_timeout } => {
                 let store = EmbeddedStore::open(
@@ -177,6 +173,24 @@ impl Daemon {
     /// The readiness that `/readyz` and `grpc.health.v1` report.
     pub fn readiness(&self) -> &Arc<Readiness> {
         &self.readiness
+    }
+
+    /// Start-up check of the store, before the port is taken: a store that answers and
+    /// is unsafe (a Redis whose `maxmemory-policy` evicts keys, without
+    /// `store.allow_eviction`) stops the start. A store that does not answer yet does
+    /// not: the daemon serves NOT_SERVING and denies until it does.
+    ///
+    /// # Errors
+    /// [`RunError::Store`] with [`store::StoreError::Unsafe`], naming the policy.
+    pub async fn preflight(&self) -> Result<(), RunError> {
+        match self.store.ping().await {
+            Err(e @ store::StoreError::Unsafe(_)) => Err(RunError::Store(e)),
+            Err(e) => {
+                tracing::warn!("store: not answering yet ({e}); serving NOT_SERVING until it does");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// The verifier, whose governor reports running comparisons, waiters and refusals.

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use portcullis::config::{Config, KEY_SECRET_ENV, Overrides};
+use portcullis::config::{Config, KEY_SECRET_ENV, Overrides, REDIS_PASSWORD_ENV, SentinelConfig};
 use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, ClearReason, Decision, RecordAttemptRequest,
@@ -74,9 +74,30 @@ struct ServeArgs {
     /// gRPC listen address (overrides `listen`).
     #[arg(long, env = "PORTCULLIS_LISTEN")]
     listen: Option<SocketAddr>,
-    /// Redis URL (overrides `store.redis_url`); without one, the embedded store.
+    /// Redis URL (overrides `store.redis_url`); without a Redis shape, the embedded store.
     #[arg(long, env = "PORTCULLIS_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
+    /// Redis Cluster seed node URLs, comma-separated (overrides `store.redis_cluster_nodes`).
+    #[arg(
+        long,
+        env = "PORTCULLIS_REDIS_CLUSTER_NODES",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    redis_cluster_nodes: Option<Vec<String>>,
+    /// Sentinel-monitored master name (with `--redis-sentinel-nodes`, overrides
+    /// `store.redis_sentinel`).
+    #[arg(long, env = "PORTCULLIS_REDIS_SENTINEL_MASTER_NAME", requires = "redis_sentinel_nodes")]
+    redis_sentinel_master_name: Option<String>,
+    /// Sentinel URLs, comma-separated (with `--redis-sentinel-master-name`).
+    #[arg(
+        long,
+        env = "PORTCULLIS_REDIS_SENTINEL_NODES",
+        value_delimiter = ',',
+        requires = "redis_sentinel_master_name",
+        hide_env_values = true
+    )]
+    redis_sentinel_nodes: Option<Vec<String>>,
     /// Embedded store's data directory (overrides `store.data_dir`).
     #[arg(long, env = "PORTCULLIS_DATA_DIR")]
     data_dir: Option<PathBuf>,
@@ -147,7 +168,10 @@ fn load(
     overrides: Overrides,
 ) -> Result<portcullis::config::Settings, Box<dyn std::error::Error>> {
     let config = Config::load(file.as_deref(), &overrides)?;
-    Ok(config.validate(std::env::var(KEY_SECRET_ENV).ok())?)
+    Ok(config.validate_with(
+        std::env::var(KEY_SECRET_ENV).ok(),
+        std::env::var(REDIS_PASSWORD_ENV).ok(),
+    )?)
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
@@ -159,9 +183,15 @@ async fn serve(args: ServeArgs) -> ExitCode {
 }
 
 async fn serve_with(args: ServeArgs) -> ExitCode {
+    let redis_sentinel = args
+        .redis_sentinel_master_name
+        .zip(args.redis_sentinel_nodes)
+        .map(|(master_name, nodes)| SentinelConfig { master_name, nodes });
     let overrides = Overrides {
         listen: args.listen,
         redis_url: args.redis_url,
+        redis_cluster_nodes: args.redis_cluster_nodes,
+        redis_sentinel,
         data_dir: args.data_dir,
         admin_listen: args.admin_listen,
     };
@@ -183,6 +213,10 @@ async fn serve_with(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = daemon.preflight().await {
+        tracing::error!("refusing to start: {}", chain(&e));
+        return ExitCode::from(2);
+    }
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {

@@ -138,3 +138,102 @@ async fn health_follows_the_store() {
     wait_for(&mut health, ServingStatus::NotServing).await;
     daemon.shutdown().await;
 }
+
+/// The process id of `redis` (asked while it answers).
+fn redis_pid(redis: &RedisServer) -> u32 {
+    let mut conn = redis.conn();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+    info.lines().find_map(|l| l.trim_end().strip_prefix("process_id:")?.parse().ok()).unwrap()
+}
+
+/// Sends `signal` (e.g. `-STOP`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill").arg(signal).arg(pid.to_string()).status();
+    assert!(status.unwrap().success(), "kill {signal} {pid}");
+}
+
+#[tokio::test]
+async fn a_frozen_redis_means_unavailable_and_a_thawed_one_counts_again() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let mut c = daemon.client().await;
+    let id = "frozen@example.com";
+    c.attempt("default", id).await.unwrap();
+    // SIGSTOP: the sockets stay open and nothing answers, as in a long stall.
+    let pid = redis_pid(&redis);
+    signal(pid, "-STOP");
+    for _ in 0..2 {
+        assert_every_rpc_unavailable(&mut c).await;
+    }
+    signal(pid, "-CONT");
+    let mut answered = None;
+    for _ in 0..20 {
+        match c.attempt("default", id).await {
+            Ok(decision) => {
+                answered = Some(decision);
+                break;
+            }
+            Err(status) => assert_eq!(status.code(), Code::Unavailable),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered.is_some(), "the daemon did not recover after Redis was thawed");
+    daemon.shutdown().await;
+}
+
+/// Ids of the clients connected to `redis` other than the asking connection.
+fn client_ids(conn: &mut redis::Connection) -> Vec<u64> {
+    let me: u64 = redis::cmd("CLIENT").arg("ID").query(conn).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
+    list.lines()
+        .filter_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("id="))?.parse().ok())
+        .filter(|id| *id != me)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_demoted_master_is_a_store_error_and_its_connection_is_dropped() {
+    let redis = RedisServer::start();
+    let other = RedisServer::start();
+    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let mut c = daemon.client().await;
+    let id = "demoted@example.com";
+    c.attempt("default", id).await.unwrap();
+    let mut probe = redis.conn();
+    let before = client_ids(&mut probe);
+    assert!(!before.is_empty());
+
+    // Demoted, as in a failover: writes answer READONLY.
+    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(other.port).query(&mut probe).unwrap();
+    let r = c.0.record_attempt(RecordAttemptRequest {
+        account: account("default", id),
+        attempt_id: String::new(),
+    });
+    assert_eq!(r.await.expect_err("a READONLY node answered").code(), Code::Unavailable);
+    // The connection that saw READONLY is retired: closed, never handed out again.
+    let mut dropped = false;
+    for _ in 0..50 {
+        let now = client_ids(&mut probe);
+        if before.iter().all(|id| !now.contains(id)) {
+            dropped = true;
+            break;
+        }
+        // Later calls (errors too) must not reuse it.
+        let _ = c.attempt("default", id).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(dropped, "the connection that answered READONLY is still open");
+
+    // Promoted again: counting resumes without a restart.
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut probe).unwrap();
+    let mut answered = false;
+    for _ in 0..20 {
+        if c.attempt("default", "after@example.com").await.is_ok() {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered, "the daemon did not resume after the node was promoted");
+    daemon.shutdown().await;
+}

@@ -29,6 +29,10 @@ pub enum StoreError {
     Embedded(String),
     #[error("embedded store is shut down")]
     Closed,
+    #[error("store refused as unsafe: {0}")]
+    Unsafe(String),
+    #[error("{confirmed} of {wanted} replicas confirmed the write within store.wait_timeout")]
+    Replication { wanted: u32, confirmed: u32 },
 }
 
 /// What a counted attempt answered.

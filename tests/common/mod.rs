@@ -467,16 +467,25 @@ impl DaemonProcess {
     /// As [`Self::spawn`]; `secret: None` leaves `PORTCULLIS_KEY_SECRET` unset (the
     /// embedded store then uses its data directory's own).
     pub fn spawn_with_secret(config: &str, secret: Option<&str>) -> Self {
-        Self::spawn_with(config, secret, &[])
+        Self::spawn_with(config, secret, "debug", &[])
     }
 
-    /// As [`Self::spawn`], with `env` added to the daemon's environment (and every
-    /// inherited `OTEL_*` variable removed, so only a test's own apply).
+    /// As [`Self::spawn`] at log level `info` (no per-call debug logs), for benches.
+    pub fn spawn_quiet(config: &str) -> Self {
+        Self::spawn_with(config, Some(SECRET), "info", &[])
+    }
+
+    /// As [`Self::spawn`] with extra environment variables.
     pub fn spawn_with_env(config: &str, env: &[(&str, &str)]) -> Self {
-        Self::spawn_with(config, Some(SECRET), env)
+        Self::spawn_with(config, Some(SECRET), "debug", env)
     }
 
-    fn spawn_with(config: &str, secret: Option<&str>, env: &[(&str, &str)]) -> Self {
+    fn spawn_with(
+        config: &str,
+        secret: Option<&str>,
+        log_level: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("portcullis.toml");
         std::fs::write(&path, config).unwrap();
@@ -495,7 +504,7 @@ impl DaemonProcess {
             .arg("serve")
             .arg("--config")
             .arg(&path)
-            .env("RUST_LOG", "debug")
+            .env("RUST_LOG", log_level)
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -609,4 +618,454 @@ impl Drop for DaemonProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts one `redis-server` on a free port with `args` (beyond port, bind, dir and no
+/// persistence), in `dir`; returns the child and its port once it answers PING.
+fn spawn_redis_node(dir: &Path, args: &[&str]) -> (Child, u16) {
+    for _ in 0..20 {
+        let port = free_port();
+        let mut child = Command::new(redis_server_binary())
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"])
+            .arg("--dir")
+            .arg(dir)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (see .ci/run)");
+        if wait_for_ping(port, &mut child) {
+            return (child, port);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("could not start a redis-server node on a free port");
+}
+
+fn wait_for_ping(port: u16, child: &mut Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200))
+            && redis::cmd("PING").query::<String>(&mut c).is_ok()
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// One node of a [`RedisCluster`] or [`SentinelGroup`]: a child process on a port.
+pub struct Node {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl Node {
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .expect("node connection")
+    }
+
+    /// SIGKILL, as a crashed host.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Starts the node again on its port, directory and arguments (a cluster node keeps
+    /// its `nodes.conf`, so it rejoins).
+    pub fn restart(&mut self) {
+        self.kill();
+        for _ in 0..100 {
+            let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+            let mut child = Command::new(redis_server_binary())
+                .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+                .args(["--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"])
+                .arg("--dir")
+                .arg(&self.dir)
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            if wait_for_ping(self.port, &mut child) {
+                self.child = Some(child);
+                return;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("node on port {} did not restart", self.port);
+    }
+
+    /// `role:master` or `role:slave` from `INFO replication`.
+    pub fn is_master(&self) -> bool {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut self.conn()).unwrap();
+        info.contains("role:master")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A real Redis Cluster on free loopback ports: `masters` masters with `replicas` each,
+/// created with `redis-cli --cluster create`, with a short `cluster-node-timeout` so a
+/// failover takes seconds.
+pub struct RedisCluster {
+    pub nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+/// `cluster-node-timeout` of test clusters, in ms: failure detection and failover
+/// within a few seconds.
+pub const CLUSTER_NODE_TIMEOUT_MS: u64 = 1000;
+
+impl RedisCluster {
+    pub fn start(masters: usize, replicas: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut nodes = Vec::new();
+        for i in 0..masters * (1 + replicas) {
+            let node_dir = dir.path().join(format!("node{i}"));
+            std::fs::create_dir_all(&node_dir).unwrap();
+            let args: Vec<String> = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                &CLUSTER_NODE_TIMEOUT_MS.to_string(),
+                // A replica of a dead master takes over at once, however stale.
+                "--cluster-replica-validity-factor",
+                "0",
+                // Replicas sync at once, not after the default 5 s wait for company.
+                "--repl-diskless-sync-delay",
+                "0",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let str_args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (child, port) = spawn_redis_node(&node_dir, &str_args);
+            nodes.push(Node { child: Some(child), port, dir: node_dir, args });
+        }
+        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .output()
+            .expect("redis-cli must be installed (see .ci/run)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = Self { nodes, _dir: dir };
+        cluster.wait_until_ok(Duration::from_secs(20));
+        cluster.wait_for_replicas(masters * replicas, Duration::from_secs(20));
+        cluster
+    }
+
+    /// Seed URLs for `store.redis_cluster_nodes`.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// The TOML array of [`Self::urls`].
+    pub fn nodes_toml(&self) -> String {
+        let urls: Vec<String> = self.urls().iter().map(|u| format!("\"{u}\"")).collect();
+        format!("[{}]", urls.join(", "))
+    }
+
+    /// Waits until every running node reports `cluster_state:ok` and agrees on the
+    /// masters (all 16384 slots served).
+    pub fn wait_until_ok(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let ok = self.nodes.iter().filter(|n| n.is_running()).all(|n| {
+                let mut c = n.conn();
+                let info: String =
+                    redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap_or_default();
+                info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "cluster did not reach cluster_state:ok");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until `count` running nodes are replicas in sync with their master.
+    pub fn wait_for_replicas(&self, count: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let synced = self
+                .nodes
+                .iter()
+                .filter(|n| n.is_running())
+                .filter(|n| {
+                    let info: String = redis::cmd("INFO")
+                        .arg("replication")
+                        .query(&mut n.conn())
+                        .unwrap_or_default();
+                    info.contains("role:slave") && info.contains("master_link_status:up")
+                })
+                .count();
+            if synced >= count {
+                return;
+            }
+            assert!(Instant::now() < deadline, "only {synced} of {count} replicas in sync");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Index of the running master that serves `key`'s slot.
+    pub fn master_of(&self, key: &str) -> usize {
+        let node = self.nodes.iter().find(|n| n.is_running()).unwrap();
+        let slot: u16 =
+            redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut node.conn()).unwrap();
+        self.master_of_slot(slot)
+    }
+
+    /// Index of the running master that serves `slot`, as the cluster sees it now.
+    pub fn master_of_slot(&self, slot: u16) -> usize {
+        let node = self.nodes.iter().find(|n| n.is_running()).unwrap();
+        let shards: Vec<(u16, u16, Vec<redis::Value>)> = {
+            let value: redis::Value =
+                redis::cmd("CLUSTER").arg("SLOTS").query(&mut node.conn()).unwrap();
+            let redis::Value::Array(ranges) = value else { panic!("CLUSTER SLOTS: {value:?}") };
+            ranges
+                .into_iter()
+                .map(|r| {
+                    let redis::Value::Array(mut parts) = r else { panic!("slot range") };
+                    let master = parts.remove(2);
+                    let start: u16 = redis::from_redis_value(parts[0].clone()).unwrap();
+                    let end: u16 = redis::from_redis_value(parts[1].clone()).unwrap();
+                    let redis::Value::Array(master) = master else { panic!("master") };
+                    (start, end, master)
+                })
+                .collect()
+        };
+        for (start, end, master) in shards {
+            if (start..=end).contains(&slot) {
+                let port: u16 = redis::from_redis_value(master[1].clone()).unwrap();
+                return self.nodes.iter().position(|n| n.port == port).unwrap();
+            }
+        }
+        panic!("slot {slot} is not served");
+    }
+
+    /// Indexes of the running masters.
+    pub fn masters(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_running() && self.nodes[i].is_master())
+            .collect()
+    }
+
+    /// Reads a record wherever its slot lives, through a cluster connection.
+    pub fn read_record(&self, key: &str) -> Option<(u64, u64, u32)> {
+        let client = redis::cluster::ClusterClient::new(
+            self.nodes.iter().filter(|n| n.is_running()).map(Node::url).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let (f, ws, st): (Option<u64>, Option<u64>, Option<u32>) =
+            redis::cmd("HMGET").arg(key).arg("f").arg("ws").arg("st").query(&mut conn).unwrap();
+        Some((f?, ws?, st?))
+    }
+}
+
+/// A Sentinel-monitored master with one replica and three `redis-sentinel`s (quorum 2)
+/// on free loopback ports, failing over within seconds.
+pub struct SentinelGroup {
+    pub master: Node,
+    pub replica: Node,
+    pub sentinels: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+/// Name the test Sentinels monitor the master under.
+pub const SENTINEL_MASTER_NAME: &str = "portcullis-test";
+
+impl SentinelGroup {
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = |name: &str| {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        };
+        let (child, port) = spawn_redis_node(&sub("master"), &["--repl-diskless-sync-delay", "0"]);
+        let master = Node {
+            child: Some(child),
+            port,
+            dir: sub("master"),
+            args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
+        };
+        let replica_args = vec!["--replicaof".to_owned(), "127.0.0.1".to_owned(), port.to_string()];
+        let args: Vec<&str> = replica_args.iter().map(String::as_str).collect();
+        let (child, rport) = spawn_redis_node(&sub("replica"), &args);
+        let replica =
+            Node { child: Some(child), port: rport, dir: sub("replica"), args: replica_args };
+        // Wait for the replica to be in sync, so a failover has someone to promote.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info: String =
+                redis::cmd("INFO").arg("replication").query(&mut replica.conn()).unwrap();
+            if info.contains("master_link_status:up") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "replica never synced");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut sentinels = Vec::new();
+        for i in 0..3 {
+            let sdir = sub(&format!("sentinel{i}"));
+            for _ in 0..20 {
+                let sport = free_port();
+                let conf = sdir.join("sentinel.conf");
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "port {sport}\nbind 127.0.0.1\ndir {}\n\
+                         sentinel monitor {SENTINEL_MASTER_NAME} 127.0.0.1 {port} 2\n\
+                         sentinel down-after-milliseconds {SENTINEL_MASTER_NAME} 1000\n\
+                         sentinel failover-timeout {SENTINEL_MASTER_NAME} 3000\n\
+                         sentinel parallel-syncs {SENTINEL_MASTER_NAME} 1\n",
+                        sdir.display()
+                    ),
+                )
+                .unwrap();
+                let mut child = Command::new("redis-sentinel")
+                    .arg(&conf)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("redis-sentinel must be installed (see .ci/run)");
+                if wait_for_ping(sport, &mut child) {
+                    sentinels.push(Node {
+                        child: Some(child),
+                        port: sport,
+                        dir: sdir.clone(),
+                        args: vec![],
+                    });
+                    break;
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        assert_eq!(sentinels.len(), 3, "could not start three sentinels");
+        let group = Self { master, replica, sentinels, _dir: dir };
+        // Every Sentinel knows the replica and the other Sentinels before a test kills anything.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let ready = group.sentinels.iter().all(|s| {
+                let v: redis::Value = redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg(SENTINEL_MASTER_NAME)
+                    .query(&mut s.conn())
+                    .unwrap_or(redis::Value::Nil);
+                let text = format!("{v:?}");
+                text.contains("num-slaves")
+                    && sentinel_field(&v, "num-slaves") == Some(1)
+                    && sentinel_field(&v, "num-other-sentinels") == Some(2)
+            });
+            if ready {
+                return group;
+            }
+            assert!(Instant::now() < deadline, "sentinels never saw the whole group");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The TOML inline table for `store.redis_sentinel`.
+    pub fn sentinel_toml(&self) -> String {
+        let nodes: Vec<String> =
+            self.sentinels.iter().map(|s| format!("\"{}\"", s.url())).collect();
+        format!(
+            "redis_sentinel = {{ master_name = \"{SENTINEL_MASTER_NAME}\", nodes = [{}] }}",
+            nodes.join(", ")
+        )
+    }
+
+    /// The port the Sentinels currently name as master.
+    pub fn master_port(&self) -> Option<u16> {
+        let s = self.sentinels.iter().find(|s| s.is_running())?;
+        let (_host, port): (String, u16) = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(SENTINEL_MASTER_NAME)
+            .query(&mut s.conn())
+            .ok()?;
+        Some(port)
+    }
+}
+
+/// An integer field of a `SENTINEL MASTER` reply (a flat name/value array or a map).
+fn sentinel_field(value: &redis::Value, name: &str) -> Option<i64> {
+    let pairs: Vec<(String, String)> = match value {
+        redis::Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|p| {
+                Some((
+                    redis::from_redis_value(p.first()?.clone()).ok()?,
+                    redis::from_redis_value(p.get(1)?.clone()).ok()?,
+                ))
+            })
+            .collect(),
+        redis::Value::Map(items) => items
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    redis::from_redis_value(k.clone()).ok()?,
+                    redis::from_redis_value(v.clone()).ok()?,
+                ))
+            })
+            .collect(),
+        _ => return None,
+    };
+    pairs.into_iter().find(|(k, _)| k == name)?.1.parse().ok()
+}
+
+/// The TOML a daemon on a non-standalone store runs with: `store_lines` instead of
+/// `redis_url`.
+pub fn config_toml_with_store(store_lines: &str) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\n[store]\n{store_lines}\noperation_timeout = \"500ms\"\n{REALMS_TOML}"
+    )
+}
+
+/// Daemon settings from [`config_toml_with_store`].
+pub fn settings_with_store(store_lines: &str) -> Settings {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("portcullis.toml");
+    std::fs::write(&path, config_toml_with_store(store_lines)).unwrap();
+    Config::load(Some(&path), &Overrides::default()).unwrap().validate(Some(SECRET.into())).unwrap()
 }

@@ -1,0 +1,433 @@
+//! The Redis store: one Lua script per operation ([`scripts`]; see `lua/*.lua` for each
+//! script's KEYS/ARGV contract), over a few long-lived multiplexed connections that a
+//! deadpool pool creates, shares and replaces ([`pool`]). Each call costs exactly one
+//! Redis command on the hot path, the script: no `PING`, no `UNWATCH` (the store's part of
+//! DESIGN.md's "Atomicity belongs to the store").
+//!
+//! Three shapes (DESIGN.md's fleet store), one module each, all built on deadpool-redis
+//! and redis-rs, sharing the scripts, the error mapping and the safety checks here:
+//! `standalone` (`store.redis_url`), `cluster` (`store.redis_cluster_nodes`: the library
+//! follows MOVED/ASK and refreshes the slot map; every script's keys share one hash tag,
+//! so each script runs on one node) and `sentinel` (`store.redis_sentinel`: each new
+//! connection asks the Sentinels for the current master). [`settings`] holds the validated
+//! configuration, passwords redacted.
+//!
+//! Store safety ([`RedisStore::ping`], also run once at start-up): a `maxmemory-policy`
+//! that evicts keys could silently delete a lockout record, so it is refused (health
+//! NOT_SERVING, every operation an error) unless `store.allow_eviction` is set. With
+//! `store.wait_replicas = N` a counted attempt is answered only after `WAIT N` confirms
+//! that N replicas have it, sent in one pipeline right behind the script on the same
+//! connection. Every failure is a [`StoreError`], which the service answers with
+//! `UNAVAILABLE` (fail closed).
+
+mod cluster;
+mod pool;
+mod scripts;
+mod sentinel;
+pub mod settings;
+mod standalone;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::MultiplexedConnection;
+use redis::cluster_async::ClusterConnection;
+use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
+
+use super::keys::{AccountKey, AttemptId, KeySecret};
+use super::{Counted, Store, StoreError};
+use crate::throttle::Policy;
+use pool::{LeanPool, Tracked};
+use settings::{RedisSettings, RedisShape};
+
+/// Name of the gauge that is 1 while a Redis node's `maxmemory-policy` may evict keys and
+/// `store.allow_eviction` lets the daemon serve anyway (0 otherwise).
+pub const EVICTION_ALLOWED_GAUGE: &str = "portcullis_store_eviction_allowed";
+
+/// Attempt records in a shared Redis.
+pub struct RedisStore {
+    /// The connections of the configured shape.
+    connections: Connections,
+    /// Keys attempt ids (account keys arrive already derived).
+    secret: KeySecret,
+    /// Deadline of a whole operation: checkout (or connect), script, reply, `WAIT`.
+    operation_timeout: Duration,
+    /// Serve although a node may evict keys.
+    allow_eviction: bool,
+    /// Set while the last safety check found an evicting policy that is not allowed:
+    /// every operation is then refused.
+    unsafe_policy: AtomicBool,
+    /// Replicas that must confirm a counted attempt, and the longest wait for them.
+    wait: Option<(u32, Duration)>,
+}
+
+/// The pool of each store shape.
+enum Connections {
+    /// One Redis (or a proxy in front of one).
+    Standalone(LeanPool<deadpool_redis::Manager>),
+    /// A Redis Cluster; each pooled connection reaches every node.
+    Cluster(LeanPool<deadpool_redis::cluster::Manager>),
+    /// The master the Sentinels name.
+    Sentinel(LeanPool<deadpool_redis::sentinel::Manager>),
+}
+
+/// A shared handle on one pooled connection, whatever the shape.
+enum Connection {
+    Multiplexed(Tracked<MultiplexedConnection>),
+    Cluster(Tracked<ClusterConnection>),
+}
+
+impl Connection {
+    fn retire(&self) {
+        match self {
+            Connection::Multiplexed(c) => c.retire(),
+            Connection::Cluster(c) => c.retire(),
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for Connection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Connection::Multiplexed(c) => c.conn.req_packed_command(cmd),
+            Connection::Cluster(c) => c.conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Connection::Multiplexed(c) => c.conn.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(c) => c.conn.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Multiplexed(c) => c.conn.get_db(),
+            Connection::Cluster(c) => c.conn.get_db(),
+        }
+    }
+}
+
+/// Whether a failed call makes its connection unfit for the next one, so the pool
+/// replaces it instead of handing it out again: a broken or timed-out socket, and
+/// `READONLY` (the node was demoted to a replica in a failover; a fresh connection
+/// finds the new master). Other server errors (`OOM`, a script's `assert`) leave the
+/// connection fine. Either way the call itself is a [`StoreError`].
+pub fn retires_connection(error: &RedisError) -> bool {
+    error.is_unrecoverable_error()
+        || error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_timeout()
+        || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+/// `maxmemory-policy` values under which Redis never deletes a key to make room.
+const NON_EVICTING_POLICIES: [&str; 1] = ["noeviction"];
+
+/// Every `maxmemory_policy:` value in `INFO` text (one per node answering).
+fn eviction_policies(info: &str) -> Vec<String> {
+    info.lines()
+        .filter_map(|l| l.trim_end().strip_prefix("maxmemory_policy:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The text of an `INFO` reply: one string, or (a cluster's answer from every master) a
+/// map of node to string.
+fn info_text(value: &redis::Value) -> String {
+    match value {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text.clone(),
+        redis::Value::SimpleString(text) => text.clone(),
+        redis::Value::Map(entries) => {
+            entries.iter().map(|(_, v)| info_text(v)).collect::<Vec<_>>().join("\n")
+        }
+        redis::Value::Array(items) => items.iter().map(info_text).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    }
+}
+
+impl RedisStore {
+    /// A store on one Redis at `url` (`redis://` or `rediss://`, credentials in the URL),
+    /// with at most `pool_size` multiplexed connections and the other settings' defaults.
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub fn new(
+        url: &str,
+        secret: KeySecret,
+        operation_timeout: Duration,
+        pool_size: usize,
+    ) -> Result<Self, StoreError> {
+        Self::open(&RedisSettings::standalone(url, secret, operation_timeout, pool_size))
+    }
+
+    /// A store of the configured shape. Connects lazily, so a daemon starts while Redis
+    /// is down and its health stays NOT_SERVING until Redis answers.
+    ///
+    /// # Errors
+    /// [`StoreError::Command`] for a URL redis-rs cannot open, [`StoreError::Pool`] when
+    /// the pool cannot be built.
+    pub fn open(settings: &RedisSettings) -> Result<Self, StoreError> {
+        let (timeout, size) = (settings.operation_timeout, settings.pool_size);
+        let connections = match &settings.shape {
+            RedisShape::Standalone { url } => Connections::Standalone(standalone::pool(
+                url,
+                &settings.credentials,
+                timeout,
+                size,
+            )?),
+            RedisShape::Cluster { nodes } => {
+                Connections::Cluster(cluster::pool(nodes, &settings.credentials, timeout, size)?)
+            }
+            RedisShape::Sentinel { master_name, nodes } => Connections::Sentinel(sentinel::pool(
+                master_name,
+                nodes,
+                &settings.credentials,
+                timeout,
+                size,
+            )?),
+        };
+        Ok(Self {
+            connections,
+            secret: settings.secret.clone(),
+            operation_timeout: timeout,
+            allow_eviction: settings.allow_eviction,
+            unsafe_policy: AtomicBool::new(false),
+            wait: (settings.wait_replicas > 0)
+                .then_some((settings.wait_replicas, settings.wait_timeout)),
+        })
+    }
+
+    /// Runs one script invocation under the operation deadline on a shared pooled
+    /// connection. A failure that makes the connection unfit (see
+    /// [`retires_connection`]), or the deadline passing, retires it.
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        call: &ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        self.refuse_if_unsafe()?;
+        self.on_connection(async |conn| call.invoke_async(conn).await).await
+    }
+
+    /// As [`Self::invoke`], and with `store.wait_replicas` set, `WAIT` pipelined right
+    /// behind the script on the same connection: the answer comes only once enough
+    /// replicas confirm, else [`StoreError::Replication`].
+    async fn invoke_counted<T: redis::FromRedisValue>(
+        &self,
+        call: &ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let Some((replicas, wait_timeout)) = self.wait else {
+            return self.invoke(call).await;
+        };
+        self.refuse_if_unsafe()?;
+        let millis = u64::try_from(wait_timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+        let (reply, confirmed): (T, u32) = self
+            .on_connection(async |conn| {
+                let mut pipe = redis::pipe();
+                pipe.invoke_script(call).cmd("WAIT").arg(replicas).arg(millis);
+                match pipe.query_async(conn).await {
+                    // The pipeline stops nothing: on NOSCRIPT the script did not run
+                    // (WAIT did, harmlessly). Load it where the key lives and resend.
+                    Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                        call.load_async(conn).await?;
+                        pipe.query_async(conn).await
+                    }
+                    other => other,
+                }
+            })
+            .await?;
+        if confirmed < replicas {
+            return Err(StoreError::Replication { wanted: replicas, confirmed });
+        }
+        Ok(reply)
+    }
+
+    fn refuse_if_unsafe(&self) -> Result<(), StoreError> {
+        if self.unsafe_policy.load(Ordering::Relaxed) {
+            Err(StoreError::Unsafe("maxmemory-policy evicts keys".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs `work` on a shared connection under the operation deadline.
+    async fn on_connection<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
+        let mut used: Option<Connection> = None;
+        let outcome = tokio::time::timeout(self.operation_timeout, async {
+            let conn = used.insert(self.connection().await?);
+            work(conn).await.map_err(|e| {
+                if retires_connection(&e) {
+                    conn.retire();
+                }
+                StoreError::Command(e)
+            })
+        })
+        .await;
+        match outcome {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                // A reply that never came: the socket may be dead without a reset.
+                if let Some(conn) = &used {
+                    conn.retire();
+                }
+                Err(StoreError::Timeout(self.operation_timeout))
+            }
+        }
+    }
+
+    /// A handle on one of the pool's connections. The pool object goes back at once:
+    /// the handle shares the connection, so concurrent calls pipeline on it.
+    async fn connection(&self) -> Result<Connection, StoreError> {
+        let pool_error = |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Pool(e);
+        Ok(match &self.connections {
+            Connections::Standalone(pool) => Connection::Multiplexed(
+                pool.get().await.map_err(|e| pool_error(Box::new(e)))?.share(),
+            ),
+            Connections::Cluster(pool) => {
+                Connection::Cluster(pool.get().await.map_err(|e| pool_error(Box::new(e)))?.share())
+            }
+            Connections::Sentinel(pool) => Connection::Multiplexed(
+                pool.get().await.map_err(|e| pool_error(Box::new(e)))?.share(),
+            ),
+        })
+    }
+
+    /// Reads `INFO memory` (every master of a cluster) and applies the eviction rule:
+    /// an evicting `maxmemory-policy` is refused unless allowed, and then reported by
+    /// a warning and the [`EVICTION_ALLOWED_GAUGE`] gauge. `INFO`, not `CONFIG GET`:
+    /// managed Redis services disable `CONFIG`.
+    async fn check_safety(&self) -> Result<(), StoreError> {
+        let value: redis::Value = self
+            .on_connection(async |conn| redis::cmd("INFO").arg("memory").query_async(conn).await)
+            .await?;
+        let policies = eviction_policies(&info_text(&value));
+        if policies.is_empty() {
+            return Err(StoreError::Protocol("INFO memory has no maxmemory_policy".into()));
+        }
+        let evicting: Vec<&String> =
+            policies.iter().filter(|p| !NON_EVICTING_POLICIES.contains(&p.as_str())).collect();
+        let Some(policy) = evicting.first() else {
+            self.unsafe_policy.store(false, Ordering::Relaxed);
+            metrics::gauge!(EVICTION_ALLOWED_GAUGE).set(0.0);
+            return Ok(());
+        };
+        if self.allow_eviction {
+            if !self.unsafe_policy.swap(false, Ordering::Relaxed) {
+                // Logged on every check would flood; once per daemon is enough with the gauge.
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        policy = %policy,
+                        "store: Redis maxmemory-policy {policy} may evict keys, lockout records \
+                         among them; serving because store.allow_eviction = true"
+                    );
+                });
+            }
+            metrics::gauge!(EVICTION_ALLOWED_GAUGE).set(1.0);
+            Ok(())
+        } else {
+            self.unsafe_policy.store(true, Ordering::Relaxed);
+            Err(StoreError::Unsafe(format!(
+                "Redis maxmemory-policy is {policy}, which may evict lockout records; \
+                 set it to noeviction, or set store.allow_eviction = true to serve anyway"
+            )))
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError> {
+        let mut call = scripts::admit().key(key.record());
+        call.arg(policy.max_failures)
+            .arg(policy.window_ms(0))
+            .arg(policy.window_ms(policy.max_step()));
+        let open: i64 = self.invoke(&call).await?;
+        match open {
+            1 => Ok(true),
+            0 => Ok(false),
+            other => Err(StoreError::Protocol(format!("admit returned {other}"))),
+        }
+    }
+
+    async fn record_attempt(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        policy: &Policy,
+    ) -> Result<Counted, StoreError> {
+        let mut call = scripts::record_attempt().key(key.record());
+        if let Some(id) = attempt_id {
+            call.key(key.attempt(&self.secret, id));
+        }
+        call.arg(policy.max_failures)
+            .arg(policy.window_ms(0))
+            .arg(policy.window_ms(policy.max_step()))
+            .arg(policy.retention_ms())
+            .arg(u8::from(policy.escalates()))
+            .arg(policy.max_step());
+        let reply: Vec<i64> = self.invoke_counted(&call).await?;
+        let [allowed, failures, _step, window_start_ms, replays] = reply[..] else {
+            return Err(StoreError::Protocol(format!(
+                "record_attempt returned {} values",
+                reply.len()
+            )));
+        };
+        let allowed = match allowed {
+            1 => true,
+            0 => false,
+            other => {
+                return Err(StoreError::Protocol(format!("record_attempt allowed={other}")));
+            }
+        };
+        Ok(Counted {
+            allowed,
+            // A replay reports failures = -1: never a lockout.
+            locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
+            window_start_ms: u64::try_from(window_start_ms)
+                .map_err(|_| StoreError::Protocol("negative window start".into()))?,
+            replays: u64::try_from(replays)
+                .map_err(|_| StoreError::Protocol("negative replay count".into()))?,
+        })
+    }
+
+    async fn refund(
+        &self,
+        key: &AccountKey,
+        attempt_id: Option<&AttemptId>,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut call = scripts::refund().key(key.record());
+        if let Some(id) = attempt_id {
+            call.key(key.attempt(&self.secret, id));
+        }
+        call.arg(window_start_ms);
+        let _refunded: i64 = self.invoke(&call).await?;
+        Ok(())
+    }
+
+    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
+        let call = scripts::clear().key(key.record());
+        let _deleted: i64 = self.invoke(&call).await?;
+        Ok(())
+    }
+
+    /// Health: the store answers `INFO` and its eviction policy is safe (or allowed).
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.check_safety().await
+    }
+}

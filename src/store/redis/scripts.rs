@@ -1,0 +1,42 @@
+//! The Lua scripts, one per store operation, each in its own `lua/*.lua` file that opens
+//! with its KEYS/ARGV contract. Every shape (standalone, cluster, Sentinel) runs the same
+//! scripts; a new operation adds a file and a function here.
+//!
+//! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a
+//! promoted replica that never saw `SCRIPT LOAD`), loads the script and sends it again.
+//! `NOSCRIPT` means the script did not run, so the retry never counts an attempt twice.
+
+use std::sync::OnceLock;
+
+use redis::Script;
+
+macro_rules! script {
+    ($(#[$doc:meta])* $name:ident, $file:literal) => {
+        $(#[$doc])*
+        pub(crate) fn $name() -> &'static Script {
+            static SCRIPT: OnceLock<Script> = OnceLock::new();
+            SCRIPT.get_or_init(|| Script::new(include_str!(concat!("../lua/", $file))))
+        }
+    };
+}
+
+script!(
+    /// `RecordAttempt`: count one attempt.
+    record_attempt,
+    "record_attempt.lua"
+);
+script!(
+    /// `Admit`: is the door open (read only).
+    admit,
+    "admit.lua"
+);
+script!(
+    /// Give back an attempt the CPU budget refused.
+    refund,
+    "refund.lua"
+);
+script!(
+    /// `ClearAttempts`: delete the record.
+    clear,
+    "clear.lua"
+);
