@@ -1058,7 +1058,7 @@ fn sentinel_field(value: &redis::Value, name: &str) -> Option<i64> {
 /// `redis_url`.
 pub fn config_toml_with_store(store_lines: &str) -> String {
     format!(
-        "listen = \"127.0.0.1:0\"\n[store]\n{store_lines}\noperation_timeout = \"500ms\"\n{REALMS_TOML}"
+        "listen = \"127.0.0.1:0\"\n{TEST_TOP_LEVEL}[store]\n{store_lines}\noperation_timeout = \"500ms\"\n{REALMS_TOML}"
     )
 }
 
