@@ -14,12 +14,19 @@
 //!   the embedded (redb) default.
 //! - [`verify`]: stored-hash parsing and ceilings, dummy hashes, the CPU governor.
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
+//! - [`auth`]: callers, their identities (certificate names, bearer tokens) and
+//!   permissions per RPC and realm; the one place requests are authorized.
+//! - [`admin`]: the operator service `portcullis.v1.Admin` (Inspect, Unlock).
+//! - [`transport`]: the listener's connections: TLS and its reload, connection bound,
+//!   idle timeout, HTTP/2 limits.
 //! - [`telemetry`]: logs and metrics.
 //! - [`client`]: the gateway library: endpoint pool, retries, health, circuit breaker.
 //! - [`run`]: serves the API, health and reflection on a bound listener until shutdown.
 
 #![warn(missing_docs)]
 
+pub mod admin;
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod normalize;
@@ -28,6 +35,7 @@ pub mod service;
 pub mod store;
 pub mod telemetry;
 pub mod throttle;
+pub mod transport;
 pub mod verify;
 
 use std::future::Future;
@@ -35,7 +43,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use config::{Settings, StoreSettings};
@@ -52,6 +59,9 @@ pub mod pb {
     pub const FILE_DESCRIPTOR_SET: &[u8] =
         tonic::include_file_descriptor_set!("portcullis_descriptor");
 }
+
+/// Name of the operator gRPC service.
+pub const ADMIN_SERVICE_NAME: &str = "portcullis.v1.Admin";
 
 /// Name of the gRPC service, as health checks ask for it.
 pub const SERVICE_NAME: &str = "portcullis.v1.Governor";
@@ -102,6 +112,12 @@ pub struct Daemon {
     store: Arc<dyn Store>,
     verifier: Arc<verify::Verifier>,
     service: service::GovernorService,
+    admin: admin::AdminService,
+    /// The listener's TLS (`None`: plain TCP), the callers and the listener's limits.
+    tls: Option<Arc<transport::tls::ReloadingTls>>,
+    allow_plaintext: bool,
+    callers: Arc<auth::Callers>,
+    limits: transport::ServerLimits,
 }
 
 impl Daemon {
@@ -133,13 +149,20 @@ impl Daemon {
             }
         };
         let verifier = Arc::new(verify::Verifier::new(settings.verify, &settings.realms)?);
-        let service = service::GovernorService::new(
-            Arc::new(settings.realms),
-            store.clone(),
-            secret,
-            verifier.clone(),
-        );
-        Ok(Self { store, verifier, service })
+        let realms = Arc::new(settings.realms);
+        let admin = admin::AdminService::new(realms.clone(), store.clone(), secret.clone());
+        let service =
+            service::GovernorService::new(realms, store.clone(), secret, verifier.clone());
+        Ok(Self {
+            store,
+            verifier,
+            service,
+            admin,
+            tls: settings.tls,
+            allow_plaintext: settings.allow_plaintext,
+            callers: settings.callers,
+            limits: settings.server,
+        })
     }
 
     /// The verifier, whose governor reports running comparisons, waiters and refusals.
@@ -156,7 +179,19 @@ impl Daemon {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), RunError> {
-        let Daemon { store, verifier: _, service } = self;
+        let Daemon { store, verifier: _, service, admin, tls, allow_plaintext, callers, limits } =
+            self;
+        let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+        if tls.is_none() && !loopback && allow_plaintext {
+            tracing::warn!(
+                "serving WITHOUT TLS on a non-loopback address (allow_plaintext = true): passwords cross the network in clear"
+            );
+        }
+        if !callers.enforced() && !loopback {
+            tracing::warn!(
+                "no [callers] configured: every connection may call every RPC, Admin included"
+            );
+        }
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_service_status("", ServingStatus::NotServing).await;
         health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
@@ -201,23 +236,41 @@ impl Daemon {
             tracing::info!("shutting down: finishing in-flight calls");
         };
 
-        // TCP_NODELAY: a gRPC answer is a few small frames; Nagle's algorithm held some
-        // back for 40 ms (the throttle bench's p99 at 64 calls in flight).
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let server = tonic::transport::Server::builder()
+        let reload = tls.clone().map(|t| tokio::spawn(t.watch(std::future::pending())));
+        let max_message = limits.max_message_bytes();
+        let incoming = transport::incoming(listener, tls, limits);
+        let server = limits
+            .builder()
+            .layer(transport::TrackCallsLayer)
+            .layer(auth::AuthLayer::new(callers))
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(pb::governor_server::GovernorServer::new(service))
+            .add_service(
+                pb::governor_server::GovernorServer::new(service)
+                    .max_decoding_message_size(max_message)
+                    .max_encoding_message_size(max_message),
+            )
+            .add_service(
+                pb::admin_server::AdminServer::new(admin)
+                    .max_decoding_message_size(max_message)
+                    .max_encoding_message_size(max_message),
+            )
             .serve_with_incoming_shutdown(incoming, drain);
         let grace_expired = async move {
             let _ = drain_started.wait_for(|started| *started).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
-        tokio::select! {
-            served = server => served?,
-            () = grace_expired => tracing::warn!("shutdown grace expired with connections still open"),
+        let served = tokio::select! {
+            served = server => served,
+            () = grace_expired => {
+                tracing::warn!("shutdown grace expired with connections still open");
+                Ok(())
+            }
+        };
+        if let Some(reload) = reload {
+            reload.abort();
         }
-        Ok(())
+        Ok(served?)
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
+use zeroize::Zeroizing;
 
 use crate::normalize::normalize;
 use crate::pb::governor_server::Governor;
@@ -48,21 +49,40 @@ impl GovernorService {
         Self { realms, store, secret, verifier }
     }
 
-    /// Validates `account` (before any store work) and derives its key.
-    ///
-    /// # Errors
-    /// `INVALID_ARGUMENT` naming the field: missing account, unknown realm, identifier
-    /// empty after normalization or over 320 bytes.
-    fn account_key(&self, account: Option<&Account>) -> Result<(&Realm, AccountKey), Status> {
-        let account = account.ok_or_else(|| Status::invalid_argument("account is required"))?;
-        let realm = self
-            .realms
-            .get(&account.realm)
-            .ok_or_else(|| Status::invalid_argument("account.realm is not a configured realm"))?;
-        let identifier = normalize(realm.normalization, &account.identifier)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        Ok((realm, AccountKey::new(&self.secret, &realm.name, &identifier)))
+    /// Validates `account` (before any store work) and derives its key; see
+    /// [`validate_account`].
+    fn account_key(
+        &self,
+        account: Option<&Account>,
+        extensions: &tonic::Extensions,
+    ) -> Result<(&Realm, AccountKey), Status> {
+        validate_account(&self.realms, &self.secret, account, extensions)
     }
+}
+
+/// Validates `account` (before any store or CPU work) and derives its key: the account
+/// is present, its realm configured and open to the request's caller
+/// ([`crate::auth::check_realm`]), its identifier valid after normalization. Shared by
+/// `Governor` and `Admin`.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the field: missing account, unknown realm, identifier
+/// empty after normalization or over 320 bytes. `PERMISSION_DENIED` when the caller may
+/// not use the realm.
+pub(crate) fn validate_account<'r>(
+    realms: &'r Realms,
+    secret: &KeySecret,
+    account: Option<&Account>,
+    extensions: &tonic::Extensions,
+) -> Result<(&'r Realm, AccountKey), Status> {
+    let account = account.ok_or_else(|| Status::invalid_argument("account is required"))?;
+    let realm = realms
+        .get(&account.realm)
+        .ok_or_else(|| Status::invalid_argument("account.realm is not a configured realm"))?;
+    crate::auth::check_realm(extensions, &realm.name)?;
+    let identifier = normalize(realm.normalization, &account.identifier)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    Ok((realm, AccountKey::new(secret, &realm.name, &identifier)))
 }
 
 /// The one place a throttle answer becomes a wire [`Decision`]. A closed door is
@@ -86,7 +106,7 @@ fn accept(needs_rehash: bool) -> VerifyResponse {
 /// Every store failure leaves the service here. `UNAVAILABLE` because the failure is
 /// the store's, transient, and says nothing about the account; gateways treat it as
 /// deny. The cause is logged (it names no identifier: keys are digests) and not sent.
-fn store_unavailable(err: StoreError) -> Status {
+pub(crate) fn store_unavailable(err: StoreError) -> Status {
     tracing::error!(error = %err, cause = ?std::error::Error::source(&err), "store operation failed");
     metrics::counter!("portcullis_store_errors_total").increment(1);
     Status::unavailable("store unavailable")
@@ -132,7 +152,8 @@ struct VerifyJob {
     realm: Realm,
     key: AccountKey,
     attempt_id: Option<AttemptId>,
-    password: Vec<u8>,
+    /// Wiped on drop (`zeroize`).
+    password: Zeroizing<Vec<u8>>,
     comparison: Comparison,
     deadline: Option<Instant>,
 }
@@ -191,7 +212,8 @@ impl Governor for GovernorService {
         &self,
         request: Request<AdmitRequest>,
     ) -> Result<Response<AdmitResponse>, Status> {
-        let (realm, key) = self.account_key(request.get_ref().account.as_ref())?;
+        let (realm, key) =
+            self.account_key(request.get_ref().account.as_ref(), request.extensions())?;
         let open = self.store.is_open(&key, &realm.policy).await.map_err(store_unavailable)?;
         Ok(Response::new(AdmitResponse { decision: decision(open) }))
     }
@@ -201,7 +223,7 @@ impl Governor for GovernorService {
         request: Request<RecordAttemptRequest>,
     ) -> Result<Response<RecordAttemptResponse>, Status> {
         let req = request.get_ref();
-        let (realm, key) = self.account_key(req.account.as_ref())?;
+        let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
         let attempt_id = AttemptId::parse(&req.attempt_id).map_err(Status::invalid_argument)?;
         let counted = self
             .store
@@ -218,8 +240,11 @@ impl Governor for GovernorService {
         request: Request<VerifyRequest>,
     ) -> Result<Response<VerifyResponse>, Status> {
         let deadline = grpc_deadline(request.metadata());
-        let req = request.into_inner();
-        let (realm, key) = self.account_key(req.account.as_ref())?;
+        let (_, extensions, req) = request.into_parts();
+        // The password is wiped from memory when the request is done with, whatever way
+        // it ends (tonic's own receive buffer is not ours to wipe).
+        let password = Zeroizing::new(req.password);
+        let (realm, key) = self.account_key(req.account.as_ref(), &extensions)?;
         let attempt_id = AttemptId::parse(&req.attempt_id).map_err(Status::invalid_argument)?;
         if req.client_key.is_empty() {
             return Err(Status::invalid_argument("client_key is required"));
@@ -230,7 +255,7 @@ impl Governor for GovernorService {
             )));
         }
         let max_password = self.verifier.settings().max_password_bytes;
-        if req.password.len() > max_password {
+        if password.len() > max_password {
             return Err(Status::invalid_argument(format!(
                 "password is longer than {max_password} bytes"
             )));
@@ -250,7 +275,7 @@ impl Governor for GovernorService {
             realm: realm.clone(),
             key,
             attempt_id,
-            password: req.password,
+            password,
             comparison,
             deadline,
         };
@@ -265,7 +290,7 @@ impl Governor for GovernorService {
         request: Request<ClearAttemptsRequest>,
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
         let req = request.get_ref();
-        let (_, key) = self.account_key(req.account.as_ref())?;
+        let (_, key) = self.account_key(req.account.as_ref(), request.extensions())?;
         match ClearReason::try_from(req.reason) {
             Ok(ClearReason::PasswordVerified | ClearReason::PasswordResetCompleted) => {}
             Ok(ClearReason::Unspecified) | Err(_) => {

@@ -13,8 +13,8 @@ use deadpool_redis::{Manager, Pool, Runtime};
 use redis::{AsyncConnectionConfig, Script, ScriptInvocation};
 
 use super::keys::{AccountKey, AttemptId, KeySecret};
-use super::{Counted, Store, StoreError};
-use crate::throttle::Policy;
+use super::{Counted, Inspection, Store, StoreError};
+use crate::throttle::{Policy, Record};
 
 fn record_attempt_script() -> &'static Script {
     static SCRIPT: OnceLock<Script> = OnceLock::new();
@@ -34,6 +34,11 @@ fn refund_script() -> &'static Script {
 fn clear_script() -> &'static Script {
     static SCRIPT: OnceLock<Script> = OnceLock::new();
     SCRIPT.get_or_init(|| Script::new(include_str!("lua/clear.lua")))
+}
+
+fn inspect_script() -> &'static Script {
+    static SCRIPT: OnceLock<Script> = OnceLock::new();
+    SCRIPT.get_or_init(|| Script::new(include_str!("lua/inspect.lua")))
 }
 
 /// Attempt records in a shared Redis.
@@ -175,6 +180,28 @@ impl Store for RedisStore {
         let call = clear_script().key(key.record());
         let _deleted: i64 = self.invoke(&call).await?;
         Ok(())
+    }
+
+    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
+        let call = inspect_script().key(key.record());
+        let reply: Vec<i64> = self.invoke(&call).await?;
+        let [exists, failures, window_start_ms, step, now_ms] = reply[..] else {
+            return Err(StoreError::Protocol(format!("inspect returned {} values", reply.len())));
+        };
+        let field = |v: i64, name: &str| {
+            u64::try_from(v).map_err(|_| StoreError::Protocol(format!("inspect: negative {name}")))
+        };
+        let record = match exists {
+            0 => None,
+            1 => Some(Record {
+                failures: field(failures, "failures")?,
+                window_start_ms: field(window_start_ms, "window start")?,
+                step: u32::try_from(step)
+                    .map_err(|_| StoreError::Protocol("inspect: step out of range".into()))?,
+            }),
+            other => return Err(StoreError::Protocol(format!("inspect exists={other}"))),
+        };
+        Ok(Inspection { record, now_ms: field(now_ms, "time")? })
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
