@@ -109,7 +109,7 @@ impl Admin for AdminService {
             Ok(reason) => reason,
         };
         self.store.clear(&key).await.map_err(store_unavailable)?;
-        tracing::warn!(caller = %caller, realm = %realm.name, reason = reason.as_str_name(), "admin: unlock cleared an account key's record");
+        tracing::warn!(caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), "admin: unlock cleared an account key's record");
         metrics::counter!("portcullis_admin_calls_total", "rpc" => "Unlock", "caller" => caller)
             .increment(1);
         Ok(Response::new(UnlockResponse {}))
