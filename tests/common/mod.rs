@@ -462,6 +462,11 @@ impl DaemonProcess {
         self.logs.lock().unwrap().clone()
     }
 
+    /// The daemon's process id, to send it signals.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, as a crash would: no shutdown code runs.
     pub fn kill(mut self) {
         let _ = self.child.kill();
