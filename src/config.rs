@@ -548,6 +548,7 @@ impl Config {
         let secs = Duration::from_secs;
         check_range("server.handshake_timeout", s.handshake_timeout, secs(1)..=secs(60), "1s–60s")?;
         check_range("server.idle_timeout", s.idle_timeout, secs(1)..=secs(86_400), "1s–24h")?;
+        check_range("server.request_timeout", s.request_timeout, secs(1)..=secs(300), "1s–5m")?;
         check_range(
             "server.keepalive_interval",
             s.keepalive_interval,

@@ -20,6 +20,7 @@
 //! - [`transport`]: the listener's connections: TLS and its reload, connection bound,
 //!   idle timeout, HTTP/2 limits.
 //! - [`telemetry`]: logs and metrics.
+//! - [`codec`]: the protobuf codec with small per-call buffers.
 //! - [`client`]: the gateway library: endpoint pool, retries, health, circuit breaker.
 //! - [`run`]: serves the API, health and reflection on a bound listener until shutdown.
 
@@ -28,6 +29,7 @@
 pub mod admin;
 pub mod auth;
 pub mod client;
+pub mod codec;
 pub mod config;
 pub mod normalize;
 pub mod realm;

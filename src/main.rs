@@ -16,6 +16,20 @@ use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, ClearReason, Decision, RecordAttemptRequest,
 };
 
+/// jemalloc, whose background thread hands freed memory back to the OS within about a
+/// second: under glibc malloc most of a flood's peak stayed resident after it ended
+/// (docs/performance.md, "Memory under a Verify flood").
+#[cfg(all(unix, not(target_env = "musl")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read at start-up (the `_rjem_` prefix is tikv-jemallocator's):
+/// purge dirty and muzzy pages after 1 s, from a background thread.
+#[cfg(all(unix, not(target_env = "musl")))]
+#[allow(non_upper_case_globals)]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000\0";
+
 #[derive(Parser)]
 #[command(version, about = "Portcullis: per-account login throttle for a fleet of gateways")]
 struct Cli {

@@ -122,16 +122,24 @@ async fn sighup_reloads_at_once() {
     let tls = tls_section(dir.path(), "24h");
     let daemon = DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), &tls));
     let leaf = old.leaf(&["gateway.test"], &[]);
-    assert!(try_attempt(daemon.addr, Some(client_tls(&old.pem(), Some(&leaf))), None).await.is_ok());
+    assert!(
+        try_attempt(daemon.addr, Some(client_tls(&old.pem(), Some(&leaf))), None).await.is_ok()
+    );
     // A broken file is refused and the old certificate keeps serving.
-    write(dir.path(), "server.pem", "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n");
+    write(
+        dir.path(),
+        "server.pem",
+        "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n",
+    );
     let pid = daemon.pid();
     let hup = |pid: u32| {
         std::process::Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap()
     };
     assert!(hup(pid).success());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(try_attempt(daemon.addr, Some(client_tls(&old.pem(), Some(&leaf))), None).await.is_ok());
+    assert!(
+        try_attempt(daemon.addr, Some(client_tls(&old.pem(), Some(&leaf))), None).await.is_ok()
+    );
     assert!(daemon.logs().contains("reload refused"), "{}", daemon.logs());
     rotate(dir.path(), &new, &format!("{}{}", old.pem(), new.pem()));
     assert!(hup(pid).success());

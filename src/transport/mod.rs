@@ -50,6 +50,11 @@ pub struct ServerLimits {
     /// client that never finishes sending its headers).
     #[serde(default = "default_idle_timeout", with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// Longest a call may take, body included: a client that opens a call and never
+    /// sends its message cannot hold the stream (and its memory) longer. A caller's own
+    /// `grpc-timeout` may be shorter.
+    #[serde(default = "default_request_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
     /// Interval of HTTP/2 keep-alive pings.
     #[serde(default = "default_keepalive_interval", with = "humantime_serde")]
     pub keepalive_interval: Duration,
@@ -87,6 +92,9 @@ const fn default_handshake_timeout() -> Duration {
 const fn default_idle_timeout() -> Duration {
     Duration::from_secs(300)
 }
+const fn default_request_timeout() -> Duration {
+    Duration::from_secs(30)
+}
 const fn default_keepalive_interval() -> Duration {
     Duration::from_secs(30)
 }
@@ -112,6 +120,7 @@ impl Default for ServerLimits {
             max_connections: default_max_connections(),
             handshake_timeout: default_handshake_timeout(),
             idle_timeout: default_idle_timeout(),
+            request_timeout: default_request_timeout(),
             keepalive_interval: default_keepalive_interval(),
             keepalive_timeout: default_keepalive_timeout(),
             stream_window_kib: default_stream_window_kib(),
@@ -131,6 +140,7 @@ impl ServerLimits {
     pub fn builder(&self) -> tonic::transport::Server {
         tonic::transport::Server::builder()
             .max_concurrent_streams(self.max_concurrent_streams)
+            .timeout(self.request_timeout)
             .http2_max_header_list_size(self.max_header_list_kib * 1024)
             .http2_keepalive_interval(Some(self.keepalive_interval))
             .http2_keepalive_timeout(Some(self.keepalive_timeout))
