@@ -79,7 +79,7 @@ async fn victim(addr: SocketAddr, pid: u32, phase: &'static str, abuse: &AtomicU
             Ok(_) => latencies.push(t.elapsed()),
             Err(_) => errors += 1,
         }
-        if n % 50 == 0 {
+        if n.is_multiple_of(50) {
             peak = peak.max(rss_kib(pid));
         }
     }

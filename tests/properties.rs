@@ -215,15 +215,14 @@ fn open<T>(message: T) -> Request<T> {
 
 /// Runs one request of each RPC built from the same arbitrary parts; each answer is an
 /// error (the store always fails), and INVALID_ARGUMENT means the store was not asked.
+/// Arbitrary parts of a request: account, attempt id, password, stored hash, client key,
+/// clear reason.
+type Parts = (Option<Account>, String, Vec<u8>, String, String, i32);
+
 async fn check_requests(
     svc: &GovernorService,
     store: &CountingStore,
-    account: Option<Account>,
-    attempt_id: String,
-    password: Vec<u8>,
-    stored_hash: String,
-    client_key: String,
-    reason: i32,
+    (account, attempt_id, password, stored_hash, client_key, reason): Parts,
 ) -> Result<(), TestCaseError> {
     let calls = || store.calls.load(Ordering::SeqCst);
     macro_rules! check {
@@ -267,18 +266,5 @@ fn request_validation_never_panics_on_any_message() {
         any::<i32>(),
     );
     let mut runner = proptest::test_runner::TestRunner::new(config(192));
-    runner
-        .run(&strategy, |(account, attempt_id, password, stored_hash, client_key, reason)| {
-            rt.block_on(check_requests(
-                &svc,
-                &store,
-                account,
-                attempt_id,
-                password,
-                stored_hash,
-                client_key,
-                reason,
-            ))
-        })
-        .unwrap();
+    runner.run(&strategy, |parts| rt.block_on(check_requests(&svc, &store, parts))).unwrap();
 }

@@ -137,6 +137,12 @@ async fn allow_plaintext_is_warned_about() {
         dir.path().join("data").display().to_string()
     );
     let daemon = DaemonProcess::spawn(&config);
+    // The warnings follow the "listening on" line the spawn waited for.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !daemon.logs().contains("no [callers] configured") && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let logs = daemon.logs();
     assert!(logs.contains("WITHOUT TLS"), "{logs}");
     assert!(logs.contains("no [callers] configured"), "{logs}");
