@@ -206,6 +206,9 @@ async fn rapid_reset(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU
                 }
                 Err(_) => break,
             }
+            // Let the connection task write the frames (and this runtime's other tasks
+            // run): without it the loop only queues resets in this process's memory.
+            tokio::task::yield_now().await;
         }
     }
 }

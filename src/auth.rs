@@ -102,8 +102,7 @@ pub enum CallerError {
     },
 }
 
-/// A configured caller.
-#[derive(Debug)]
+/// A configured caller. Its `Debug` shows the name only (no token digest in a log).
 pub struct Caller {
     name: String,
     dns: Vec<String>,
@@ -113,6 +112,12 @@ pub struct Caller {
     rpcs: BTreeSet<Rpc>,
     /// `None`: every realm.
     realms: Option<BTreeSet<String>>,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller").field("name", &self.name).finish_non_exhaustive()
+    }
 }
 
 impl Caller {

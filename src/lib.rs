@@ -245,9 +245,10 @@ impl Daemon {
             .builder()
             .layer(transport::TrackCallsLayer)
             .layer(auth::AuthLayer::new(callers))
-            .add_service(health_service)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
+            // Every service, health and reflection too, decodes at most max_message.
+            .add_service(health_service.max_decoding_message_size(max_message))
+            .add_service(reflection_v1.max_decoding_message_size(max_message))
+            .add_service(reflection_v1alpha.max_decoding_message_size(max_message))
             .add_service(
                 pb::governor_server::GovernorServer::new(service)
                     .max_decoding_message_size(max_message)

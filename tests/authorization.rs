@@ -208,6 +208,18 @@ fn caller_configuration_errors_name_the_setting() {
         &format!("[callers.a]\ntoken_hash_file = {hashes:?}\nrpcs = []\nrealms = [\"*\"]\n"),
         "callers.a.rpcs",
     );
+    // A valid caller's token digest never shows in the settings' Debug.
+    let path = dir.path().join("ok.toml");
+    let ok = format!(
+        "[callers.a]\ntoken_hash_file = {hashes:?}\nrpcs = [\"Verify\"]\nrealms = [\"*\"]\n"
+    );
+    std::fs::write(&path, config_toml(redis_url, &ok)).unwrap();
+    let settings = portcullis::config::Config::load(Some(&path), &Default::default())
+        .unwrap()
+        .validate(Some(SECRET.into()))
+        .unwrap();
+    let digest = std::fs::read_to_string(&hashes).unwrap();
+    assert!(!format!("{settings:?}").contains(digest.trim()), "a token digest in Debug");
     let bad = common::pki::write(dir.path(), "bad.sha256", "not hex\n");
     check(
         &format!("[callers.a]\ntoken_hash_file = {bad:?}\nrpcs = [\"Verify\"]\nrealms = [\"*\"]\n"),
