@@ -146,8 +146,8 @@ async fn allow_plaintext_is_warned_about() {
     let logs = daemon.logs();
     assert!(logs.contains("WITHOUT TLS"), "{logs}");
     assert!(logs.contains("no [callers] configured"), "{logs}");
-    let status = daemon.terminate().await;
-    assert!(status.success());
+    // (Not a shutdown test: SIGTERM this early may precede the signal handler.)
+    daemon.kill();
 }
 
 #[tokio::test]
