@@ -17,6 +17,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     protos.sort();
 
     tonic_prost_build::configure()
+        // Smaller per-call buffers than tonic's 8 KiB (src/codec.rs).
+        .codec_path("crate::codec::SmallBufferCodec")
         .file_descriptor_set_path(out_dir.join("portcullis_descriptor.bin"))
         .compile_protos(&protos, &[PathBuf::from("proto")])?;
     println!("cargo:rerun-if-changed=proto");

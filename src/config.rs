@@ -6,17 +6,21 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::{CallerConfig, CallerError, Callers};
 use crate::normalize::Normalization;
 use crate::realm::{Realm, Realms};
 use crate::store::keys::KeySecret;
 use crate::store::redis::settings::{Credentials, RedisSettings, RedisShape, redact_url};
 use crate::throttle::Policy;
+use crate::transport::ServerLimits;
+use crate::transport::tls::{ReloadingTls, TlsConfig, TlsError};
 use crate::verify::VerifySettings;
 use crate::verify::governor::GovernorSettings;
 use crate::verify::hash::{Algorithm, Ceilings, HashParams};
@@ -37,6 +41,10 @@ pub enum ConfigError {
     OutOfRange { setting: String, value: String, allowed: String },
     #[error("{setting}: {problem}")]
     Invalid { setting: String, problem: String },
+    #[error("[tls]: {0}")]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Callers(#[from] CallerError),
     #[error("store.key_secret_file {path:?} could not be read: {source}")]
     SecretFile {
         path: PathBuf,
@@ -92,6 +100,20 @@ pub struct Config {
     /// Realms by name. When the file names none, one realm `default` with the defaults.
     #[serde(default = "default_realms")]
     pub realms: BTreeMap<String, RealmConfig>,
+    /// Serve without TLS on an address that is not loopback. Passwords then cross the
+    /// network in clear; refused unless set explicitly, and warned about when set.
+    #[serde(default)]
+    pub allow_plaintext: bool,
+    /// TLS and mutual TLS of the listener (see `crate::transport::tls`).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// Callers by name and what each may call (see `crate::auth`). None: no
+    /// authorization.
+    #[serde(default)]
+    pub callers: BTreeMap<String, CallerConfig>,
+    /// Limits of the gRPC listener (see `crate::transport`).
+    #[serde(default)]
+    pub server: ServerLimits,
 }
 
 /// `[verify]`: the per-daemon CPU budget (DESIGN.md, "Verify: the CPU budget").
@@ -433,6 +455,10 @@ impl Default for Config {
             store: StoreConfig::default(),
             verify: VerifyConfig::default(),
             realms: default_realms(),
+            allow_plaintext: false,
+            tls: None,
+            callers: BTreeMap::new(),
+            server: ServerLimits::default(),
         }
     }
 }
@@ -498,6 +524,14 @@ pub struct Settings {
     pub verify: VerifySettings,
     /// The realms.
     pub realms: Realms,
+    /// The listener's TLS, loaded (`None`: plain TCP).
+    pub tls: Option<Arc<ReloadingTls>>,
+    /// Plain TCP off loopback was allowed explicitly (`allow_plaintext`).
+    pub allow_plaintext: bool,
+    /// The configured callers (empty: no authorization).
+    pub callers: Arc<Callers>,
+    /// Limits of the gRPC listener.
+    pub server: ServerLimits,
 }
 
 impl Config {
@@ -632,6 +666,20 @@ impl Config {
                 problem: "not a host:port socket address (use \"\" to disable)".into(),
             })?)
         };
+        let server = self.validate_server(&verify)?;
+        let tls = self.tls.as_ref().map(TlsConfig::load).transpose()?;
+        if tls.is_none() && !self.listen.ip().is_loopback() && !self.allow_plaintext {
+            return Err(ConfigError::Invalid {
+                setting: "listen".into(),
+                problem: format!(
+                    "{} is not a loopback address and [tls] is not set: passwords would cross the network in clear; configure [tls], or set allow_plaintext = true to accept that",
+                    self.listen
+                ),
+            });
+        }
+        let names: Vec<&str> = self.realms.keys().map(String::as_str).collect();
+        let mutual = self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
+        let callers = Arc::new(Callers::new(&self.callers, &names, mutual)?);
         Ok(Settings {
             listen: self.listen,
             shutdown_delay: self.shutdown_delay,
@@ -639,7 +687,71 @@ impl Config {
             store,
             verify,
             realms: Realms::new(realms),
+            tls,
+            allow_plaintext: self.allow_plaintext,
+            callers,
+            server,
         })
+    }
+
+    fn validate_server(&self, verify: &VerifySettings) -> Result<ServerLimits, ConfigError> {
+        let s = self.server;
+        // A Verify request carries the password plus an identifier, a hash and ids.
+        let floor = (verify.max_password_bytes / 1024) as u32 + 8;
+        check_range(
+            "server.max_message_kib",
+            s.max_message_kib,
+            floor..=4096,
+            &format!("{floor} (verify.max_password_bytes + 8 KiB) – 4096"),
+        )?;
+        check_range(
+            "server.max_concurrent_streams",
+            s.max_concurrent_streams,
+            1..=10_000,
+            "1–10000",
+        )?;
+        check_range("server.max_header_list_kib", s.max_header_list_kib, 1..=1024, "1–1024")?;
+        check_range("server.max_connections", s.max_connections, 1..=1_000_000, "1–1000000")?;
+        let secs = Duration::from_secs;
+        check_range("server.handshake_timeout", s.handshake_timeout, secs(1)..=secs(60), "1s–60s")?;
+        check_range("server.idle_timeout", s.idle_timeout, secs(1)..=secs(86_400), "1s–24h")?;
+        check_range("server.request_timeout", s.request_timeout, secs(1)..=secs(300), "1s–5m")?;
+        check_range(
+            "server.keepalive_interval",
+            s.keepalive_interval,
+            secs(1)..=secs(3600),
+            "1s–1h",
+        )?;
+        check_range(
+            "server.keepalive_timeout",
+            s.keepalive_timeout,
+            secs(1)..=secs(600),
+            "1s–10m",
+        )?;
+        // 64 KiB – 1 = HTTP/2's initial window; a smaller one slows nothing these
+        // messages need, a larger one lets a client park more bytes per stream.
+        check_range("server.stream_window_kib", s.stream_window_kib, 16..=1024, "16–1024")?;
+        check_range(
+            "server.connection_window_kib",
+            s.connection_window_kib,
+            s.stream_window_kib..=16_384,
+            "stream_window_kib – 16384",
+        )?;
+        check_range(
+            "server.max_pending_accept_reset_streams",
+            s.max_pending_accept_reset_streams,
+            1..=1000,
+            "1–1000",
+        )?;
+        if let Some(tls) = &self.tls {
+            check_range(
+                "tls.reload_interval",
+                tls.reload_interval,
+                Duration::from_millis(100)..=secs(86_400),
+                "100ms–24h",
+            )?;
+        }
+        Ok(s)
     }
 }
 

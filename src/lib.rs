@@ -16,13 +16,22 @@
 //! - [`verify`]: stored-hash parsing and ceilings, dummy hashes, the CPU governor.
 //! - [`devices`]: device tokens (OWASP device cookies): issue, check, the device bucket.
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
+//! - [`auth`]: callers, their identities (certificate names, bearer tokens) and
+//!   permissions per RPC and realm; the one place requests are authorized.
+//! - [`admin`]: the operator service `portcullis.v1.Admin` (Inspect, Unlock).
+//! - [`transport`]: the listener's connections: TLS and its reload, connection bound,
+//!   idle timeout, HTTP/2 limits.
 //! - [`telemetry`]: logs, traces, metrics, the admin HTTP listener, refusal episodes.
+//! - [`codec`]: the protobuf codec with small per-call buffers.
 //! - [`client`]: the gateway library: endpoint pool, retries, health, circuit breaker.
 //! - [`run`]: serves the API, health and reflection on a bound listener until shutdown.
 
 #![warn(missing_docs)]
 
+pub mod admin;
+pub mod auth;
 pub mod client;
+pub mod codec;
 pub mod config;
 pub mod devices;
 pub mod normalize;
@@ -31,6 +40,7 @@ pub mod service;
 pub mod store;
 pub mod telemetry;
 pub mod throttle;
+pub mod transport;
 pub mod verify;
 
 use std::future::Future;
@@ -38,7 +48,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use config::{Settings, StoreSettings};
@@ -57,6 +66,9 @@ pub mod pb {
     pub const FILE_DESCRIPTOR_SET: &[u8] =
         tonic::include_file_descriptor_set!("portcullis_descriptor");
 }
+
+/// Name of the operator gRPC service.
+pub const ADMIN_SERVICE_NAME: &str = "portcullis.v1.Admin";
 
 /// Name of the gRPC service, as health checks ask for it.
 pub const SERVICE_NAME: &str = "portcullis.v1.Governor";
@@ -114,7 +126,14 @@ pub struct Daemon {
     /// Not-ready-but-serving time after the shutdown signal.
     shutdown_delay: Duration,
     /// The admin HTTP listener (`/metrics`, `/healthz`, `/readyz`), when one was given.
-    admin: Option<TcpListener>,
+    admin_listener: Option<TcpListener>,
+    /// The operator service `portcullis.v1.Admin`.
+    admin_service: admin::AdminService,
+    /// The listener's TLS (`None`: plain TCP), the callers and the listener's limits.
+    tls: Option<Arc<transport::tls::ReloadingTls>>,
+    allow_plaintext: bool,
+    callers: Arc<auth::Callers>,
+    limits: transport::ServerLimits,
 }
 
 impl Daemon {
@@ -147,26 +166,29 @@ impl Daemon {
         // same refusal episodes as the CPU budget's refusals.
         let episodes = verifier.governor().episodes().clone();
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(store, system, episodes));
-        let service = service::GovernorService::new(
-            Arc::new(settings.realms),
-            store.clone(),
-            secret,
-            verifier.clone(),
-        );
+        let realms = Arc::new(settings.realms);
+        let admin_service = admin::AdminService::new(realms.clone(), store.clone(), secret.clone());
+        let service =
+            service::GovernorService::new(realms, store.clone(), secret, verifier.clone());
         Ok(Self {
             store,
             verifier,
             service,
             readiness: Readiness::new(),
             shutdown_delay: settings.shutdown_delay,
-            admin: None,
+            admin_listener: None,
+            admin_service,
+            tls: settings.tls,
+            allow_plaintext: settings.allow_plaintext,
+            callers: settings.callers,
+            limits: settings.server,
         })
     }
 
     /// Also serves the admin HTTP endpoints (`/metrics`, `/healthz`, `/readyz`) on
     /// `listener` (bound by the caller, like the gRPC one), until the gRPC server stops.
     pub fn with_admin_listener(mut self, listener: TcpListener) -> Self {
-        self.admin = Some(listener);
+        self.admin_listener = Some(listener);
         self
     }
 
@@ -207,7 +229,30 @@ impl Daemon {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), RunError> {
-        let Daemon { store, verifier: _, service, readiness, shutdown_delay, admin } = self;
+        let Daemon {
+            store,
+            verifier: _,
+            service,
+            readiness,
+            shutdown_delay,
+            admin_listener,
+            admin_service,
+            tls,
+            allow_plaintext,
+            callers,
+            limits,
+        } = self;
+        let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+        if tls.is_none() && !loopback && allow_plaintext {
+            tracing::warn!(
+                "serving WITHOUT TLS on a non-loopback address (allow_plaintext = true): passwords cross the network in clear"
+            );
+        }
+        if !callers.enforced() && !loopback {
+            tracing::warn!(
+                "no [callers] configured: every connection may call every RPC, Admin included"
+            );
+        }
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_service_status("", ServingStatus::NotServing).await;
         health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
@@ -263,7 +308,7 @@ impl Daemon {
         };
 
         let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-        let admin_task = admin.map(|listener| {
+        let admin_task = admin_listener.map(|listener| {
             if let Ok(addr) = listener.local_addr() {
                 tracing::info!("admin HTTP (metrics, health) at {addr}");
             }
@@ -272,15 +317,28 @@ impl Daemon {
             }))
         });
 
-        // TCP_NODELAY: a gRPC answer is a few small frames; Nagle's algorithm held some
-        // back for 40 ms (the throttle bench's p99 at 64 calls in flight).
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let server = tonic::transport::Server::builder()
+        let reload = tls.clone().map(|t| tokio::spawn(t.watch(std::future::pending())));
+        let max_message = limits.max_message_bytes();
+        let incoming = transport::incoming(listener, tls, limits);
+        let server = limits
+            .builder()
             .trace_fn(telemetry::traces::rpc_span)
-            .add_service(health_service)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(pb::governor_server::GovernorServer::new(service))
+            .layer(transport::TrackCallsLayer)
+            .layer(auth::AuthLayer::new(callers))
+            // Every service, health and reflection too, decodes at most max_message.
+            .add_service(health_service.max_decoding_message_size(max_message))
+            .add_service(reflection_v1.max_decoding_message_size(max_message))
+            .add_service(reflection_v1alpha.max_decoding_message_size(max_message))
+            .add_service(
+                pb::governor_server::GovernorServer::new(service)
+                    .max_decoding_message_size(max_message)
+                    .max_encoding_message_size(max_message),
+            )
+            .add_service(
+                pb::admin_server::AdminServer::new(admin_service)
+                    .max_decoding_message_size(max_message)
+                    .max_encoding_message_size(max_message),
+            )
             .serve_with_incoming_shutdown(incoming, drain);
         let grace_expired = async move {
             let _ = drain_started.wait_for(|started| *started).await;
@@ -298,6 +356,9 @@ impl Daemon {
             && let Ok(Err(e)) = task.await
         {
             tracing::warn!("admin listener failed: {e}");
+        }
+        if let Some(reload) = reload {
+            reload.abort();
         }
         Ok(served?)
     }

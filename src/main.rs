@@ -7,12 +7,29 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use portcullis::client::Bearer;
 use portcullis::config::{Config, KEY_SECRET_ENV, Overrides, REDIS_PASSWORD_ENV, SentinelConfig};
+use portcullis::pb;
+use portcullis::pb::admin_client::AdminClient;
 use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, ClearReason, Decision, RecordAttemptRequest,
 };
 use portcullis::telemetry::LogFormat;
+
+/// jemalloc, whose background thread hands freed memory back to the OS within about a
+/// second: under glibc malloc most of a flood's peak stayed resident after it ended
+/// (docs/performance.md, "Memory under a Verify flood").
+#[cfg(all(unix, not(target_env = "musl")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read at start-up (the `_rjem_` prefix is tikv-jemallocator's):
+/// purge dirty and muzzy pages after 1 s, from a background thread.
+#[cfg(all(unix, not(target_env = "musl")))]
+#[allow(non_upper_case_globals)]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000\0";
 
 #[derive(Parser)]
 #[command(version, about = "Portcullis: per-account login throttle for a fleet of gateways")]
@@ -47,6 +64,16 @@ enum Command {
         /// Why the record is cleared.
         #[arg(long, value_enum)]
         reason: Reason,
+    },
+    /// Operator: show an account key's lockout state (portcullis.v1.Admin/Inspect).
+    Inspect(OperatorArgs),
+    /// Operator: clear an account key's record (portcullis.v1.Admin/Unlock).
+    Unlock {
+        #[command(flatten)]
+        op: OperatorArgs,
+        /// Why the operator unlocks it (logged by the daemon with the caller's name).
+        #[arg(long, value_enum)]
+        reason: UnlockReason,
     },
     /// Ask the daemon's grpc.health.v1 service; exit 0 only on SERVING (a container
     /// HEALTHCHECK). Exit status: 0 serving, 1 not serving, 2 error.
@@ -125,6 +152,28 @@ struct OperatorArgs {
     /// Per-call deadline.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// PEM CA the daemon's certificate must chain to (an `https://` address).
+    #[arg(long, env = "PORTCULLIS_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// PEM client certificate, for mutual TLS (with `--key-file`).
+    #[arg(long, env = "PORTCULLIS_CERT_FILE")]
+    cert_file: Option<PathBuf>,
+    /// PEM private key of `--cert-file`.
+    #[arg(long, env = "PORTCULLIS_KEY_FILE")]
+    key_file: Option<PathBuf>,
+    /// Name the daemon's certificate carries, when not the address's host.
+    #[arg(long)]
+    domain_name: Option<String>,
+    /// File holding a bearer token (for daemons that authorize callers by token).
+    #[arg(long, env = "PORTCULLIS_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum UnlockReason {
+    OwnerVerified,
+    AttackMitigated,
+    Other,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -160,6 +209,8 @@ fn main() -> ExitCode {
         }
         Command::Clear { op, reason } => runtime.block_on(operate(op, Op::Clear(reason))),
         Command::Health(args) => runtime.block_on(health(args)),
+        Command::Inspect(op) => runtime.block_on(operate(op, Op::Inspect)),
+        Command::Unlock { op, reason } => runtime.block_on(operate(op, Op::Unlock(reason))),
     }
 }
 
@@ -287,6 +338,8 @@ enum Op {
     Admit,
     Attempt(String),
     Clear(Reason),
+    Inspect,
+    Unlock(UnlockReason),
 }
 
 /// The operator client. Exit status: 0 allow (or cleared), 1 deny, 2 error. Any error
@@ -310,11 +363,28 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
     } else {
         args.identifier
     };
-    let endpoint = tonic::transport::Endpoint::from_shared(args.addr)?
+    let mut endpoint = tonic::transport::Endpoint::from_shared(args.addr)?
         .connect_timeout(args.timeout)
         .timeout(args.timeout);
-    let mut client = GovernorClient::new(endpoint.connect().await?);
+    if let Some(ca_file) = args.ca_file {
+        let tls = portcullis::client::ClientTls {
+            ca_file,
+            cert_file: args.cert_file,
+            key_file: args.key_file,
+            domain_name: args.domain_name,
+        };
+        endpoint = endpoint.tls_config(tls.load()?)?;
+    }
+    let bearer = match args.token_file {
+        Some(path) => Bearer::from_file(&path)?,
+        None => Bearer::new(None)?,
+    };
+    let channel = endpoint.connect().await?;
     let account = Some(Account { realm: args.realm, identifier });
+    if matches!(op, Op::Inspect | Op::Unlock(_)) {
+        return admin(AdminClient::with_interceptor(channel, bearer), account, op).await;
+    }
+    let mut client = GovernorClient::with_interceptor(channel, bearer);
     let decision = match op {
         Op::Admit => client.admit(AdmitRequest { account }).await?.into_inner().decision,
         Op::Attempt(attempt_id) => {
@@ -333,6 +403,7 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
             println!("cleared");
             return Ok(true);
         }
+        Op::Inspect | Op::Unlock(_) => unreachable!("handled by admin()"),
     };
     // Anything but an explicit ALLOW, including values this version does not know, is deny.
     let allowed = decision == Decision::Allow as i32;
@@ -370,4 +441,46 @@ async fn check_health(args: HealthArgs) -> Result<i32, Box<dyn std::error::Error
     let mut client = HealthClient::new(endpoint.connect().await?);
     let answer = client.check(HealthCheckRequest { service: args.service }).await?;
     Ok(answer.into_inner().status)
+}
+
+/// `inspect` prints the door state, failures in the window, step and seconds until the
+/// door reopens; exit 0 when open, 1 when closed. `unlock` prints `unlocked`, exit 0.
+async fn admin<S>(
+    mut client: AdminClient<S>,
+    account: Option<Account>,
+    op: Op,
+) -> Result<bool, Box<dyn std::error::Error>>
+where
+    S: tonic::client::GrpcService<tonic::body::Body>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <S::ResponseBody as tonic::codegen::Body>::Error:
+        Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+{
+    match op {
+        Op::Unlock(reason) => {
+            let reason = match reason {
+                UnlockReason::OwnerVerified => pb::UnlockReason::OwnerVerified,
+                UnlockReason::AttackMitigated => pb::UnlockReason::AttackMitigated,
+                UnlockReason::Other => pb::UnlockReason::Other,
+            };
+            client.unlock(pb::UnlockRequest { account, reason: reason as i32 }).await?;
+            println!("unlocked");
+            Ok(true)
+        }
+        _ => {
+            let r = client.inspect(pb::InspectRequest { account }).await?.into_inner();
+            // Anything but an explicit OPEN, including unknown values, reads as closed.
+            let open = r.door == pb::DoorState::Open as i32;
+            println!(
+                "door: {}\nfailures: {}\nstep: {}\nwindow_seconds: {}\nseconds_until_open: {}",
+                if open { "open" } else { "closed" },
+                r.failures,
+                r.step,
+                r.window_seconds,
+                r.seconds_until_open
+            );
+            Ok(open)
+        }
+    }
 }

@@ -26,8 +26,27 @@ pub const MAX_RAW_IDENTIFIER_BYTES: usize = 4096;
 pub enum Normalization {
     /// Email addresses (the default): Unicode NFKC, full case fold (Unicode
     /// `CaseFolding.txt`, C+F) and removal of default-ignorable (invisible) code points,
-    /// as Unicode's `NFKC_Casefold`; white space trimmed; the domain after the last `@`
+    /// as Unicode's `NFKC_Casefold`; white space trimmed; the domain after the `@`
     /// to ASCII with IDNA (UTS #46). A domain IDNA rejects keeps its folded form.
+    ///
+    /// The address grammar (RFC 5321 §4.1.2, RFC 5322 §3.4.1), decided case by case
+    /// (`docs/security.md` has the table):
+    /// - no `@` at all: a user name, kept as folded;
+    /// - one trailing dot of the domain (its fully-qualified form, `example.com.`) is
+    ///   dropped: the same mailbox as `example.com`;
+    /// - an empty domain label (`example..com`, `example.com..`, `.example.com`) or an
+    ///   empty domain: [`IdentifierError::EmptyDomainLabel`];
+    /// - an empty local part (`@example.com`): [`IdentifierError::EmptyLocalPart`];
+    /// - several `@`: [`IdentifierError::SeveralAt`] (outside a quoted local part `@`
+    ///   cannot occur twice, and quoted local parts are refused);
+    /// - a quoted local part (any `"` in the local part): [`IdentifierError::QuotedLocalPart`];
+    ///   no mail provider issues them to end users, and their unquoting rules would be a
+    ///   second spelling of the same mailbox;
+    /// - a bracketed address literal (`[192.0.2.1]`, `[IPv6:2001:DB8::1]`): accepted and
+    ///   rewritten to one canonical text (RFC 5952 for IPv6, tag `ipv6:`); one that does
+    ///   not parse: [`IdentifierError::BadAddressLiteral`];
+    /// - dots, `+tags` and case in the local part are kept (after folding): which of them
+    ///   reach one mailbox is the provider's rule, and the gateway's lookup decides it.
     #[default]
     Email,
     /// The identifier byte for byte, for lookups that are exact (opaque user ids).
@@ -47,6 +66,20 @@ pub enum IdentifierError {
     TooLong,
     #[error("account.identifier is longer than {MAX_RAW_IDENTIFIER_BYTES} bytes")]
     RawTooLong,
+    #[error(
+        "account.identifier has an empty domain label (an email domain is labels joined by single dots)"
+    )]
+    EmptyDomainLabel,
+    #[error("account.identifier has an empty local part (nothing before the @)")]
+    EmptyLocalPart,
+    #[error("account.identifier has more than one @")]
+    SeveralAt,
+    #[error("account.identifier has a quoted local part, which is not supported")]
+    QuotedLocalPart,
+    #[error(
+        "account.identifier has a bracketed domain that is not an IPv4 or IPv6 address literal"
+    )]
+    BadAddressLiteral,
 }
 
 /// A normalized identifier: non-empty and at most [`MAX_IDENTIFIER_BYTES`] bytes.
@@ -79,7 +112,7 @@ pub fn normalize(mode: Normalization, raw: &str) -> Result<NormalizedIdentifier,
     let normalized: Cow<'_, str> = match mode {
         Normalization::Exact => Cow::Borrowed(raw),
         Normalization::AsciiLowercase => Cow::Owned(raw.trim().to_ascii_lowercase()),
-        Normalization::Email => Cow::Owned(email(raw)),
+        Normalization::Email => Cow::Owned(email(raw)?),
     };
     if normalized.is_empty() {
         return Err(IdentifierError::Empty);
@@ -90,21 +123,60 @@ pub fn normalize(mode: Normalization, raw: &str) -> Result<NormalizedIdentifier,
     Ok(NormalizedIdentifier(normalized.into_owned()))
 }
 
-fn email(raw: &str) -> String {
+fn email(raw: &str) -> Result<String, IdentifierError> {
     let folded = caseless(raw);
     // Trimmed after folding: NFKC can turn a compatibility space (U+3000) at an edge into
     // U+0020, and removing an invisible character can leave a space at an edge.
     let folded = folded.trim();
-    let joined = match folded.rsplit_once('@') {
-        Some((local, domain)) if !domain.is_empty() => {
-            let domain = idna::domain_to_ascii(domain).unwrap_or_else(|_| domain.to_owned());
-            format!("{local}@{domain}")
-        }
-        _ => folded.to_owned(),
+    let Some((local, domain)) = folded.split_once('@') else {
+        // No `@`: a user name, not an address.
+        return Ok(folded.to_owned());
     };
-    // IDNA keeps some characters the steps above would trim; a final trim keeps the
-    // mode idempotent (the property test below holds it to that).
-    joined.trim().to_owned()
+    if domain.contains('@') {
+        return Err(IdentifierError::SeveralAt);
+    }
+    if local.contains('"') {
+        return Err(IdentifierError::QuotedLocalPart);
+    }
+    if local.trim().is_empty() {
+        return Err(IdentifierError::EmptyLocalPart);
+    }
+    let domain = if domain.starts_with('[') || domain.ends_with(']') {
+        address_literal(domain)?
+    } else {
+        let ascii = idna::domain_to_ascii(domain).unwrap_or_else(|_| domain.to_owned());
+        dns_domain(&ascii)?
+    };
+    Ok(format!("{local}@{domain}"))
+}
+
+/// A domain name with one trailing dot (the root) dropped and white space around each
+/// label removed (never meaningful, and a space left at the end would be trimmed by the
+/// next pass, breaking idempotence); an empty label is refused.
+fn dns_domain(domain: &str) -> Result<String, IdentifierError> {
+    let domain = domain.trim();
+    let relative = domain.strip_suffix('.').unwrap_or(domain);
+    let labels: Vec<&str> = relative.split('.').map(str::trim).collect();
+    if labels.iter().any(|label| label.is_empty()) {
+        return Err(IdentifierError::EmptyDomainLabel);
+    }
+    Ok(labels.join("."))
+}
+
+/// `[a.b.c.d]` or `[IPv6:…]` (RFC 5321 §4.1.3) in one canonical text: IPv4 dotted quad,
+/// IPv6 in RFC 5952 form with the tag in lower case, like the rest of the folded text.
+fn address_literal(domain: &str) -> Result<String, IdentifierError> {
+    let inner = domain
+        .strip_prefix('[')
+        .and_then(|d| d.strip_suffix(']'))
+        .ok_or(IdentifierError::BadAddressLiteral)?;
+    if let Some(v6) = inner.get(..5).filter(|tag| tag.eq_ignore_ascii_case("ipv6:")) {
+        let addr: std::net::Ipv6Addr =
+            inner[v6.len()..].parse().map_err(|_| IdentifierError::BadAddressLiteral)?;
+        return Ok(format!("[ipv6:{addr}]"));
+    }
+    let addr: std::net::Ipv4Addr = inner.parse().map_err(|_| IdentifierError::BadAddressLiteral)?;
+    Ok(format!("[{addr}]"))
 }
 
 /// Unicode compatibility caseless form with default-ignorable code points removed: the
@@ -139,6 +211,7 @@ mod tests {
         assert_eq!(email_n("A\u{030A}sa@x.se"), email_n("\u{00C5}SA@x.se"));
         assert_eq!(email_n("u@BÜCHER.example"), "u@xn--bcher-kva.example");
         assert_eq!(email_n("u@xn--bcher-kva.example"), "u@xn--bcher-kva.example");
+        assert_eq!(email_n("u@BÜCHER.example."), "u@xn--bcher-kva.example");
         assert_eq!(email_n("\u{FB01}le@x.org"), "file@x.org");
     }
 
@@ -169,11 +242,57 @@ mod tests {
         ];
         for mode in [Normalization::Email, Normalization::Exact, Normalization::AsciiLowercase] {
             for s in samples {
-                let once = normalize(mode, s).unwrap();
+                // Some samples are refused in email mode (see `email_grammar`).
+                let Ok(once) = normalize(mode, s) else { continue };
                 let twice = normalize(mode, once.as_str()).unwrap();
                 assert_eq!(once, twice, "{mode:?} not idempotent on sample {s:?}");
             }
         }
+    }
+
+    /// Each case of the address grammar, decided (see [`Normalization::Email`]).
+    #[test]
+    fn email_grammar() {
+        use IdentifierError::*;
+        let e = |s: &str| normalize(Normalization::Email, s).map(|n| n.0);
+        // The fully-qualified domain (one trailing dot) is the same mailbox.
+        assert_eq!(e("dave@example.com."), Ok("dave@example.com".into()));
+        assert_eq!(e("Dave@Example.COM.  "), Ok("dave@example.com".into()));
+        assert_eq!(e("dave@example\u{3002}com\u{3002}"), Ok("dave@example.com".into()));
+        // An empty label is not a domain.
+        for s in
+            ["dave@example.com..", "dave@example..com", "dave@.example.com", "dave@.", "d@", "d@ "]
+        {
+            assert_eq!(e(s), Err(EmptyDomainLabel), "{s:?}");
+        }
+        assert_eq!(e("dave@example. .com"), Err(EmptyDomainLabel));
+        assert_eq!(e("@example.com"), Err(EmptyLocalPart));
+        assert_eq!(e(" \u{200B} @example.com"), Err(EmptyLocalPart));
+        assert_eq!(e("a@b@example.com"), Err(SeveralAt));
+        assert_eq!(e("a@b\u{FF20}example.com"), Err(SeveralAt));
+        assert_eq!(e("\"a@b\"@example.com"), Err(SeveralAt));
+        assert_eq!(e("\"john doe\"@example.com"), Err(QuotedLocalPart));
+        assert_eq!(e("\"john\"@example.com"), Err(QuotedLocalPart));
+        // Address literals, one canonical text each.
+        assert_eq!(e("a@[192.0.2.1]"), Ok("a@[192.0.2.1]".into()));
+        assert_eq!(e("A@[IPv6:2001:DB8:0:0:0:0:0:1]"), Ok("a@[ipv6:2001:db8::1]".into()));
+        assert_eq!(e("a@[ipv6:2001:db8::1]"), Ok("a@[ipv6:2001:db8::1]".into()));
+        for s in [
+            "a@[192.0.2.256]",
+            "a@[192.0.2.1",
+            "a@192.0.2.1]",
+            "a@[example.com]",
+            "a@[]",
+            "a@[IPv6:xyz]",
+            "a@[2001:db8::1]",
+        ] {
+            assert_eq!(e(s), Err(BadAddressLiteral), "{s:?}");
+        }
+        // Kept as typed (after folding): the provider's rules, the gateway's lookup.
+        assert_eq!(e("First.Last+tag@x.org"), Ok("first.last+tag@x.org".into()));
+        assert_eq!(e(".a..b.@x.org"), Ok(".a..b.@x.org".into()));
+        // No @: a user name.
+        assert_eq!(e("Bob."), Ok("bob.".into()));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
+use zeroize::Zeroizing;
 
 use crate::devices::{DeviceTokens, MAX_DEVICE_TOKEN_BYTES};
 use crate::normalize::normalize;
@@ -57,22 +58,41 @@ impl GovernorService {
         Self { realms, store, secret, verifier, devices }
     }
 
-    /// Validates `account` (before any store work) and derives its key.
-    ///
-    /// # Errors
-    /// `INVALID_ARGUMENT` naming the field: missing account, unknown realm, identifier
-    /// empty after normalization or over 320 bytes.
-    fn account_key(&self, account: Option<&Account>) -> Result<(&Realm, AccountKey), Status> {
-        let account = account.ok_or_else(|| Status::invalid_argument("account is required"))?;
-        let realm = self
-            .realms
-            .get(&account.realm)
-            .ok_or_else(|| Status::invalid_argument("account.realm is not a configured realm"))?;
-        record_realm(&realm.name);
-        let identifier = normalize(realm.normalization, &account.identifier)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        Ok((realm, AccountKey::new(&self.secret, &realm.name, &identifier)))
+    /// Validates `account` (before any store work) and derives its key; see
+    /// [`validate_account`].
+    fn account_key(
+        &self,
+        account: Option<&Account>,
+        extensions: &tonic::Extensions,
+    ) -> Result<(&Realm, AccountKey), Status> {
+        validate_account(&self.realms, &self.secret, account, extensions)
     }
+}
+
+/// Validates `account` (before any store or CPU work) and derives its key: the account
+/// is present, its realm configured and open to the request's caller
+/// ([`crate::auth::check_realm`]), its identifier valid after normalization. Shared by
+/// `Governor` and `Admin`.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the field: missing account, unknown realm, identifier
+/// empty after normalization or over 320 bytes. `PERMISSION_DENIED` when the caller may
+/// not use the realm.
+pub(crate) fn validate_account<'r>(
+    realms: &'r Realms,
+    secret: &KeySecret,
+    account: Option<&Account>,
+    extensions: &tonic::Extensions,
+) -> Result<(&'r Realm, AccountKey), Status> {
+    let account = account.ok_or_else(|| Status::invalid_argument("account is required"))?;
+    let realm = realms
+        .get(&account.realm)
+        .ok_or_else(|| Status::invalid_argument("account.realm is not a configured realm"))?;
+    record_realm(&realm.name);
+    crate::auth::check_realm(extensions, &realm.name)?;
+    let identifier = normalize(realm.normalization, &account.identifier)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    Ok((realm, AccountKey::new(secret, &realm.name, &identifier)))
 }
 
 /// The one place a throttle answer becomes a wire [`Decision`]. A closed door is
@@ -103,7 +123,7 @@ fn accept(needs_rehash: bool, device_token: String) -> VerifyResponse {
 /// the store's, transient, and says nothing about the account; gateways treat it as
 /// deny. The cause is not sent; the store wrapper ([`crate::store::instrumented`])
 /// counts it and logs it once a refusal episode (it names no identifier).
-fn store_unavailable(_err: StoreError) -> Status {
+pub(crate) fn store_unavailable(_err: StoreError) -> Status {
     record_outcome("unavailable", None);
     Status::unavailable("store unavailable")
 }
@@ -170,7 +190,8 @@ struct VerifyJob {
     /// Issues the fresh token of an accept.
     devices: DeviceTokens,
     attempt_id: Option<AttemptId>,
-    password: Vec<u8>,
+    /// Wiped on drop (`zeroize`).
+    password: Zeroizing<Vec<u8>>,
     comparison: Comparison,
     deadline: Option<Instant>,
 }
@@ -253,7 +274,8 @@ impl Governor for GovernorService {
         request: Request<AdmitRequest>,
     ) -> Result<Response<AdmitResponse>, Status> {
         let result = async {
-            let (realm, key) = self.account_key(request.get_ref().account.as_ref())?;
+            let (realm, key) =
+                self.account_key(request.get_ref().account.as_ref(), request.extensions())?;
             let open = self.store.is_open(&key, &realm.policy).await.map_err(store_unavailable)?;
             Ok(Response::new(AdmitResponse { decision: decision(open) }))
         }
@@ -268,7 +290,7 @@ impl Governor for GovernorService {
     ) -> Result<Response<RecordAttemptResponse>, Status> {
         let result = async {
             let req = request.get_ref();
-            let (realm, key) = self.account_key(req.account.as_ref())?;
+            let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
             let attempt_id = AttemptId::parse(&req.attempt_id).map_err(Status::invalid_argument)?;
             let counted = self
                 .store
@@ -309,8 +331,11 @@ impl GovernorService {
         request: Request<VerifyRequest>,
     ) -> Result<Response<VerifyResponse>, Status> {
         let deadline = grpc_deadline(request.metadata());
-        let req = request.into_inner();
-        let (realm, key) = self.account_key(req.account.as_ref())?;
+        let (_, extensions, req) = request.into_parts();
+        // The password is wiped from memory when the request is done with, whatever way
+        // it ends (tonic's own receive buffer is not ours to wipe).
+        let password = Zeroizing::new(req.password);
+        let (realm, key) = self.account_key(req.account.as_ref(), &extensions)?;
         let attempt_id = AttemptId::parse(&req.attempt_id).map_err(Status::invalid_argument)?;
         if req.client_key.is_empty() {
             return Err(Status::invalid_argument("client_key is required"));
@@ -326,7 +351,7 @@ impl GovernorService {
             )));
         }
         let max_password = self.verifier.settings().max_password_bytes;
-        if req.password.len() > max_password {
+        if password.len() > max_password {
             return Err(Status::invalid_argument(format!(
                 "password is longer than {max_password} bytes"
             )));
@@ -360,7 +385,7 @@ impl GovernorService {
             device,
             devices: self.devices.clone(),
             attempt_id,
-            password: req.password,
+            password,
             comparison,
             deadline,
         };
@@ -378,7 +403,7 @@ impl GovernorService {
         request: Request<ClearAttemptsRequest>,
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
         let req = request.get_ref();
-        let (_, key) = self.account_key(req.account.as_ref())?;
+        let (_, key) = self.account_key(req.account.as_ref(), request.extensions())?;
         match ClearReason::try_from(req.reason) {
             Ok(ClearReason::PasswordVerified | ClearReason::PasswordResetCompleted) => {}
             Ok(ClearReason::Unspecified) | Err(_) => {

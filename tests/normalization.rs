@@ -110,3 +110,27 @@ async fn realms_never_share_a_counter() {
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1);
     daemon.shutdown().await;
 }
+
+/// The fully-qualified spelling of a domain (one trailing dot) is the same mailbox, so
+/// it reaches the same counter; an address literal reaches one counter in any spelling.
+#[tokio::test]
+async fn a_trailing_dot_and_literal_spellings_reach_one_counter() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let mut c = daemon.client().await;
+    for spelling in
+        ["dave@example.com", "dave@example.com.", "Dave@EXAMPLE.com.", "dave@example.com"]
+    {
+        c.attempt("default", spelling).await.unwrap();
+    }
+    for spelling in ["ops@[IPv6:2001:DB8::1]", "ops@[ipv6:2001:db8:0:0:0:0:0:1]"] {
+        c.attempt("default", spelling).await.unwrap();
+    }
+    let mut conn = redis.conn();
+    assert_eq!(dbsize(&mut conn), 2, "spellings split across counters");
+    let key = record_key("default", Normalization::Email, "dave@example.com");
+    assert_eq!(read_record(&mut conn, &key).unwrap().0, 4);
+    let key = record_key("default", Normalization::Email, "ops@[ipv6:2001:db8::1]");
+    assert_eq!(read_record(&mut conn, &key).unwrap().0, 2);
+    daemon.shutdown().await;
+}

@@ -177,6 +177,11 @@ async fn malformed_and_oversized_hashes_are_refused_without_work_or_count() {
             "argon2 m (KiB) = 4194304 is above the ceiling",
         ),
         (argon2.replacen("p=1", "p=4294967295", 1), "argon2 p = 4294967295 is above the ceiling"),
+        // A keyed hash or one with associated data could never match here: named,
+        // never silently compared as if the parameter were absent.
+        (argon2.replacen("p=1", "p=1,keyid=a2V5MQ", 1), "argon2 parameter keyid"),
+        (argon2.replacen("p=1", "p=1,data=ZGF0YQ", 1), "argon2 parameter data"),
+        (argon2.replacen("p=1", "p=1,z=1", 1), "argon2 parameter z"),
     ];
     for (hash, want) in &cases {
         let err = c.verify("default", "bad-hash@example.com", b"pw", hash, "c").await.unwrap_err();

@@ -37,6 +37,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::Instrument;
@@ -145,7 +148,108 @@ pub struct ClientConfig {
     /// Longest ejection (default 60 s).
     #[serde(default = "default_eject_max", with = "humantime_serde")]
     pub eject_max: Duration,
+    /// TLS to the daemon, for `https://` endpoints (see [`ClientTls`]).
+    #[serde(default)]
+    pub tls: Option<ClientTls>,
+    /// File holding this gateway's bearer token, sent as `authorization: Bearer …` on
+    /// every call (for daemons that authorize callers by token rather than by client
+    /// certificate). One trailing newline is ignored.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
 }
+
+/// `tls`: how the client checks the daemon and, for mutual TLS, proves who it is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientTls {
+    /// PEM CA certificate(s) the daemon's certificate must chain to.
+    pub ca_file: PathBuf,
+    /// PEM client certificate chain (mutual TLS), with `key_file`.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert_file`.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// The name the daemon's certificate must carry, when it is not the endpoint's host.
+    #[serde(default)]
+    pub domain_name: Option<String>,
+}
+
+impl ClientTls {
+    /// tonic's client TLS configuration from these files.
+    ///
+    /// # Errors
+    /// [`ClientError::Tls`] naming the file that could not be read, or a certificate
+    /// without its key.
+    pub fn load(&self) -> Result<tonic::transport::ClientTlsConfig, ClientError> {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let read = |setting: &'static str, path: &std::path::Path| {
+            std::fs::read(path).map_err(|source| ClientError::Tls { setting, source })
+        };
+        let mut config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read("tls.ca_file", &self.ca_file)?));
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                let key = zeroize::Zeroizing::new(read("tls.key_file", key)?);
+                config = config.identity(Identity::from_pem(read("tls.cert_file", cert)?, &*key));
+            }
+            (None, None) => {}
+            _ => {
+                return Err(ClientError::Tls {
+                    setting: "tls.cert_file",
+                    source: std::io::Error::other("cert_file and key_file go together"),
+                });
+            }
+        }
+        if let Some(name) = &self.domain_name {
+            config = config.domain_name(name.clone());
+        }
+        Ok(config)
+    }
+}
+
+/// Adds the bearer token, when one is configured, to every call.
+#[derive(Clone)]
+pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl Bearer {
+    /// Sends `Bearer <token>` on every call (`None`: nothing).
+    ///
+    /// # Errors
+    /// [`ClientError::Token`] when the token is not visible ASCII.
+    pub fn new(token: Option<&str>) -> Result<Self, ClientError> {
+        let Some(token) = token else { return Ok(Self(None)) };
+        let mut value: tonic::metadata::MetadataValue<_> =
+            format!("Bearer {token}").parse().map_err(|_| ClientError::Token)?;
+        value.set_sensitive(true);
+        Ok(Self(Some(value)))
+    }
+
+    /// Reads the token from `path` (one trailing newline ignored).
+    ///
+    /// # Errors
+    /// [`ClientError::Tls`] (`token_file`) when unreadable, [`ClientError::Token`] when
+    /// not visible ASCII.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ClientError> {
+        let text = zeroize::Zeroizing::new(
+            std::fs::read_to_string(path)
+                .map_err(|source| ClientError::Tls { setting: "token_file", source })?,
+        );
+        Self::new(Some(text.trim_end_matches(['\r', '\n'])))
+    }
+}
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(token) = &self.0 {
+            req.metadata_mut().insert("authorization", token.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// The generated client with the bearer-token interceptor.
+type RpcClient = GovernorClient<InterceptedService<Channel, Bearer>>;
 
 fn default_endpoints() -> Vec<String> {
     vec!["http://127.0.0.1:50051".to_owned()]
@@ -187,6 +291,8 @@ impl Default for ClientConfig {
             eject_after: default_eject_after(),
             eject_for: default_eject_for(),
             eject_max: default_eject_max(),
+            tls: None,
+            token_file: None,
         }
     }
 }
@@ -203,6 +309,14 @@ pub enum ClientError {
         #[source]
         source: tonic::transport::Error,
     },
+    #[error("client.{setting} could not be used")]
+    Tls {
+        setting: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("client.token_file is not a usable token (one line of visible ASCII)")]
+    Token,
     #[error("client.{setting} is out of range: allowed {allowed}")]
     OutOfRange { setting: &'static str, allowed: &'static str },
 }
@@ -232,6 +346,7 @@ pub struct Client {
 
 struct Inner {
     config: ClientConfig,
+    bearer: Bearer,
     pool: Pool,
     budget: RetryBudget,
     calls: AtomicU64,
@@ -278,12 +393,22 @@ impl Client {
         check(config.eject_after >= 1, "eject_after", "at least 1")?;
         check(config.eject_for >= ms(1), "eject_for", "at least 1ms")?;
         check(config.eject_max >= config.eject_for, "eject_max", "at least eject_for")?;
+        let tls = config.tls.as_ref().map(ClientTls::load).transpose()?;
+        let bearer = match &config.token_file {
+            Some(path) => Bearer::from_file(path)?,
+            None => Bearer::new(None)?,
+        };
         let mut endpoints = Vec::new();
         for (index, url) in config.endpoints.iter().enumerate() {
-            let channel = tonic::transport::Endpoint::from_shared(url.clone())
+            let mut endpoint = tonic::transport::Endpoint::from_shared(url.clone())
                 .map_err(|source| ClientError::BadEndpoint { index, source })?
-                .connect_timeout(config.connect_timeout)
-                .connect_lazy();
+                .connect_timeout(config.connect_timeout);
+            if let Some(tls) = &tls {
+                endpoint = endpoint
+                    .tls_config(tls.clone())
+                    .map_err(|source| ClientError::BadEndpoint { index, source })?;
+            }
+            let channel = endpoint.connect_lazy();
             endpoints.push((url.clone(), channel));
         }
         let policy = HealthPolicy {
@@ -294,6 +419,7 @@ impl Client {
         };
         Ok(Self {
             inner: Arc::new(Inner {
+                bearer,
                 pool: Pool::new(endpoints, policy),
                 budget: RetryBudget::new(config.retry_budget_ratio, config.retry_budget_reserve),
                 config,
@@ -355,6 +481,7 @@ impl Client {
             attempt_id: login.attempt_id.map_or_else(new_attempt_id, str::to_owned),
             device_token: login.device_token.unwrap_or_default().to_owned(),
         };
+        let mut req = req;
         let answer = self
             .call("Verify", login.client_key, |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
@@ -363,6 +490,8 @@ impl Client {
                 async move { c.verify(req).await.map(|r| r.into_inner()) }
             })
             .await;
+        // Our copy of the password is wiped (the caller owns `login.password`).
+        zeroize::Zeroize::zeroize(&mut req.password);
         match answer {
             Ok(r) if r.verdict == Verdict::Accept as i32 => Answer {
                 device_token: Some(r.device_token).filter(|t| !t.is_empty()),
@@ -424,7 +553,7 @@ impl Client {
     /// breaker gauge current.
     async fn call<T, F, Fut>(&self, method: &'static str, route: &str, op: F) -> Result<T, Failure>
     where
-        F: Fn(GovernorClient<Channel>, Duration) -> Fut,
+        F: Fn(RpcClient, Duration) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
         let name = match method {
@@ -456,7 +585,7 @@ impl Client {
     /// each try sends the time left as its `grpc-timeout`.
     async fn try_endpoints<T, F, Fut>(&self, route: &str, op: F) -> Result<T, Failure>
     where
-        F: Fn(GovernorClient<Channel>, Duration) -> Fut,
+        F: Fn(RpcClient, Duration) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
         let inner = &self.inner;
@@ -474,7 +603,10 @@ impl Client {
                 return Err(Failure::Transport);
             };
             tried.push(pick.index);
-            let client = GovernorClient::new(inner.pool.endpoint(pick).channel.clone());
+            let client = GovernorClient::with_interceptor(
+                inner.pool.endpoint(pick).channel.clone(),
+                inner.bearer.clone(),
+            );
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let outcome = match tokio::time::timeout_at(deadline, op(client, left)).await {
                 Ok(Ok(value)) => Ok(value),

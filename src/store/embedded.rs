@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use redb::{Database, ReadableTable, TableDefinition};
 
 use super::keys::{AccountKey, AttemptId, KeySecret};
-use super::{Counted, Store, StoreError};
+use super::{Counted, Inspection, Store, StoreError};
 use crate::throttle::{self, Policy, Record};
 
 /// File name of the database inside the data directory.
@@ -163,6 +163,7 @@ enum Op {
     Refund { record: String, attempt: Option<String>, window_start_ms: u64 },
     Clear { record: String },
     Peek { record: String },
+    Inspect { record: String },
     Ping,
 }
 
@@ -171,6 +172,7 @@ enum Reply {
     Open(bool),
     Counted(Counted),
     Record(Option<Record>),
+    Inspected(Inspection),
     Done,
 }
 
@@ -402,7 +404,10 @@ impl Writer {
             let mut t = Tables { entries: &mut entries, expiry: &mut expiry, now };
             let mut results = Vec::with_capacity(ops.len());
             for op in ops {
-                writes |= !matches!(op, Op::IsOpen { .. } | Op::Peek { .. } | Op::Ping);
+                writes |= !matches!(
+                    op,
+                    Op::IsOpen { .. } | Op::Peek { .. } | Op::Inspect { .. } | Op::Ping
+                );
                 results.push(t.apply(op));
             }
             if sweep {
@@ -436,6 +441,9 @@ impl Tables<'_, '_> {
                 Ok(Reply::Open(throttle::is_open(policy, self.record(record)?.as_ref(), now)))
             }
             Op::Peek { record } => Ok(Reply::Record(self.record(record)?)),
+            Op::Inspect { record } => {
+                Ok(Reply::Inspected(Inspection { record: self.record(record)?, now_ms: now }))
+            }
             Op::Ping => Ok(Reply::Done),
             Op::Clear { record } => {
                 self.remove(record)?;
@@ -590,6 +598,13 @@ impl Store for EmbeddedStore {
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
         self.submit(Op::Clear { record: key.record() }).await.map(drop)
+    }
+
+    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
+        match self.submit(Op::Inspect { record: key.record() }).await? {
+            Reply::Inspected(i) => Ok(i),
+            _ => Err(unexpected()),
+        }
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

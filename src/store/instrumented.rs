@@ -16,7 +16,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::keys::{AccountKey, AttemptId};
-use super::{Counted, Store, StoreError};
+use super::{Counted, Inspection, Store, StoreError};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
 use crate::throttle::Policy;
@@ -108,6 +108,10 @@ impl Store for InstrumentedStore {
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
         self.operation("clear", self.inner.clear(key)).await
+    }
+
+    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
+        self.operation("inspect", self.inner.inspect(key)).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

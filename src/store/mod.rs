@@ -9,7 +9,7 @@ pub mod redis;
 
 use async_trait::async_trait;
 
-use crate::throttle::Policy;
+use crate::throttle::{Policy, Record};
 use keys::{AccountKey, AttemptId};
 
 /// A store operation that did not complete. Never turned into an answer: the service
@@ -50,6 +50,17 @@ pub struct Counted {
     pub replays: u64,
 }
 
+/// What the operator's `Inspect` reads: an account key's record and the store's clock,
+/// at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inspection {
+    /// The record, or `None` when the account key has none (never counted, cleared or
+    /// expired).
+    pub record: Option<Record>,
+    /// The store's clock when the record was read, in ms since the Unix epoch.
+    pub now_ms: u64,
+}
+
 /// The operations of DESIGN.md's RPC table, one atomic store step each.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -76,6 +87,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// `ClearAttempts`: deletes the record.
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;
+
+    /// `portcullis.v1.Admin/Inspect`: reads the record and the store's clock. Never writes.
+    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError>;
 
     /// Health: the store answers.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -106,6 +106,10 @@ pub enum HashError {
     MalformedBcrypt(&'static str),
     #[error("stored_hash is a malformed argon2 PHC string: {0}")]
     MalformedArgon2(String),
+    #[error(
+        "stored_hash has the argon2 parameter {0}, which is not supported (only m, t and p; a keyed hash or one with associated data cannot be verified here)"
+    )]
+    UnsupportedParameter(String),
     #[error("stored_hash {name} = {value} is above the ceiling {ceiling}")]
     AboveCeiling { name: &'static str, value: u64, ceiling: u32 },
 }
@@ -291,7 +295,11 @@ fn parse_argon2(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError
             "m" => &mut m,
             "t" => &mut t,
             "p" => &mut p,
-            _ => continue,
+            // Any other parameter is refused, naming it. `keyid` (a secret key) and
+            // `data` (associated data) change the hash: ignoring them would compare against
+            // a hash this daemon can never reproduce, so the password would silently never
+            // match. The PHC grammar limits a name to 32 of [a-z0-9-], so it is safe to name.
+            other => return Err(HashError::UnsupportedParameter(other.to_owned())),
         };
         *slot = Some(value.decimal().map_err(|_| malformed("m, t and p must be decimal"))?);
     }
@@ -377,6 +385,12 @@ mod tests {
             (format!("{}{}", ARGON2, "A".repeat(60)), "outputs longer than 64 bytes"),
             (ARGON2.replacen("9UYIR9ZIReF5HPUwKOtfHg", &"A".repeat(66), 1), "salts longer than 48 bytes"),
             ("x".repeat(2000), "longer than"),
+            // A keyed hash (keyid) or one with associated data: this daemon holds neither,
+            // so it could never match; named, never silently ignored.
+            (ARGON2.replacen("p=1", "p=1,keyid=Zm9v", 1), "parameter keyid"),
+            (ARGON2.replacen("p=1", "p=1,data=Zm9v", 1), "parameter data"),
+            (ARGON2.replacen("m=19456", "keyid=Zm9v,m=19456", 1), "parameter keyid"),
+            (ARGON2.replacen("p=1", "p=1,x-extra=1", 1), "parameter x-extra"),
         ];
         for (text, want) in cases {
             let e = err(&text).to_string();

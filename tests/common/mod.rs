@@ -3,6 +3,8 @@
 //! helpers to read the store the way an auditor would.
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::{Path, PathBuf};
@@ -10,14 +12,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use portcullis::client::Bearer;
 use portcullis::config::{Config, Overrides, Settings};
 use portcullis::normalize::{Normalization, normalize};
+use portcullis::pb::admin_client::AdminClient;
 use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, Decision, RecordAttemptRequest, VerifyRequest,
     VerifyResponse,
 };
 use portcullis::store::keys::{AccountKey, KeySecret};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 /// The key secret every test daemon uses (test data, not a real secret).
@@ -1068,4 +1073,69 @@ pub fn settings_with_store(store_lines: &str) -> Settings {
     let path = dir.path().join("portcullis.toml");
     std::fs::write(&path, config_toml_with_store(store_lines)).unwrap();
     Config::load(Some(&path), &Overrides::default()).unwrap().validate(Some(SECRET.into())).unwrap()
+}
+
+/// A caller's two clients (Governor, Admin) on one channel, with an optional bearer
+/// token, over TLS when `tls` is given (to `https://localhost:PORT`).
+pub struct Caller {
+    pub governor: GovernorClient<InterceptedService<Channel, Bearer>>,
+    pub admin: AdminClient<InterceptedService<Channel, Bearer>>,
+}
+
+pub async fn caller(
+    addr: SocketAddr,
+    tls: Option<tonic::transport::ClientTlsConfig>,
+    token: Option<&str>,
+) -> Result<Caller, tonic::transport::Error> {
+    let url = match &tls {
+        Some(_) => format!("https://localhost:{}", addr.port()),
+        None => format!("http://{addr}"),
+    };
+    let mut endpoint = tonic::transport::Endpoint::from_shared(url)
+        .unwrap()
+        .timeout(CALL_DEADLINE)
+        .connect_timeout(CALL_DEADLINE);
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls)?;
+    }
+    let channel = endpoint.connect().await?;
+    let bearer = Bearer::new(token).unwrap();
+    Ok(Caller {
+        governor: GovernorClient::with_interceptor(channel.clone(), bearer.clone()),
+        admin: AdminClient::with_interceptor(channel, bearer),
+    })
+}
+
+impl Caller {
+    pub async fn attempt(
+        &mut self,
+        realm: &str,
+        identifier: &str,
+    ) -> Result<Decision, tonic::Status> {
+        let req =
+            RecordAttemptRequest { account: account(realm, identifier), attempt_id: String::new() };
+        let d = self.governor.record_attempt(req).await?.into_inner().decision;
+        Ok(Decision::try_from(d).expect("daemon sent a known decision"))
+    }
+
+    pub async fn inspect(
+        &mut self,
+        realm: &str,
+        identifier: &str,
+    ) -> Result<portcullis::pb::InspectResponse, tonic::Status> {
+        let req = portcullis::pb::InspectRequest { account: account(realm, identifier) };
+        Ok(self.admin.inspect(req).await?.into_inner())
+    }
+}
+
+/// `addr` is reachable over TLS with `tls` and answers a RecordAttempt, or the error.
+pub async fn try_attempt(
+    addr: SocketAddr,
+    tls: Option<tonic::transport::ClientTlsConfig>,
+    token: Option<&str>,
+) -> Result<Decision, String> {
+    let mut c = caller(addr, tls, token).await.map_err(|e| format!("connect: {e:?}"))?;
+    c.attempt("default", "probe@example.com")
+        .await
+        .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
 }

@@ -36,8 +36,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
 use super::keys::{AccountKey, AttemptId, KeySecret};
-use super::{Counted, Store, StoreError};
-use crate::throttle::Policy;
+use super::{Counted, Inspection, Store, StoreError};
+use crate::throttle::{Policy, Record};
 use pool::{LeanPool, Tracked};
 use settings::{RedisSettings, RedisShape};
 
@@ -424,6 +424,28 @@ impl Store for RedisStore {
         let call = scripts::clear().key(key.record());
         let _deleted: i64 = self.invoke(&call).await?;
         Ok(())
+    }
+
+    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
+        let call = scripts::inspect().key(key.record());
+        let reply: Vec<i64> = self.invoke(&call).await?;
+        let [exists, failures, window_start_ms, step, now_ms] = reply[..] else {
+            return Err(StoreError::Protocol(format!("inspect returned {} values", reply.len())));
+        };
+        let field = |v: i64, name: &str| {
+            u64::try_from(v).map_err(|_| StoreError::Protocol(format!("inspect: negative {name}")))
+        };
+        let record = match exists {
+            0 => None,
+            1 => Some(Record {
+                failures: field(failures, "failures")?,
+                window_start_ms: field(window_start_ms, "window start")?,
+                step: u32::try_from(step)
+                    .map_err(|_| StoreError::Protocol("inspect: step out of range".into()))?,
+            }),
+            other => return Err(StoreError::Protocol(format!("inspect exists={other}"))),
+        };
+        Ok(Inspection { record, now_ms: field(now_ms, "time")? })
     }
 
     /// Health: the store answers `INFO` and its eviction policy is safe (or allowed).

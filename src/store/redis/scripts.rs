@@ -40,3 +40,8 @@ script!(
     clear,
     "clear.lua"
 );
+script!(
+    /// Admin `Inspect`: read a record and the store's clock (read only).
+    inspect,
+    "inspect.lua"
+);

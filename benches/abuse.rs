@@ -1,0 +1,273 @@
+//! `cargo bench --bench abuse`: what abusive clients cost another caller. A victim
+//! sends `RecordAttempt` one at a time on its own connection to the real `portcullis`
+//! binary (Redis store) while, in turn:
+//!
+//! 1. nothing else runs (the quiet p99);
+//! 2. `oversized`: 8 clients send 1 MiB messages in a loop;
+//! 3. `max streams, no body`: 32 connections each open the maximum of streams
+//!    (`server.max_concurrent_streams`) and never send a message;
+//! 4. `slow headers`: 256 connections trickle the HTTP/2 preface one byte at a time and
+//!    never finish it;
+//! 5. `rapid reset`: 8 connections open a stream and reset it at once, in a loop
+//!    (CVE-2023-44487), reconnecting whenever the daemon closes them.
+//!
+//! Each row gives the victim's p50/p99 and the p99 as a multiple of the quiet one, the
+//! daemon's peak resident memory during the phase and its resident memory 2 s after the
+//! phase ended (from `/proc/PID/status`). The goal the limits are set for: p99 within
+//! 2× of quiet, memory bounded and returned.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "support/mod.rs"]
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use portcullis::pb::RecordAttemptRequest;
+use support::{millis, percentile};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Length of each phase's measurement.
+const PHASE: Duration = Duration::from_secs(4);
+/// The daemon's limits for the bench (the defaults, with a short idle timeout so the
+/// slow-headers connections are seen to end).
+const SERVER_TOML: &str = "[server]\nidle_timeout = \"3s\"\nrequest_timeout = \"3s\"\n";
+const STREAMS_PER_CONNECTION: usize = 100;
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+struct Row {
+    phase: &'static str,
+    p50: Duration,
+    p99: Duration,
+    calls: usize,
+    errors: u64,
+    peak_kib: u64,
+    after_kib: u64,
+    abuse: u64,
+}
+
+/// Sequential `RecordAttempt`s for [`PHASE`], on a fresh connection, sampling the
+/// daemon's memory meanwhile.
+async fn victim(addr: SocketAddr, pid: u32, phase: &'static str, abuse: &AtomicU64) -> Row {
+    let mut client = common::Client::connect(addr).await;
+    let start = Instant::now();
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    let mut peak = rss_kib(pid);
+    let mut n = 0u64;
+    while start.elapsed() < PHASE {
+        n += 1;
+        let t = Instant::now();
+        let req = RecordAttemptRequest {
+            account: common::account("default", &format!("victim-{phase}-{n}@example.com")),
+            attempt_id: String::new(),
+        };
+        match client.0.record_attempt(req).await {
+            Ok(_) => latencies.push(t.elapsed()),
+            Err(_) => errors += 1,
+        }
+        if n.is_multiple_of(50) {
+            peak = peak.max(rss_kib(pid));
+        }
+    }
+    latencies.sort();
+    Row {
+        phase,
+        p50: percentile(&latencies, 500),
+        p99: percentile(&latencies, 990),
+        calls: latencies.len(),
+        errors,
+        peak_kib: peak.max(rss_kib(pid)),
+        after_kib: 0,
+        abuse: abuse.load(Ordering::Relaxed),
+    }
+}
+
+fn grpc_request(addr: SocketAddr) -> http::Request<()> {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}/portcullis.v1.Governor/RecordAttempt"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+}
+
+async fn h2_connect(addr: SocketAddr) -> Option<h2::client::SendRequest<Bytes>> {
+    let tcp = TcpStream::connect(addr).await.ok()?;
+    let (client, connection) = h2::client::handshake(tcp).await.ok()?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Some(client)
+}
+
+/// 1 MiB messages, refused before decoding.
+async fn oversized(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
+    let mut client = portcullis::pb::governor_client::GovernorClient::new(channel)
+        .max_encoding_message_size(2 << 20);
+    while !stop.load(Ordering::Relaxed) {
+        let req = RecordAttemptRequest {
+            account: common::account("default", &"x".repeat(1 << 20)),
+            attempt_id: String::new(),
+        };
+        let _ = client.record_attempt(req).await;
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Opens the maximum of streams on one connection and never sends their messages;
+/// opens them again as the daemon times them out.
+async fn hold_streams(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+    while !stop.load(Ordering::Relaxed) {
+        let Some(mut client) = h2_connect(addr).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let mut held = Vec::new();
+        for _ in 0..STREAMS_PER_CONNECTION {
+            let Ok(ready) = client.clone().ready().await else { break };
+            client = ready;
+            match client.send_request(grpc_request(addr), false) {
+                Ok(stream) => {
+                    held.push(stream);
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => break,
+            }
+        }
+        // Wait for the daemon to end them (request_timeout), then again.
+        for (response, _body) in held {
+            tokio::select! {
+                _ = response => {}
+                _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+            }
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    }
+}
+
+/// Trickles the HTTP/2 client preface one byte every 100 ms, never finishing.
+async fn slow_headers(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r";
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut tcp) = TcpStream::connect(addr).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        for byte in PREFACE {
+            if stop.load(Ordering::Relaxed) || tcp.write_all(&[*byte]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Never sends the last byte; waits to be closed.
+        let mut buf = [0u8; 64];
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            use tokio::io::AsyncReadExt;
+            while tcp.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+        })
+        .await;
+    }
+}
+
+/// Opens a stream and resets it at once, as fast as the connection allows.
+async fn rapid_reset(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+    while !stop.load(Ordering::Relaxed) {
+        let Some(mut client) = h2_connect(addr).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        while !stop.load(Ordering::Relaxed) {
+            let Ok(ready) = client.clone().ready().await else { break };
+            client = ready;
+            match client.send_request(grpc_request(addr), false) {
+                Ok((_, mut stream)) => {
+                    stream.send_reset(h2::Reason::CANCEL);
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => break,
+            }
+            // Let the connection task write the frames (and this runtime's other tasks
+            // run): without it the loop only queues resets in this process's memory.
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+type Abuser = fn(SocketAddr, Arc<AtomicBool>, Arc<AtomicU64>) -> tokio::task::JoinHandle<()>;
+
+fn main() {
+    let redis = common::RedisServer::start();
+    let config = common::config_toml(&redis.url(), SERVER_TOML);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let daemon = common::DaemonProcess::spawn(&config);
+        let (addr, pid) = (daemon.addr, daemon.pid());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let idle_kib = rss_kib(pid);
+        let phases: [(&'static str, usize, Option<Abuser>); 5] = [
+            ("quiet", 0, None),
+            ("oversized (1 MiB)", 8, Some(|a, s, c| tokio::spawn(oversized(a, s, c)))),
+            ("max streams, no body", 32, Some(|a, s, c| tokio::spawn(hold_streams(a, s, c)))),
+            ("slow headers", 256, Some(|a, s, c| tokio::spawn(slow_headers(a, s, c)))),
+            ("rapid reset", 8, Some(|a, s, c| tokio::spawn(rapid_reset(a, s, c)))),
+        ];
+        let mut rows = Vec::new();
+        for (phase, clients, abuser) in phases {
+            eprintln!("{phase} ...");
+            let stop = Arc::new(AtomicBool::new(false));
+            let count = Arc::new(AtomicU64::new(0));
+            let tasks: Vec<_> = abuser
+                .map(|spawn| (0..clients).map(|_| spawn(addr, stop.clone(), count.clone())).collect())
+                .unwrap_or_default();
+            // Let the abuse reach its steady state before measuring.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let mut row = victim(addr, pid, phase, &count).await;
+            stop.store(true, Ordering::Relaxed);
+            for t in tasks {
+                t.abort();
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            row.after_kib = rss_kib(pid);
+            rows.push(row);
+        }
+        let quiet = rows[0].p99;
+        println!("daemon resident memory at rest: {:.1} MiB", idle_kib as f64 / 1024.0);
+        println!("| phase | abusive ops | victim calls | errors | p50 ms | p99 ms | p99 / quiet | peak RSS MiB | RSS 2 s after MiB |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &rows {
+            println!(
+                "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
+                r.phase,
+                r.abuse,
+                r.calls,
+                r.errors,
+                millis(r.p50),
+                millis(r.p99),
+                r.p99.as_secs_f64() / quiet.as_secs_f64(),
+                r.peak_kib as f64 / 1024.0,
+                r.after_kib as f64 / 1024.0,
+            );
+        }
+        let _ = daemon.terminate().await;
+    });
+}

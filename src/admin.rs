@@ -1,0 +1,157 @@
+//! The operator service `portcullis.v1.Admin` (DESIGN.md, "Callers and transport"):
+//! `Inspect` reads an account key's lockout state, `Unlock` clears its record on an
+//! operator's decision. It shares the listener with `Governor` and has its own
+//! permissions (`Inspect`, `Unlock` in `[callers.NAME] rpcs`).
+//!
+//! Every use is logged with the caller's configured name, the realm and the outcome,
+//! never the identifier or its key. Input is validated exactly as `Governor` validates
+//! it ([`crate::service::validate_account`]), before any store work.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use crate::auth::Authorization;
+use crate::pb::admin_server::Admin;
+use crate::pb::{
+    DoorState, InspectRequest, InspectResponse, UnlockReason, UnlockRequest, UnlockResponse,
+};
+use crate::realm::Realms;
+use crate::service::{store_unavailable, validate_account};
+use crate::store::keys::KeySecret;
+use crate::store::{Inspection, Store};
+use crate::throttle::{self, Policy};
+
+/// The `portcullis.v1.Admin` service.
+pub struct AdminService {
+    realms: Arc<Realms>,
+    store: Arc<dyn Store>,
+    /// Derives account keys, as the Governor service does.
+    secret: KeySecret,
+}
+
+impl AdminService {
+    /// A service over `store` for `realms`.
+    pub fn new(realms: Arc<Realms>, store: Arc<dyn Store>, secret: KeySecret) -> Self {
+        Self { realms, store, secret }
+    }
+}
+
+fn caller(extensions: &tonic::Extensions) -> String {
+    extensions.get::<Authorization>().map_or("-", Authorization::name).to_owned()
+}
+
+/// The answer to `Inspect`, from a record and the store's clock read at one instant,
+/// with the rules of [`crate::throttle`].
+pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
+    let now = inspection.now_ms;
+    let Some(record) = inspection.record else {
+        return InspectResponse {
+            door: DoorState::Open as i32,
+            failures: 0,
+            step: 0,
+            seconds_until_open: 0,
+            window_seconds: policy.window_ms(0) / 1000,
+        };
+    };
+    let window = policy.window_ms(record.step);
+    let window_end = record.window_start_ms.saturating_add(window);
+    let over = now >= window_end;
+    let open = throttle::is_open(policy, Some(&record), now);
+    InspectResponse {
+        door: if open { DoorState::Open as i32 } else { DoorState::Closed as i32 },
+        failures: if over { 0 } else { u32::try_from(record.failures).unwrap_or(u32::MAX) },
+        step: record.step,
+        seconds_until_open: if open { 0 } else { (window_end - now).div_ceil(1000) },
+        window_seconds: window / 1000,
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn inspect(
+        &self,
+        request: Request<InspectRequest>,
+    ) -> Result<Response<InspectResponse>, Status> {
+        let caller = caller(request.extensions());
+        let (realm, key) = validate_account(
+            &self.realms,
+            &self.secret,
+            request.get_ref().account.as_ref(),
+            request.extensions(),
+        )?;
+        let read = self.store.inspect(&key).await.map_err(store_unavailable)?;
+        let answer = inspection(&realm.policy, &read);
+        tracing::info!(caller = %caller, realm = %realm.name, door = ?DoorState::try_from(answer.door).ok(), "admin: inspect");
+        metrics::counter!("portcullis_admin_calls_total", "rpc" => "Inspect", "caller" => caller)
+            .increment(1);
+        Ok(Response::new(answer))
+    }
+
+    async fn unlock(
+        &self,
+        request: Request<UnlockRequest>,
+    ) -> Result<Response<UnlockResponse>, Status> {
+        let caller = caller(request.extensions());
+        let req = request.get_ref();
+        let (realm, key) = validate_account(
+            &self.realms,
+            &self.secret,
+            req.account.as_ref(),
+            request.extensions(),
+        )?;
+        let reason = match UnlockReason::try_from(req.reason) {
+            Ok(UnlockReason::Unspecified) | Err(_) => {
+                return Err(Status::invalid_argument(
+                    "reason must be UNLOCK_REASON_OWNER_VERIFIED, UNLOCK_REASON_ATTACK_MITIGATED or UNLOCK_REASON_OTHER",
+                ));
+            }
+            Ok(reason) => reason,
+        };
+        self.store.clear(&key).await.map_err(store_unavailable)?;
+        tracing::warn!(caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), "admin: unlock cleared an account key's record");
+        metrics::counter!("portcullis_admin_calls_total", "rpc" => "Unlock", "caller" => caller)
+            .increment(1);
+        Ok(Response::new(UnlockResponse {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::throttle::Record;
+
+    const POLICY: Policy = Policy {
+        max_failures: 5,
+        first_window: Duration::from_secs(900),
+        max_window: Duration::from_secs(3600),
+        retention: Duration::from_secs(86400),
+        second_factor_required: false,
+    };
+
+    fn at(record: Option<Record>, now_ms: u64) -> InspectResponse {
+        inspection(&POLICY, &Inspection { record, now_ms })
+    }
+
+    #[test]
+    fn door_state_failures_step_and_time_to_reopen() {
+        let t = 1_700_000_000_000;
+        let none = at(None, t);
+        assert_eq!((none.door, none.failures, none.seconds_until_open), (1, 0, 0));
+        let r = |failures, ago, step| Some(Record { failures, window_start_ms: t - ago, step });
+        let open = at(r(3, 1000, 0), t);
+        assert_eq!((open.door, open.failures, open.seconds_until_open), (1, 3, 0));
+        let closed = at(r(6, 1000, 0), t);
+        assert_eq!((closed.door, closed.failures, closed.step), (DoorState::Closed as i32, 6, 0));
+        assert_eq!(closed.seconds_until_open, 899);
+        let closed = at(r(5, 1500, 1), t);
+        assert_eq!(
+            (closed.door, closed.window_seconds, closed.seconds_until_open),
+            (2, 1800, 1799)
+        );
+        let over = at(r(9, 900_000, 0), t);
+        assert_eq!((over.door, over.failures, over.step, over.seconds_until_open), (1, 0, 0, 0));
+    }
+}

@@ -1,0 +1,26 @@
+-- inspect.lua: an account key's record and the store's clock, read at one instant, for
+-- the operator's Inspect (src/admin.rs derives door state and time to reopen from them
+-- with src/throttle.rs). Reads, never writes.
+--
+-- KEYS[1]  record key   portcullis:v1:{<digest>}:record   (hash: f, ws, st)
+--
+-- Returns {exists, failures, window_start_ms, step, now_ms}; exists is 1 or 0 (then the
+-- three record fields are 0).
+--
+-- Worked example, store time T = 1700000000000:
+--   no record                       -> {0, 0, 0, 0, T}
+--   {f=6, ws=T-1000, st=1}          -> {1, 6, T-1000, 1, T}
+--
+-- A script so the record and Redis TIME are read at one instant.
+
+assert(#KEYS == 1, 'inspect takes one key')
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st')
+if not rec[1] then
+  return {0, 0, 0, 0, now}
+end
+local failures, ws, step = tonumber(rec[1]), tonumber(rec[2]), tonumber(rec[3])
+assert(failures and ws and step, 'corrupt record')
+return {1, failures, ws, step, now}

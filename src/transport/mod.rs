@@ -1,0 +1,446 @@
+//! The gRPC listener's connections (DESIGN.md, "Callers and transport"): TLS or plain
+//! TCP, a bound on open connections, a handshake deadline, an idle timeout, and the
+//! HTTP/2 limits of `[server]`.
+//!
+//! [`Incoming`] accepts on the bound listener, handshakes TLS in a task per connection
+//! (so one slow handshake never holds up the others), and hands tonic finished
+//! [`Conn`]s. Each `Conn` carries a [`ConnInfo`] (peer identity, activity) that tonic
+//! puts into every request's extensions, where `crate::auth` reads it.
+
+pub mod tls;
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+use tonic::transport::server::Connected;
+
+use tls::{PeerIdentity, ReloadingTls};
+
+/// `[server]`: limits of the gRPC listener. Defaults fit the requests this daemon takes
+/// (a `Verify` request is a few kilobytes at most).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerLimits {
+    /// Largest request or answer message, decoded or encoded, in KiB (tonic's default is
+    /// 4 MiB). Must leave room for `verify.max_password_bytes` plus 8 KiB.
+    #[serde(default = "default_max_message_kib")]
+    pub max_message_kib: u32,
+    /// HTTP/2 streams (calls) open at once on one connection.
+    #[serde(default = "default_max_concurrent_streams")]
+    pub max_concurrent_streams: u32,
+    /// Largest HTTP/2 header list of one call, in KiB.
+    #[serde(default = "default_max_header_list_kib")]
+    pub max_header_list_kib: u32,
+    /// Open connections at once; a connection beyond is closed at accept.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Deadline of a TLS handshake.
+    #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+    /// A connection with no call in flight for this long is closed (it also ends a
+    /// client that never finishes sending its headers).
+    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Longest a call may take, body included: a client that opens a call and never
+    /// sends its message cannot hold the stream (and its memory) longer. A caller's own
+    /// `grpc-timeout` may be shorter.
+    #[serde(default = "default_request_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Interval of HTTP/2 keep-alive pings.
+    #[serde(default = "default_keepalive_interval", with = "humantime_serde")]
+    pub keepalive_interval: Duration,
+    /// A keep-alive ping unanswered for this long closes the connection.
+    #[serde(default = "default_keepalive_timeout", with = "humantime_serde")]
+    pub keepalive_timeout: Duration,
+    /// HTTP/2 receive window of one stream, in KiB: how much of one request may be
+    /// buffered before the client must wait.
+    #[serde(default = "default_stream_window_kib")]
+    pub stream_window_kib: u32,
+    /// HTTP/2 receive window of one connection, in KiB.
+    #[serde(default = "default_connection_window_kib")]
+    pub connection_window_kib: u32,
+    /// Streams a client may reset before the server has answered them, at once, before
+    /// the connection is closed (the HTTP/2 rapid-reset attack, CVE-2023-44487).
+    #[serde(default = "default_max_pending_resets")]
+    pub max_pending_accept_reset_streams: usize,
+}
+
+const fn default_max_message_kib() -> u32 {
+    16
+}
+const fn default_max_concurrent_streams() -> u32 {
+    100
+}
+const fn default_max_header_list_kib() -> u32 {
+    16
+}
+const fn default_max_connections() -> usize {
+    1024
+}
+const fn default_handshake_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+const fn default_idle_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+const fn default_request_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+const fn default_keepalive_interval() -> Duration {
+    Duration::from_secs(30)
+}
+const fn default_keepalive_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+const fn default_stream_window_kib() -> u32 {
+    64
+}
+const fn default_connection_window_kib() -> u32 {
+    256
+}
+const fn default_max_pending_resets() -> usize {
+    20
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_message_kib: default_max_message_kib(),
+            max_concurrent_streams: default_max_concurrent_streams(),
+            max_header_list_kib: default_max_header_list_kib(),
+            max_connections: default_max_connections(),
+            handshake_timeout: default_handshake_timeout(),
+            idle_timeout: default_idle_timeout(),
+            request_timeout: default_request_timeout(),
+            keepalive_interval: default_keepalive_interval(),
+            keepalive_timeout: default_keepalive_timeout(),
+            stream_window_kib: default_stream_window_kib(),
+            connection_window_kib: default_connection_window_kib(),
+            max_pending_accept_reset_streams: default_max_pending_resets(),
+        }
+    }
+}
+
+impl ServerLimits {
+    /// Largest message in bytes.
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_kib as usize * 1024
+    }
+
+    /// A tonic server builder with these limits.
+    pub fn builder(&self) -> tonic::transport::Server {
+        tonic::transport::Server::builder()
+            .max_concurrent_streams(self.max_concurrent_streams)
+            .timeout(self.request_timeout)
+            .http2_max_header_list_size(self.max_header_list_kib * 1024)
+            .http2_keepalive_interval(Some(self.keepalive_interval))
+            .http2_keepalive_timeout(Some(self.keepalive_timeout))
+            .initial_stream_window_size(self.stream_window_kib * 1024)
+            .initial_connection_window_size(self.connection_window_kib * 1024)
+            .http2_max_pending_accept_reset_streams(Some(self.max_pending_accept_reset_streams))
+            .max_frame_size(16 * 1024)
+    }
+}
+
+/// Calls in flight on one connection and when the last one ended, for the idle timeout.
+#[derive(Debug)]
+pub struct Activity {
+    epoch: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds after `epoch` of the last call's start or end.
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self { epoch: Instant::now(), in_flight: AtomicUsize::new(0), last_ms: AtomicU64::new(0) }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Marks a call in flight until the guard drops.
+    pub fn begin(self: &Arc<Self>) -> CallGuard {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        CallGuard(self.clone())
+    }
+
+    /// When the connection will have been idle for `timeout`, or `None` while a call is
+    /// in flight.
+    fn idle_deadline(&self, timeout: Duration) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + timeout)
+    }
+}
+
+/// A call in flight (see [`Activity::begin`]).
+pub struct CallGuard(Arc<Activity>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a request knows about its connection (in its extensions, from tonic).
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// The peer's address.
+    pub remote: Option<SocketAddr>,
+    /// Whether the connection is TLS.
+    pub tls: bool,
+    /// The verified client certificate's names (mutual TLS only).
+    pub peer: Option<Arc<PeerIdentity>>,
+    /// Calls in flight on this connection.
+    pub activity: Arc<Activity>,
+}
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// One accepted connection: holds its place under `max_connections` until it closes,
+/// and ends itself (an I/O error hyper closes on) after `idle_timeout` without a call.
+pub struct Conn {
+    stream: Stream,
+    info: ConnInfo,
+    idle_timeout: Duration,
+    idle: Pin<Box<tokio::time::Sleep>>,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Conn {
+    /// Polls the idle timer; `Err` when the connection has been idle too long.
+    fn check_idle(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        while self.idle.as_mut().poll(cx).is_ready() {
+            match self.info.activity.idle_deadline(self.idle_timeout) {
+                Some(at) if at <= Instant::now() => {
+                    metrics::counter!("portcullis_connections_closed_idle_total").increment(1);
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout"));
+                }
+                Some(at) => self.idle.as_mut().reset(at.into()),
+                // A call in flight: look again one timeout later.
+                None => self.idle.as_mut().reset((Instant::now() + self.idle_timeout).into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Connected for Conn {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        self.info.clone()
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if let Err(e) = this.check_idle(cx) {
+            return Poll::Ready(Err(e));
+        }
+        match &mut this.stream {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.stream {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match &self.stream {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}
+
+/// The stream of connections tonic serves: accepted, under the bound, handshaken.
+pub type Incoming = tokio_stream::wrappers::ReceiverStream<io::Result<Conn>>;
+
+/// Accepts on `listener` until the returned stream is dropped (tonic drops it when it
+/// stops accepting at shutdown).
+pub fn incoming(
+    listener: TcpListener,
+    tls: Option<Arc<ReloadingTls>>,
+    limits: ServerLimits,
+) -> Incoming {
+    // Handshakes finish in their own tasks; a few may wait here for tonic to take them.
+    let (tx, rx) = mpsc::channel::<io::Result<Conn>>(64);
+    let places = Arc::new(Semaphore::new(limits.max_connections));
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                () = tx.closed() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let (tcp, remote) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: pause instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(place) = places.clone().try_acquire_owned() else {
+                metrics::counter!("portcullis_connections_refused_total").increment(1);
+                tracing::debug!("connection refused: server.max_connections reached");
+                drop(tcp);
+                continue;
+            };
+            // TCP_NODELAY: a gRPC answer is a few small frames; Nagle's algorithm held
+            // some back for 40 ms (the throttle bench's p99 at 64 calls in flight).
+            let _ = tcp.set_nodelay(true);
+            let tls = tls.as_ref().map(|t| t.current());
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let stream = match tls {
+                    None => Stream::Plain(tcp),
+                    Some(config) => {
+                        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                        match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp))
+                            .await
+                        {
+                            Ok(Ok(s)) => Stream::Tls(Box::new(s)),
+                            Ok(Err(e)) => {
+                                // No certificate, an unknown CA, an expired certificate:
+                                // refused here, before any call is read.
+                                tracing::debug!(error = %e, "tls handshake refused");
+                                metrics::counter!("portcullis_auth_refusals_total", "caller" => "", "code" => "tls_handshake").increment(1);
+                                return;
+                            }
+                            Err(_) => {
+                                metrics::counter!("portcullis_auth_refusals_total", "caller" => "", "code" => "tls_handshake_timeout").increment(1);
+                                return;
+                            }
+                        }
+                    }
+                };
+                let peer = match &stream {
+                    Stream::Tls(s) => s
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .map(|leaf| Arc::new(PeerIdentity::from_leaf(leaf))),
+                    Stream::Plain(_) => None,
+                };
+                let info = ConnInfo {
+                    remote: Some(remote),
+                    tls: matches!(stream, Stream::Tls(_)),
+                    peer,
+                    activity: Arc::new(Activity::new()),
+                };
+                let conn = Conn {
+                    stream,
+                    info,
+                    idle_timeout: limits.idle_timeout,
+                    idle: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+                    _place: place,
+                };
+                let _ = tx.send(Ok(conn)).await;
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// The tower layer that marks each call in flight on its connection, for the idle
+/// timeout (a connection is idle only with no call in flight).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrackCallsLayer;
+
+impl<S> tower::Layer<S> for TrackCallsLayer {
+    type Service = TrackCalls<S>;
+
+    fn layer(&self, inner: S) -> TrackCalls<S> {
+        TrackCalls(inner)
+    }
+}
+
+/// See [`TrackCallsLayer`].
+#[derive(Debug, Clone)]
+pub struct TrackCalls<S>(S);
+
+impl<S, B> tower::Service<http::Request<B>> for TrackCalls<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let guard = req.extensions().get::<ConnInfo>().map(|c| c.activity.begin());
+        let answer = self.0.call(req);
+        Box::pin(async move {
+            let answer = answer.await;
+            drop(guard);
+            answer
+        })
+    }
+}

@@ -1,0 +1,288 @@
+//! TLS and mutual TLS on the gRPC listener (`[tls]`), with rustls, and the reload of
+//! the certificate, key and client CA without a restart.
+//!
+//! The listener owns its handshakes (see [`super::Incoming`]): each new connection takes
+//! the [`ServerConfig`] that is current when it arrives. A reload builds a whole new
+//! `ServerConfig` from the files and swaps it in; connections already open keep the
+//! session they negotiated, so no call is dropped. (tonic's own `ServerTlsConfig` builds
+//! its config once, which is why the handshake is done here with tokio-rustls.)
+//!
+//! A reload is tried when SIGHUP arrives and whenever the files' contents change (they
+//! are read every `tls.reload_interval`). Files that do not make a valid configuration
+//! (a half-written certificate, a key that does not match) are refused with an error
+//! log, and the previous configuration stays in use.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// `[tls]`: the listener's certificate and, for mutual TLS, the CA its callers'
+/// certificates must chain to.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain of the listener, leaf first.
+    pub cert_file: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of the leaf certificate.
+    pub key_file: PathBuf,
+    /// PEM CA certificates. When set, every connection must present a client certificate
+    /// that chains to one of them and is valid now (mutual TLS); when unset, callers
+    /// authenticate with bearer tokens (`[callers.NAME] token_hash_file`).
+    #[serde(default)]
+    pub client_ca_file: Option<PathBuf>,
+    /// How often the files are read to notice a change (SIGHUP reloads at once).
+    #[serde(default = "default_reload_interval", with = "humantime_serde")]
+    pub reload_interval: Duration,
+}
+
+const fn default_reload_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Why the TLS files do not make a configuration. Names the file, never its contents.
+#[allow(missing_docs)] // each variant's #[error] message documents it
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{setting} {path:?} could not be read")]
+    Read {
+        setting: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{setting} {path:?} holds no usable PEM {what}")]
+    Pem { setting: &'static str, path: PathBuf, what: &'static str },
+    #[error("tls.client_ca_file {path:?} cannot verify client certificates")]
+    ClientCa {
+        path: PathBuf,
+        #[source]
+        source: rustls::server::VerifierBuilderError,
+    },
+    #[error("tls.cert_file and tls.key_file do not make a certificate rustls accepts")]
+    Config(#[source] rustls::Error),
+}
+
+impl TlsConfig {
+    /// Checks the reload interval and builds the configuration once, so bad files stop
+    /// the daemon at start-up instead of at the first connection.
+    ///
+    /// # Errors
+    /// [`TlsError`] naming the file at fault.
+    pub fn load(&self) -> Result<Arc<ReloadingTls>, TlsError> {
+        let (config, fingerprint) = build(self)?;
+        Ok(Arc::new(ReloadingTls {
+            files: self.clone(),
+            current: RwLock::new(Arc::new(config)),
+            fingerprint: RwLock::new(fingerprint),
+        }))
+    }
+}
+
+/// The listener's TLS configuration, swapped whole on reload.
+pub struct ReloadingTls {
+    files: TlsConfig,
+    current: RwLock<Arc<ServerConfig>>,
+    /// SHA-256 of the files' contents the current configuration was built from.
+    fingerprint: RwLock<[u8; 32]>,
+}
+
+impl std::fmt::Debug for ReloadingTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReloadingTls").field("files", &self.files).finish_non_exhaustive()
+    }
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reloaded {
+    /// The files had not changed.
+    Unchanged,
+    /// A new configuration is in use for new connections.
+    Swapped,
+}
+
+impl ReloadingTls {
+    /// The configuration a connection arriving now is handshaken with.
+    pub fn current(&self) -> Arc<ServerConfig> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether connections must present a client certificate.
+    pub fn mutual(&self) -> bool {
+        self.files.client_ca_file.is_some()
+    }
+
+    /// Reads the files and, when their contents changed (or `force`), swaps in a
+    /// configuration built from them.
+    ///
+    /// # Errors
+    /// [`TlsError`] when the files do not make a configuration; the previous one stays.
+    pub fn reload(&self, force: bool) -> Result<Reloaded, TlsError> {
+        let fingerprint = fingerprint(&self.files)?;
+        if !force && fingerprint == *self.fingerprint.read().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(Reloaded::Unchanged);
+        }
+        let (config, fingerprint) = build(&self.files)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+        *self.fingerprint.write().unwrap_or_else(|e| e.into_inner()) = fingerprint;
+        Ok(Reloaded::Swapped)
+    }
+
+    /// Reloads on SIGHUP and on a change of the files' contents until `stop` resolves.
+    /// A failed reload is logged (naming the file) once per distinct content, and the
+    /// previous configuration stays in use.
+    pub async fn watch(self: Arc<Self>, stop: impl Future<Output = ()>) {
+        let mut tick = tokio::time::interval(self.files.reload_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        #[cfg(unix)]
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let mut stop = std::pin::pin!(stop);
+        let mut last_failure: Option<[u8; 32]> = None;
+        loop {
+            #[cfg(unix)]
+            let sighup = async {
+                match hangup.as_mut() {
+                    Some(h) => h.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            #[cfg(not(unix))]
+            let sighup = std::future::pending::<Option<()>>();
+            let force = tokio::select! {
+                () = &mut stop => return,
+                _ = tick.tick() => false,
+                _ = sighup => true,
+            };
+            match self.reload(force) {
+                Ok(Reloaded::Swapped) => {
+                    last_failure = None;
+                    tracing::info!("tls: certificate, key and client CA reloaded");
+                    metrics::counter!("portcullis_tls_reloads_total", "outcome" => "ok")
+                        .increment(1);
+                }
+                Ok(Reloaded::Unchanged) => {}
+                Err(e) => {
+                    let seen = fingerprint(&self.files).ok();
+                    if force || seen.is_none() || seen != last_failure {
+                        tracing::error!(error = %e, cause = ?std::error::Error::source(&e), "tls: reload refused, the previous certificate stays in use");
+                        metrics::counter!("portcullis_tls_reloads_total", "outcome" => "refused")
+                            .increment(1);
+                    }
+                    last_failure = seen;
+                }
+            }
+        }
+    }
+}
+
+fn read(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read { setting, path: path.to_owned(), source })
+}
+
+fn fingerprint(files: &TlsConfig) -> Result<[u8; 32], TlsError> {
+    let mut digest = Sha256::new();
+    for (setting, path) in paths(files) {
+        let bytes = read(setting, path)?;
+        digest.update((bytes.len() as u64).to_le_bytes());
+        digest.update(&bytes);
+    }
+    Ok(digest.finalize().into())
+}
+
+fn paths(files: &TlsConfig) -> impl Iterator<Item = (&'static str, &Path)> {
+    [("tls.cert_file", files.cert_file.as_path()), ("tls.key_file", files.key_file.as_path())]
+        .into_iter()
+        .chain(files.client_ca_file.as_deref().map(|p| ("tls.client_ca_file", p)))
+}
+
+fn certificates(
+    setting: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(setting, path)?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|_| TlsError::Pem { setting, path: path.to_owned(), what: "certificate" })?;
+    if certs.is_empty() {
+        return Err(TlsError::Pem { setting, path: path.to_owned(), what: "certificate" });
+    }
+    Ok(certs)
+}
+
+/// The ring provider, named explicitly so nothing depends on a process-wide default.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn build(files: &TlsConfig) -> Result<(ServerConfig, [u8; 32]), TlsError> {
+    // Fingerprint first: a file replaced between the two reads is read again next time.
+    let fingerprint = fingerprint(files)?;
+    let chain = certificates("tls.cert_file", &files.cert_file)?;
+    let key_pem = zeroize::Zeroizing::new(read("tls.key_file", &files.key_file)?);
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::Pem {
+        setting: "tls.key_file",
+        path: files.key_file.clone(),
+        what: "private key",
+    })?;
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Config)?;
+    let builder = match &files.client_ca_file {
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for ca in certificates("tls.client_ca_file", path)? {
+                roots.add(ca).map_err(|_| TlsError::Pem {
+                    setting: "tls.client_ca_file",
+                    path: path.clone(),
+                    what: "CA certificate",
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .map_err(|source| TlsError::ClientCa { path: path.clone(), source })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(TlsError::Config)?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok((config, fingerprint))
+}
+
+/// The identities a client certificate names: its subject alternative names of the DNS
+/// (lower-cased) and URI kinds. Authorization (`crate::auth`) matches callers by them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerIdentity {
+    /// `dNSName` entries, lower-cased (DNS names compare without case, RFC 4343).
+    pub dns: Vec<String>,
+    /// `uniformResourceIdentifier` entries (SPIFFE IDs, for example), as written.
+    pub uri: Vec<String>,
+}
+
+impl PeerIdentity {
+    /// The SANs of the leaf certificate `der`; an unparsable certificate names nobody
+    /// (it passed the verifier, so this does not happen in practice: fail closed anyway).
+    pub fn from_leaf(der: &[u8]) -> Self {
+        use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+        let mut identity = PeerIdentity::default();
+        let Ok((_, cert)) = X509Certificate::from_der(der) else { return identity };
+        if let Ok(Some(san)) = cert.subject_alternative_name() {
+            for name in &san.value.general_names {
+                match name {
+                    GeneralName::DNSName(d) => identity.dns.push(d.to_ascii_lowercase()),
+                    GeneralName::URI(u) => identity.uri.push((*u).to_owned()),
+                    _ => {}
+                }
+            }
+        }
+        identity
+    }
+}

@@ -1,0 +1,272 @@
+//! Property tests (proptest): normalization is idempotent and never panics on any
+//! string; stored-hash parsing never panics on any string; request validation never
+//! panics on any message, and a request it refuses never reaches the store.
+//!
+//! Case counts are bounded so `cargo test` stays fast; `PROPTEST_CASES` raises them for
+//! a longer hunt.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use portcullis::auth::Authorization;
+use portcullis::config::{Config, Overrides};
+use portcullis::normalize::{Normalization, normalize};
+use portcullis::pb::governor_server::Governor;
+use portcullis::pb::{
+    Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, VerifyRequest,
+};
+use portcullis::service::GovernorService;
+use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
+use portcullis::store::{Counted, Inspection, Store, StoreError};
+use portcullis::throttle::Policy;
+use portcullis::verify::hash::{Ceilings, StoredHash};
+use proptest::prelude::*;
+use tonic::{Code, Request};
+
+fn config(cases: u32) -> ProptestConfig {
+    // No regression files written into the source tree; failures print their input.
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+/// Characters that interact with trimming, NFKC, case folding, IDNA and the address
+/// grammar; mixed with arbitrary characters below.
+const PALETTE: &[char] = &[
+    'a',
+    'B',
+    'z',
+    '@',
+    '.',
+    '-',
+    ' ',
+    '\t',
+    '"',
+    '[',
+    ']',
+    ':',
+    '\u{3000}',
+    '\u{00A0}',
+    '\u{FEFF}',
+    '\u{200B}',
+    '\u{00AD}',
+    '\u{202E}',
+    '\u{0301}',
+    '\u{0345}',
+    '\u{0399}',
+    'ß',
+    '\u{1E9E}',
+    'İ',
+    'ı',
+    '\u{212A}',
+    '\u{FB01}',
+    '\u{FF21}',
+    '\u{FF20}',
+    '\u{FF0E}',
+    '\u{3002}',
+    '\u{FF61}',
+    'Σ',
+    'ς',
+    'ǅ',
+    '\u{FDFA}',
+    '\u{0663}',
+    '1',
+    '9',
+    'x',
+    'n',
+    '\u{1F600}',
+    '\u{0000}',
+];
+
+fn hostile_string() -> impl Strategy<Value = String> {
+    let ch = prop_oneof![3 => proptest::sample::select(PALETTE), 1 => any::<char>()];
+    proptest::collection::vec(ch, 0..24).prop_map(|v| v.into_iter().collect())
+}
+
+const MODES: [Normalization; 3] =
+    [Normalization::Email, Normalization::Exact, Normalization::AsciiLowercase];
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    #[test]
+    fn normalization_is_idempotent_and_total(s in hostile_string()) {
+        for mode in MODES {
+            if let Ok(once) = normalize(mode, &s) {
+                let twice = normalize(mode, once.as_str());
+                prop_assert_eq!(twice.as_ref(), Ok(&once), "{:?} on {:?}", mode, s);
+            }
+        }
+    }
+
+    #[test]
+    fn normalization_never_panics_on_any_string(s in any::<String>()) {
+        for mode in MODES {
+            if let Ok(once) = normalize(mode, &s) {
+                prop_assert_eq!(normalize(mode, once.as_str()), Ok(once));
+            }
+        }
+    }
+
+    #[test]
+    fn stored_hash_parsing_never_panics(s in any::<String>(), tail in "[$a-zA-Z0-9+/=,.-]{0,120}") {
+        let ceilings = Ceilings {
+            bcrypt_cost: 14,
+            argon2_memory_kib: 131_072,
+            argon2_iterations: 16,
+            argon2_parallelism: 8,
+        };
+        let _ = StoredHash::parse(&s, &ceilings);
+        // Prefixes that reach the format-specific parsers, with arbitrary tails.
+        for prefix in ["$2b$", "$2a$10$", "$2y$05$", "$2x$", "$argon2id$", "$argon2i$v=19$",
+                       "$argon2d$v=19$m=64,t=1,p=1$", "$argon2id$v=19$m=19456,t=2,p=1$"] {
+            let _ = StoredHash::parse(&format!("{prefix}{tail}"), &ceilings);
+            let _ = StoredHash::parse(&format!("{prefix}{s}"), &ceilings);
+        }
+    }
+}
+
+/// A store that counts how often it is asked and always fails: a request that passes
+/// validation ends as UNAVAILABLE, one that does not never gets here.
+#[derive(Default)]
+struct CountingStore {
+    calls: AtomicU64,
+}
+
+impl CountingStore {
+    fn fail(&self) -> StoreError {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        StoreError::Protocol("test store".into())
+    }
+}
+
+#[async_trait]
+impl Store for CountingStore {
+    async fn is_open(&self, _: &AccountKey, _: &Policy) -> Result<bool, StoreError> {
+        Err(self.fail())
+    }
+    async fn record_attempt(
+        &self,
+        _: &AccountKey,
+        _: Option<&AttemptId>,
+        _: &Policy,
+    ) -> Result<Counted, StoreError> {
+        Err(self.fail())
+    }
+    async fn refund(
+        &self,
+        _: &AccountKey,
+        _: Option<&AttemptId>,
+        _: u64,
+    ) -> Result<(), StoreError> {
+        Err(self.fail())
+    }
+    async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {
+        Err(self.fail())
+    }
+    async fn inspect(&self, _: &AccountKey) -> Result<Inspection, StoreError> {
+        Err(self.fail())
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        Err(self.fail())
+    }
+}
+
+fn service(store: Arc<CountingStore>) -> GovernorService {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(
+        &path,
+        "[realms.default]\nhash = { algorithm = \"bcrypt\", bcrypt_cost = 4 }\n[realms.exact]\nnormalization = \"exact\"\nhash = { algorithm = \"bcrypt\", bcrypt_cost = 4 }\n",
+    )
+    .unwrap();
+    let settings = Config::load(Some(&path), &Overrides::default())
+        .unwrap()
+        .validate(Some("x".repeat(32)))
+        .unwrap();
+    let verifier =
+        Arc::new(portcullis::verify::Verifier::new(settings.verify, &settings.realms).unwrap());
+    GovernorService::new(Arc::new(settings.realms), store, KeySecret::new(vec![7; 32]), verifier)
+}
+
+fn account() -> impl Strategy<Value = Option<Account>> {
+    let realm = prop_oneof![Just("default".to_owned()), Just("exact".to_owned()), any::<String>()];
+    proptest::option::weighted(
+        0.9,
+        (realm, hostile_string()).prop_map(|(realm, identifier)| Account { realm, identifier }),
+    )
+}
+
+fn hash_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        Just("$2b$04$IbTcdjsgUGCtcgd/e8TOs.xs3Rqt9IqOvtdu6ZrtBE/tx1q1TDfm2".to_owned()),
+        "\\$argon2id\\$v=19\\$m=[0-9]{1,7},t=[0-9]{1,3},p=[0-9]{1,3}(,keyid=[a-zA-Z0-9]{0,8})?\\$[a-zA-Z0-9+/]{0,30}\\$[a-zA-Z0-9+/]{0,50}",
+        any::<String>(),
+    ]
+}
+
+/// A request as the authorization layer passes it on when no callers are configured
+/// (without it the services refuse: fail closed).
+fn open<T>(message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request.extensions_mut().insert(Authorization::Open);
+    request
+}
+
+/// Runs one request of each RPC built from the same arbitrary parts; each answer is an
+/// error (the store always fails), and INVALID_ARGUMENT means the store was not asked.
+/// Arbitrary parts of a request: account, attempt id, password, stored hash, client key,
+/// clear reason.
+type Parts = (Option<Account>, String, Vec<u8>, String, String, i32, String);
+
+async fn check_requests(
+    svc: &GovernorService,
+    store: &CountingStore,
+    (account, attempt_id, password, stored_hash, client_key, reason, device_token): Parts,
+) -> Result<(), TestCaseError> {
+    let calls = || store.calls.load(Ordering::SeqCst);
+    macro_rules! check {
+        ($call:expr) => {{
+            let before = calls();
+            let status = $call.await.expect_err("the store always fails: never an answer");
+            match status.code() {
+                Code::InvalidArgument => prop_assert_eq!(calls(), before, "{}", status.message()),
+                Code::Unavailable | Code::ResourceExhausted => {}
+                other => prop_assert!(false, "unexpected {:?}: {}", other, status.message()),
+            }
+        }};
+    }
+    check!(svc.admit(open(AdmitRequest { account: account.clone() })));
+    check!(svc.record_attempt(open(RecordAttemptRequest {
+        account: account.clone(),
+        attempt_id: attempt_id.clone(),
+    })));
+    check!(svc.clear_attempts(open(ClearAttemptsRequest { account: account.clone(), reason })));
+    check!(svc.verify(open(VerifyRequest {
+        account,
+        password,
+        stored_hash,
+        client_key,
+        attempt_id,
+        device_token,
+    })));
+    Ok(())
+}
+
+#[test]
+fn request_validation_never_panics_on_any_message() {
+    let store = Arc::new(CountingStore::default());
+    let svc = service(store.clone());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let strategy = (
+        account(),
+        prop_oneof![Just(String::new()), "[a-zA-Z0-9-]{1,40}", any::<String>()],
+        proptest::collection::vec(any::<u8>(), 0..1100),
+        hash_text(),
+        prop_oneof![Just(String::new()), "[a-z0-9.:]{1,20}", any::<String>()],
+        any::<i32>(),
+        prop_oneof![Just(String::new()), "[A-Za-z0-9_-]{1,300}", any::<String>()],
+    );
+    let mut runner = proptest::test_runner::TestRunner::new(config(192));
+    runner.run(&strategy, |parts| rt.block_on(check_requests(&svc, &store, parts))).unwrap();
+}
