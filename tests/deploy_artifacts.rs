@@ -13,6 +13,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
+// Only the CA and leaf helpers are used here.
+#[allow(dead_code)]
+#[path = "common/pki.rs"]
+mod pki;
+
 /// A test key secret (32+ bytes; test data, not a real secret).
 const TEST_SECRET: &str = "deploy-artifacts-test-secret-0123456789abcdef";
 
@@ -41,6 +46,22 @@ fn check_config(path: &str) -> (i32, String) {
         let secret = dir.path().join("key_secret");
         std::fs::write(&secret, format!("{TEST_SECRET}\n")).unwrap();
         text_to_check = text.replace(secret_path, secret.to_str().unwrap());
+    }
+    // The `[tls]` files (paths on the target host) are replaced by a certificate and key
+    // made now by a test CA, which also stands in for the gateways' CA.
+    if let Some(tls) = toml_of(path).get("tls").and_then(|t| t.as_table()).cloned() {
+        let ca = pki::Ca::new("test gateways CA");
+        let leaf = ca.leaf(&["portcullis.internal"], &[]);
+        let files = [
+            ("cert_file", pki::write(dir.path(), "server.pem", &leaf.cert_pem)),
+            ("key_file", pki::write(dir.path(), "server.key", &leaf.key_pem)),
+            ("client_ca_file", pki::write(dir.path(), "ca.pem", &ca.pem())),
+        ];
+        for (key, file) in files {
+            if let Some(shipped) = tls.get(key).and_then(|v| v.as_str()) {
+                text_to_check = text_to_check.replace(shipped, file.to_str().unwrap());
+            }
+        }
     }
     let file = dir.path().join("portcullis.toml");
     std::fs::write(&file, text_to_check).unwrap();
