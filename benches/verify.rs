@@ -7,7 +7,7 @@
 //!    a fresh identifier each, the matching stored hash, so every call is an accept at the
 //!    realm's target); then a wrong password and an unknown account, which the timing
 //!    rule says cost the same.
-//! 2. **The flood** (DESIGN.md's motivation): 64 attacker connections send `Verify` for
+//! 2. **The flood** (docs/architecture.md's motivation): 64 attacker connections send `Verify` for
 //!    made-up identifiers with an empty `stored_hash` (the unknown-account path, compared
 //!    against the realm's argon2id dummy) in a closed loop, while a probe, a child process
 //!    (this binary re-run with [`PROBE_ENV`] set), times a fixed unit of SHA-256 work, and

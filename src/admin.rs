@@ -1,4 +1,4 @@
-//! The operator service `portcullis.v1.Admin` (DESIGN.md, "Callers and transport"):
+//! The operator service `portcullis.v1.Admin` (docs/security.md):
 //! `Inspect` reads an account key's lockout state, `Unlock` clears its record on an
 //! operator's decision. It shares the listener with `Governor` and has its own
 //! permissions (`Inspect`, `Unlock` in `[callers.NAME] rpcs`).

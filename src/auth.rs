@@ -1,4 +1,4 @@
-//! Caller authorization (DESIGN.md, "Callers and transport"): who is calling, and may
+//! Caller authorization (docs/security.md): who is calling, and may
 //! they call this RPC for this realm. The one place these checks live.
 //!
 //! A caller is configured as `[callers.NAME]` and identified by the verified client

@@ -1,5 +1,5 @@
 //! The protobuf codec of every generated service and client: tonic-prost's, with
-//! smaller buffers (DESIGN.md, "Callers and transport": nothing a caller sends can
+//! smaller buffers (docs/security.md: nothing a caller sends can
 //! starve the daemon).
 //!
 //! tonic gives each call a decode and an encode buffer of 8 KiB up front. Every message

@@ -116,7 +116,7 @@ pub struct Config {
     pub server: ServerLimits,
 }
 
-/// `[verify]`: the per-daemon CPU budget (DESIGN.md, "Verify: the CPU budget").
+/// `[verify]`: the per-daemon CPU budget (docs/verify.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyConfig {
@@ -276,7 +276,7 @@ impl std::fmt::Debug for StoreConfig {
     }
 }
 
-/// `[realms.NAME]`. Defaults are DESIGN.md's.
+/// `[realms.NAME]`. Defaults are docs/architecture.md's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RealmConfig {

@@ -2,7 +2,7 @@
 //!
 //! It counts login attempts per account key (realm, normalized identifier) in one shared
 //! store, so N gateway replicas do not multiply an attacker's allowance by N and a
-//! restart does not wipe it. `DESIGN.md` (in the project's shared folder) is the contract;
+//! restart does not wipe it. `docs/architecture.md` is the contract every module keeps;
 //! `docs/throttle.md` explains the rules.
 //!
 //! # Layout

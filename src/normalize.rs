@@ -1,4 +1,4 @@
-//! Identifier normalization: the rule is parity with the account lookup (DESIGN.md,
+//! Identifier normalization: the rule is parity with the account lookup (docs/architecture.md,
 //! "Account keys and normalization"). Two spellings that reach one account must reach
 //! one counter, so a gateway should use [`normalize`] for its own lookup too.
 //!
@@ -100,7 +100,7 @@ impl std::fmt::Debug for NormalizedIdentifier {
     }
 }
 
-/// Normalizes `raw` with `mode` and checks the length rules of DESIGN.md.
+/// Normalizes `raw` with `mode` and checks the length rules of docs/architecture.md.
 ///
 /// # Errors
 /// [`IdentifierError`] when `raw` is over [`MAX_RAW_IDENTIFIER_BYTES`], or the result is

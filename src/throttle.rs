@@ -1,4 +1,4 @@
-//! The attempt and lockout rules of DESIGN.md ("Throttle semantics"), independent of
+//! The attempt and lockout rules of docs/throttle.md ("The rules"), independent of
 //! any store. The Redis Lua scripts (`store/lua/*.lua`) implement exactly these
 //! functions; the embedded store calls them directly. Time is passed in (milliseconds
 //! since the Unix epoch, read from the store's clock), never read here.
@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 /// A realm's validated throttle settings. Built by [`crate::config`], which enforces the
-/// ranges of DESIGN.md; the functions here assume them.
+/// ranges of docs/architecture.md; the functions here assume them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     /// Attempts allowed per window (1–100).
@@ -22,7 +22,7 @@ pub struct Policy {
     pub second_factor_required: bool,
 }
 
-/// One account key's record: `{failures, window_start, step}` in DESIGN.md.
+/// One account key's record: `{failures, window_start, step}` in docs/architecture.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
     /// Attempts counted in the current window, including refused ones.
@@ -86,7 +86,7 @@ pub fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Counts one attempt at store time `now_ms` (steps 1–4 of DESIGN.md). A record that
+/// Counts one attempt at store time `now_ms` (steps 1–4 of docs/architecture.md). A record that
 /// expired is passed as `None`.
 pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptOutcome {
     let mut r = record.unwrap_or(Record { failures: 0, window_start_ms: now_ms, step: 0 });

@@ -6,7 +6,7 @@
 //! mishandle; [`Answer::retryable`] only tells a user interface whether to say "try again
 //! later" (503) instead of "wrong credentials" (401).
 //!
-//! Resilience never becomes a bypass (DESIGN.md, "Gateway client"):
+//! Resilience never becomes a bypass (docs/client.md):
 //! - only transport failures are retried (connection refused or reset, connect timeout,
 //!   unreachable), at most `max_retries` times, within a retry budget, always with the
 //!   same `attempt_id` (generated here when the caller gives none), so a retried
@@ -106,7 +106,7 @@ impl Answer {
     }
 }
 
-/// Why a password's record is cleared (DESIGN.md: nothing else clears it).
+/// Why a password's record is cleared (docs/architecture.md: nothing else clears it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClearReason {
     /// The gateway compared the hash itself and it matched.

@@ -1,4 +1,4 @@
-//! The store as operators see it (DESIGN.md, "Telemetry"): a [`Store`] that wraps any
+//! The store as operators see it (docs/observability.md: a [`Store`] that wraps any
 //! other and gives each operation a client span (`db.system`, `db.operation` = the
 //! script's name, never a key), a latency histogram and an error counter by operation,
 //! and reports failures to the refusal episodes (one log line an outage, not one a

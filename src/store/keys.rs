@@ -1,4 +1,4 @@
-//! Every store key is built here (DESIGN.md, "Account keys and normalization").
+//! Every store key is built here (docs/architecture.md, "Account keys").
 //!
 //! An account key is `HMAC-SHA-256(secret, len(realm) ‖ realm ‖ len(id) ‖ id)` with
 //! 4-byte big-endian lengths, so `("ab", "c")` and `("a", "bc")` never collide. Its hex
@@ -157,7 +157,7 @@ impl std::fmt::Debug for AccountKey {
     }
 }
 
-/// A gateway-chosen id that makes a retried attempt idempotent (DESIGN.md): 1–128
+/// A gateway-chosen id that makes a retried attempt idempotent (docs/architecture.md): 1–128
 /// bytes of printable ASCII, e.g. a UUID.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptId(String);

@@ -61,7 +61,7 @@ pub struct Inspection {
     pub now_ms: u64,
 }
 
-/// The operations of DESIGN.md's RPC table, one atomic store step each.
+/// The operations of docs/architecture.md's RPC table, one atomic store step each.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// `Admit`: whether the next attempt would be allowed. Never writes.

@@ -1,4 +1,4 @@
-//! The admin HTTP listener (`[telemetry] admin_listen`, DESIGN.md "Telemetry"):
+//! The admin HTTP listener (`[telemetry] admin_listen`, docs/observability.md:
 //!
 //! - `GET /metrics`: Prometheus text format, rendered by the recorder of
 //!   [`super::metrics`] (`metrics-exporter-prometheus`; its own HTTP listener cannot also

@@ -1,4 +1,4 @@
-//! Metrics (DESIGN.md, "Telemetry"): the Prometheus recorder behind the `metrics`
+//! Metrics (docs/observability.md: the Prometheus recorder behind the `metrics`
 //! facade, and the name of every metric the daemon and `portcullis::client` record.
 //! `docs/observability.md` describes each one.
 //!

@@ -1,4 +1,4 @@
-//! Telemetry (DESIGN.md, "Telemetry"): what operators see of the governor, and never
+//! Telemetry (docs/observability.md: what operators see of the governor, and never
 //! whom it protects. No log line, metric label or span attribute carries an
 //! identifier, account key, password, hash or password fingerprint; the tests read the
 //! daemon's logs, its `/metrics` and its exported spans to hold that.

@@ -1,4 +1,4 @@
-//! Traces (DESIGN.md, "Telemetry"): OpenTelemetry spans through `tracing-opentelemetry`,
+//! Traces (docs/observability.md: OpenTelemetry spans through `tracing-opentelemetry`,
 //! exported over OTLP gRPC, configured only by the standard environment variables
 //! (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
 //! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and

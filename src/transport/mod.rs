@@ -1,4 +1,4 @@
-//! The gRPC listener's connections (DESIGN.md, "Callers and transport"): TLS or plain
+//! The gRPC listener's connections (docs/security.md): TLS or plain
 //! TCP, a bound on open connections, a handshake deadline, an idle timeout, and the
 //! HTTP/2 limits of `[server]`.
 //!

@@ -1,4 +1,4 @@
-//! The CPU governor: who may run a password-hash comparison, and when (DESIGN.md,
+//! The CPU governor: who may run a password-hash comparison, and when (docs/architecture.md,
 //! "Verify: the CPU budget").
 //!
 //! - a global ceiling of `max_concurrent` comparisons, run on a dedicated pool of exactly

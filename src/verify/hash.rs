@@ -1,5 +1,5 @@
 //! Stored password hashes: parsing, cost ceilings, comparison and the rehash rule
-//! (DESIGN.md, "Verify: the CPU budget"). Parsing does no hashing work, so a hash that
+//! (docs/verify.md). Parsing does no hashing work, so a hash that
 //! is malformed or above a ceiling is refused before any CPU is spent on it.
 //!
 //! Formats: bcrypt `$2a$`, `$2b$`, `$2y$` (the buggy `$2x$` is refused), and argon2id,

@@ -1,5 +1,5 @@
 -- clear.lua: forget one account key's record (a verified password, or a completed
--- password reset; DESIGN.md "Clearing"). Stored attempt_id answers are kept, so a
+-- password reset; docs/throttle.md). Stored attempt_id answers are kept, so a
 -- retried call still gets its first answer.
 --
 -- KEYS[1]  record key   portcullis:v1:{<digest>}:record

@@ -1,5 +1,5 @@
 -- record_attempt.lua: count one attempt for one account key, atomically
--- (DESIGN.md "Throttle semantics", steps 1-4; src/throttle.rs::attempt is the same
+-- (docs/throttle.md, "The rules", steps 1-4; src/throttle.rs::attempt is the same
 -- rule in Rust, and the store conformance tests hold the two together).
 --
 -- KEYS[1]  record key   portcullis:v1:{<digest>}:record   (hash: f, ws, st)

@@ -1,5 +1,5 @@
 -- refund.lua: give back one attempt that never reached a comparison because the
--- CPU budget refused it (it was not a guess; DESIGN.md "Throttle semantics").
+-- CPU budget refused it (it was not a guess; docs/throttle.md, "The rules").
 -- src/throttle.rs::refund is the same rule in Rust.
 --
 -- KEYS[1]  record key   portcullis:v1:{<digest>}:record   (hash: f, ws, st)

@@ -2,9 +2,9 @@
 //! script's KEYS/ARGV contract), over a few long-lived multiplexed connections that a
 //! deadpool pool creates, shares and replaces ([`pool`]). Each call costs exactly one
 //! Redis command on the hot path, the script: no `PING`, no `UNWATCH` (the store's part of
-//! DESIGN.md's "Atomicity belongs to the store").
+//! docs/architecture.md's "Atomicity belongs to the store").
 //!
-//! Three shapes (DESIGN.md's fleet store), one module each, all built on deadpool-redis
+//! Three shapes (docs/architecture.md's fleet store), one module each, all built on deadpool-redis
 //! and redis-rs, sharing the scripts, the error mapping and the safety checks here:
 //! `standalone` (`store.redis_url`), `cluster` (`store.redis_cluster_nodes`: the library
 //! follows MOVED/ASK and refreshes the slot map; every script's keys share one hash tag,
