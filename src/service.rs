@@ -362,7 +362,8 @@ impl GovernorService {
             metrics::counter!(BAD_HASHES).increment(1);
             Status::invalid_argument(e.to_string())
         })?;
-        // An HMAC, the same work for every token and account: it tells nothing by time.
+        // At most one HMAC, whether or not the account exists: the check tells an
+        // observer nothing about the account by time (a malformed token is only cheaper).
         let device = self
             .devices
             .check(&req.device_token, &realm.name, &key, realm.device_token_ttl, SystemTime::now())
