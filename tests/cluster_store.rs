@@ -292,6 +292,7 @@ async fn kill_master_under_load(wait_replicas: bool) -> i64 {
         assert_eq!(clients[0].attempt("default", identifier).await.unwrap(), Decision::Allow);
     }
     let master = cluster.master_of(&key);
+    replicated(&cluster.nodes[master], &key);
     // The replica that will be promoted has never loaded the scripts.
     for node in &cluster.nodes {
         if node.is_running() && !node.is_master() {

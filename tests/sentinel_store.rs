@@ -26,6 +26,7 @@ async fn a_master_killed_under_load_fails_over_without_an_allow_past_the_limit()
         assert_eq!(clients[0].attempt("default", identifier).await.unwrap(), Decision::Allow);
     }
     assert_eq!(read_record(&mut group.master.conn(), &key).unwrap().0, 5);
+    replicated(&group.master, &key);
     // The replica to be promoted never loaded the scripts.
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut group.replica.conn()).unwrap();
 

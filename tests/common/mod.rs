@@ -909,6 +909,20 @@ impl RedisCluster {
 
 /// A Sentinel-monitored master with one replica and three `redis-sentinel`s (quorum 2)
 /// on free loopback ports, failing over within seconds.
+/// Waits until `master`'s replica has everything written to `master` so far, `key`'s
+/// record included: a write in `key`'s hash tag from this connection, then `WAIT 1`.
+/// (Replication is asynchronous: a failover test that kills a master before its replica
+/// caught up measures Redis's replication lag, not the daemon; the loss it can cause is
+/// measured separately.)
+pub fn replicated(master: &Node, key: &str) {
+    let mut conn = master.conn();
+    let barrier = format!("{key}:test-barrier");
+    let _: () =
+        redis::cmd("SET").arg(&barrier).arg(1).arg("PX").arg(60_000).query(&mut conn).unwrap();
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut conn).unwrap();
+    assert_eq!(acked, 1, "the replica did not catch up within 10 s");
+}
+
 pub struct SentinelGroup {
     pub master: Node,
     pub replica: Node,
