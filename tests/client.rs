@@ -453,3 +453,11 @@ fn toml_from(text: &str) -> ClientConfig {
     use figment::providers::Format;
     figment::Figment::from(figment::providers::Toml::string(text)).extract().unwrap()
 }
+
+#[test]
+fn an_answers_debug_output_never_shows_its_device_token() {
+    let answer = Answer { device_token: Some("tok-ABCDEF0123456789".into()), ..ALLOW };
+    let shown = format!("{answer:?}");
+    assert!(!shown.contains("tok-ABCDEF0123456789"), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+}
