@@ -1,7 +1,8 @@
 //! The operator service `portcullis.v1.Admin` (docs/security.md):
 //! `Inspect` reads an account key's lockout state, `Unlock` clears its record on an
-//! operator's decision. It shares the listener with `Governor` and has its own
-//! permissions (`Inspect`, `Unlock` in `[callers.NAME] rpcs`).
+//! operator's decision, `SprayStatus` reports a realm's password-spray state
+//! (docs/spray.md). It shares the listener with `Governor` and has its own permissions
+//! (`Inspect`, `Unlock`, `SprayStatus` in `[callers.NAME] rpcs`).
 //!
 //! Every use is logged with the caller's configured name, the realm and the outcome,
 //! never the identifier or its key. Input is validated exactly as `Governor` validates
@@ -14,10 +15,12 @@ use tonic::{Request, Response, Status};
 use crate::auth::Authorization;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
-    DoorState, InspectRequest, InspectResponse, UnlockReason, UnlockRequest, UnlockResponse,
+    DoorState, InspectRequest, InspectResponse, SprayStatusRequest, SprayStatusResponse,
+    UnlockReason, UnlockRequest, UnlockResponse,
 };
 use crate::realm::Realms;
 use crate::service::{store_unavailable, validate_account};
+use crate::spray::SprayWatch;
 use crate::store::keys::KeySecret;
 use crate::store::{Inspection, Store};
 use crate::throttle::{self, Policy};
@@ -28,13 +31,25 @@ pub struct AdminService {
     store: Arc<dyn Store>,
     /// Derives account keys, as the Governor service does.
     secret: KeySecret,
+    /// The Governor service's view of password spraying.
+    spray: Arc<SprayWatch>,
 }
 
 impl AdminService {
-    /// A service over `store` for `realms`.
-    pub fn new(realms: Arc<Realms>, store: Arc<dyn Store>, secret: KeySecret) -> Self {
-        Self { realms, store, secret }
+    /// A service over `store` for `realms`, reporting the spray state `spray` holds.
+    pub fn new(
+        realms: Arc<Realms>,
+        store: Arc<dyn Store>,
+        secret: KeySecret,
+        spray: Arc<SprayWatch>,
+    ) -> Self {
+        Self { realms, store, secret, spray }
     }
+}
+
+/// Milliseconds since the Unix epoch of `t` (0 before it).
+fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH).map_or(0, crate::throttle::duration_ms)
 }
 
 fn caller(extensions: &tonic::Extensions) -> String {
@@ -113,6 +128,38 @@ impl Admin for AdminService {
         metrics::counter!("portcullis_admin_calls_total", "rpc" => "Unlock", "caller" => caller)
             .increment(1);
         Ok(Response::new(UnlockResponse {}))
+    }
+
+    async fn spray_status(
+        &self,
+        request: Request<SprayStatusRequest>,
+    ) -> Result<Response<SprayStatusResponse>, Status> {
+        let caller = caller(request.extensions());
+        let realm = &request.get_ref().realm;
+        if realm.is_empty() {
+            return Err(Status::invalid_argument("realm is required"));
+        }
+        if self.realms.get(realm).is_none() {
+            return Err(Status::invalid_argument("realm is not a configured realm"));
+        }
+        crate::auth::check_realm(request.extensions(), realm)?;
+        let status = self.spray.status(realm);
+        let episodes = status
+            .episodes
+            .iter()
+            .map(|e| crate::pb::SprayEpisode {
+                began_unix_ms: unix_ms(e.began),
+                ended_unix_ms: e.ended.map_or(0, unix_ms),
+                peak_fingerprints: e.peak_fingerprints,
+            })
+            .collect();
+        tracing::info!(caller = %caller, realm = %realm, "admin: spray status");
+        metrics::counter!("portcullis_admin_calls_total", "rpc" => "SprayStatus", "caller" => caller)
+            .increment(1);
+        Ok(Response::new(SprayStatusResponse {
+            fingerprints_over_threshold: status.fingerprints_over_threshold,
+            episodes,
+        }))
     }
 }
 

@@ -47,6 +47,8 @@ pub enum Rpc {
     Inspect,
     /// `Admin/Unlock` (operators).
     Unlock,
+    /// `Admin/SprayStatus` (operators).
+    SprayStatus,
 }
 
 impl Rpc {
@@ -60,6 +62,7 @@ impl Rpc {
             "/portcullis.v1.Governor/ClearAttempts" => Rpc::ClearAttempts,
             "/portcullis.v1.Admin/Inspect" => Rpc::Inspect,
             "/portcullis.v1.Admin/Unlock" => Rpc::Unlock,
+            "/portcullis.v1.Admin/SprayStatus" => Rpc::SprayStatus,
             _ => return None,
         })
     }

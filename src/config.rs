@@ -305,6 +305,26 @@ pub struct RealmConfig {
     /// every accept issues a fresh one.
     #[serde(default = "default_device_token_ttl", with = "humantime_serde")]
     pub device_token_ttl: Duration,
+    /// Distinct accounts that must fail with one password fingerprint within the
+    /// sliding `spray_period` before that fingerprint counts as sprayed, 10–1,000,000
+    /// (docs/spray.md).
+    #[serde(default = "default_spray_threshold")]
+    pub spray_threshold: u32,
+    /// `"flag"`: sprayed fingerprints answer `spray_suspected`; `"reject"`: and their
+    /// comparisons are refused.
+    #[serde(default)]
+    pub spray_action: crate::spray::SprayAction,
+    /// One period of the spray count, 1 min – 7 days; the window slides over this one
+    /// and the one before.
+    #[serde(default = "default_spray_period", with = "humantime_serde")]
+    pub spray_period: Duration,
+}
+
+const fn default_spray_threshold() -> u32 {
+    100
+}
+const fn default_spray_period() -> Duration {
+    Duration::from_secs(3600)
 }
 
 const fn default_device_token_ttl() -> Duration {
@@ -413,6 +433,9 @@ impl Default for RealmConfig {
             normalization: Normalization::default(),
             hash: HashTargetConfig::default(),
             device_token_ttl: default_device_token_ttl(),
+            spray_threshold: default_spray_threshold(),
+            spray_action: crate::spray::SprayAction::default(),
+            spray_period: default_spray_period(),
         }
     }
 }
@@ -1010,6 +1033,13 @@ impl RealmConfig {
             Duration::from_secs(60)..=Duration::from_secs(366 * 24 * 3600),
             "1 min – 366 days",
         )?;
+        check_range(&key("spray_threshold"), self.spray_threshold, 10..=1_000_000, "10–1000000")?;
+        check_range(
+            &key("spray_period"),
+            self.spray_period,
+            Duration::from_secs(60)..=Duration::from_secs(7 * 24 * 3600),
+            "1 min – 7 days",
+        )?;
         Ok(Realm {
             name: name.to_owned(),
             policy: Policy {
@@ -1022,6 +1052,11 @@ impl RealmConfig {
             normalization: self.normalization,
             hash_target: self.hash.validate(name, ceilings)?,
             device_token_ttl: self.device_token_ttl,
+            spray: crate::spray::SprayPolicy {
+                threshold: self.spray_threshold,
+                action: self.spray_action,
+                period: self.spray_period,
+            },
         })
     }
 }
@@ -1098,6 +1133,33 @@ mod tests {
         assert!(e.contains("realms.default.device_token_ttl"), "{e}");
         let s = from_toml(&format!("{REDIS}[realms.default]\ndevice_token_ttl = \"7days\"\n"));
         assert_eq!(s.unwrap().realms.get("default").unwrap().device_token_ttl.as_secs(), 7 * 86400);
+    }
+
+    #[test]
+    fn spray_settings_default_and_are_range_checked() {
+        let s = from_toml(REDIS).unwrap();
+        let spray = s.realms.get("default").unwrap().spray;
+        assert_eq!(spray.threshold, 100);
+        assert_eq!(spray.action, crate::spray::SprayAction::Flag);
+        assert_eq!(spray.period, Duration::from_secs(3600));
+        for (line, setting) in [
+            ("spray_threshold = 9", "realms.default.spray_threshold"),
+            ("spray_threshold = 1000001", "realms.default.spray_threshold"),
+            ("spray_period = \"59s\"", "realms.default.spray_period"),
+            ("spray_period = \"8days\"", "realms.default.spray_period"),
+        ] {
+            let e = err(&format!("{REDIS}[realms.default]\n{line}\n"));
+            assert!(e.contains(setting), "{line}: {e}");
+        }
+        let e = err(&format!("{REDIS}[realms.default]\nspray_action = \"block\"\n"));
+        assert!(e.contains("spray_action"), "{e}");
+        let s = from_toml(&format!(
+            "{REDIS}[realms.default]\nspray_threshold = 10\nspray_action = \"reject\"\nspray_period = \"15m\"\n"
+        ));
+        let spray = s.unwrap().realms.get("default").unwrap().spray;
+        assert_eq!(spray.threshold, 10);
+        assert_eq!(spray.action, crate::spray::SprayAction::Reject);
+        assert_eq!(spray.period, Duration::from_secs(900));
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //! - [`service`]: gRPC ↔ domain mapping; the one place answers are built.
 //! - [`auth`]: callers, their identities (certificate names, bearer tokens) and
 //!   permissions per RPC and realm; the one place requests are authorized.
-//! - [`admin`]: the operator service `portcullis.v1.Admin` (Inspect, Unlock).
+//! - [`admin`]: the operator service `portcullis.v1.Admin` (Inspect, Unlock,
+//!   SprayStatus).
+//! - [`spray`]: password-spray detection: fingerprints, the realm's watch and episodes.
 //! - [`transport`]: the listener's connections: TLS and its reload, connection bound,
 //!   idle timeout, HTTP/2 limits.
 //! - [`telemetry`]: logs, traces, metrics, the admin HTTP listener, refusal episodes.
@@ -37,6 +39,7 @@ pub mod devices;
 pub mod normalize;
 pub mod realm;
 pub mod service;
+pub mod spray;
 pub mod store;
 pub mod telemetry;
 pub mod throttle;
@@ -129,6 +132,8 @@ pub struct Daemon {
     admin_listener: Option<TcpListener>,
     /// The operator service `portcullis.v1.Admin`.
     admin_service: admin::AdminService,
+    /// Spray episodes, closed by a timer when their fingerprints age out.
+    spray_watch: Arc<spray::SprayWatch>,
     /// The listener's TLS (`None`: plain TCP), the callers and the listener's limits.
     tls: Option<Arc<transport::tls::ReloadingTls>>,
     allow_plaintext: bool,
@@ -167,9 +172,20 @@ impl Daemon {
         let episodes = verifier.governor().episodes().clone();
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(store, system, episodes));
         let realms = Arc::new(settings.realms);
-        let admin_service = admin::AdminService::new(realms.clone(), store.clone(), secret.clone());
-        let service =
-            service::GovernorService::new(realms, store.clone(), secret, verifier.clone());
+        let spray_watch = spray::SprayWatch::new();
+        let admin_service = admin::AdminService::new(
+            realms.clone(),
+            store.clone(),
+            secret.clone(),
+            spray_watch.clone(),
+        );
+        let service = service::GovernorService::new(
+            realms,
+            store.clone(),
+            secret,
+            verifier.clone(),
+            spray_watch.clone(),
+        );
         Ok(Self {
             store,
             verifier,
@@ -178,6 +194,7 @@ impl Daemon {
             shutdown_delay: settings.shutdown_delay,
             admin_listener: None,
             admin_service,
+            spray_watch,
             tls: settings.tls,
             allow_plaintext: settings.allow_plaintext,
             callers: settings.callers,
@@ -237,11 +254,13 @@ impl Daemon {
             shutdown_delay,
             admin_listener,
             admin_service,
+            spray_watch,
             tls,
             allow_plaintext,
             callers,
             limits,
         } = self;
+        spray_watch.spawn_expiry(Duration::from_secs(10));
         let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
         if tls.is_none() && !loopback && allow_plaintext {
             tracing::warn!(

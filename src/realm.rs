@@ -20,6 +20,8 @@ pub struct Realm {
     pub hash_target: HashParams,
     /// How long a device token is valid after its issue (`docs/devices.md`).
     pub device_token_ttl: std::time::Duration,
+    /// Password-spray detection (`docs/spray.md`).
+    pub spray: crate::spray::SprayPolicy,
 }
 
 /// All configured realms, looked up by exact name.

@@ -19,6 +19,7 @@ use crate::pb::{
     Decision, RecordAttemptRequest, RecordAttemptResponse, Verdict, VerifyRequest, VerifyResponse,
 };
 use crate::realm::{Realm, Realms};
+use crate::spray::{SprayAction, SprayFingerprints, SprayKey, SprayNote, SprayWatch};
 use crate::store::keys::{AccountKey, AttemptId, KeySecret};
 use crate::store::{Counted, Store, StoreError};
 use crate::telemetry::metrics::{
@@ -44,18 +45,24 @@ pub struct GovernorService {
     verifier: Arc<Verifier>,
     /// Issues and checks device tokens (a key derived from `secret`).
     devices: DeviceTokens,
+    /// Password fingerprints for spray detection (a key derived from `secret`).
+    fingerprints: SprayFingerprints,
+    /// This daemon's view of spraying, shared with the Admin service.
+    spray_watch: Arc<SprayWatch>,
 }
 
 impl GovernorService {
-    /// A service over `store` for `realms`.
+    /// A service over `store` for `realms`, reporting spraying to `spray_watch`.
     pub fn new(
         realms: Arc<Realms>,
         store: Arc<dyn Store>,
         secret: KeySecret,
         verifier: Arc<Verifier>,
+        spray_watch: Arc<SprayWatch>,
     ) -> Self {
         let devices = DeviceTokens::new(&secret);
-        Self { realms, store, secret, verifier, devices }
+        let fingerprints = SprayFingerprints::new(&secret);
+        Self { realms, store, secret, verifier, devices, fingerprints, spray_watch }
     }
 
     /// Validates `account` (before any store work) and derives its key; see
@@ -105,18 +112,21 @@ fn decision(allowed: bool) -> i32 {
 /// The one place a failed login's answer is built. A closed door, an unknown identifier,
 /// a wrong password (and a disabled account, which a gateway sends as unknown) all get
 /// this value, byte for byte.
-/// Whether the call carried a valid device token is never part of it.
-pub fn reject() -> VerifyResponse {
+/// Whether the call carried a valid device token is never part of it. `spray_suspected`
+/// depends on the password's fingerprint and the realm only (docs/spray.md), never on
+/// the account, so it tells nothing about the account either.
+pub fn reject(spray_suspected: bool) -> VerifyResponse {
     VerifyResponse {
         verdict: Verdict::Reject as i32,
         needs_rehash: false,
         device_token: String::new(),
+        spray_suspected,
     }
 }
 
 /// The answer to a password that matched, with a fresh device token.
-fn accept(needs_rehash: bool, device_token: String) -> VerifyResponse {
-    VerifyResponse { verdict: Verdict::Accept as i32, needs_rehash, device_token }
+fn accept(needs_rehash: bool, device_token: String, spray_suspected: bool) -> VerifyResponse {
+    VerifyResponse { verdict: Verdict::Accept as i32, needs_rehash, device_token, spray_suspected }
 }
 
 /// Every store failure leaves the service here. `UNAVAILABLE` because the failure is
@@ -189,6 +199,9 @@ struct VerifyJob {
     device: Option<AccountKey>,
     /// Issues the fresh token of an accept.
     devices: DeviceTokens,
+    /// Where the password's fingerprint is counted (docs/spray.md).
+    spray: SprayKey,
+    spray_watch: Arc<SprayWatch>,
     attempt_id: Option<AttemptId>,
     /// Wiped on drop (`zeroize`).
     password: Zeroizing<Vec<u8>>,
@@ -205,9 +218,12 @@ fn budget_refused(refusal: Refusal) -> Status {
 }
 
 impl VerifyJob {
-    /// count → closed door: reject, no hashing → CPU admission → refused: refund and
-    /// `RESOURCE_EXHAUSTED` → compare → match: clear and accept; else reject. (The
-    /// ticket was taken before the count, so a full queue was refused without one.)
+    /// count (and, in the same round trip, note the password's fingerprint) → closed
+    /// door: reject, no hashing → sprayed fingerprint in a `reject` realm: reject, no
+    /// hashing → CPU admission → refused: refund and `RESOURCE_EXHAUSTED` → compare →
+    /// match: clear (and note the match) and accept; else reject. Every answer carries
+    /// `spray_suspected`. (The ticket was taken before the count, so a full queue was
+    /// refused without one.)
     ///
     /// A known device's attempt is counted in its own bucket, and its match clears only
     /// that bucket: the account's record, which untrusted clients fill, stays as it is,
@@ -220,23 +236,42 @@ impl VerifyJob {
             key,
             device,
             devices,
+            spray,
+            spray_watch,
             attempt_id,
             password,
             comparison,
             deadline,
         } = self;
         let bucket = device.as_ref().unwrap_or(&key);
-        let counted = store
-            .record_attempt(bucket, attempt_id.as_ref(), &realm.policy)
-            .await
-            .map_err(store_unavailable)?;
+        // Two commands sent together: on Redis they share the connection's pipeline (one
+        // round trip; on a cluster each goes to its own node at once). The spray note
+        // names the account, not the device bucket: it counts distinct accounts.
+        let (counted, sprayed) = tokio::join!(
+            store.record_attempt(bucket, attempt_id.as_ref(), &realm.policy),
+            store.note_spray(
+                &spray,
+                &key,
+                SprayNote::Attempt,
+                realm.spray.period_ms(),
+                realm.spray.threshold
+            ),
+        );
+        let counted = counted.map_err(store_unavailable)?;
+        let suspected = sprayed.map_err(store_unavailable)? >= u64::from(realm.spray.threshold);
+        spray_watch.observe(&realm.name, &spray, suspected, &realm.spray);
         note_attempt(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
         // A replayed attempt_id is rejected without a comparison: comparing again would be
         // a guess its first call's count does not cover (and after a lockout, a guess
         // behind a closed door), and refunding it would give back a count that paid for
         // a real comparison. The id's first call is the one that counted and compared.
         if !counted.allowed || counted.replays > 0 {
-            return Ok(reject());
+            return Ok(reject(suspected));
+        }
+        // The realm refuses comparisons of a sprayed password: no hashing, and the
+        // attempt stays counted (it was a guess at the account, whoever made it).
+        if suspected && realm.spray.action == SprayAction::Reject {
+            return Ok(reject(true));
         }
         let rpc = tracing::Span::current();
         let compared = ticket.run(deadline, move || comparison.run(&password, &rpc)).await;
@@ -259,10 +294,20 @@ impl VerifyJob {
                     tracing::error!(realm = %realm.name, error = %e, "no device token");
                     Status::internal("the verification did not complete")
                 })?;
-                store.clear(bucket).await.map_err(store_unavailable)?;
-                Ok(accept(outcome.needs_rehash, token))
+                let (cleared, noted) = tokio::join!(
+                    store.clear(bucket),
+                    store.note_spray(
+                        &spray,
+                        &key,
+                        SprayNote::Match,
+                        realm.spray.period_ms(),
+                        realm.spray.threshold
+                    ),
+                );
+                cleared.and(noted).map_err(store_unavailable)?;
+                Ok(accept(outcome.needs_rehash, token, suspected))
             }
-            Ok(Ok(_)) => Ok(reject()),
+            Ok(Ok(_)) => Ok(reject(suspected)),
         }
     }
 }
@@ -385,6 +430,8 @@ impl GovernorService {
             key,
             device,
             devices: self.devices.clone(),
+            spray: self.fingerprints.key(&realm.name, &password),
+            spray_watch: self.spray_watch.clone(),
             attempt_id,
             password,
             comparison,
@@ -450,8 +497,9 @@ mod tests {
 
     #[test]
     fn reject_is_one_value() {
-        assert_eq!(reject(), reject());
-        assert_eq!(reject().verdict, Verdict::Reject as i32);
-        assert!(!reject().needs_rehash);
+        assert_eq!(reject(false), reject(false));
+        assert_eq!(reject(false).verdict, Verdict::Reject as i32);
+        assert!(!reject(false).needs_rehash && !reject(false).spray_suspected);
+        assert!(reject(true).spray_suspected);
     }
 }

@@ -17,12 +17,27 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tonic::{Request, Response, Status};
 
-const DENY_RETRYABLE: Answer =
-    Answer { decision: Decision::Deny, needs_rehash: false, retryable: true, device_token: None };
-const DENY_FINAL: Answer =
-    Answer { decision: Decision::Deny, needs_rehash: false, retryable: false, device_token: None };
-const ALLOW: Answer =
-    Answer { decision: Decision::Allow, needs_rehash: false, retryable: false, device_token: None };
+const DENY_RETRYABLE: Answer = Answer {
+    decision: Decision::Deny,
+    needs_rehash: false,
+    retryable: true,
+    device_token: None,
+    spray_suspected: false,
+};
+const DENY_FINAL: Answer = Answer {
+    decision: Decision::Deny,
+    needs_rehash: false,
+    retryable: false,
+    device_token: None,
+    spray_suspected: false,
+};
+const ALLOW: Answer = Answer {
+    decision: Decision::Allow,
+    needs_rehash: false,
+    retryable: false,
+    device_token: None,
+    spray_suspected: false,
+};
 
 fn config(endpoints: &[SocketAddr]) -> ClientConfig {
     ClientConfig {
@@ -103,6 +118,7 @@ impl Governor for Fake {
             verdict,
             needs_rehash: false,
             device_token: String::new(),
+            spray_suspected: false,
         })
     }
     async fn clear_attempts(

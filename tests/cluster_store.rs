@@ -40,6 +40,14 @@ async fn every_scripts_keys_hash_to_one_slot() {
         // The slot is the hash tag's alone: the identifier's braces never reach a key.
         assert_eq!(keyslot(node, &record), keyslot(node, &format!("{{{}}}", key.digest())));
     }
+    // The spray script's five keys share the fingerprint's hash tag, whatever the
+    // password holds.
+    let fingerprints = portcullis::spray::SprayFingerprints::new(&secret);
+    for password in ["{", "}", "{}", "a{b}c", "pass:word", "Winter2026!"] {
+        let keys = fingerprints.key("exact", password.as_bytes()).redis_keys();
+        let slot = keyslot(node, &keys[0]);
+        assert!(keys.iter().all(|k| keyslot(node, k) == slot), "{password:?}");
+    }
 
     // And every operation runs on the cluster with such identifiers (a cross-slot
     // script would fail with CROSSSLOT).
@@ -49,6 +57,9 @@ async fn every_scripts_keys_hash_to_one_slot() {
         c.admit("exact", identifier).await.unwrap();
         c.attempt_with_id("exact", identifier, "a:b{c}d").await.unwrap();
         c.clear("exact", identifier, 1).await.unwrap();
+        // Verify runs the spray script too, on the fingerprint's own node.
+        let r = c.verify("exact", identifier, b"{a}:{b}", "", "client").await.unwrap();
+        assert_eq!(r.verdict(), portcullis::pb::Verdict::Reject);
     }
     daemon.shutdown().await;
 }

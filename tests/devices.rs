@@ -37,7 +37,7 @@ fn tokens() -> DeviceTokens {
 }
 
 fn is_reject(r: &VerifyResponse) -> bool {
-    r.encode_to_vec() == portcullis::service::reject().encode_to_vec()
+    r.encode_to_vec() == portcullis::service::reject(false).encode_to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,7 @@ use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, VerifyRequest,
 };
 use portcullis::service::GovernorService;
+use portcullis::spray::{SprayKey, SprayNote, SprayWatch};
 use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
 use portcullis::store::{Counted, Inspection, Store, StoreError};
 use portcullis::throttle::Policy;
@@ -160,6 +161,16 @@ impl Store for CountingStore {
     ) -> Result<(), StoreError> {
         Err(self.fail())
     }
+    async fn note_spray(
+        &self,
+        _: &SprayKey,
+        _: &AccountKey,
+        _: SprayNote,
+        _: u64,
+        _: u32,
+    ) -> Result<u64, StoreError> {
+        Err(self.fail())
+    }
     async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {
         Err(self.fail())
     }
@@ -185,7 +196,13 @@ fn service(store: Arc<CountingStore>) -> GovernorService {
         .unwrap();
     let verifier =
         Arc::new(portcullis::verify::Verifier::new(settings.verify, &settings.realms).unwrap());
-    GovernorService::new(Arc::new(settings.realms), store, KeySecret::new(vec![7; 32]), verifier)
+    GovernorService::new(
+        Arc::new(settings.realms),
+        store,
+        KeySecret::new(vec![7; 32]),
+        verifier,
+        SprayWatch::new(),
+    )
 }
 
 fn account() -> impl Strategy<Value = Option<Account>> {

@@ -85,7 +85,7 @@ async fn unknown_account_and_wrong_password_are_indistinguishable() {
         c.verify("default", "nobody2@example.com", b"right password", "", "c1").await.unwrap();
     assert_eq!(wrong.encode_to_vec(), unknown.encode_to_vec());
     assert_eq!(wrong.encode_to_vec(), unknown2.encode_to_vec());
-    assert_eq!(wrong.encode_to_vec(), portcullis::service::reject().encode_to_vec());
+    assert_eq!(wrong.encode_to_vec(), portcullis::service::reject(false).encode_to_vec());
     assert_eq!(daemon.governor().comparisons, 3, "an unknown account skipped the hash work");
 
     let right =
@@ -113,7 +113,7 @@ async fn a_closed_door_rejects_without_hashing_and_a_match_clears() {
     // The door is shut: even the right password is rejected, and nothing is hashed.
     for _ in 0..5 {
         let r = c.verify("fast", id, b"s3cret", &hash, "c").await.unwrap();
-        assert_eq!(r.encode_to_vec(), portcullis::service::reject().encode_to_vec());
+        assert_eq!(r.encode_to_vec(), portcullis::service::reject(false).encode_to_vec());
     }
     assert_eq!(daemon.governor().comparisons, 5, "a closed door ran a comparison");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 10, "closed-door attempts are counted");

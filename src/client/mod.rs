@@ -77,6 +77,11 @@ pub struct Answer {
     /// (`docs/devices.md`). Keep it on the end user's device (an `HttpOnly; Secure;
     /// SameSite=Strict` cookie) and send it back in [`Login::device_token`].
     pub device_token: Option<String>,
+    /// On a `Verify` the daemon answered: the password is being sprayed across this
+    /// realm's accounts (`docs/spray.md`). On an allow, demand a second factor before
+    /// letting the login through; on a deny, nothing changes for the user (the same
+    /// uniform failure), but a gateway may count it.
+    pub spray_suspected: bool,
 }
 
 impl std::fmt::Debug for Answer {
@@ -87,17 +92,30 @@ impl std::fmt::Debug for Answer {
             .field("needs_rehash", &self.needs_rehash)
             .field("retryable", &self.retryable)
             .field("device_token", &self.device_token.as_ref().map(|_| "<redacted>"))
+            .field("spray_suspected", &self.spray_suspected)
             .finish()
     }
 }
 
 impl Answer {
     fn allow(needs_rehash: bool) -> Self {
-        Self { decision: Decision::Allow, needs_rehash, retryable: false, device_token: None }
+        Self {
+            decision: Decision::Allow,
+            needs_rehash,
+            retryable: false,
+            device_token: None,
+            spray_suspected: false,
+        }
     }
 
     fn deny(retryable: bool) -> Self {
-        Self { decision: Decision::Deny, needs_rehash: false, retryable, device_token: None }
+        Self {
+            decision: Decision::Deny,
+            needs_rehash: false,
+            retryable,
+            device_token: None,
+            spray_suspected: false,
+        }
     }
 
     /// `decision == Decision::Allow`.
@@ -495,9 +513,10 @@ impl Client {
         match answer {
             Ok(r) if r.verdict == Verdict::Accept as i32 => Answer {
                 device_token: Some(r.device_token).filter(|t| !t.is_empty()),
+                spray_suspected: r.spray_suspected,
                 ..Answer::allow(r.needs_rehash)
             },
-            Ok(_) => Answer::deny(false),
+            Ok(r) => Answer { spray_suspected: r.spray_suspected, ..Answer::deny(false) },
             Err(f) => failure_answer(f),
         }
     }

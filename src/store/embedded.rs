@@ -29,6 +29,7 @@ use redb::{Database, ReadableTable, TableDefinition};
 
 use super::keys::{AccountKey, AttemptId, KeySecret};
 use super::{Counted, Inspection, Store, StoreError};
+use crate::spray::{SprayKey, SprayNote};
 use crate::throttle::{self, Policy, Record};
 
 /// File name of the database inside the data directory.
@@ -42,7 +43,8 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 /// Most expired entries removed by one sweep (the rest wait for the next).
 const SWEEP_LIMIT: usize = 10_000;
 
-/// key → encoded entry (a record or an attempt id's answer), with its expiry.
+/// key → encoded entry (a record, an attempt id's answer, or one account key's spray
+/// note), with its expiry.
 const ENTRIES: TableDefinition<&str, &[u8]> = TableDefinition::new("entries");
 /// (expiry ms, key): the sweep's index.
 const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry");
@@ -96,14 +98,31 @@ pub enum OpenError {
 /// An entry as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Entry {
-    Record { record: Record, expires_ms: u64 },
-    Attempt { allowed: bool, window_start_ms: u64, replays: u64, expires_ms: u64 },
+    Record {
+        record: Record,
+        expires_ms: u64,
+    },
+    Attempt {
+        allowed: bool,
+        window_start_ms: u64,
+        replays: u64,
+        expires_ms: u64,
+    },
+    /// One account key under one password fingerprint (docs/spray.md): the latest
+    /// period (plus one; 0: never) in which it was attempted, and matched.
+    Spray {
+        attempted: u64,
+        matched: u64,
+        expires_ms: u64,
+    },
 }
 
 impl Entry {
     fn expires_ms(&self) -> u64 {
         match *self {
-            Entry::Record { expires_ms, .. } | Entry::Attempt { expires_ms, .. } => expires_ms,
+            Entry::Record { expires_ms, .. }
+            | Entry::Attempt { expires_ms, .. }
+            | Entry::Spray { expires_ms, .. } => expires_ms,
         }
     }
 
@@ -122,6 +141,13 @@ impl Entry {
                 out.extend_from_slice(&u64::from(allowed).to_le_bytes());
                 out.extend_from_slice(&window_start_ms.to_le_bytes());
                 out.extend_from_slice(&replays.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Spray { attempted, matched, expires_ms } => {
+                out.push(3);
+                out.extend_from_slice(&attempted.to_le_bytes());
+                out.extend_from_slice(&matched.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
         }
@@ -151,6 +177,7 @@ impl Entry {
                 replays: word(2),
                 expires_ms: word(3),
             }),
+            3 => Ok(Entry::Spray { attempted: word(0), matched: word(1), expires_ms: word(3) }),
             _ => Err(corrupt()),
         }
     }
@@ -164,6 +191,7 @@ enum Op {
     Clear { record: String },
     Peek { record: String },
     Inspect { record: String },
+    Spray { prefix: String, member: String, note: SprayNote, period_ms: u64, limit: u32 },
     Ping,
 }
 
@@ -173,6 +201,7 @@ enum Reply {
     Counted(Counted),
     Record(Option<Record>),
     Inspected(Inspection),
+    Count(u64),
     Done,
 }
 
@@ -445,6 +474,9 @@ impl Tables<'_, '_> {
                 Ok(Reply::Inspected(Inspection { record: self.record(record)?, now_ms: now }))
             }
             Op::Ping => Ok(Reply::Done),
+            Op::Spray { prefix, member, note, period_ms, limit } => {
+                self.spray(prefix, member, *note, *period_ms, *limit).map(Reply::Count)
+            }
             Op::Clear { record } => {
                 self.remove(record)?;
                 Ok(Reply::Done)
@@ -511,11 +543,68 @@ impl Tables<'_, '_> {
     fn record(&self, key: &str) -> Result<Option<Record>, StoreError> {
         match self.get(key)? {
             Some(Entry::Record { record, .. }) => Ok(Some(record)),
-            Some(Entry::Attempt { .. }) => {
-                Err(StoreError::Protocol("a record key holds an attempt".into()))
+            Some(Entry::Attempt { .. } | Entry::Spray { .. }) => {
+                Err(StoreError::Protocol("a record key holds another entry".into()))
             }
             None => Ok(None),
         }
+    }
+
+    /// The embedded form of `spray.lua`, exact: one entry per (fingerprint, account
+    /// key), `<prefix>member:<account digest>`, noting the latest period it was
+    /// attempted and matched in and expiring at the end of the next period; the count
+    /// is of entries attempted and not matched in the current or previous period,
+    /// read in key order and stopped at `limit`.
+    fn spray(
+        &mut self,
+        prefix: &str,
+        member: &str,
+        note: SprayNote,
+        period_ms: u64,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        if period_ms == 0 {
+            return Err(StoreError::Protocol("spray period must not be 0".into()));
+        }
+        let period = self.now / period_ms;
+        // Periods are stored plus one, so 0 means never.
+        let noted = period + 1;
+        let expires_ms = (period + 2).saturating_mul(period_ms);
+        let members = format!("{prefix}member:");
+        let key = format!("{members}{member}");
+        let (attempted, matched) = match self.get(&key)? {
+            Some(Entry::Spray { attempted, matched, .. }) => (attempted, matched),
+            Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
+            None => (0, 0),
+        };
+        match note {
+            SprayNote::Attempt => {
+                self.put(&key, Entry::Spray { attempted: noted, matched, expires_ms })?;
+            }
+            SprayNote::Match => {
+                if attempted != 0 {
+                    self.put(&key, Entry::Spray { attempted, matched: noted, expires_ms })?;
+                }
+                return Ok(0);
+            }
+        }
+        // ';' follows ':' in ASCII: the range is exactly the keys under `members`.
+        let end = format!("{prefix}member;");
+        let mut count = 0u64;
+        for item in self.entries.range::<&str>(members.as_str()..end.as_str()).map_err(embedded)? {
+            let (_, value) = item.map_err(embedded)?;
+            if let Entry::Spray { attempted, matched, expires_ms } = Entry::decode(value.value())?
+                && expires_ms > self.now
+                && attempted >= noted - 1
+                && matched < noted - 1
+            {
+                count += 1;
+                if count >= u64::from(limit) {
+                    break;
+                }
+            }
+        }
+        Ok(count)
     }
 
     fn put(&mut self, key: &str, entry: Entry) -> Result<(), StoreError> {
@@ -594,6 +683,27 @@ impl Store for EmbeddedStore {
     ) -> Result<(), StoreError> {
         let attempt = attempt_id.map(|id| key.attempt(&self.secret, id));
         self.submit(Op::Refund { record: key.record(), attempt, window_start_ms }).await.map(drop)
+    }
+
+    async fn note_spray(
+        &self,
+        spray: &SprayKey,
+        account: &AccountKey,
+        note: SprayNote,
+        period_ms: u64,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let op = Op::Spray {
+            prefix: spray.prefix(),
+            member: account.digest().to_owned(),
+            note,
+            period_ms,
+            limit,
+        };
+        match self.submit(op).await? {
+            Reply::Count(n) => Ok(n),
+            _ => Err(unexpected()),
+        }
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

@@ -17,6 +17,7 @@ use tracing::field::Empty;
 
 use super::keys::{AccountKey, AttemptId};
 use super::{Counted, Inspection, Store, StoreError};
+use crate::spray::{SprayKey, SprayNote};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
 use crate::throttle::Policy;
@@ -104,6 +105,17 @@ impl Store for InstrumentedStore {
         window_start_ms: u64,
     ) -> Result<(), StoreError> {
         self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms)).await
+    }
+
+    async fn note_spray(
+        &self,
+        spray: &SprayKey,
+        account: &AccountKey,
+        note: SprayNote,
+        period_ms: u64,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        self.operation("spray", self.inner.note_spray(spray, account, note, period_ms, limit)).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

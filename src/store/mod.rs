@@ -9,6 +9,7 @@ pub mod redis;
 
 use async_trait::async_trait;
 
+use crate::spray::{SprayKey, SprayNote};
 use crate::throttle::{Policy, Record};
 use keys::{AccountKey, AttemptId};
 
@@ -84,6 +85,23 @@ pub trait Store: Send + Sync + 'static {
         attempt_id: Option<&AttemptId>,
         window_start_ms: u64,
     ) -> Result<(), StoreError>;
+
+    /// Spray detection (docs/spray.md): notes `account` (its account key; a device
+    /// bucket is noted as its account) in `spray`'s attempted or matched set of the
+    /// current period (`period_ms` long, on the store's clock), and for
+    /// [`SprayNote::Attempt`] answers how many distinct account keys attempted the
+    /// fingerprint in this period and the one before without matching it. The answer is
+    /// an estimate on Redis (HyperLogLog, standard error 0.81%) and exact on the
+    /// embedded store, which may stop counting at `limit` (the realm's threshold: past
+    /// it the number changes nothing). [`SprayNote::Match`] answers 0.
+    async fn note_spray(
+        &self,
+        spray: &SprayKey,
+        account: &AccountKey,
+        note: SprayNote,
+        period_ms: u64,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
 
     /// `ClearAttempts`: deletes the record.
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;

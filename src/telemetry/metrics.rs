@@ -25,6 +25,14 @@ pub const DEVICE_LOCKOUTS: &str = "portcullis_device_lockouts_total";
 pub const TRUSTED_CALLS: &str = "portcullis_verify_trusted_total";
 /// Counter: CPU-budget refusals in the trusted lane, by `reason`.
 pub const TRUSTED_REFUSALS: &str = "portcullis_verify_trusted_refusals_total";
+/// Counter: `Verify` calls whose password fingerprint was over `spray_threshold`, by
+/// realm and action (docs/spray.md).
+pub const SPRAY_SUSPECTED: &str = "portcullis_spray_suspected_total";
+/// Gauge: password fingerprints this daemon saw over `spray_threshold` within the last
+/// `spray_period`, by realm.
+pub const SPRAY_FINGERPRINTS_OVER: &str = "portcullis_spray_fingerprints_over_threshold";
+/// Counter: password-spray episodes begun, by realm.
+pub const SPRAY_EPISODES: &str = "portcullis_spray_episodes_total";
 /// Counter: stored hashes a gateway sent that could not be used.
 pub const BAD_HASHES: &str = "portcullis_verify_bad_hashes_total";
 /// Gauge: comparisons running now.
@@ -98,6 +106,15 @@ fn describe() {
     describe_counter!(DEVICE_LOCKOUTS, "Known devices' buckets closed, by realm");
     describe_counter!(TRUSTED_CALLS, "Verify calls with a valid device token, by realm");
     describe_counter!(TRUSTED_REFUSALS, "CPU-budget refusals in the trusted lane, by reason");
+    describe_counter!(
+        SPRAY_SUSPECTED,
+        "Verify calls with a sprayed password fingerprint, by realm and action"
+    );
+    describe_gauge!(
+        SPRAY_FINGERPRINTS_OVER,
+        "Password fingerprints over spray_threshold now, by realm"
+    );
+    describe_counter!(SPRAY_EPISODES, "Password-spray episodes begun, by realm");
     describe_counter!(BAD_HASHES, "Unusable stored hashes sent by gateways");
     describe_gauge!(RUNNING, "Password comparisons running now");
     describe_gauge!(WAITING, "Verify calls waiting for a CPU slot now");

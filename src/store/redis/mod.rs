@@ -37,6 +37,7 @@ use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
 use super::keys::{AccountKey, AttemptId, KeySecret};
 use super::{Counted, Inspection, Store, StoreError};
+use crate::spray::{SprayKey, SprayNote};
 use crate::throttle::{Policy, Record};
 use pool::{LeanPool, Tracked};
 use settings::{RedisSettings, RedisShape};
@@ -418,6 +419,29 @@ impl Store for RedisStore {
         call.arg(window_start_ms);
         let _refunded: i64 = self.invoke(&call).await?;
         Ok(())
+    }
+
+    /// One `spray.lua` call: no `WAIT` (a spray count is a signal, not a lockout).
+    async fn note_spray(
+        &self,
+        spray: &SprayKey,
+        account: &AccountKey,
+        note: SprayNote,
+        period_ms: u64,
+        _limit: u32,
+    ) -> Result<u64, StoreError> {
+        let mut call = scripts::spray().prepare_invoke();
+        for key in spray.redis_keys() {
+            call.key(key);
+        }
+        let note = match note {
+            SprayNote::Attempt => "attempt",
+            SprayNote::Match => "match",
+        };
+        call.arg(note).arg(account.digest()).arg(period_ms);
+        let count: i64 = self.invoke(&call).await?;
+        u64::try_from(count)
+            .map_err(|_| StoreError::Protocol("spray returned a negative count".into()))
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

@@ -45,3 +45,8 @@ script!(
     inspect,
     "inspect.lua"
 );
+script!(
+    /// Spray detection: note an account under a password fingerprint, count.
+    spray,
+    "spray.lua"
+);

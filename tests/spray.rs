@@ -1,0 +1,312 @@
+//! Password-spray detection (docs/spray.md): one password tried once against many
+//! accounts trips the realm's signal close to `spray_threshold` (exactly on the embedded
+//! store, within the HyperLogLog's error on Redis) and flags even a correct login with
+//! it; random passwords never trip it; `spray_action = "reject"` refuses sprayed
+//! passwords without hashing; a failed spray note is a deny; and nothing stored or
+//! logged holds a password, a fingerprint value or an identifier.
+
+mod common;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use common::*;
+use portcullis::config::{Config, Overrides, Settings};
+use portcullis::pb::admin_client::AdminClient;
+use portcullis::pb::governor_server::Governor;
+use portcullis::pb::{SprayStatusRequest, SprayStatusResponse, Verdict, VerifyRequest};
+use portcullis::service::GovernorService;
+use portcullis::spray::{SprayKey, SprayNote, SprayWatch};
+use portcullis::store::embedded::{EmbeddedStore, SystemClock};
+use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
+use portcullis::store::{Counted, Inspection, Store, StoreError};
+use portcullis::throttle::Policy;
+use portcullis::verify::hash::{HashParams, StoredHash};
+use tonic::Code;
+
+const SPRAYED: &[u8] = b"Winter2026!";
+/// Realm `sprayed`: threshold 100, flag. Realm `tight`: the lowest threshold, 10, and
+/// `reject`. Both hash at bcrypt cost 4 so 500 comparisons take a moment.
+const SPRAY_REALMS: &str = r#"
+[realms.sprayed]
+hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
+spray_threshold = 100
+[realms.tight]
+hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
+spray_threshold = 10
+spray_action = "reject"
+"#;
+const THRESHOLD: usize = 100;
+/// Three standard errors of Redis's HyperLogLog (1.04/√16384 = 0.81%) at the threshold,
+/// rounded up: the embedded store counts exactly.
+const ESTIMATOR_MARGIN: usize = 3;
+
+fn hash_of(password: &[u8]) -> String {
+    StoredHash::generate(password, &HashParams::Bcrypt { cost: 4 }).unwrap().as_str().to_owned()
+}
+
+fn load(toml: &str) -> Settings {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("portcullis.toml");
+    std::fs::write(&path, toml).unwrap();
+    Config::load(Some(&path), &Overrides::default()).unwrap().validate(Some(SECRET.into())).unwrap()
+}
+
+fn redis_settings(redis: &RedisServer) -> Settings {
+    load(&config_toml(&redis.url(), SPRAY_REALMS))
+}
+
+async fn spray_status(daemon: &Daemon, realm: &str) -> SprayStatusResponse {
+    let mut admin = AdminClient::connect(format!("http://{}", daemon.addr)).await.unwrap();
+    admin.spray_status(SprayStatusRequest { realm: realm.into() }).await.unwrap().into_inner()
+}
+
+/// 500 accounts (half known with another password, half unknown), each tried once with
+/// [`SPRAYED`] from its own client key. Returns how many distinct accounts had been
+/// tried when the first answer carried `spray_suspected`, and checks every later one
+/// does; then a correct login with the sprayed password is accepted, flagged.
+async fn spray_500(c: &mut Client) -> usize {
+    let other = hash_of(b"a password nobody sprays");
+    let mut tripped = None;
+    for i in 0..500 {
+        let stored = if i % 2 == 0 { other.as_str() } else { "" };
+        let id = format!("user{i}@example.com");
+        let r = c.verify("sprayed", &id, SPRAYED, stored, &format!("198.51.100.{i}")).await;
+        let r = r.unwrap();
+        assert_eq!(r.verdict(), Verdict::Reject);
+        match tripped {
+            None if r.spray_suspected => tripped = Some(i + 1),
+            Some(_) => assert!(r.spray_suspected, "attempt {} was not flagged", i + 1),
+            None => {}
+        }
+    }
+    let tripped = tripped.expect("500 sprayed accounts never tripped the signal");
+    // The user whose password it really is logs in: accepted, and flagged.
+    let r = c.verify("sprayed", "owner@example.com", SPRAYED, &hash_of(SPRAYED), "owner").await;
+    let r = r.unwrap();
+    assert_eq!(r.verdict(), Verdict::Accept);
+    assert!(r.spray_suspected, "a correct login with the sprayed password was not flagged");
+    // Another password in the same realm is not.
+    let mine = b"my own long passphrase";
+    let r = c.verify("sprayed", "someone@example.com", mine, &hash_of(mine), "x").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Accept);
+    assert!(!r.spray_suspected);
+    tripped
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sprayed_password_trips_the_signal_near_the_threshold_on_redis() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(redis_settings(&redis)).await;
+    let mut c = daemon.client().await;
+    let tripped = spray_500(&mut c).await;
+    assert!(
+        (THRESHOLD - ESTIMATOR_MARGIN..=THRESHOLD + ESTIMATOR_MARGIN).contains(&tripped),
+        "tripped after {tripped} accounts, threshold {THRESHOLD} ± {ESTIMATOR_MARGIN}"
+    );
+    let status = spray_status(&daemon, "sprayed").await;
+    assert_eq!(status.fingerprints_over_threshold, 1);
+    assert_eq!(status.episodes.len(), 1);
+    assert!(status.episodes[0].began_unix_ms > 0 && status.episodes[0].ended_unix_ms == 0);
+    assert_eq!(spray_status(&daemon, "tight").await, SprayStatusResponse::default());
+
+    // Nothing stored holds an identifier or the password, and every key expires.
+    let mut conn = redis.conn();
+    let mut secrets: Vec<String> = (0..500).map(|i| format!("user{i}")).collect();
+    secrets.extend(["owner".into(), String::from_utf8(SPRAYED.to_vec()).unwrap()]);
+    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    assert_store_clean(&mut conn, &secrets);
+    // The spray keys: one fingerprint's (plus the correct logins' own) and nothing else.
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*{spray:*").query(&mut conn).unwrap();
+    assert!(!keys.is_empty() && keys.len() <= 3 * 5, "{keys:?}");
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sprayed_password_trips_the_signal_at_the_threshold_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let settings = load(&embedded_config_toml(&data, SPRAY_REALMS));
+    let daemon = Daemon::start(settings).await;
+    let mut c = daemon.client().await;
+    assert_eq!(spray_500(&mut c).await, THRESHOLD, "the embedded store counts exactly");
+    daemon.shutdown().await;
+    // Nothing in the database file holds an identifier or the password.
+    let bytes = std::fs::read(data.join("portcullis.redb")).unwrap();
+    let text = String::from_utf8_lossy(&bytes).to_lowercase();
+    for needle in ["user1@", "user499", "owner@", "example.com", "winter2026"] {
+        assert!(!text.contains(needle), "the database holds {needle:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_failed_logins_with_random_passwords_never_trip_it() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(redis_settings(&redis)).await;
+    let client = daemon.client().await;
+    let hash = hash_of(b"the real password");
+    // 8 callers, 625 logins each: 10 per account over 500 accounts, each password new.
+    let callers: Vec<_> = (0..8)
+        .map(|t| {
+            let mut c = client.clone();
+            let hash = hash.clone();
+            tokio::spawn(async move {
+                let mut flagged = 0;
+                for n in 0..625 {
+                    let i = t * 625 + n;
+                    let id = format!("user{}@example.com", i % 500);
+                    let password = uuid::Uuid::new_v4().to_string();
+                    let stored = if i % 3 == 0 { "" } else { hash.as_str() };
+                    let client_key = format!("203.0.113.{}", i % 250);
+                    let r = c.verify("tight", &id, password.as_bytes(), stored, &client_key).await;
+                    let r = r.unwrap();
+                    assert_eq!(r.verdict(), Verdict::Reject);
+                    flagged += usize::from(r.spray_suspected);
+                }
+                flagged
+            })
+        })
+        .collect();
+    let mut flagged = 0;
+    for caller in callers {
+        flagged += caller.await.unwrap();
+    }
+    assert_eq!(flagged, 0, "random passwords tripped the spray signal");
+    let status = spray_status(&daemon, "tight").await;
+    assert_eq!(status.fingerprints_over_threshold, 0);
+    assert!(status.episodes.is_empty());
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reject_action_refuses_a_sprayed_password_without_hashing() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(redis_settings(&redis)).await;
+    let mut c = daemon.client().await;
+    let owner_hash = hash_of(SPRAYED);
+    // Before any spraying the owner logs in.
+    let r = c.verify("tight", "owner@example.com", SPRAYED, &owner_hash, "owner").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Accept);
+    assert!(!r.spray_suspected);
+    for i in 0..10 {
+        let id = format!("victim{i}@example.com");
+        c.verify("tight", &id, SPRAYED, "", &format!("192.0.2.{i}")).await.unwrap();
+    }
+    let before = daemon.governor().comparisons;
+    let r = c.verify("tight", "owner@example.com", SPRAYED, &owner_hash, "owner").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Reject, "a sprayed password was compared in a reject realm");
+    assert!(r.spray_suspected);
+    assert_eq!(daemon.governor().comparisons, before, "the refused comparison was hashed");
+    // Other passwords in the realm are compared as usual.
+    let mine = b"my own long passphrase";
+    let r = c.verify("tight", "someone@example.com", mine, &hash_of(mine), "x").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Accept);
+    daemon.shutdown().await;
+}
+
+#[tokio::test]
+async fn spray_episodes_are_logged_by_realm_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon =
+        DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), SPRAY_REALMS));
+    let mut c = daemon.client().await;
+    for i in 0..12 {
+        let id = format!("sprayed.user{i}@example.com");
+        let r = c.verify("tight", &id, SPRAYED, "", &format!("192.0.2.{i}")).await.unwrap();
+        assert_eq!(r.spray_suspected, i >= 9, "attempt {}", i + 1);
+    }
+    let logs = daemon.logs();
+    assert_eq!(logs.matches("password-spray episode began").count(), 1, "{logs}");
+    assert!(logs.contains("tight"), "{logs}");
+    for needle in ["sprayed.user", "example.com", "Winter2026"] {
+        assert!(!logs.contains(needle), "a log line holds {needle:?}");
+    }
+}
+
+/// The embedded store with spray notes that fail: every other operation works.
+struct FailingSpray {
+    inner: EmbeddedStore,
+    fail: SprayNote,
+}
+
+#[async_trait]
+impl Store for FailingSpray {
+    async fn is_open(&self, k: &AccountKey, p: &Policy) -> Result<bool, StoreError> {
+        self.inner.is_open(k, p).await
+    }
+    async fn record_attempt(
+        &self,
+        k: &AccountKey,
+        id: Option<&AttemptId>,
+        p: &Policy,
+    ) -> Result<Counted, StoreError> {
+        self.inner.record_attempt(k, id, p).await
+    }
+    async fn refund(
+        &self,
+        k: &AccountKey,
+        id: Option<&AttemptId>,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.inner.refund(k, id, window_start_ms).await
+    }
+    async fn note_spray(
+        &self,
+        spray: &SprayKey,
+        account: &AccountKey,
+        note: SprayNote,
+        period_ms: u64,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        if note == self.fail {
+            return Err(StoreError::Protocol("spray note failed".into()));
+        }
+        self.inner.note_spray(spray, account, note, period_ms, limit).await
+    }
+    async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
+        self.inner.clear(k).await
+    }
+    async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
+        self.inner.inspect(k).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}
+
+#[tokio::test]
+async fn a_spray_note_that_fails_is_a_deny_even_for_the_right_password() {
+    for fail in [SprayNote::Attempt, SprayNote::Match] {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = load(&embedded_config_toml(&dir.path().join("cfg"), SPRAY_REALMS));
+        let secret = KeySecret::new(SECRET.as_bytes().to_vec());
+        let inner = EmbeddedStore::open(
+            &dir.path().join("data"),
+            Some(secret.clone()),
+            std::time::Duration::from_secs(2),
+            Arc::new(SystemClock),
+        )
+        .unwrap();
+        let verifier =
+            Arc::new(portcullis::verify::Verifier::new(settings.verify, &settings.realms).unwrap());
+        let service = GovernorService::new(
+            Arc::new(settings.realms),
+            Arc::new(FailingSpray { inner, fail }),
+            secret,
+            verifier,
+            SprayWatch::new(),
+        );
+        let request = VerifyRequest {
+            account: account("sprayed", "owner@example.com"),
+            password: SPRAYED.to_vec(),
+            stored_hash: hash_of(SPRAYED),
+            client_key: "owner".into(),
+            attempt_id: String::new(),
+            device_token: String::new(),
+        };
+        let mut request = tonic::Request::new(request);
+        request.extensions_mut().insert(portcullis::auth::Authorization::Open);
+        let status = service.verify(request).await.unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable, "{fail:?}: {status:?}");
+    }
+}
