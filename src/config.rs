@@ -891,7 +891,9 @@ impl StoreConfig {
             // talk to Redis in clear believing it verified.
             let (setting, urls): (&str, Vec<&String>) = match &shape {
                 RedisShape::Standalone { url } => ("store.redis_url", vec![url]),
-                RedisShape::Cluster { nodes } => ("store.redis_cluster_nodes", nodes.iter().collect()),
+                RedisShape::Cluster { nodes } => {
+                    ("store.redis_cluster_nodes", nodes.iter().collect())
+                }
                 RedisShape::Sentinel { nodes, .. } => {
                     ("store.redis_sentinel.nodes", nodes.iter().collect())
                 }

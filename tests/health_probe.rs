@@ -99,11 +99,21 @@ async fn health_probes_a_mutual_tls_daemon_with_its_ca_and_a_client_certificate(
     let cases: [(&str, &str, Vec<&str>); 6] = [
         ("no client certificate", &addr, vec!["--ca-file", &ca_file]),
         ("no CA", &addr, vec![]),
-        ("a client certificate without a CA", &addr, vec!["--cert-file", &cert, "--key-file", &key]),
-        ("another CA", &addr, vec!["--ca-file", &other_ca, "--cert-file", &cert, "--key-file", &key]),
-        ("a client certificate from another CA", &addr, vec![
-            "--ca-file", &ca_file, "--cert-file", &s_cert, "--key-file", &s_key,
-        ]),
+        (
+            "a client certificate without a CA",
+            &addr,
+            vec!["--cert-file", &cert, "--key-file", &key],
+        ),
+        (
+            "another CA",
+            &addr,
+            vec!["--ca-file", &other_ca, "--cert-file", &cert, "--key-file", &key],
+        ),
+        (
+            "a client certificate from another CA",
+            &addr,
+            vec!["--ca-file", &ca_file, "--cert-file", &s_cert, "--key-file", &s_key],
+        ),
         ("plaintext", &plain, vec![]),
     ];
     for (what, addr, args) in cases {

@@ -136,8 +136,12 @@ fn tls_settings_are_checked_at_start_up_naming_the_setting() {
     let key_pem = std::fs::read_to_string(&tls.key_file).unwrap();
     assert!(!e.contains(key_pem.lines().nth(1).unwrap()), "{e}");
     // A CA file that holds no certificate (here: a key).
-    let e = config_error(&config_toml(url, &format!("redis_tls_ca_file = {}", path(&tls.key_file))));
-    assert!(e.contains("store.redis_tls_ca_file") && e.contains("no usable PEM certificate"), "{e}");
+    let e =
+        config_error(&config_toml(url, &format!("redis_tls_ca_file = {}", path(&tls.key_file))));
+    assert!(
+        e.contains("store.redis_tls_ca_file") && e.contains("no usable PEM certificate"),
+        "{e}"
+    );
     let e = config_error(&config_toml(url, "redis_tls_ca_file = \"/nonexistent/ca.pem\""));
     assert!(e.contains("store.redis_tls_ca_file"), "{e}");
     // Verification cannot be switched off.

@@ -944,10 +944,8 @@ impl RedisCluster {
             nodes.push(Node { child: Some(child), port, dir: node_dir, args, tls_port });
         }
         // With TLS the cluster is made over the TLS ports (the bus port follows them).
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.tls_port.unwrap_or(n.port)))
-            .collect();
+        let addrs: Vec<String> =
+            nodes.iter().map(|n| format!("127.0.0.1:{}", n.tls_port.unwrap_or(n.port))).collect();
         let out = Command::new("redis-cli")
             .args(tls.map(RedisTlsFiles::cli_args).unwrap_or_default())
             .arg("--cluster")
@@ -970,7 +968,10 @@ impl RedisCluster {
 
     /// Seed URLs for `store.redis_cluster_nodes` (`rediss://` when started with TLS).
     pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| if n.tls_port.is_some() { n.tls_url() } else { n.url() }).collect()
+        self.nodes
+            .iter()
+            .map(|n| if n.tls_port.is_some() { n.tls_url() } else { n.url() })
+            .collect()
     }
 
     /// The TOML array of [`Self::urls`].
@@ -1237,8 +1238,7 @@ impl SentinelGroup {
     /// The TOML inline table for `store.redis_sentinel`.
     pub fn sentinel_toml(&self) -> String {
         let url = |s: &Node| if s.tls_port.is_some() { s.tls_url() } else { s.url() };
-        let nodes: Vec<String> =
-            self.sentinels.iter().map(|s| format!("\"{}\"", url(s))).collect();
+        let nodes: Vec<String> = self.sentinels.iter().map(|s| format!("\"{}\"", url(s))).collect();
         format!(
             "redis_sentinel = {{ master_name = \"{SENTINEL_MASTER_NAME}\", nodes = [{}] }}",
             nodes.join(", ")

@@ -191,22 +191,18 @@ impl RedisStore {
         install_crypto_provider();
         let (timeout, size) = (settings.operation_timeout, settings.pool_size);
         let (credentials, tls) = (&settings.credentials, &settings.tls);
-        let connections = match &settings.shape {
-            RedisShape::Standalone { url } => {
-                Connections::Standalone(standalone::pool(url, credentials, tls, timeout, size)?)
-            }
-            RedisShape::Cluster { nodes } => {
-                Connections::Cluster(cluster::pool(nodes, credentials, tls, timeout, size)?)
-            }
-            RedisShape::Sentinel { master_name, nodes } => Connections::Sentinel(sentinel::pool(
-                master_name,
-                nodes,
-                credentials,
-                tls,
-                timeout,
-                size,
-            )?),
-        };
+        let connections =
+            match &settings.shape {
+                RedisShape::Standalone { url } => {
+                    Connections::Standalone(standalone::pool(url, credentials, tls, timeout, size)?)
+                }
+                RedisShape::Cluster { nodes } => {
+                    Connections::Cluster(cluster::pool(nodes, credentials, tls, timeout, size)?)
+                }
+                RedisShape::Sentinel { master_name, nodes } => Connections::Sentinel(
+                    sentinel::pool(master_name, nodes, credentials, tls, timeout, size)?,
+                ),
+            };
         Ok(Self {
             connections,
             secret: settings.secret.clone(),

@@ -33,7 +33,11 @@ impl managed::Manager for Manager {
         self.0.lock().await.get_async_connection().await
     }
 
-    async fn recycle(&self, _: &mut MultiplexedConnection, _: &Metrics) -> RecycleResult<RedisError> {
+    async fn recycle(
+        &self,
+        _: &mut MultiplexedConnection,
+        _: &Metrics,
+    ) -> RecycleResult<RedisError> {
         Ok(())
     }
 }

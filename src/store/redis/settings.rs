@@ -285,7 +285,10 @@ pub fn sentinel_credentials(
     let mut pairs = nodes.iter().map(|url| {
         let info = url.as_str().into_connection_info()?;
         let redis = info.redis_settings();
-        Ok::<_, redis::RedisError>((redis.username().map(str::to_owned), redis.password().map(str::to_owned)))
+        Ok::<_, redis::RedisError>((
+            redis.username().map(str::to_owned),
+            redis.password().map(str::to_owned),
+        ))
     });
     let first = pairs.next().transpose()?.unwrap_or_default();
     for pair in pairs {
