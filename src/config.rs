@@ -17,7 +17,9 @@ use crate::auth::{CallerConfig, CallerError, Callers};
 use crate::normalize::Normalization;
 use crate::realm::{Realm, Realms};
 use crate::store::keys::KeySecret;
-use crate::store::redis::settings::{Credentials, RedisSettings, RedisShape, redact_url};
+use crate::store::redis::settings::{
+    Credentials, RedisSettings, RedisShape, RedisTls, redact_url, sentinel_credentials,
+};
 use crate::throttle::Policy;
 use crate::transport::ServerLimits;
 use crate::transport::tls::{ReloadingTls, TlsConfig, TlsError};
@@ -216,6 +218,17 @@ pub struct StoreConfig {
     /// `PORTCULLIS_REDIS_PASSWORD`. Never inline here.
     #[serde(default)]
     pub redis_password_file: Option<PathBuf>,
+    /// PEM CA certificates that `rediss://` Redis servers (and Sentinels) must chain to;
+    /// unset: the system's root certificates. Requires `rediss://` URLs.
+    #[serde(default)]
+    pub redis_tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate chain presented to Redis (mutual TLS, Redis's
+    /// `tls-auth-clients`); with `redis_tls_key_file`. Requires `rediss://` URLs.
+    #[serde(default)]
+    pub redis_tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `redis_tls_cert_file`.
+    #[serde(default)]
+    pub redis_tls_key_file: Option<PathBuf>,
     /// Serve although Redis's `maxmemory-policy` may evict keys (a lockout record among
     /// them). Off: such a Redis is refused.
     #[serde(default)]
@@ -265,6 +278,9 @@ impl std::fmt::Debug for StoreConfig {
             )
             .field("redis_username", &self.redis_username)
             .field("redis_password_file", &self.redis_password_file)
+            .field("redis_tls_ca_file", &self.redis_tls_ca_file)
+            .field("redis_tls_cert_file", &self.redis_tls_cert_file)
+            .field("redis_tls_key_file", &self.redis_tls_key_file)
             .field("allow_eviction", &self.allow_eviction)
             .field("wait_replicas", &self.wait_replicas)
             .field("wait_timeout", &self.wait_timeout)
@@ -411,6 +427,9 @@ impl Default for StoreConfig {
             redis_sentinel: None,
             redis_username: None,
             redis_password_file: None,
+            redis_tls_ca_file: None,
+            redis_tls_cert_file: None,
+            redis_tls_key_file: None,
             allow_eviction: false,
             wait_replicas: 0,
             wait_timeout: default_wait_timeout(),
@@ -796,10 +815,23 @@ impl StoreConfig {
             });
         }
         let check_url = |setting: &str, url: &str| {
-            redis::parse_redis_url(url).map(drop).ok_or_else(|| ConfigError::Invalid {
+            redis::parse_redis_url(url).ok_or_else(|| ConfigError::Invalid {
                 setting: setting.into(),
                 problem: format!("{} is not a redis:// or rediss:// URL", redact_url(url)),
-            })
+            })?;
+            // redis-rs's `#insecure` skips certificate verification; this build has no
+            // such mode (a connection would fail anyway): say so at start-up.
+            if url.contains('#') {
+                return Err(ConfigError::Invalid {
+                    setting: setting.into(),
+                    problem: format!(
+                        "{}: a URL fragment (#insecure) is not supported; to trust a private \
+                         CA set store.redis_tls_ca_file",
+                        redact_url(url)
+                    ),
+                });
+            }
+            Ok(())
         };
         let check_nodes = |setting: &str, nodes: &[String]| {
             if nodes.is_empty() {
@@ -826,6 +858,10 @@ impl StoreConfig {
                 });
             }
             check_nodes("store.redis_sentinel.nodes", &sentinel.nodes)?;
+            sentinel_credentials(&sentinel.nodes).map_err(|_| ConfigError::Invalid {
+                setting: "store.redis_sentinel.nodes".into(),
+                problem: "every Sentinel URL must carry the same user and password".into(),
+            })?;
             return Ok(Some(RedisShape::Sentinel {
                 master_name: sentinel.master_name.clone(),
                 nodes: sentinel.nodes.clone(),
@@ -867,9 +903,43 @@ impl StoreConfig {
             }
             None => password_from_env,
         };
+        let tls = RedisTls::load(
+            self.redis_tls_ca_file.as_deref(),
+            self.redis_tls_cert_file.as_deref(),
+            self.redis_tls_key_file.as_deref(),
+        )
+        .map_err(|e| ConfigError::Invalid { setting: e.setting.into(), problem: e.problem })?;
+        if tls.is_set() {
+            // Certificates for a plain connection would go unused: refuse, rather than
+            // talk to Redis in clear believing it verified.
+            let (setting, urls): (&str, Vec<&String>) = match &shape {
+                RedisShape::Standalone { url } => ("store.redis_url", vec![url]),
+                RedisShape::Cluster { nodes } => {
+                    ("store.redis_cluster_nodes", nodes.iter().collect())
+                }
+                RedisShape::Sentinel { nodes, .. } => {
+                    ("store.redis_sentinel.nodes", nodes.iter().collect())
+                }
+            };
+            let tls_setting = if self.redis_tls_ca_file.is_some() {
+                "store.redis_tls_ca_file"
+            } else {
+                "store.redis_tls_cert_file"
+            };
+            if let Some(url) = urls.iter().find(|u| !u.starts_with("rediss://")) {
+                return Err(ConfigError::Invalid {
+                    setting: setting.into(),
+                    problem: format!(
+                        "{} is not a rediss:// URL, but {tls_setting} is set",
+                        redact_url(url)
+                    ),
+                });
+            }
+        }
         Ok(RedisSettings {
             shape,
             credentials: Credentials { username: self.redis_username.clone(), password },
+            tls,
             secret,
             operation_timeout: self.operation_timeout,
             pool_size: self.pool_size,

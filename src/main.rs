@@ -91,6 +91,48 @@ struct HealthArgs {
     /// Deadline of the connection and the call.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+/// How a command reaches a daemon that serves TLS (`[tls]`).
+#[derive(Args)]
+struct TlsArgs {
+    /// PEM CA the daemon's certificate must chain to (an `https://` address).
+    #[arg(long, env = "PORTCULLIS_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// PEM client certificate, for mutual TLS (with `--key-file`).
+    #[arg(long, env = "PORTCULLIS_CERT_FILE")]
+    cert_file: Option<PathBuf>,
+    /// PEM private key of `--cert-file`.
+    #[arg(long, env = "PORTCULLIS_KEY_FILE")]
+    key_file: Option<PathBuf>,
+    /// Name the daemon's certificate carries, when not the address's host.
+    #[arg(long)]
+    domain_name: Option<String>,
+}
+
+impl TlsArgs {
+    /// `endpoint` over TLS when `--ca-file` is given. A client certificate without a CA
+    /// is an error rather than silently unused.
+    fn apply(
+        self,
+        endpoint: tonic::transport::Endpoint,
+    ) -> Result<tonic::transport::Endpoint, Box<dyn std::error::Error>> {
+        let Some(ca_file) = self.ca_file else {
+            if self.cert_file.is_some() || self.key_file.is_some() {
+                return Err("--cert-file and --key-file need --ca-file".into());
+            }
+            return Ok(endpoint);
+        };
+        let tls = portcullis::client::ClientTls {
+            ca_file,
+            cert_file: self.cert_file,
+            key_file: self.key_file,
+            domain_name: self.domain_name,
+        };
+        Ok(endpoint.tls_config(tls.load()?)?)
+    }
 }
 
 #[derive(Args)]
@@ -152,18 +194,8 @@ struct OperatorArgs {
     /// Per-call deadline.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     timeout: Duration,
-    /// PEM CA the daemon's certificate must chain to (an `https://` address).
-    #[arg(long, env = "PORTCULLIS_CA_FILE")]
-    ca_file: Option<PathBuf>,
-    /// PEM client certificate, for mutual TLS (with `--key-file`).
-    #[arg(long, env = "PORTCULLIS_CERT_FILE")]
-    cert_file: Option<PathBuf>,
-    /// PEM private key of `--cert-file`.
-    #[arg(long, env = "PORTCULLIS_KEY_FILE")]
-    key_file: Option<PathBuf>,
-    /// Name the daemon's certificate carries, when not the address's host.
-    #[arg(long)]
-    domain_name: Option<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// File holding a bearer token (for daemons that authorize callers by token).
     #[arg(long, env = "PORTCULLIS_TOKEN_FILE")]
     token_file: Option<PathBuf>,
@@ -363,18 +395,11 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
     } else {
         args.identifier
     };
-    let mut endpoint = tonic::transport::Endpoint::from_shared(args.addr)?
-        .connect_timeout(args.timeout)
-        .timeout(args.timeout);
-    if let Some(ca_file) = args.ca_file {
-        let tls = portcullis::client::ClientTls {
-            ca_file,
-            cert_file: args.cert_file,
-            key_file: args.key_file,
-            domain_name: args.domain_name,
-        };
-        endpoint = endpoint.tls_config(tls.load()?)?;
-    }
+    let endpoint = args.tls.apply(
+        tonic::transport::Endpoint::from_shared(args.addr)?
+            .connect_timeout(args.timeout)
+            .timeout(args.timeout),
+    )?;
     let bearer = match args.token_file {
         Some(path) => Bearer::from_file(&path)?,
         None => Bearer::new(None)?,
@@ -435,9 +460,11 @@ async fn health(args: HealthArgs) -> ExitCode {
 async fn check_health(args: HealthArgs) -> Result<i32, Box<dyn std::error::Error>> {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
-    let endpoint = tonic::transport::Endpoint::from_shared(args.addr)?
-        .connect_timeout(args.timeout)
-        .timeout(args.timeout);
+    let endpoint = args.tls.apply(
+        tonic::transport::Endpoint::from_shared(args.addr)?
+            .connect_timeout(args.timeout)
+            .timeout(args.timeout),
+    )?;
     let mut client = HealthClient::new(endpoint.connect().await?);
     let answer = client.check(HealthCheckRequest { service: args.service }).await?;
     Ok(answer.into_inner().status)

@@ -63,6 +63,104 @@ pub fn with_admin(config: &str, shutdown_delay: &str) -> String {
     )
 }
 
+/// TLS material for test Redis nodes, in files made at test time: a CA, the servers'
+/// certificate for `127.0.0.1` and `localhost` (also what they present to each other for
+/// replication, the cluster bus and Sentinel), and a client certificate for the daemon.
+pub struct RedisTlsFiles {
+    pub ca: pki::Ca,
+    pub ca_file: PathBuf,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub client_cert_file: PathBuf,
+    pub client_key_file: PathBuf,
+    /// Whether servers demand a client certificate (`tls-auth-clients yes`).
+    pub auth_clients: bool,
+    pub dir: tempfile::TempDir,
+}
+
+impl RedisTlsFiles {
+    /// New material; with `auth_clients`, servers refuse a client without a certificate
+    /// from the CA (mutual TLS).
+    pub fn new(auth_clients: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = pki::Ca::new("portcullis test Redis CA");
+        let server = ca.leaf(&["127.0.0.1", "localhost"], &[]);
+        let client = ca.leaf(&["portcullis-daemon"], &[]);
+        Self {
+            ca_file: pki::write(dir.path(), "redis-ca.pem", &ca.pem()),
+            cert_file: pki::write(dir.path(), "redis-server.pem", &server.cert_pem),
+            key_file: pki::write(dir.path(), "redis-server.key", &server.key_pem),
+            client_cert_file: pki::write(dir.path(), "redis-client.pem", &client.cert_pem),
+            client_key_file: pki::write(dir.path(), "redis-client.key", &client.key_pem),
+            ca,
+            auth_clients,
+            dir,
+        }
+    }
+
+    fn auth_clients_word(&self) -> &'static str {
+        if self.auth_clients { "yes" } else { "no" }
+    }
+
+    /// `redis-server` arguments that open TLS on `port`.
+    pub fn server_args(&self, port: u16) -> Vec<String> {
+        let path = |p: &Path| p.display().to_string();
+        vec![
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            path(&self.cert_file),
+            "--tls-key-file".into(),
+            path(&self.key_file),
+            "--tls-ca-cert-file".into(),
+            path(&self.ca_file),
+            "--tls-auth-clients".into(),
+            self.auth_clients_word().into(),
+        ]
+    }
+
+    /// `sentinel.conf` lines that open TLS on `port` and use TLS for the Sentinel's own
+    /// connections (to the master, its replicas and the other Sentinels).
+    pub fn sentinel_conf(&self, port: u16) -> String {
+        format!(
+            "tls-port {port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
+             tls-auth-clients {}\ntls-replication yes\n",
+            self.cert_file.display(),
+            self.key_file.display(),
+            self.ca_file.display(),
+            self.auth_clients_word()
+        )
+    }
+
+    /// `redis-cli` arguments for TLS with this CA and the client certificate.
+    pub fn cli_args(&self) -> Vec<String> {
+        let path = |p: &Path| p.display().to_string();
+        vec![
+            "--tls".into(),
+            "--cacert".into(),
+            path(&self.ca_file),
+            "--cert".into(),
+            path(&self.client_cert_file),
+            "--key".into(),
+            path(&self.client_key_file),
+        ]
+    }
+
+    /// `[store]` lines trusting this CA, and presenting the client certificate when the
+    /// servers ask for one.
+    pub fn store_toml(&self) -> String {
+        let mut toml = format!("redis_tls_ca_file = {:?}\n", self.ca_file.display().to_string());
+        if self.auth_clients {
+            toml.push_str(&format!(
+                "redis_tls_cert_file = {:?}\nredis_tls_key_file = {:?}\n",
+                self.client_cert_file.display().to_string(),
+                self.client_key_file.display().to_string()
+            ));
+        }
+        toml
+    }
+}
+
 /// A `redis-server` child on a free loopback port, in its own temporary directory.
 pub struct RedisServer {
     child: Option<Child>,
@@ -70,6 +168,8 @@ pub struct RedisServer {
     dir: tempfile::TempDir,
     /// Append-only file on, so a restart keeps the data (scripts are never kept).
     persistent: bool,
+    /// The TLS port and its `redis-server` arguments, when started with TLS.
+    tls: Option<(u16, Vec<String>)>,
 }
 
 impl RedisServer {
@@ -83,11 +183,25 @@ impl RedisServer {
         Self::start_with(true)
     }
 
+    /// Starts a server that also listens with TLS on [`Self::tls_url`] (the plain port
+    /// stays, for the harness's own look at the data).
+    pub fn start_tls(tls: &RedisTlsFiles) -> Self {
+        Self::start_inner(false, Some(tls))
+    }
+
     fn start_with(persistent: bool) -> Self {
+        Self::start_inner(persistent, None)
+    }
+
+    fn start_inner(persistent: bool, tls: Option<&RedisTlsFiles>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut server = Self { child: None, port: 0, dir, persistent };
+        let mut server = Self { child: None, port: 0, dir, persistent, tls: None };
         for _ in 0..20 {
             server.port = free_port();
+            server.tls = tls.map(|t| {
+                let port = free_port();
+                (port, t.server_args(port))
+            });
             if server.spawn() {
                 return server;
             }
@@ -107,6 +221,9 @@ impl RedisServer {
             cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
         } else {
             cmd.args(["--appendonly", "no"]);
+        }
+        if let Some((_, args)) = &self.tls {
+            cmd.args(args);
         }
         let child = cmd.spawn().expect("redis-server must be installed (see .ci/run)");
         self.child = Some(child);
@@ -133,6 +250,16 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The TLS port (started with [`Self::start_tls`]).
+    pub fn tls_port(&self) -> u16 {
+        self.tls.as_ref().expect("started with TLS").0
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT/`.
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.tls_port())
     }
 
     pub fn client(&self) -> redis::Client {
@@ -628,20 +755,36 @@ impl Drop for DaemonProcess {
 /// Starts one `redis-server` on a free port with `args` (beyond port, bind, dir and no
 /// persistence), in `dir`; returns the child and its port once it answers PING.
 fn spawn_redis_node(dir: &Path, args: &[&str]) -> (Child, u16) {
+    let (child, port, _) = spawn_redis_node_tls(dir, args, None);
+    (child, port)
+}
+
+/// As [`spawn_redis_node`], and with `tls`, a TLS port too: returns it and the
+/// arguments that open it (kept by a [`Node`] for its restarts).
+fn spawn_redis_node_tls(
+    dir: &Path,
+    args: &[&str],
+    tls: Option<&RedisTlsFiles>,
+) -> (Child, u16, Option<(u16, Vec<String>)>) {
     for _ in 0..20 {
         let port = free_port();
+        let tls = tls.map(|t| {
+            let tls_port = free_port();
+            (tls_port, t.server_args(tls_port))
+        });
         let mut child = Command::new(redis_server_binary())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
             .args(["--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"])
             .arg("--dir")
             .arg(dir)
             .args(args)
+            .args(tls.iter().flat_map(|(_, a)| a))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (see .ci/run)");
         if wait_for_ping(port, &mut child) {
-            return (child, port);
+            return (child, port, tls);
         }
         let _ = child.kill();
         let _ = child.wait();
@@ -672,11 +815,18 @@ pub struct Node {
     pub port: u16,
     dir: PathBuf,
     args: Vec<String>,
+    /// The TLS port, when the node serves TLS too (its arguments are in `args`).
+    pub tls_port: Option<u16>,
 }
 
 impl Node {
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT/`.
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.tls_port.expect("node started with TLS"))
     }
 
     pub fn conn(&self) -> redis::Connection {
@@ -752,12 +902,22 @@ pub const CLUSTER_NODE_TIMEOUT_MS: u64 = 1000;
 
 impl RedisCluster {
     pub fn start(masters: usize, replicas: usize) -> Self {
+        Self::start_with(masters, replicas, None)
+    }
+
+    /// As [`Self::start`], every node also serving TLS, the cluster bus and replication
+    /// over TLS (`tls-cluster`, `tls-replication`); [`Self::urls`] are then `rediss://`.
+    pub fn start_tls(masters: usize, replicas: usize, tls: &RedisTlsFiles) -> Self {
+        Self::start_with(masters, replicas, Some(tls))
+    }
+
+    fn start_with(masters: usize, replicas: usize, tls: Option<&RedisTlsFiles>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut nodes = Vec::new();
         for i in 0..masters * (1 + replicas) {
             let node_dir = dir.path().join(format!("node{i}"));
             std::fs::create_dir_all(&node_dir).unwrap();
-            let args: Vec<String> = [
+            let mut args: Vec<String> = [
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
@@ -774,12 +934,20 @@ impl RedisCluster {
             .iter()
             .map(|s| s.to_string())
             .collect();
+            if tls.is_some() {
+                args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+            }
             let str_args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let (child, port) = spawn_redis_node(&node_dir, &str_args);
-            nodes.push(Node { child: Some(child), port, dir: node_dir, args });
+            let (child, port, tls_args) = spawn_redis_node_tls(&node_dir, &str_args, tls);
+            let tls_port = tls_args.as_ref().map(|(p, _)| *p);
+            args.extend(tls_args.into_iter().flat_map(|(_, a)| a));
+            nodes.push(Node { child: Some(child), port, dir: node_dir, args, tls_port });
         }
-        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        // With TLS the cluster is made over the TLS ports (the bus port follows them).
+        let addrs: Vec<String> =
+            nodes.iter().map(|n| format!("127.0.0.1:{}", n.tls_port.unwrap_or(n.port))).collect();
         let out = Command::new("redis-cli")
+            .args(tls.map(RedisTlsFiles::cli_args).unwrap_or_default())
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
@@ -788,8 +956,9 @@ impl RedisCluster {
             .expect("redis-cli must be installed (see .ci/run)");
         assert!(
             out.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&out.stdout)
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
         let cluster = Self { nodes, _dir: dir };
         cluster.wait_until_ok(Duration::from_secs(20));
@@ -797,9 +966,12 @@ impl RedisCluster {
         cluster
     }
 
-    /// Seed URLs for `store.redis_cluster_nodes`.
+    /// Seed URLs for `store.redis_cluster_nodes` (`rediss://` when started with TLS).
     pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(Node::url).collect()
+        self.nodes
+            .iter()
+            .map(|n| if n.tls_port.is_some() { n.tls_url() } else { n.url() })
+            .collect()
     }
 
     /// The TOML array of [`Self::urls`].
@@ -935,24 +1107,56 @@ pub const SENTINEL_MASTER_NAME: &str = "portcullis-test";
 
 impl SentinelGroup {
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// As [`Self::start`], every node and Sentinel also serving TLS, replication and the
+    /// Sentinels' own connections over TLS (`tls-replication`), so the Sentinels name the
+    /// master's TLS port; [`Self::sentinel_toml`] then lists `rediss://` Sentinels.
+    pub fn start_tls(tls: &RedisTlsFiles) -> Self {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&RedisTlsFiles>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let sub = |name: &str| {
             let d = dir.path().join(name);
             std::fs::create_dir_all(&d).unwrap();
             d
         };
-        let (child, port) = spawn_redis_node(&sub("master"), &["--repl-diskless-sync-delay", "0"]);
+        let mut master_args = vec!["--repl-diskless-sync-delay".to_owned(), "0".to_owned()];
+        if tls.is_some() {
+            master_args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
+        }
+        let str_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
+        let (child, port, tls_args) = spawn_redis_node_tls(&sub("master"), &str_args, tls);
+        let master_tls_port = tls_args.as_ref().map(|(p, _)| *p);
+        master_args.extend(tls_args.into_iter().flat_map(|(_, a)| a));
         let master = Node {
             child: Some(child),
             port,
             dir: sub("master"),
-            args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
+            args: master_args.clone(),
+            tls_port: master_tls_port,
         };
-        let replica_args = vec!["--replicaof".to_owned(), "127.0.0.1".to_owned(), port.to_string()];
+        // The port replicas and Sentinels reach the master on: its TLS port with TLS.
+        let master_port = master_tls_port.unwrap_or(port);
+        let mut replica_args =
+            vec!["--replicaof".to_owned(), "127.0.0.1".to_owned(), master_port.to_string()];
+        if tls.is_some() {
+            replica_args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
+        }
         let args: Vec<&str> = replica_args.iter().map(String::as_str).collect();
-        let (child, rport) = spawn_redis_node(&sub("replica"), &args);
-        let replica =
-            Node { child: Some(child), port: rport, dir: sub("replica"), args: replica_args };
+        let (child, rport, tls_args) = spawn_redis_node_tls(&sub("replica"), &args, tls);
+        let replica_tls_port = tls_args.as_ref().map(|(p, _)| *p);
+        replica_args.extend(tls_args.into_iter().flat_map(|(_, a)| a));
+        let replica = Node {
+            child: Some(child),
+            port: rport,
+            dir: sub("replica"),
+            args: replica_args,
+            tls_port: replica_tls_port,
+        };
         // Wait for the replica to be in sync, so a failover has someone to promote.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -969,12 +1173,17 @@ impl SentinelGroup {
             let sdir = sub(&format!("sentinel{i}"));
             for _ in 0..20 {
                 let sport = free_port();
+                let stls_port = tls.map(|_| free_port());
+                let tls_conf = match (tls, stls_port) {
+                    (Some(t), Some(p)) => t.sentinel_conf(p),
+                    _ => String::new(),
+                };
                 let conf = sdir.join("sentinel.conf");
                 std::fs::write(
                     &conf,
                     format!(
-                        "port {sport}\nbind 127.0.0.1\ndir {}\n\
-                         sentinel monitor {SENTINEL_MASTER_NAME} 127.0.0.1 {port} 2\n\
+                        "port {sport}\nbind 127.0.0.1\ndir {}\n{tls_conf}\
+                         sentinel monitor {SENTINEL_MASTER_NAME} 127.0.0.1 {master_port} 2\n\
                          sentinel down-after-milliseconds {SENTINEL_MASTER_NAME} 1000\n\
                          sentinel failover-timeout {SENTINEL_MASTER_NAME} 3000\n\
                          sentinel parallel-syncs {SENTINEL_MASTER_NAME} 1\n",
@@ -994,6 +1203,7 @@ impl SentinelGroup {
                         port: sport,
                         dir: sdir.clone(),
                         args: vec![],
+                        tls_port: stls_port,
                     });
                     break;
                 }
@@ -1027,8 +1237,8 @@ impl SentinelGroup {
 
     /// The TOML inline table for `store.redis_sentinel`.
     pub fn sentinel_toml(&self) -> String {
-        let nodes: Vec<String> =
-            self.sentinels.iter().map(|s| format!("\"{}\"", s.url())).collect();
+        let url = |s: &Node| if s.tls_port.is_some() { s.tls_url() } else { s.url() };
+        let nodes: Vec<String> = self.sentinels.iter().map(|s| format!("\"{}\"", url(s))).collect();
         format!(
             "redis_sentinel = {{ master_name = \"{SENTINEL_MASTER_NAME}\", nodes = [{}] }}",
             nodes.join(", ")

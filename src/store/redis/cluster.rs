@@ -8,26 +8,62 @@
 
 use std::time::Duration;
 
+use deadpool::managed::{self, Metrics, RecycleResult};
+use redis::RedisError;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+
 use super::pool::{Lean, LeanPool};
-use super::settings::{Credentials, connection_info};
+use super::settings::{Credentials, RedisTls, connection_info};
 use super::standalone::build;
 use crate::store::StoreError;
 
-/// The pool of a cluster found from `nodes`: at most `pool_size` cluster connections
-/// (each reaches every node).
+/// Creates cluster connections (each reaches every node) from one [`ClusterClient`].
+/// deadpool-redis's cluster manager takes no TLS certificates, hence this one; [`Lean`]
+/// replaces its `recycle`.
+pub(super) struct Manager(ClusterClient);
+
+impl managed::Manager for Manager {
+    type Type = ClusterConnection;
+    type Error = RedisError;
+
+    async fn create(&self) -> Result<ClusterConnection, RedisError> {
+        self.0.get_async_connection().await
+    }
+
+    async fn recycle(&self, _: &mut ClusterConnection, _: &Metrics) -> RecycleResult<RedisError> {
+        Ok(())
+    }
+}
+
+/// The pool of a cluster found from `nodes`: at most `pool_size` cluster connections.
+/// With `rediss://` seeds every node is reached over TLS, verified against `tls`.
 pub(super) fn pool(
     nodes: &[String],
     credentials: &Credentials,
+    tls: &RedisTls,
     operation_timeout: Duration,
     pool_size: usize,
-) -> Result<LeanPool<deadpool_redis::cluster::Manager>, StoreError> {
-    let nodes = nodes
+) -> Result<LeanPool<Manager>, StoreError> {
+    let urls = nodes;
+    let nodes = urls
         .iter()
         .map(|url| connection_info(url, credentials))
         .collect::<Result<Vec<_>, _>>()
         .map_err(StoreError::Command)?;
-    // Reads go to masters too: a replica may lag behind the count it is asked about.
-    let manager =
-        deadpool_redis::cluster::Manager::new(nodes, false).map_err(StoreError::Command)?;
-    build(Lean(manager), operation_timeout, pool_size)
+    // Reads go to masters (the builder's default): a replica may lag behind the count it
+    // is asked about.
+    let mut builder = ClusterClientBuilder::new(nodes);
+    if let Some(certificates) = tls.certificates() {
+        // Certificates never go unused on a plain connection (config.rs refuses this too).
+        if urls.iter().any(|url| !url.starts_with("rediss://")) {
+            return Err(StoreError::Command(RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "TLS certificates are set but a cluster node URL is not rediss://",
+            ))));
+        }
+        builder = builder.certs(certificates);
+    }
+    let client = builder.build().map_err(StoreError::Command)?;
+    build(Lean(Manager(client)), operation_timeout, pool_size)
 }

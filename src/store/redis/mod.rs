@@ -4,8 +4,8 @@
 //! Redis command on the hot path, the script: no `PING`, no `UNWATCH` (the store's part of
 //! docs/architecture.md's "Atomicity belongs to the store").
 //!
-//! Three shapes (docs/architecture.md's fleet store), one module each, all built on deadpool-redis
-//! and redis-rs, sharing the scripts, the error mapping and the safety checks here:
+//! Three shapes (docs/architecture.md's fleet store), one module each, all built on deadpool
+//! and redis-rs (over TLS with `rediss://`, [`settings::RedisTls`]), sharing the scripts, the error mapping and the safety checks here:
 //! `standalone` (`store.redis_url`), `cluster` (`store.redis_cluster_nodes`: the library
 //! follows MOVED/ASK and refreshes the slot map; every script's keys share one hash tag,
 //! so each script runs on one node) and `sentinel` (`store.redis_sentinel`: each new
@@ -68,9 +68,9 @@ enum Connections {
     /// One Redis (or a proxy in front of one).
     Standalone(LeanPool<deadpool_redis::Manager>),
     /// A Redis Cluster; each pooled connection reaches every node.
-    Cluster(LeanPool<deadpool_redis::cluster::Manager>),
+    Cluster(LeanPool<cluster::Manager>),
     /// The master the Sentinels name.
-    Sentinel(LeanPool<deadpool_redis::sentinel::Manager>),
+    Sentinel(LeanPool<sentinel::Manager>),
 }
 
 /// A shared handle on one pooled connection, whatever the shape.
@@ -132,6 +132,15 @@ pub fn retires_connection(error: &RedisError) -> bool {
         || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
 }
 
+/// Makes ring the process's default rustls provider, unless one is installed already.
+/// redis-rs builds its `rediss://` client configurations from that default; without
+/// one, rustls picks the provider its crate features name and panics if they name more
+/// than one. (The daemon's listener names ring explicitly and needs no default.)
+fn install_crypto_provider() {
+    // An error only says a default is installed already: that one stays.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// `maxmemory-policy` values under which Redis never deletes a key to make room.
 const NON_EVICTING_POLICIES: [&str; 1] = ["noeviction"];
 
@@ -180,25 +189,21 @@ impl RedisStore {
     /// [`StoreError::Command`] for a URL redis-rs cannot open, [`StoreError::Pool`] when
     /// the pool cannot be built.
     pub fn open(settings: &RedisSettings) -> Result<Self, StoreError> {
+        install_crypto_provider();
         let (timeout, size) = (settings.operation_timeout, settings.pool_size);
-        let connections = match &settings.shape {
-            RedisShape::Standalone { url } => Connections::Standalone(standalone::pool(
-                url,
-                &settings.credentials,
-                timeout,
-                size,
-            )?),
-            RedisShape::Cluster { nodes } => {
-                Connections::Cluster(cluster::pool(nodes, &settings.credentials, timeout, size)?)
-            }
-            RedisShape::Sentinel { master_name, nodes } => Connections::Sentinel(sentinel::pool(
-                master_name,
-                nodes,
-                &settings.credentials,
-                timeout,
-                size,
-            )?),
-        };
+        let (credentials, tls) = (&settings.credentials, &settings.tls);
+        let connections =
+            match &settings.shape {
+                RedisShape::Standalone { url } => {
+                    Connections::Standalone(standalone::pool(url, credentials, tls, timeout, size)?)
+                }
+                RedisShape::Cluster { nodes } => {
+                    Connections::Cluster(cluster::pool(nodes, credentials, tls, timeout, size)?)
+                }
+                RedisShape::Sentinel { master_name, nodes } => Connections::Sentinel(
+                    sentinel::pool(master_name, nodes, credentials, tls, timeout, size)?,
+                ),
+            };
         Ok(Self {
             connections,
             secret: settings.secret.clone(),

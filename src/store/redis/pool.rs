@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use redis::RedisError;
 
-/// A deadpool-redis manager whose checkout costs no Redis command.
+/// A deadpool manager of Redis connections (deadpool-redis's, or the cluster and
+/// Sentinel ones of this store) whose checkout costs no Redis command.
 pub(super) struct Lean<M>(pub M);
 
 /// A connection and the flag that retires it.

@@ -1,11 +1,17 @@
 //! Validated Redis settings: which shape (one URL, a cluster, a Sentinel-watched master),
 //! the credentials shared by every shape, the eviction override and the replication
-//! requirement. Built by `config.rs` from `[store]`; every URL and password is redacted in
-//! `Debug`, so logging a whole `Settings` leaks no credential.
+//! requirement, the TLS trust and identity for `rediss://`. Built by `config.rs` from
+//! `[store]`; every URL and password is redacted in `Debug`, and no certificate or key
+//! appears there, so logging a whole `Settings` leaks no credential.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{ConnectionInfo, IntoConnectionInfo};
+use redis::{ClientTlsConfig, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use zeroize::Zeroizing;
 
 use crate::store::keys::KeySecret;
 
@@ -45,6 +51,162 @@ pub struct Credentials {
     pub password: Option<String>,
 }
 
+/// Trust and identity of `rediss://` connections, for every shape (the data nodes and,
+/// with Sentinel, the Sentinels too). Unset: the system's root certificates and no
+/// client certificate. Read from `store.redis_tls_ca_file`, `store.redis_tls_cert_file`
+/// and `store.redis_tls_key_file` at start-up ([`RedisTls::load`]).
+#[derive(Clone, Default)]
+pub struct RedisTls {
+    /// PEM CA certificates trusted instead of the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// PEM certificate chain and private key presented to Redis (mutual TLS).
+    pub client: Option<ClientIdentity>,
+}
+
+/// A client certificate chain and its key, PEM; the key is wiped when dropped.
+#[derive(Clone)]
+pub struct ClientIdentity {
+    /// Certificate chain, leaf first.
+    pub cert_pem: Vec<u8>,
+    /// Private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_pem: Arc<Zeroizing<Vec<u8>>>,
+}
+
+/// Why the Redis TLS files are unusable: the setting at fault and the problem (the
+/// path, never the contents).
+#[derive(Debug)]
+pub struct TlsFileError {
+    /// `store.redis_tls_*`.
+    pub setting: &'static str,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl RedisTls {
+    /// Reads and checks the files: the CA file must hold at least one certificate, the
+    /// certificate and key files come both or neither, and must make an identity rustls
+    /// accepts (a key that parses and matches the leaf). Checked here so a bad file stops
+    /// the daemon at start-up, not at the first connection.
+    ///
+    /// # Errors
+    /// [`TlsFileError`] naming the setting.
+    pub fn load(
+        ca_file: Option<&Path>,
+        cert_file: Option<&Path>,
+        key_file: Option<&Path>,
+    ) -> Result<Self, TlsFileError> {
+        let err = |setting, problem: String| TlsFileError { setting, problem };
+        let read = |setting, path: &Path| {
+            std::fs::read(path)
+                .map_err(|e| err(setting, format!("{} could not be read: {e}", path.display())))
+        };
+        let certs = |setting, path: &Path, pem: &[u8]| {
+            let certs = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap_or_default();
+            if certs.is_empty() {
+                return Err(err(
+                    setting,
+                    format!("{} holds no usable PEM certificate", path.display()),
+                ));
+            }
+            Ok(certs)
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        let ca_pem = match ca_file {
+            Some(path) => {
+                let pem = read("store.redis_tls_ca_file", path)?;
+                for ca in certs("store.redis_tls_ca_file", path, &pem)? {
+                    roots.add(ca).map_err(|e| {
+                        err(
+                            "store.redis_tls_ca_file",
+                            format!("{} holds an unusable CA certificate: {e}", path.display()),
+                        )
+                    })?;
+                }
+                Some(pem)
+            }
+            None => None,
+        };
+        let client = match (cert_file, key_file) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(err(
+                    "store.redis_tls_key_file",
+                    "is required with store.redis_tls_cert_file".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(err(
+                    "store.redis_tls_cert_file",
+                    "is required with store.redis_tls_key_file".into(),
+                ));
+            }
+            (Some(cert_path), Some(key_path)) => {
+                let cert_pem = read("store.redis_tls_cert_file", cert_path)?;
+                let chain = certs("store.redis_tls_cert_file", cert_path, &cert_pem)?;
+                let key_pem = Zeroizing::new(read("store.redis_tls_key_file", key_path)?);
+                let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| {
+                    err(
+                        "store.redis_tls_key_file",
+                        format!("{} holds no usable PEM private key", key_path.display()),
+                    )
+                })?;
+                // The same check redis-rs makes when it connects, made now.
+                rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()
+                .and_then(|b| b.with_root_certificates(roots).with_client_auth_cert(chain, key))
+                .map_err(|e| {
+                    err(
+                        "store.redis_tls_key_file",
+                        format!(
+                            "{} and store.redis_tls_cert_file do not make a client \
+                             certificate rustls accepts: {e}",
+                            key_path.display()
+                        ),
+                    )
+                })?;
+                Some(ClientIdentity { cert_pem, key_pem: Arc::new(key_pem) })
+            }
+        };
+        Ok(Self { ca_pem, client })
+    }
+
+    /// Whether anything is configured (then every URL must be `rediss://`).
+    pub fn is_set(&self) -> bool {
+        self.ca_pem.is_some() || self.client.is_some()
+    }
+
+    /// The certificates for redis-rs, or `None` to use its defaults (the system's
+    /// roots, no client certificate).
+    pub(super) fn certificates(&self) -> Option<TlsCertificates> {
+        self.is_set().then(|| TlsCertificates {
+            client_tls: self.client.as_ref().map(|c| ClientTlsConfig {
+                client_cert: c.cert_pem.clone(),
+                client_key: c.key_pem.as_ref().to_vec(),
+            }),
+            root_cert: self.ca_pem.clone(),
+        })
+    }
+}
+
+impl std::fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("ca", &if self.ca_pem.is_some() { "from file" } else { "system roots" })
+            .field("client_certificate", &self.client.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientIdentity(<redacted>)")
+    }
+}
+
 /// Everything the Redis store needs.
 #[derive(Clone)]
 pub struct RedisSettings {
@@ -52,6 +214,8 @@ pub struct RedisSettings {
     pub shape: RedisShape,
     /// Credentials for the data nodes.
     pub credentials: Credentials,
+    /// CA and client certificate of `rediss://` connections.
+    pub tls: RedisTls,
     /// Keys every account key; identical on every daemon of a fleet.
     pub secret: KeySecret,
     /// Deadline of one operation (checkout or connect, script, reply, `WAIT`).
@@ -79,6 +243,7 @@ impl RedisSettings {
         Self {
             shape: RedisShape::Standalone { url: url.to_owned() },
             credentials: Credentials::default(),
+            tls: RedisTls::default(),
             secret,
             operation_timeout,
             pool_size,
@@ -107,6 +272,34 @@ pub(super) fn connection_info(
         redis = redis.set_password(password);
     }
     Ok(info.set_redis_settings(redis))
+}
+
+/// The one user and password the Sentinel URLs carry (redis-rs applies one pair to
+/// every Sentinel).
+///
+/// # Errors
+/// A URL redis-rs cannot parse, or URLs whose credentials differ.
+pub fn sentinel_credentials(
+    nodes: &[String],
+) -> redis::RedisResult<(Option<String>, Option<String>)> {
+    let mut pairs = nodes.iter().map(|url| {
+        let info = url.as_str().into_connection_info()?;
+        let redis = info.redis_settings();
+        Ok::<_, redis::RedisError>((
+            redis.username().map(str::to_owned),
+            redis.password().map(str::to_owned),
+        ))
+    });
+    let first = pairs.next().transpose()?.unwrap_or_default();
+    for pair in pairs {
+        if pair? != first {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "every Sentinel URL must carry the same user and password",
+            )));
+        }
+    }
+    Ok(first)
 }
 
 /// `url` with any password replaced by `***`, for logs and `Debug`.
@@ -164,6 +357,7 @@ impl std::fmt::Debug for RedisSettings {
         f.debug_struct("RedisSettings")
             .field("shape", &self.shape)
             .field("credentials", &self.credentials)
+            .field("tls", &self.tls)
             .field("secret", &self.secret)
             .field("operation_timeout", &self.operation_timeout)
             .field("pool_size", &self.pool_size)
@@ -195,10 +389,39 @@ mod tests {
     }
 
     #[test]
-    fn rediss_is_refused_rather_than_sent_in_plain_text() {
-        // This build compiles no TLS into redis-rs: a TLS URL must fail, never connect
-        // without TLS.
-        assert!(connection_info("rediss://h:1", &Credentials::default()).is_err());
+    fn rediss_means_verified_tls() {
+        let info = connection_info("rediss://h:1", &Credentials::default()).unwrap();
+        assert!(
+            matches!(info.addr(), redis::ConnectionAddr::TcpTls { insecure: false, .. }),
+            "{:?}",
+            info.addr()
+        );
+    }
+
+    #[test]
+    fn tls_settings_check_their_files_and_show_no_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let e = RedisTls::load(Some(&missing), None, None).unwrap_err();
+        assert_eq!(e.setting, "store.redis_tls_ca_file");
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let e = RedisTls::load(Some(&junk), None, None).unwrap_err();
+        assert_eq!(e.setting, "store.redis_tls_ca_file");
+        assert!(e.problem.contains("no usable PEM certificate"), "{}", e.problem);
+        let e = RedisTls::load(None, Some(&junk), None).unwrap_err();
+        assert_eq!(e.setting, "store.redis_tls_key_file");
+        let e = RedisTls::load(None, None, Some(&junk)).unwrap_err();
+        assert_eq!(e.setting, "store.redis_tls_cert_file");
+        let tls = RedisTls {
+            ca_pem: Some(b"CA-PEM-BYTES".to_vec()),
+            client: Some(ClientIdentity {
+                cert_pem: b"CERT-PEM-BYTES".to_vec(),
+                key_pem: Arc::new(Zeroizing::new(b"KEY-PEM-BYTES".to_vec())),
+            }),
+        };
+        let text = format!("{tls:?} {:?}", tls.certificates());
+        assert!(!text.contains("PEM-BYTES") && !text.contains("80, 69, 77"), "{text}");
     }
 
     #[test]

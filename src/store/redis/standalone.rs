@@ -1,6 +1,7 @@
 //! One Redis at one URL (`store.redis_url`), or a proxy in front of one: deadpool-redis's
 //! own manager creates the connections (`redis://` or `rediss://`, ACL user and password
-//! from the URL or [`Credentials`]), [`Lean`] keeps them without per-checkout round trips.
+//! from the URL or [`Credentials`], CA and client certificate from [`RedisTls`]), [`Lean`]
+//! keeps them without per-checkout round trips.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use deadpool::Runtime;
 use redis::AsyncConnectionConfig;
 
 use super::pool::{Lean, LeanPool};
-use super::settings::{Credentials, connection_info};
+use super::settings::{Credentials, RedisTls, connection_info};
 use crate::store::StoreError;
 
 /// The pool of a standalone Redis at `url`: at most `pool_size` multiplexed
@@ -16,13 +17,21 @@ use crate::store::StoreError;
 pub(super) fn pool(
     url: &str,
     credentials: &Credentials,
+    tls: &RedisTls,
     operation_timeout: Duration,
     pool_size: usize,
 ) -> Result<LeanPool<deadpool_redis::Manager>, StoreError> {
     let connection = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(operation_timeout))
         .set_response_timeout(Some(operation_timeout));
-    let info = connection_info(url, credentials).map_err(StoreError::Command)?;
+    let mut info = connection_info(url, credentials).map_err(StoreError::Command)?;
+    if let Some(certificates) = tls.certificates() {
+        // Refuses a `redis://` URL: configured certificates never go unused.
+        info = redis::Client::build_with_tls(info, certificates)
+            .map_err(StoreError::Command)?
+            .get_connection_info()
+            .clone();
+    }
     let manager =
         deadpool_redis::Manager::new_with_config(info, connection).map_err(StoreError::Command)?;
     build(Lean(manager), operation_timeout, pool_size)
