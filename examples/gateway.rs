@@ -165,6 +165,16 @@ async fn check(
         })
         .await;
     match answer.decision {
+        Decision::Allow if answer.spray_suspected => {
+            // The password is being sprayed across the realm (docs/spray.md) and matched:
+            // the moment to demand a second factor. This example has none, so it answers
+            // like any failed login (no cookie, the uniform 401); a real gateway sends the
+            // user to its second-factor step instead.
+            tracing::warn!(
+                "refused a matching password that is being sprayed: no second factor here"
+            );
+            unauthorized()
+        }
         Decision::Allow => {
             if answer.needs_rehash {
                 // A real gateway stores a new hash at the realm's target here.

@@ -75,6 +75,9 @@ enum Command {
         #[arg(long, value_enum)]
         reason: UnlockReason,
     },
+    /// Operator: a realm's password-spray state (portcullis.v1.Admin/SprayStatus).
+    /// Exit status: 0 no fingerprint over the threshold, 1 spraying now, 2 error.
+    SprayStatus(SprayStatusArgs),
     /// Ask the daemon's grpc.health.v1 service; exit 0 only on SERVING (a container
     /// HEALTHCHECK). Exit status: 0 serving, 1 not serving, 2 error.
     Health(HealthArgs),
@@ -201,6 +204,24 @@ struct OperatorArgs {
     token_file: Option<PathBuf>,
 }
 
+#[derive(Args)]
+struct SprayStatusArgs {
+    /// Realm name.
+    #[arg(long)]
+    realm: String,
+    /// Daemon address.
+    #[arg(long, env = "PORTCULLIS_ADDR", default_value = "http://127.0.0.1:50051")]
+    addr: String,
+    /// Per-call deadline.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    #[command(flatten)]
+    tls: TlsArgs,
+    /// File holding a bearer token (for daemons that authorize callers by token).
+    #[arg(long, env = "PORTCULLIS_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum UnlockReason {
     OwnerVerified,
@@ -243,6 +264,16 @@ fn main() -> ExitCode {
         Command::Health(args) => runtime.block_on(health(args)),
         Command::Inspect(op) => runtime.block_on(operate(op, Op::Inspect)),
         Command::Unlock { op, reason } => runtime.block_on(operate(op, Op::Unlock(reason))),
+        Command::SprayStatus(args) => runtime.block_on(async {
+            match spray_status(args).await {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("portcullis: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }),
     }
 }
 
@@ -468,6 +499,40 @@ async fn check_health(args: HealthArgs) -> Result<i32, Box<dyn std::error::Error
     let mut client = HealthClient::new(endpoint.connect().await?);
     let answer = client.check(HealthCheckRequest { service: args.service }).await?;
     Ok(answer.into_inner().status)
+}
+
+/// `spray-status` prints the fingerprints over the threshold now and each episode;
+/// `Ok(true)` when none is over the threshold.
+async fn spray_status(args: SprayStatusArgs) -> Result<bool, Box<dyn std::error::Error>> {
+    let endpoint = args.tls.apply(
+        tonic::transport::Endpoint::from_shared(args.addr)?
+            .connect_timeout(args.timeout)
+            .timeout(args.timeout),
+    )?;
+    let bearer = match args.token_file {
+        Some(path) => Bearer::from_file(&path)?,
+        None => Bearer::new(None)?,
+    };
+    let mut client = AdminClient::with_interceptor(endpoint.connect().await?, bearer);
+    let r = client.spray_status(pb::SprayStatusRequest { realm: args.realm }).await?.into_inner();
+    println!("fingerprints_over_threshold: {}", r.fingerprints_over_threshold);
+    let at = |ms: u64| {
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+    };
+    for e in &r.episodes {
+        let ended = if e.ended_unix_ms == 0 {
+            "ongoing".to_owned()
+        } else {
+            at(e.ended_unix_ms).to_string()
+        };
+        println!(
+            "episode: began {} ended {} peak_fingerprints {}",
+            at(e.began_unix_ms),
+            ended,
+            e.peak_fingerprints
+        );
+    }
+    Ok(r.fingerprints_over_threshold == 0)
 }
 
 /// `inspect` prints the door state, failures in the window, step and seconds until the

@@ -258,8 +258,8 @@ impl VerifyJob {
             ),
         );
         let counted = counted.map_err(store_unavailable)?;
-        let suspected = sprayed.map_err(store_unavailable)? >= u64::from(realm.spray.threshold);
-        spray_watch.observe(&realm.name, &spray, suspected, &realm.spray);
+        let distinct = sprayed.map_err(store_unavailable)?;
+        let suspected = spray_watch.observe(&realm.name, &spray, distinct, &realm.spray);
         note_attempt(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
         // A replayed attempt_id is rejected without a comparison: comparing again would be
         // a guess its first call's count does not cover (and after a lockout, a guess

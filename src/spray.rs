@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use crate::store::keys::{KEY_PREFIX, KeySecret};
-use crate::telemetry::metrics::{SPRAY_EPISODES, SPRAY_FINGERPRINTS_OVER, SPRAY_SUSPECTED};
+use crate::telemetry::metrics::{
+    SPRAY_DISTINCT_ACCOUNTS, SPRAY_EPISODES, SPRAY_FINGERPRINTS_OVER, SPRAY_SUSPECTED,
+};
 
 /// Bits kept of a password's fingerprint: 65,536 values (docs/spray.md, "The fingerprint").
 pub const FINGERPRINT_BITS: u32 = 16;
@@ -242,17 +244,27 @@ impl SprayWatch {
         Arc::new(Self::default())
     }
 
-    /// Records the store's answer for one `Verify` attempt: `suspected` when the
-    /// attempt's fingerprint is over the threshold. Opens an episode (one warning, the
-    /// episode counter) when it is the realm's first such fingerprint, and counts the
-    /// suspected call by action. Never logs the fingerprint.
-    pub fn observe(&self, realm: &str, key: &SprayKey, suspected: bool, policy: &SprayPolicy) {
+    /// Records the store's answer for one `Verify` attempt, `distinct` accounts for its
+    /// fingerprint, and answers whether the fingerprint is sprayed (`distinct` at or
+    /// above the threshold). Opens an episode (one warning, the episode counter) when
+    /// it is the realm's first such fingerprint, and counts the suspected call by
+    /// action. Never logs the fingerprint.
+    pub fn observe(
+        &self,
+        realm: &str,
+        key: &SprayKey,
+        distinct: u64,
+        policy: &SprayPolicy,
+    ) -> bool {
+        ::metrics::histogram!(SPRAY_DISTINCT_ACCOUNTS, "realm" => realm.to_owned())
+            .record(distinct as f64);
+        let suspected = distinct >= u64::from(policy.threshold);
         let now = Instant::now();
         let mut realms = self.realms.lock().unwrap_or_else(|e| e.into_inner());
         let watch = realms.entry(realm.to_owned()).or_default();
         watch.expire(realm, now);
         if !suspected {
-            return;
+            return false;
         }
         ::metrics::counter!(SPRAY_SUSPECTED, "realm" => realm.to_owned(), "action" => policy.action.as_str())
             .increment(1);
@@ -264,7 +276,7 @@ impl SprayWatch {
             if let Some(episode) = watch.episodes.back_mut() {
                 episode.peak_fingerprints = episode.peak_fingerprints.max(over);
             }
-            return;
+            return true;
         }
         if watch.episodes.len() == EPISODES_KEPT {
             watch.episodes.pop_front();
@@ -282,6 +294,7 @@ impl SprayWatch {
             "password-spray episode began: one password fingerprint failed on more distinct \
              accounts than spray_threshold within spray_period"
         );
+        true
     }
 
     /// The realm's state now (episodes that ended for lack of traffic are closed first).
@@ -365,10 +378,10 @@ mod tests {
             period: Duration::from_millis(50),
         };
         assert_eq!(watch.status("default"), SprayStatus::default());
-        watch.observe("default", &f.key("default", b"a"), false, &policy);
+        assert!(!watch.observe("default", &f.key("default", b"a"), 9, &policy));
         assert!(watch.status("default").episodes.is_empty());
-        watch.observe("default", &f.key("default", b"a"), true, &policy);
-        watch.observe("default", &f.key("default", b"a"), true, &policy);
+        assert!(watch.observe("default", &f.key("default", b"a"), 10, &policy));
+        assert!(watch.observe("default", &f.key("default", b"a"), 11, &policy));
         let status = watch.status("default");
         assert_eq!(status.fingerprints_over_threshold, 1);
         assert_eq!(status.episodes.len(), 1);

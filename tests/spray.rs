@@ -215,6 +215,24 @@ async fn spray_episodes_are_logged_by_realm_alone() {
         let r = c.verify("tight", &id, SPRAYED, "", &format!("192.0.2.{i}")).await.unwrap();
         assert_eq!(r.spray_suspected, i >= 9, "attempt {}", i + 1);
     }
+    // The operator client: exit 1 while a realm is being sprayed, 0 otherwise.
+    let status = |realm: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["spray-status", "--realm", realm, "--addr"])
+            .arg(format!("http://{}", daemon.addr))
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = status("tight");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("fingerprints_over_threshold: 1") && out.contains("ended ongoing"),
+        "{out}"
+    );
+    let (code, out) = status("sprayed");
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out, "fingerprints_over_threshold: 0\n");
     let logs = daemon.logs();
     assert_eq!(logs.matches("password-spray episode began").count(), 1, "{logs}");
     assert!(logs.contains("tight"), "{logs}");

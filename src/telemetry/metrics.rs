@@ -31,6 +31,10 @@ pub const SPRAY_SUSPECTED: &str = "portcullis_spray_suspected_total";
 /// Gauge: password fingerprints this daemon saw over `spray_threshold` within the last
 /// `spray_period`, by realm.
 pub const SPRAY_FINGERPRINTS_OVER: &str = "portcullis_spray_fingerprints_over_threshold";
+/// Histogram: the distinct-account count the store answered for each `Verify`
+/// attempt's password fingerprint, by realm: its calm-time distribution is what
+/// `spray_threshold` is chosen above (docs/spray.md).
+pub const SPRAY_DISTINCT_ACCOUNTS: &str = "portcullis_spray_distinct_accounts";
 /// Counter: password-spray episodes begun, by realm.
 pub const SPRAY_EPISODES: &str = "portcullis_spray_episodes_total";
 /// Counter: stored hashes a gateway sent that could not be used.
@@ -63,6 +67,10 @@ pub const CLIENT_BREAKER_DENIALS: &str = "portcullis_client_breaker_denials_tota
 /// Histogram buckets in seconds for comparisons: a cheap bcrypt (ms) to a hard argon2 (s).
 const COMPARISON_BUCKETS: [f64; 12] =
     [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Histogram buckets for spray counts: distinct accounts, from one to far past any
+/// threshold.
+const SPRAY_BUCKETS: [f64; 12] =
+    [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 10000.0, 100000.0];
 /// Histogram buckets in seconds for store operations: sub-millisecond to the timeout.
 const STORE_BUCKETS: [f64; 12] =
     [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -81,6 +89,12 @@ pub fn install() -> Option<PrometheusHandle> {
                 )
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full(STORE_SECONDS.into()), &STORE_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(SPRAY_DISTINCT_ACCOUNTS.into()),
+                        &SPRAY_BUCKETS,
+                    )
                 })
                 .ok()?
                 .build_recorder();
@@ -113,6 +127,10 @@ fn describe() {
     describe_gauge!(
         SPRAY_FINGERPRINTS_OVER,
         "Password fingerprints over spray_threshold now, by realm"
+    );
+    describe_histogram!(
+        SPRAY_DISTINCT_ACCOUNTS,
+        "Distinct accounts failing with a Verify's password fingerprint, by realm"
     );
     describe_counter!(SPRAY_EPISODES, "Password-spray episodes begun, by realm");
     describe_counter!(BAD_HASHES, "Unusable stored hashes sent by gateways");
