@@ -19,6 +19,13 @@
 //!    configuration gets its own daemon; a control run sizes the attack to the queue, so
 //!    nothing is refused. CPU time per component comes from `/proc`.
 //!
+//! 3. **Spray detection's cost** (docs/spray.md): the store work of one `Verify` attempt,
+//!    the count alone and the count with its spray note sent beside it (as the service
+//!    sends them), timed in alternation on the same Redis and on an embedded store. The
+//!    difference is what detection adds to every `Verify`.
+//!
+//! `PORTCULLIS_BENCH_ROWS=spray` runs part 3 alone.
+//!
 //! Everything runs against one private `redis-server` (never the shared 6379). The daemon
 //! and the attacker run in this process on separate tokio runtimes; the probe and Redis
 //! are separate processes. All of them share the machine's cores, as they would in
@@ -692,11 +699,126 @@ fn run_flood(
 
 // ---------------------------------------------------------------------------------------
 
+/// Timed store round trips per spray-cost row (each in both forms, alternating).
+const SPRAY_RUNS: usize = 4000;
+
+/// One store's spray cost: the count alone, and the count with its spray note.
+struct SprayRow {
+    store: &'static str,
+    count_only: Vec<Duration>,
+    with_note: Vec<Duration>,
+}
+
+/// Part 3: times `record_attempt` alone and `record_attempt` joined with `note_spray`
+/// (a fresh account and password fingerprint each time, as a spray would send), in
+/// alternation so drift hits both alike.
+async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -> SprayRow {
+    use portcullis::normalize::{Normalization, normalize};
+    use portcullis::spray::{SprayFingerprints, SprayNote};
+    use portcullis::store::keys::{AccountKey, KeySecret};
+    let secret = KeySecret::new(common::SECRET.as_bytes().to_vec());
+    let fingerprints = SprayFingerprints::new(&secret);
+    let settings = common::settings("redis://127.0.0.1:1", "");
+    let realm = settings.realms.get("default").expect("the default realm").clone();
+    let mut row = SprayRow { store: label, count_only: Vec::new(), with_note: Vec::new() };
+    for i in 0..(SPRAY_RUNS + 200) {
+        let id = normalize(Normalization::Exact, &format!("spray-bench-{label}-{i}")).unwrap();
+        let key = AccountKey::new(&secret, "default", &id);
+        let started = Instant::now();
+        store.record_attempt(&key, None, &realm.policy).await.expect("record_attempt");
+        let count_only = started.elapsed();
+        let key = AccountKey::new(
+            &secret,
+            "default",
+            &normalize(Normalization::Exact, &format!("n{i}{label}")).unwrap(),
+        );
+        let spray = fingerprints.key("default", format!("password {i}").as_bytes());
+        let started = Instant::now();
+        let (counted, noted) = tokio::join!(
+            store.record_attempt(&key, None, &realm.policy),
+            store.note_spray(
+                &spray,
+                &key,
+                SprayNote::Attempt,
+                realm.spray.period_ms(),
+                realm.spray.threshold
+            ),
+        );
+        let with_note = started.elapsed();
+        counted.expect("record_attempt");
+        noted.expect("note_spray");
+        if i >= 200 {
+            row.count_only.push(count_only);
+            row.with_note.push(with_note);
+        }
+    }
+    row.count_only.sort();
+    row.with_note.sort();
+    row
+}
+
+fn spray_costs(redis: &common::RedisServer, rt: &tokio::runtime::Runtime) -> Vec<SprayRow> {
+    let data = tempfile::tempdir().expect("tempdir");
+    rt.block_on(async {
+        let secret = portcullis::store::keys::KeySecret::new(common::SECRET.as_bytes().to_vec());
+        let redis_store = portcullis::store::redis::RedisStore::new(
+            &redis.url(),
+            secret.clone(),
+            Duration::from_secs(2),
+            4,
+        )
+        .expect("redis store");
+        let embedded = portcullis::store::embedded::EmbeddedStore::open(
+            data.path(),
+            Some(secret),
+            Duration::from_secs(2),
+            Arc::new(portcullis::store::embedded::SystemClock),
+        )
+        .expect("embedded store");
+        eprintln!("spray: redis ...");
+        let redis_row = time_spray(&redis_store, "redis").await;
+        eprintln!("spray: embedded ...");
+        let embedded_row = time_spray(&embedded, "embedded").await;
+        vec![redis_row, embedded_row]
+    })
+}
+
+fn print_spray(rows: &[SprayRow], argon2id_verify_ms: Option<f64>) {
+    println!(
+        "\n## Spray detection: store work per Verify attempt ({SPRAY_RUNS} sequential calls each)\n"
+    );
+    println!(
+        "| store | count alone µs median / p99 | count + spray note µs median / p99 | added µs (median) | added, of an argon2id Verify |"
+    );
+    println!("|---|---|---|---:|---:|");
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    for r in rows {
+        let added = micros(percentile(&r.with_note, 500)) - micros(percentile(&r.count_only, 500));
+        let share = argon2id_verify_ms
+            .map_or_else(|| "—".to_owned(), |ms| format!("{:.2}%", 100.0 * added / (ms * 1e3)));
+        println!(
+            "| {} | {:.0} / {:.0} | {:.0} / {:.0} | {added:+.0} | {share} |",
+            r.store,
+            micros(percentile(&r.count_only, 500)),
+            micros(percentile(&r.count_only, 990)),
+            micros(percentile(&r.with_note, 500)),
+            micros(percentile(&r.with_note, 990)),
+        );
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("\nLoad average after the spray rows: {}.", load.trim());
+}
+
 fn main() -> ExitCode {
     if std::env::var_os(PROBE_ENV).is_some() {
         return probe_main();
     }
     let redis = common::RedisServer::start();
+    if std::env::var("PORTCULLIS_BENCH_ROWS").is_ok_and(|v| v == "spray") {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        print_spray(&spray_costs(&redis, &rt), None);
+        return ExitCode::SUCCESS;
+    }
     let redis_pid = find_redis_pid();
     // The daemon on its own runtime (one worker per core), the clients on another, as if
     // they were separate processes on one machine.
@@ -790,6 +912,9 @@ fn main() -> ExitCode {
     drop(probe);
 
     print_tables(&cost_rows, &flood_rows, load_before.trim());
+    let argon2id_ms =
+        cost_rows.iter().find(|r| r.label == "argon2id").map(|r| millis(percentile(&r.rpc, 500)));
+    print_spray(&spray_costs(&redis, &daemon_rt), argon2id_ms);
     let unexpected: u64 = flood_rows
         .iter()
         .map(|r| r.attack.unexpected + r.legit.unexpected + r.known.unexpected)
