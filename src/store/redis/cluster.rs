@@ -1,5 +1,7 @@
-//! A Redis Cluster (`store.redis_cluster_nodes`) through deadpool-redis's `cluster`
-//! manager and redis-rs's async cluster client: it discovers the slot map from any seed
+//! A Redis Cluster (`store.redis_cluster_nodes`) through redis-rs's async cluster
+//! client, pooled by deadpool (a manager of our own, as deadpool-redis's `cluster`
+//! manager builds its client from URLs alone and so cannot take the TLS certificates of
+//! `store.redis_tls_*`): the client discovers the slot map from any seed
 //! node, follows MOVED and ASK (slot migration), retries TRYAGAIN and CLUSTERDOWN, and
 //! refreshes the map after a failover. Nothing here shards: every key one script
 //! touches carries the account key's hash tag (`store::keys`), so each script is
