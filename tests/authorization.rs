@@ -154,7 +154,7 @@ realms = ["*"]
     // What it may do, it does.
     let r = web.governor.verify(verify("default")).await.unwrap().into_inner();
     assert_eq!(r.verdict(), Verdict::Reject);
-    assert_eq!(dbsize(&mut conn), 1);
+    assert_eq!(account_key_count(&mut conn), 1);
     let seen = ops.inspect("default", "v@example.com").await.unwrap();
     assert_eq!(seen.failures, 1, "refused calls were counted as attempts");
     assert_eq!(

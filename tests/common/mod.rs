@@ -578,6 +578,13 @@ pub fn dbsize(conn: &mut redis::Connection) -> u64 {
     redis::cmd("DBSIZE").query(conn).unwrap()
 }
 
+/// Keys of account keys (records, attempt ids, device buckets): every key but the
+/// password-spray counts (`{spray:…}`, docs/spray.md), which every `Verify` also writes.
+pub fn account_key_count(conn: &mut redis::Connection) -> usize {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("portcullis:v1:*").query(conn).unwrap();
+    keys.iter().filter(|k| !k.contains("{spray:")).count()
+}
+
 /// The real `portcullis` binary, serving until dropped (SIGKILL) or [`Self::terminate`]d.
 pub struct DaemonProcess {
     child: Child,
