@@ -11,9 +11,12 @@
 //! 5. `rapid reset`: 8 connections open a stream and reset it at once, in a loop
 //!    (CVE-2023-44487), reconnecting whenever the daemon closes them.
 //!
+//! The victim runs on its own thread and Tokio runtime, apart from the abusers' tasks.
+//!
 //! Each row gives the victim's p50/p99 and the p99 as a multiple of the quiet one, the
 //! daemon's peak resident memory during the phase and its resident memory 2 s after the
-//! phase ended (from `/proc/PID/status`). The goal the limits are set for: p99 within
+//! phase ended (from `/proc/PID/status`), and the CPU the daemon and this process (the
+//! abusers and the victim) used during the measurement, in % of one core. The goal the limits are set for: p99 within
 //! 2× of quiet, memory bounded and returned.
 
 #[path = "../tests/common/mod.rs"]
@@ -48,6 +51,18 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system) of a process so far, from `/proc/PID/stat`, in clock ticks
+/// (`USER_HZ`, 100 a second on Linux).
+fn cpu_ticks(pid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (in parentheses, which may hold spaces).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let tick = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    tick(11) + tick(12)
+}
+
 struct Row {
     phase: &'static str,
     p50: Duration,
@@ -57,12 +72,16 @@ struct Row {
     peak_kib: u64,
     after_kib: u64,
     abuse: u64,
+    /// CPU used during the measurement, in % of one core: the daemon, this process.
+    daemon_cpu: f64,
+    bench_cpu: f64,
 }
 
 /// Sequential `RecordAttempt`s for [`PHASE`], on a fresh connection, sampling the
 /// daemon's memory meanwhile.
 async fn victim(addr: SocketAddr, pid: u32, phase: &'static str, abuse: &AtomicU64) -> Row {
     let mut client = common::Client::connect(addr).await;
+    let (daemon_ticks, bench_ticks) = (cpu_ticks(&pid.to_string()), cpu_ticks("self"));
     let start = Instant::now();
     let mut latencies = Vec::new();
     let mut errors = 0;
@@ -83,8 +102,13 @@ async fn victim(addr: SocketAddr, pid: u32, phase: &'static str, abuse: &AtomicU
             peak = peak.max(rss_kib(pid));
         }
     }
+    let percent = |ticks: u64| ticks as f64 / start.elapsed().as_secs_f64();
+    let daemon_cpu = percent(cpu_ticks(&pid.to_string()) - daemon_ticks);
+    let bench_cpu = percent(cpu_ticks("self") - bench_ticks);
     latencies.sort();
     Row {
+        daemon_cpu,
+        bench_cpu,
         phase,
         p50: percentile(&latencies, 500),
         p99: percentile(&latencies, 990),
@@ -241,7 +265,19 @@ fn main() {
                 .unwrap_or_default();
             // Let the abuse reach its steady state before measuring.
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let mut row = victim(addr, pid, phase, &count).await;
+            // The victim runs on its own thread and runtime: the abusers' tasks fill this
+            // runtime's workers, and queueing behind them is the load generator's cost,
+            // not the daemon's.
+            let victim_count = count.clone();
+            let mut row = tokio::task::spawn_blocking(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(victim(addr, pid, phase, &victim_count))
+            })
+            .await
+            .unwrap();
             stop.store(true, Ordering::Relaxed);
             for t in tasks {
                 t.abort();
@@ -252,11 +288,11 @@ fn main() {
         }
         let quiet = rows[0].p99;
         println!("daemon resident memory at rest: {:.1} MiB", idle_kib as f64 / 1024.0);
-        println!("| phase | abusive ops | victim calls | errors | p50 ms | p99 ms | p99 / quiet | peak RSS MiB | RSS 2 s after MiB |");
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("| phase | abusive ops | victim calls | errors | p50 ms | p99 ms | p99 / quiet | peak RSS MiB | RSS 2 s after MiB | daemon CPU % | bench CPU % |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in &rows {
             println!(
-                "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
+                "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {:.0} |",
                 r.phase,
                 r.abuse,
                 r.calls,
@@ -266,6 +302,8 @@ fn main() {
                 r.p99.as_secs_f64() / quiet.as_secs_f64(),
                 r.peak_kib as f64 / 1024.0,
                 r.after_kib as f64 / 1024.0,
+                r.daemon_cpu,
+                r.bench_cpu,
             );
         }
         let _ = daemon.terminate().await;

@@ -785,6 +785,13 @@ impl Config {
             1..=1000,
             "1–1000",
         )?;
+        check_range(
+            "server.max_client_resets_per_minute",
+            s.max_client_resets_per_minute,
+            1..=100_000,
+            "1–100000",
+        )?;
+        check_range("server.max_oversized_messages", s.max_oversized_messages, 1..=1000, "1–1000")?;
         if let Some(tls) = &self.tls {
             check_range(
                 "tls.reload_interval",

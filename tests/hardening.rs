@@ -1,14 +1,20 @@
 //! The listener's own limits: an oversized message or header list is refused before it
 //! is decoded (nothing reaches the store, the daemon keeps serving); connections beyond
 //! `server.max_connections` are closed at accept; a connection that sends nothing is
-//! closed after `server.idle_timeout`. (Memory and latency under the abusive patterns
-//! are measured by `cargo bench --bench abuse`, not timed here.)
+//! closed after `server.idle_timeout`; a connection that resets streams beyond
+//! `server.max_client_resets_per_minute`, or sends `server.max_oversized_messages`
+//! oversized messages, is closed while other connections are served. (Memory and
+//! latency under the abusive patterns are measured by `cargo bench --bench abuse`, not
+//! timed here.)
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::*;
+use portcullis::config::{Config, Overrides};
 use portcullis::pb::{Decision, RecordAttemptRequest};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -89,4 +95,144 @@ async fn a_silent_connection_is_closed_after_the_idle_timeout() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     daemon.shutdown().await;
+}
+
+fn grpc_request(addr: SocketAddr) -> http::Request<()> {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}/portcullis.v1.Governor/RecordAttempt"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+}
+
+/// A raw HTTP/2 connection; the task ends when the daemon closes the connection.
+async fn h2_connect(
+    addr: SocketAddr,
+) -> (h2::client::SendRequest<Bytes>, tokio::task::JoinHandle<Result<(), h2::Error>>) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    (client, tokio::spawn(connection))
+}
+
+/// Opens a stream and resets it at once, `n` times or until the connection fails;
+/// returns how many were reset.
+async fn reset_streams(
+    client: &mut h2::client::SendRequest<Bytes>,
+    addr: SocketAddr,
+    n: usize,
+) -> usize {
+    for sent in 0..n {
+        let Ok(ready) = client.clone().ready().await else { return sent };
+        *client = ready;
+        let Ok((_, mut stream)) = client.send_request(grpc_request(addr), false) else {
+            return sent;
+        };
+        stream.send_reset(h2::Reason::CANCEL);
+        tokio::task::yield_now().await;
+    }
+    n
+}
+
+#[tokio::test]
+async fn a_connection_that_resets_streams_in_a_loop_is_closed_while_others_are_served() {
+    let redis = RedisServer::start();
+    // h2's own bound on pending reset streams is set out of the way: only the
+    // per-connection reset budget may close the connection here.
+    let daemon = Daemon::start(settings(
+        &redis.url(),
+        "[server]\nmax_client_resets_per_minute = 50\nmax_pending_accept_reset_streams = 1000\n",
+    ))
+    .await;
+    let mut victim = daemon.client().await;
+    assert_eq!(victim.attempt("default", "victim@example.com").await.unwrap(), Decision::Allow);
+
+    // Under the budget: the connection stays open.
+    let (mut calm, calm_task) = h2_connect(daemon.addr).await;
+    assert_eq!(reset_streams(&mut calm, daemon.addr, 20).await, 20);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!calm_task.is_finished(), "a connection under the reset budget was closed");
+
+    // A reset loop: closed soon after its 50th reset, long before 20,000.
+    let (mut abuser, abuser_task) = h2_connect(daemon.addr).await;
+    let sent = reset_streams(&mut abuser, daemon.addr, 20_000).await;
+    assert!(sent < 20_000, "a connection reset 20,000 streams and stayed open");
+    assert!(sent >= 50, "closed after {sent} resets, under the budget of 50");
+    let ended = tokio::time::timeout(Duration::from_secs(5), abuser_task).await;
+    assert!(ended.is_ok(), "the resetting connection was not closed");
+
+    // The other connections are served throughout.
+    assert!(!calm_task.is_finished());
+    for i in 0..5 {
+        let id = format!("victim-{i}@example.com");
+        assert_eq!(victim.attempt("default", &id).await.unwrap(), Decision::Allow);
+    }
+    daemon.shutdown().await;
+}
+
+/// A gRPC frame announcing (and carrying) `len` bytes of message.
+fn grpc_frame(len: usize) -> Bytes {
+    let mut frame = vec![0u8; 5 + len];
+    frame[1..5].copy_from_slice(&u32::try_from(len).unwrap().to_be_bytes());
+    Bytes::from(frame)
+}
+
+#[tokio::test]
+async fn a_connection_sending_oversized_messages_is_closed_at_the_limit() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(settings(
+        &redis.url(),
+        "[server]\nmax_message_kib = 16\nmax_oversized_messages = 3\n",
+    ))
+    .await;
+    let mut conn = redis.conn();
+    let mut victim = daemon.client().await;
+    let (mut client, task) = h2_connect(daemon.addr).await;
+    let mut refused = 0;
+    let mut sent = 0;
+    for _ in 0..10 {
+        let Ok(ready) = client.clone().ready().await else { break };
+        client = ready;
+        let Ok((response, mut body)) = client.send_request(grpc_request(daemon.addr), false) else {
+            break;
+        };
+        sent += 1;
+        if body.send_data(grpc_frame(20 * 1024), true).is_err() {
+            break;
+        }
+        let Ok(response) = response.await else { break };
+        let code = response.headers().get("grpc-status").map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(code.as_deref(), Some("11"), "an oversized message was not refused");
+        refused += 1;
+    }
+    // The third refusal closes the connection; its answer may be lost with it.
+    assert!((2..=3).contains(&refused), "{refused} refusals before the connection closed");
+    assert!(sent <= 4, "{sent} oversized messages sent on one connection");
+    let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
+    assert!(ended.is_ok(), "the connection was not closed");
+    assert_eq!(dbsize(&mut conn), 0, "an oversized call reached the store");
+    // Another connection is served.
+    assert_eq!(victim.attempt("default", "size@example.com").await.unwrap(), Decision::Allow);
+    daemon.shutdown().await;
+}
+
+#[test]
+fn abuse_limits_out_of_range_name_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("portcullis.toml");
+    for (line, setting) in [
+        ("max_client_resets_per_minute = 0", "server.max_client_resets_per_minute"),
+        ("max_client_resets_per_minute = 100001", "server.max_client_resets_per_minute"),
+        ("max_oversized_messages = 0", "server.max_oversized_messages"),
+        ("max_oversized_messages = 1001", "server.max_oversized_messages"),
+    ] {
+        std::fs::write(&path, config_toml("redis://127.0.0.1:1", &format!("[server]\n{line}\n")))
+            .unwrap();
+        let e = Config::load(Some(&path), &Overrides::default())
+            .and_then(|c| c.validate(Some(SECRET.into())))
+            .err()
+            .unwrap_or_else(|| panic!("{line} was accepted"));
+        assert!(e.to_string().contains(setting), "{line}: {e}");
+    }
 }

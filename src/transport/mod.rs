@@ -12,9 +12,9 @@ pub mod tls;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -72,6 +72,16 @@ pub struct ServerLimits {
     /// the connection is closed (the HTTP/2 rapid-reset attack, CVE-2023-44487).
     #[serde(default = "default_max_pending_resets")]
     pub max_pending_accept_reset_streams: usize,
+    /// Streams one connection's client may reset (RST_STREAM frames it sends): this many
+    /// at once, and this many a minute after; one more closes the connection. h2's
+    /// `max_pending_accept_reset_streams` bounds only resets of streams not yet accepted,
+    /// at once, which a reset loop stays under (docs/security.md, "Abusive clients").
+    #[serde(default = "default_max_client_resets_per_minute")]
+    pub max_client_resets_per_minute: u32,
+    /// Messages over `max_message_kib` refused on one connection; the refusal that
+    /// reaches this count closes the connection.
+    #[serde(default = "default_max_oversized_messages")]
+    pub max_oversized_messages: u32,
 }
 
 const fn default_max_message_kib() -> u32 {
@@ -110,6 +120,12 @@ const fn default_connection_window_kib() -> u32 {
 const fn default_max_pending_resets() -> usize {
     20
 }
+const fn default_max_client_resets_per_minute() -> u32 {
+    200
+}
+const fn default_max_oversized_messages() -> u32 {
+    3
+}
 
 impl Default for ServerLimits {
     fn default() -> Self {
@@ -126,9 +142,16 @@ impl Default for ServerLimits {
             stream_window_kib: default_stream_window_kib(),
             connection_window_kib: default_connection_window_kib(),
             max_pending_accept_reset_streams: default_max_pending_resets(),
+            max_client_resets_per_minute: default_max_client_resets_per_minute(),
+            max_oversized_messages: default_max_oversized_messages(),
         }
     }
 }
+
+/// Streams the server may reset on one connection because of the client's protocol
+/// errors (h2's `max_local_error_reset_streams`, its default) before it closes the
+/// connection with GOAWAY `ENHANCE_YOUR_CALM`.
+pub const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 1024;
 
 impl ServerLimits {
     /// Largest message in bytes.
@@ -147,22 +170,69 @@ impl ServerLimits {
             .initial_stream_window_size(self.stream_window_kib * 1024)
             .initial_connection_window_size(self.connection_window_kib * 1024)
             .http2_max_pending_accept_reset_streams(Some(self.max_pending_accept_reset_streams))
+            // tonic passes `None` (no bound at all) unless told: h2's own default, 1,024
+            // streams the server had to reset on the client's protocol errors, then GOAWAY
+            // ENHANCE_YOUR_CALM.
+            .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
             .max_frame_size(16 * 1024)
     }
 }
 
-/// Calls in flight on one connection and when the last one ended, for the idle timeout.
+/// Calls in flight on one connection and when the last one ended, for the idle timeout;
+/// its oversized messages and whether it must close (`server.max_oversized_messages`).
 #[derive(Debug)]
 pub struct Activity {
     epoch: Instant,
     in_flight: AtomicUsize,
     /// Milliseconds after `epoch` of the last call's start or end.
     last_ms: AtomicU64,
+    /// Oversized messages refused on this connection.
+    oversized: AtomicU32,
+    max_oversized: u32,
+    /// Set when the connection is to be closed; [`Conn`]'s next read fails.
+    close: AtomicBool,
+    /// The connection task's waker, so a connection whose client waits is closed too.
+    reader: Mutex<Option<Waker>>,
 }
 
 impl Activity {
-    fn new() -> Self {
-        Self { epoch: Instant::now(), in_flight: AtomicUsize::new(0), last_ms: AtomicU64::new(0) }
+    fn new(max_oversized: u32) -> Self {
+        Self {
+            epoch: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_ms: AtomicU64::new(0),
+            oversized: AtomicU32::new(0),
+            max_oversized,
+            close: AtomicBool::new(false),
+            reader: Mutex::new(None),
+        }
+    }
+
+    /// Counts one message refused for its size; the refusal that reaches
+    /// `server.max_oversized_messages` closes the connection.
+    fn refused_oversized(&self) {
+        let refused = self.oversized.fetch_add(1, Ordering::AcqRel).saturating_add(1);
+        if refused == self.max_oversized {
+            metrics::counter!("portcullis_connections_closed_abuse_total", "reason" => "oversized")
+                .increment(1);
+            tracing::debug!("connection closed: server.max_oversized_messages reached");
+            self.close.store(true, Ordering::Release);
+            let reader = self.reader.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(waker) = reader {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Registers the connection task's waker, then tells whether it must close.
+    fn must_close(&self, cx: &Context<'_>) -> bool {
+        {
+            let mut reader = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
+            if !reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *reader = Some(cx.waker().clone());
+            }
+        }
+        self.close.load(Ordering::Acquire)
     }
 
     fn touch(&self) {
@@ -215,13 +285,86 @@ enum Stream {
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
+/// Finds the RST_STREAM frames in what a client sends: skips the client preface, then
+/// reads each frame's 9-byte header (RFC 9113 §4.1) and skips its payload. h2 counts a
+/// client's resets only while the reset streams wait to be accepted; this counts all.
+struct FrameScan {
+    /// Bytes still to skip: the preface, then the current frame's payload.
+    skip: usize,
+    head: [u8; 9],
+    head_len: usize,
+}
+
+impl FrameScan {
+    const PREFACE_LEN: usize = 24;
+    const RST_STREAM: u8 = 0x3;
+
+    fn new() -> Self {
+        Self { skip: Self::PREFACE_LEN, head: [0; 9], head_len: 0 }
+    }
+
+    /// RST_STREAM frames whose header ends in `bytes`.
+    fn resets(&mut self, mut bytes: &[u8]) -> u32 {
+        let mut resets = 0;
+        while !bytes.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(bytes.len());
+                self.skip -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (self.head.len() - self.head_len).min(bytes.len());
+            self.head[self.head_len..self.head_len + n].copy_from_slice(&bytes[..n]);
+            self.head_len += n;
+            bytes = &bytes[n..];
+            if self.head_len == self.head.len() {
+                let [a, b, c, kind, ..] = self.head;
+                if kind == Self::RST_STREAM {
+                    resets += 1;
+                }
+                self.skip = u32::from_be_bytes([0, a, b, c]) as usize;
+                self.head_len = 0;
+            }
+        }
+        resets
+    }
+}
+
+/// `server.max_client_resets_per_minute` as a token bucket: the limit at once, refilled
+/// at the limit per minute.
+struct ResetBudget {
+    per_minute: f64,
+    left: f64,
+    at: Instant,
+}
+
+impl ResetBudget {
+    fn new(per_minute: u32) -> Self {
+        let per_minute = f64::from(per_minute);
+        Self { per_minute, left: per_minute, at: Instant::now() }
+    }
+
+    /// Spends `resets`; `false` once the budget is overdrawn.
+    fn spend(&mut self, resets: u32) -> bool {
+        let now = Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * self.per_minute / 60.0;
+        self.left = (self.left + refill).min(self.per_minute) - f64::from(resets);
+        self.at = now;
+        self.left >= 0.0
+    }
+}
+
 /// One accepted connection: holds its place under `max_connections` until it closes,
-/// and ends itself (an I/O error hyper closes on) after `idle_timeout` without a call.
+/// and ends itself (an I/O error hyper closes on) after `idle_timeout` without a call,
+/// when its client resets streams beyond `max_client_resets_per_minute`, or at its
+/// `max_oversized_messages`th oversized message.
 pub struct Conn {
     stream: Stream,
     info: ConnInfo,
     idle_timeout: Duration,
     idle: Pin<Box<tokio::time::Sleep>>,
+    frames: FrameScan,
+    resets: ResetBudget,
     _place: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -261,10 +404,24 @@ impl AsyncRead for Conn {
         if let Err(e) = this.check_idle(cx) {
             return Poll::Ready(Err(e));
         }
-        match &mut this.stream {
+        if this.info.activity.must_close(cx) {
+            return Poll::Ready(Err(io::Error::other("too many oversized messages")));
+        }
+        let before = buf.filled().len();
+        let read = match &mut this.stream {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        };
+        if let Poll::Ready(Ok(())) = read {
+            let resets = this.frames.resets(&buf.filled()[before..]);
+            if resets > 0 && !this.resets.spend(resets) {
+                metrics::counter!("portcullis_connections_closed_abuse_total", "reason" => "resets")
+                    .increment(1);
+                tracing::debug!("connection closed: server.max_client_resets_per_minute reached");
+                return Poll::Ready(Err(io::Error::other("too many stream resets")));
+            }
         }
+        read
     }
 }
 
@@ -388,13 +545,15 @@ pub fn incoming(
                     remote: Some(remote),
                     tls: matches!(stream, Stream::Tls(_)),
                     peer,
-                    activity: Arc::new(Activity::new()),
+                    activity: Arc::new(Activity::new(limits.max_oversized_messages)),
                 };
                 let conn = Conn {
                     stream,
                     info,
                     idle_timeout: limits.idle_timeout,
                     idle: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+                    frames: FrameScan::new(),
+                    resets: ResetBudget::new(limits.max_client_resets_per_minute),
                     _place: place,
                 };
                 let _ = tx.send(Ok(conn)).await;
@@ -405,7 +564,8 @@ pub fn incoming(
 }
 
 /// The tower layer that marks each call in flight on its connection, for the idle
-/// timeout (a connection is idle only with no call in flight).
+/// timeout (a connection is idle only with no call in flight), and counts the
+/// connection's messages refused for their size (`server.max_oversized_messages`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TrackCallsLayer;
 
@@ -421,9 +581,16 @@ impl<S> tower::Layer<S> for TrackCallsLayer {
 #[derive(Debug, Clone)]
 pub struct TrackCalls<S>(S);
 
-impl<S, B> tower::Service<http::Request<B>> for TrackCalls<S>
+/// `grpc-status` 11, OUT_OF_RANGE, in a response's headers: tonic's refusal of a message
+/// over `max_decoding_message_size`, sent before the handler runs. The daemon's own
+/// handlers never answer OUT_OF_RANGE, so the code alone identifies the refusal.
+fn is_oversized_refusal<RB>(response: &http::Response<RB>) -> bool {
+    response.headers().get("grpc-status").is_some_and(|code| code.as_bytes() == b"11")
+}
+
+impl<S, B, RB> tower::Service<http::Request<B>> for TrackCalls<S>
 where
-    S: tower::Service<http::Request<B>>,
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -435,11 +602,17 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let guard = req.extensions().get::<ConnInfo>().map(|c| c.activity.begin());
+        let activity = req.extensions().get::<ConnInfo>().map(|c| c.activity.clone());
+        let guard = activity.as_ref().map(Activity::begin);
         let answer = self.0.call(req);
         Box::pin(async move {
             let answer = answer.await;
             drop(guard);
+            if let (Some(activity), Ok(response)) = (&activity, &answer)
+                && is_oversized_refusal(response)
+            {
+                activity.refused_oversized();
+            }
             answer
         })
     }
