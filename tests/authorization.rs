@@ -154,7 +154,11 @@ realms = ["*"]
     // What it may do, it does.
     let r = web.governor.verify(verify("default")).await.unwrap().into_inner();
     assert_eq!(r.verdict(), Verdict::Reject);
-    assert_eq!(dbsize(&mut conn), 1);
+    // The account's record, and its password's spray note (docs/spray.md).
+    let records: Vec<String> = redis::cmd("KEYS").arg("*:record").query(&mut conn).unwrap();
+    let spray: Vec<String> = redis::cmd("KEYS").arg("*{spray:*").query(&mut conn).unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(dbsize(&mut conn), 1 + spray.len() as u64, "{records:?} {spray:?}");
     let seen = ops.inspect("default", "v@example.com").await.unwrap();
     assert_eq!(seen.failures, 1, "refused calls were counted as attempts");
     assert_eq!(
