@@ -285,3 +285,26 @@ fn careless_tls_files_are_refused_at_start_up_naming_the_setting() {
         assert!(!e.contains(key_pem.lines().nth(1).unwrap()), "{e}");
     }
 }
+
+#[test]
+fn a_password_in_a_tls_url_is_never_shown() {
+    let tls = RedisTlsFiles::new(true);
+    for url in [
+        "rediss://app:urlsecret@127.0.0.1:1/",
+        "rediss://:urlsecret@127.0.0.1:1",
+        "rediss://127.0.0.1:1?password=urlsecret",
+        "rediss://app:url/secret@127.0.0.1:1/",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("portcullis.toml");
+        std::fs::write(&path, config_toml(url, &tls.store_toml())).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let shown = match config.clone().validate(Some(SECRET.into())) {
+            Ok(settings) => format!("{config:?} {settings:?}"),
+            Err(e) => format!("{config:?} {e}"),
+        };
+        assert!(!shown.contains("urlsecret") && !shown.contains("secret@"), "{url}: {shown}");
+        let key_pem = std::fs::read_to_string(&tls.client_key_file).unwrap();
+        assert!(!shown.contains(key_pem.lines().nth(1).unwrap()), "{url}: {shown}");
+    }
+}
