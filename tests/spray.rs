@@ -474,3 +474,90 @@ fn the_spray_script_refuses_bad_arguments() {
     }
     assert_eq!(dbsize(&mut conn), 0, "a refused call wrote");
 }
+
+struct ManualClock(std::sync::atomic::AtomicU64);
+
+impl portcullis::store::embedded::Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// An embedded store on a clock the test moves.
+fn embedded_on_manual_clock() -> (EmbeddedStore, Arc<ManualClock>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    // 1_800_000_000_000 is a whole number of minutes: the start of a period.
+    let clock = Arc::new(ManualClock(std::sync::atomic::AtomicU64::new(1_800_000_000_000)));
+    let store = EmbeddedStore::open(
+        dir.path(),
+        Some(KeySecret::new(SECRET.as_bytes().to_vec())),
+        std::time::Duration::from_secs(5),
+        clock.clone(),
+    )
+    .unwrap();
+    (store, clock, dir)
+}
+
+fn account_key(realm: &str, identifier: &str) -> AccountKey {
+    let identifier =
+        portcullis::normalize::normalize(portcullis::normalize::Normalization::Email, identifier)
+            .unwrap();
+    AccountKey::new(&KeySecret::new(SECRET.as_bytes().to_vec()), realm, &identifier)
+}
+
+#[tokio::test]
+async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys() {
+    use portcullis::spray::SprayFingerprints;
+    let (store, clock, _dir) = embedded_on_manual_clock();
+    let advance = |ms: u64| clock.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    const PERIOD: u64 = 60_000;
+    let f = SprayFingerprints::new(&KeySecret::new(SECRET.as_bytes().to_vec()));
+    let spray = f.key("sprayed", SPRAYED);
+    let note = |spray: &SprayKey, who: &str, n: SprayNote, limit: u32| {
+        let (store, spray, who) = (&store, spray.clone(), account_key("sprayed", who));
+        async move { store.note_spray(&spray, &who, n, PERIOD, limit).await.unwrap() }
+    };
+    assert_eq!(note(&spray, "a", SprayNote::Attempt, 100).await, 1);
+    assert_eq!(note(&spray, "b", SprayNote::Attempt, 100).await, 2);
+    assert_eq!(note(&spray, "a", SprayNote::Attempt, 100).await, 2);
+    // The last millisecond of the period, then the first of the next.
+    advance(PERIOD - 1);
+    assert_eq!(note(&spray, "c", SprayNote::Attempt, 100).await, 3);
+    advance(1);
+    assert_eq!(note(&spray, "d", SprayNote::Attempt, 100).await, 4);
+    // b logs in (its attempt is noted first, as Verify does).
+    assert_eq!(note(&spray, "b", SprayNote::Attempt, 100).await, 4);
+    assert_eq!(note(&spray, "b", SprayNote::Match, 100).await, 0);
+    assert_eq!(note(&spray, "e", SprayNote::Attempt, 100).await, 4, "b matched");
+    // Two periods after the first: a and c (noted in it only) are forgotten.
+    advance(PERIOD);
+    assert_eq!(note(&spray, "f", SprayNote::Attempt, 100).await, 3, "{{b, d, e, f}} - {{b}}");
+    // Nothing of another fingerprint, another realm, or the accounts' own records and
+    // attempt ids, is counted.
+    let other_password = f.key("sprayed", b"another password");
+    assert_ne!(other_password.prefix(), spray.prefix());
+    assert_eq!(note(&other_password, "d", SprayNote::Attempt, 100).await, 1);
+    let other_realm = f.key("tight", SPRAYED);
+    assert_eq!(note(&other_realm, "d", SprayNote::Attempt, 100).await, 1);
+    let policy = Policy {
+        max_failures: 5,
+        first_window: std::time::Duration::from_secs(900),
+        max_window: std::time::Duration::from_secs(3600),
+        retention: std::time::Duration::from_secs(86400),
+        second_factor_required: false,
+    };
+    for who in ["a", "b", "d"] {
+        let id = AttemptId::parse("attempt-1").unwrap();
+        store.record_attempt(&account_key("sprayed", who), id.as_ref(), &policy).await.unwrap();
+    }
+    assert_eq!(note(&spray, "g", SprayNote::Attempt, 100).await, 4, "{{d, e, f, g}}");
+    // The count is kept, not read off the members up to the limit: exact past it.
+    for i in 0..20 {
+        note(&spray, &format!("many{i}"), SprayNote::Attempt, 100).await;
+    }
+    assert_eq!(note(&spray, "h", SprayNote::Attempt, 10).await, 25);
+    assert_eq!(note(&spray, "h", SprayNote::Attempt, 100).await, 25);
+    // Two idle periods: everything has expired.
+    advance(2 * PERIOD);
+    assert_eq!(note(&spray, "i", SprayNote::Attempt, 100).await, 1);
+}
