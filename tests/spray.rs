@@ -561,3 +561,53 @@ async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys()
     advance(2 * PERIOD);
     assert_eq!(note(&spray, "i", SprayNote::Attempt, 100).await, 1);
 }
+
+#[tokio::test]
+async fn spray_status_needs_its_rpc_and_the_realm() {
+    let denied = |r: Result<tonic::Response<SprayStatusResponse>, tonic::Status>, what: &str| {
+        let status = r.err().unwrap_or_else(|| panic!("{what} was allowed"));
+        assert_eq!(status.code(), Code::PermissionDenied, "{what}: {}", status.message());
+    };
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    const OPERATOR_TOKEN: &str = "operator-token-0123456789abcdef0123456789";
+    const WATCHER_TOKEN: &str = "watcher-token-0123456789abcdef0123456789";
+    let token_file = |name: &str, token: &str| {
+        let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(token.as_bytes()));
+        common::pki::write(dir.path(), name, &format!("{hash}\n"))
+    };
+    let callers = format!(
+        r#"
+[callers.helpdesk]
+token_hash_file = {:?}
+rpcs = ["Inspect", "Unlock"]
+realms = ["*"]
+[callers.spray-watch]
+token_hash_file = {:?}
+rpcs = ["SprayStatus"]
+realms = ["fast"]
+"#,
+        token_file("ops.sha256", OPERATOR_TOKEN),
+        token_file("watch.sha256", WATCHER_TOKEN),
+    );
+    let daemon = Daemon::start(settings(&redis.url(), &callers)).await;
+    let status = |realm: &str| SprayStatusRequest { realm: realm.into() };
+    // Inspect and Unlock do not include SprayStatus.
+    let mut ops = caller(daemon.addr, None, Some(OPERATOR_TOKEN)).await.unwrap();
+    denied(ops.admin.spray_status(status("default")).await, "SprayStatus without the RPC");
+    let mut watch = caller(daemon.addr, None, Some(WATCHER_TOKEN)).await.unwrap();
+    denied(watch.admin.spray_status(status("default")).await, "SprayStatus on another realm");
+    assert!(watch.admin.spray_status(status("fast")).await.is_ok());
+    // Bad realms are bad arguments, naming the field.
+    for realm in ["", "nonexistent", "FAST", "fast "] {
+        let e = watch.admin.spray_status(status(realm)).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{realm:?}: {e:?}");
+        assert!(e.message().contains("realm"), "{realm:?}: {e:?}");
+    }
+    // Strangers are not told anything.
+    let mut stranger = caller(daemon.addr, None, Some("not-a-token")).await.unwrap();
+    let e = stranger.admin.spray_status(status("fast")).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    assert_eq!(dbsize(&mut redis.conn()), 0, "SprayStatus touched the store");
+    daemon.shutdown().await;
+}
