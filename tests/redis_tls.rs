@@ -308,3 +308,17 @@ fn a_password_in_a_tls_url_is_never_shown() {
         assert!(!shown.contains(key_pem.lines().nth(1).unwrap()), "{url}: {shown}");
     }
 }
+
+#[tokio::test]
+async fn a_server_certificate_for_another_name_is_refused() {
+    let mut tls = RedisTlsFiles::new(false);
+    // Signed by the trusted CA, but for another host than the URL's 127.0.0.1.
+    let other = tls.ca.leaf(&["redis.other.test"], &[]);
+    tls.cert_file = common::pki::write(tls.dir.path(), "other-server.pem", &other.cert_pem);
+    tls.key_file = common::pki::write(tls.dir.path(), "other-server.key", &other.key_pem);
+    let redis = RedisServer::start_tls(&tls);
+    let daemon = Daemon::start(settings(&redis.tls_url(), &tls.store_toml())).await;
+    assert_refused(&daemon, "other-name@example.com").await;
+    daemon.shutdown().await;
+    assert_eq!(dbsize(&mut redis.conn()), 0, "nothing reached the misnamed server");
+}
