@@ -70,13 +70,38 @@ fn describe(error: &figment::Error) -> String {
         .map(|e| {
             let setting = if e.path.is_empty() { "(file)".to_owned() } else { e.path.join(".") };
             let source = e.metadata.as_ref().and_then(|m| m.source.as_ref());
+            let kind = kind_text(&e.kind);
             match source {
-                Some(source) => format!("{setting}: {} (in {source})", e.kind),
-                None => format!("{setting}: {}", e.kind),
+                Some(source) => format!("{setting}: {kind} (in {source})"),
+                None => format!("{setting}: {kind}"),
             }
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// figment's problem, without the text the user wrote when a value has the wrong type
+/// or value: a string in the wrong place may be a URL with its password
+/// (`redis_cluster_nodes = "rediss://:pw@h"` instead of a list).
+fn kind_text(kind: &figment::error::Kind) -> String {
+    use figment::error::{Actual, Kind};
+    let actual = |a: &Actual| match a {
+        Actual::Str(_) => "a string".to_owned(),
+        Actual::Char(_) => "a character".to_owned(),
+        Actual::Bytes(_) => "bytes".to_owned(),
+        Actual::Other(_) => "a value".to_owned(),
+        other => other.to_string(),
+    };
+    match kind {
+        Kind::InvalidType(a, expected) => {
+            format!("invalid type: found {}, expected {expected}", actual(a))
+        }
+        Kind::InvalidValue(a, expected) => {
+            format!("invalid value: found {}, expected {expected}", actual(a))
+        }
+        Kind::Unsupported(a) => format!("unsupported type {}", actual(a)),
+        other => other.to_string(),
+    }
 }
 
 /// The file format (`portcullis.toml`). Durations are humantime strings (`"15m"`, `"250ms"`).
@@ -1402,6 +1427,19 @@ mod tests {
         assert!(!format!("{o:?}").contains("flagpassword"));
         let e = err("[store]\nredis_url = \"http://:leak@h\"\n");
         assert!(!e.contains("leak"), "{e}");
+    }
+
+    #[test]
+    fn a_url_in_the_wrong_place_is_not_echoed() {
+        for (setting, line) in [
+            ("store.redis_cluster_nodes", "redis_cluster_nodes = \"rediss://:leakpw@h:1\""),
+            ("store.redis_sentinel", "redis_sentinel = \"rediss://:leakpw@h:1\""),
+            ("store.wait_replicas", "wait_replicas = \"rediss://:leakpw@h:1\""),
+            ("store.redis_url", "redis_url = [\"rediss://:leakpw@h:1\"]"),
+        ] {
+            let e = err(&format!("[store]\n{line}\n"));
+            assert!(e.contains(setting) && !e.contains("leakpw"), "{e}");
+        }
     }
 
     #[test]

@@ -194,12 +194,20 @@ pub struct SprayStatus {
     pub episodes: Vec<SprayEpisode>,
 }
 
+/// How often a `Verify` answer may walk a realm's fingerprints over the threshold to
+/// forget the aged ones ([`SprayWatch::observe`]): the walk is up to 65,536 entries
+/// under the watch's lock, so it is not made on every call.
+pub const EXPIRY_EVERY: Duration = Duration::from_secs(1);
+
 /// One realm's watch.
 #[derive(Default)]
 struct RealmWatch {
-    /// Fingerprint → when it was last seen over the threshold, and its period.
+    /// Fingerprint → when it was last seen over the threshold, and its period. At most
+    /// 2^[`FINGERPRINT_BITS`] entries.
     over: HashMap<u16, (Instant, Duration)>,
     episodes: VecDeque<SprayEpisode>,
+    /// When `over` was last walked by [`Self::expire`].
+    expired_at: Option<Instant>,
 }
 
 impl RealmWatch {
@@ -207,9 +215,17 @@ impl RealmWatch {
         self.episodes.back().is_some_and(|e| e.ended.is_none())
     }
 
+    /// Whether `fingerprint` is over the threshold now (seen within its period).
+    fn is_over(&self, fingerprint: u16, now: Instant) -> bool {
+        self.over
+            .get(&fingerprint)
+            .is_some_and(|(seen, period)| now.duration_since(*seen) < *period)
+    }
+
     /// Forgets fingerprints not seen over the threshold for their period, and ends the
     /// episode when none is left.
     fn expire(&mut self, realm: &str, now: Instant) {
+        self.expired_at = Some(now);
         self.over.retain(|_, (seen, period)| now.duration_since(*seen) < *period);
         ::metrics::gauge!(SPRAY_FINGERPRINTS_OVER, "realm" => realm.to_owned())
             .set(self.over.len() as f64);
@@ -262,7 +278,14 @@ impl SprayWatch {
         let now = Instant::now();
         let mut realms = self.realms.lock().unwrap_or_else(|e| e.into_inner());
         let watch = realms.entry(realm.to_owned()).or_default();
-        watch.expire(realm, now);
+        // The walk is made at most every EXPIRY_EVERY, and whenever a fingerprint comes
+        // (back) over the threshold, so an episode that ended is ended before another
+        // one begins.
+        if watch.expired_at.is_none_or(|t| now.duration_since(t) >= EXPIRY_EVERY)
+            || (suspected && !watch.is_over(key.fingerprint(), now))
+        {
+            watch.expire(realm, now);
+        }
         if !suspected {
             return false;
         }
@@ -393,5 +416,40 @@ mod tests {
         assert!(status.episodes[0].ended.is_some());
         assert_eq!(status.episodes[0].peak_fingerprints, 1);
         assert!(watch.status("staff").episodes.is_empty());
+    }
+
+    #[test]
+    fn answers_below_the_threshold_do_not_walk_the_watch_on_every_call() {
+        let f = fingerprints();
+        let watch = SprayWatch::new();
+        let policy = SprayPolicy {
+            threshold: 10,
+            action: SprayAction::Flag,
+            period: Duration::from_millis(50),
+        };
+        let count = |watch: &SprayWatch| {
+            let realms = watch.realms.lock().unwrap();
+            realms.get("default").map_or(0, |w| w.over.len())
+        };
+        // Many fingerprints over the threshold at once.
+        for i in 0..1000 {
+            let key = f.key("default", format!("p{i}").as_bytes());
+            assert!(watch.observe("default", &key, 10, &policy));
+        }
+        let over = count(&watch);
+        assert!(over > 900, "{over}");
+        std::thread::sleep(Duration::from_millis(80));
+        // Within EXPIRY_EVERY of the last walk, an answer below the threshold leaves
+        // the aged entries for the next walk.
+        assert!(!watch.observe("default", &f.key("default", b"calm"), 1, &policy));
+        assert_eq!(count(&watch), over);
+        // A fingerprint coming over the threshold walks first: the old episode ends,
+        // a new one begins.
+        assert!(watch.observe("default", &f.key("default", b"new"), 10, &policy));
+        assert_eq!(count(&watch), 1);
+        let status = watch.status("default");
+        assert_eq!(status.episodes.len(), 2);
+        assert!(status.episodes[0].ended.is_some() && status.episodes[1].ended.is_none());
+        assert_eq!(status.episodes[0].peak_fingerprints, u32::try_from(over).unwrap());
     }
 }

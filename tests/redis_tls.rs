@@ -210,3 +210,115 @@ async fn sentinel_and_master_over_mutual_tls_count_exactly() {
     assert_refused(&daemon, "sentinel-other-ca@example.com").await;
     daemon.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_tls_url_to_a_plain_port_fails_closed() {
+    let tls = RedisTlsFiles::new(false);
+    let redis = RedisServer::start();
+    let tls_to_plain = redis.url().replacen("redis://", "rediss://", 1);
+    let daemon = Daemon::start(settings(&tls_to_plain, &tls.store_toml())).await;
+    assert_refused(&daemon, "tls-to-plain@example.com").await;
+    daemon.shutdown().await;
+    // The handshake bytes are no command Redis runs: nothing was written.
+    assert_eq!(dbsize(&mut redis.conn()), 0);
+}
+
+#[test]
+fn careless_tls_files_are_refused_at_start_up_naming_the_setting() {
+    let tls = RedisTlsFiles::new(true);
+    let url = "rediss://127.0.0.1:1/";
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, contents: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, contents).unwrap();
+        format!("{:?}", path.display().to_string())
+    };
+    let path = |p: &std::path::Path| format!("{:?}", p.display().to_string());
+    let ca_pem = std::fs::read_to_string(&tls.ca_file).unwrap();
+    let key_pem = std::fs::read_to_string(&tls.client_key_file).unwrap();
+    let cert_pem = std::fs::read_to_string(&tls.client_cert_file).unwrap();
+    let with = |extra: String| config_error(&config_toml(url, &extra));
+    // A PEM envelope around garbage, alone or after a good CA.
+    let garbage_der = "-----BEGIN CERTIFICATE-----\nAAAAAAAAAAAAAAAA\n-----END CERTIFICATE-----\n";
+    for contents in [garbage_der.to_owned(), format!("{ca_pem}{garbage_der}")] {
+        let e = with(format!("redis_tls_ca_file = {}", file("garbage-ca.pem", &contents)));
+        assert!(e.contains("store.redis_tls_ca_file"), "{e}");
+    }
+    // Base64 that is not base64.
+    let e = with(format!(
+        "redis_tls_ca_file = {}",
+        file("bad-b64.pem", "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n")
+    ));
+    assert!(e.contains("store.redis_tls_ca_file"), "{e}");
+    // An empty CA file; a directory where a file belongs.
+    let e = with(format!("redis_tls_ca_file = {}", file("empty.pem", "")));
+    assert!(e.contains("store.redis_tls_ca_file"), "{e}");
+    let e = with(format!("redis_tls_ca_file = {}", path(dir.path())));
+    assert!(e.contains("store.redis_tls_ca_file"), "{e}");
+    let e = with(format!(
+        "redis_tls_cert_file = {}\nredis_tls_key_file = {}",
+        path(dir.path()),
+        path(&tls.client_key_file)
+    ));
+    assert!(e.contains("store.redis_tls_cert_file"), "{e}");
+    let e = with(format!(
+        "redis_tls_cert_file = {}\nredis_tls_key_file = {}",
+        path(&tls.client_cert_file),
+        path(dir.path())
+    ));
+    assert!(e.contains("store.redis_tls_key_file"), "{e}");
+    // Key and certificate swapped; a key file of garbage; a truncated key.
+    let e = with(format!(
+        "redis_tls_cert_file = {}\nredis_tls_key_file = {}",
+        path(&tls.client_key_file),
+        path(&tls.client_cert_file)
+    ));
+    assert!(e.contains("store.redis_tls_cert_file"), "{e}");
+    let truncated: String = key_pem.lines().take(2).map(|l| format!("{l}\n")).collect();
+    for bad_key in ["not a key".to_owned(), truncated, cert_pem.clone()] {
+        let e = with(format!(
+            "redis_tls_cert_file = {}\nredis_tls_key_file = {}",
+            path(&tls.client_cert_file),
+            file("bad.key", &bad_key)
+        ));
+        assert!(e.contains("store.redis_tls_key_file"), "{e}");
+        assert!(!e.contains(key_pem.lines().nth(1).unwrap()), "{e}");
+    }
+}
+
+#[test]
+fn a_password_in_a_tls_url_is_never_shown() {
+    let tls = RedisTlsFiles::new(true);
+    for url in [
+        "rediss://app:urlsecret@127.0.0.1:1/",
+        "rediss://:urlsecret@127.0.0.1:1",
+        "rediss://127.0.0.1:1?password=urlsecret",
+        "rediss://app:url/secret@127.0.0.1:1/",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("portcullis.toml");
+        std::fs::write(&path, config_toml(url, &tls.store_toml())).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let shown = match config.clone().validate(Some(SECRET.into())) {
+            Ok(settings) => format!("{config:?} {settings:?}"),
+            Err(e) => format!("{config:?} {e}"),
+        };
+        assert!(!shown.contains("urlsecret") && !shown.contains("secret@"), "{url}: {shown}");
+        let key_pem = std::fs::read_to_string(&tls.client_key_file).unwrap();
+        assert!(!shown.contains(key_pem.lines().nth(1).unwrap()), "{url}: {shown}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_certificate_for_another_name_is_refused() {
+    let mut tls = RedisTlsFiles::new(false);
+    // Signed by the trusted CA, but for another host than the URL's 127.0.0.1.
+    let other = tls.ca.leaf(&["redis.other.test"], &[]);
+    tls.cert_file = common::pki::write(tls.dir.path(), "other-server.pem", &other.cert_pem);
+    tls.key_file = common::pki::write(tls.dir.path(), "other-server.key", &other.key_pem);
+    let redis = RedisServer::start_tls(&tls);
+    let daemon = Daemon::start(settings(&redis.tls_url(), &tls.store_toml())).await;
+    assert_refused(&daemon, "other-name@example.com").await;
+    daemon.shutdown().await;
+    assert_eq!(dbsize(&mut redis.conn()), 0, "nothing reached the misnamed server");
+}

@@ -115,14 +115,36 @@ enum Entry {
         matched: u64,
         expires_ms: u64,
     },
+    /// One password fingerprint's counts (docs/spray.md) for period `period` (plus one)
+    /// and the one before: `[current, previous]` of each.
+    SprayCount {
+        period: u64,
+        counts: [SprayCounts; 2],
+        expires_ms: u64,
+    },
 }
+
+/// One period's spray counts of one fingerprint: how many account keys were attempted
+/// (matched) in it, and how many of those were not attempted (matched) in the period
+/// before. `|A(p-1) ∪ A(p)| = attempted(p-1) + new_attempted(p)`, and so for matches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SprayCounts {
+    attempted: u64,
+    new_attempted: u64,
+    matched: u64,
+    new_matched: u64,
+}
+
+/// Length of an encoded [`Entry::SprayCount`]: tag, period, eight counts, expiry.
+const SPRAY_COUNT_LEN: usize = 1 + 8 * 10;
 
 impl Entry {
     fn expires_ms(&self) -> u64 {
         match *self {
             Entry::Record { expires_ms, .. }
             | Entry::Attempt { expires_ms, .. }
-            | Entry::Spray { expires_ms, .. } => expires_ms,
+            | Entry::Spray { expires_ms, .. }
+            | Entry::SprayCount { expires_ms, .. } => expires_ms,
         }
     }
 
@@ -150,17 +172,37 @@ impl Entry {
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
+            Entry::SprayCount { period, counts, expires_ms } => {
+                out.push(4);
+                out.extend_from_slice(&period.to_le_bytes());
+                for c in counts {
+                    for n in [c.attempted, c.new_attempted, c.matched, c.new_matched] {
+                        out.extend_from_slice(&n.to_le_bytes());
+                    }
+                }
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
         }
         out
     }
 
     fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
         let corrupt = || StoreError::Protocol("corrupt embedded entry".into());
-        if bytes.len() != 33 {
+        let expected = match bytes.first() {
+            Some(4) => SPRAY_COUNT_LEN,
+            _ => 33,
+        };
+        if bytes.len() != expected {
             return Err(corrupt());
         }
         let word = |i: usize| {
             u64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default())
+        };
+        let counts = |first: usize| SprayCounts {
+            attempted: word(first),
+            new_attempted: word(first + 1),
+            matched: word(first + 2),
+            new_matched: word(first + 3),
         };
         match bytes[0] {
             1 => Ok(Entry::Record {
@@ -178,6 +220,11 @@ impl Entry {
                 expires_ms: word(3),
             }),
             3 => Ok(Entry::Spray { attempted: word(0), matched: word(1), expires_ms: word(3) }),
+            4 => Ok(Entry::SprayCount {
+                period: word(0),
+                counts: [counts(1), counts(5)],
+                expires_ms: word(9),
+            }),
             _ => Err(corrupt()),
         }
     }
@@ -543,25 +590,28 @@ impl Tables<'_, '_> {
     fn record(&self, key: &str) -> Result<Option<Record>, StoreError> {
         match self.get(key)? {
             Some(Entry::Record { record, .. }) => Ok(Some(record)),
-            Some(Entry::Attempt { .. } | Entry::Spray { .. }) => {
+            Some(Entry::Attempt { .. } | Entry::Spray { .. } | Entry::SprayCount { .. }) => {
                 Err(StoreError::Protocol("a record key holds another entry".into()))
             }
             None => Ok(None),
         }
     }
 
-    /// The embedded form of `spray.lua`, exact: one entry per (fingerprint, account
-    /// key), `<prefix>member:<account digest>`, noting the latest period it was
-    /// attempted and matched in and expiring at the end of the next period; the count
-    /// is of entries attempted and not matched in the current or previous period,
-    /// read in key order and stopped at `limit`.
+    /// The embedded form of `spray.lua`, exact and in constant time: one entry per
+    /// (fingerprint, account key), `<prefix>member:<account digest>`, noting the latest
+    /// period it was attempted and matched in, and one per fingerprint,
+    /// `<prefix>count`, holding [`SprayCounts`] of the current and the previous period.
+    /// The answer is `|attempted| − |matched|` over both periods (never below 0), as on
+    /// Redis, without reading the members: a count over a million accounts costs what
+    /// one over ten does. Both entries expire at the end of the next period. `limit` is
+    /// not needed: the count is exact whatever its size.
     fn spray(
         &mut self,
         prefix: &str,
         member: &str,
         note: SprayNote,
         period_ms: u64,
-        limit: u32,
+        _limit: u32,
     ) -> Result<u64, StoreError> {
         if period_ms == 0 {
             return Err(StoreError::Protocol("spray period must not be 0".into()));
@@ -570,41 +620,52 @@ impl Tables<'_, '_> {
         // Periods are stored plus one, so 0 means never.
         let noted = period + 1;
         let expires_ms = (period + 2).saturating_mul(period_ms);
-        let members = format!("{prefix}member:");
-        let key = format!("{members}{member}");
+        let key = format!("{prefix}member:{member}");
         let (attempted, matched) = match self.get(&key)? {
             Some(Entry::Spray { attempted, matched, .. }) => (attempted, matched),
             Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
             None => (0, 0),
         };
+        let count_key = format!("{prefix}count");
+        // [current, previous] as of this period; the clock never goes back.
+        let mut counts = match self.get(&count_key)? {
+            Some(Entry::SprayCount { period: held, counts, .. }) if held == noted => counts,
+            Some(Entry::SprayCount { period: held, counts, .. }) if held + 1 == noted => {
+                [SprayCounts::default(), counts[0]]
+            }
+            Some(Entry::SprayCount { .. }) | None => [SprayCounts::default(); 2],
+            Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
+        };
+        // Whether the member is new to this period's set, and to the union with the
+        // period before (a member last noted then is in both), given its last period.
+        let news = |last: u64| (last != noted, last != noted && last + 1 != noted);
         match note {
             SprayNote::Attempt => {
+                let (new_here, new_to_union) = news(attempted);
+                counts[0].attempted += u64::from(new_here);
+                counts[0].new_attempted += u64::from(new_to_union);
                 self.put(&key, Entry::Spray { attempted: noted, matched, expires_ms })?;
             }
             SprayNote::Match => {
-                if attempted != 0 {
-                    self.put(&key, Entry::Spray { attempted, matched: noted, expires_ms })?;
+                // A match without a live attempt (its entry expired) is not noted: the
+                // matched set stays within the attempted one.
+                if attempted == 0 {
+                    return Ok(0);
                 }
-                return Ok(0);
+                let (new_here, new_to_union) = news(matched);
+                counts[0].matched += u64::from(new_here);
+                counts[0].new_matched += u64::from(new_to_union);
+                self.put(&key, Entry::Spray { attempted, matched: noted, expires_ms })?;
             }
         }
-        // ';' follows ':' in ASCII: the range is exactly the keys under `members`.
-        let end = format!("{prefix}member;");
-        let mut count = 0u64;
-        for item in self.entries.range::<&str>(members.as_str()..end.as_str()).map_err(embedded)? {
-            let (_, value) = item.map_err(embedded)?;
-            if let Entry::Spray { attempted, matched, expires_ms } = Entry::decode(value.value())?
-                && expires_ms > self.now
-                && attempted >= noted - 1
-                && matched < noted - 1
-            {
-                count += 1;
-                if count >= u64::from(limit) {
-                    break;
-                }
-            }
+        self.put(&count_key, Entry::SprayCount { period: noted, counts, expires_ms })?;
+        if note == SprayNote::Match {
+            return Ok(0);
         }
-        Ok(count)
+        let [current, previous] = counts;
+        let attempted = previous.attempted + current.new_attempted;
+        let matched = previous.matched + current.new_matched;
+        Ok(attempted.saturating_sub(matched))
     }
 
     fn put(&mut self, key: &str, entry: Entry) -> Result<(), StoreError> {
