@@ -20,9 +20,9 @@
 //!    nothing is refused. CPU time per component comes from `/proc`.
 //!
 //! 3. **Spray detection's cost** (docs/spray.md): the store work of one `Verify` attempt,
-//!    the count alone and the count with its spray note sent beside it (as the service
-//!    sends them), timed in alternation on the same Redis and on an embedded store. The
-//!    difference is what detection adds to every `Verify`.
+//!    the count alone and the count with its spray check sent beside it (as the service
+//!    sends them), and the failure note a failed comparison sends after, timed in
+//!    alternation on the same Redis and on an embedded store.
 //!
 //! `PORTCULLIS_BENCH_ROWS=spray` runs part 3 alone.
 //!
@@ -702,16 +702,18 @@ fn run_flood(
 /// Timed store round trips per spray-cost row (each in both forms, alternating).
 const SPRAY_RUNS: usize = 4000;
 
-/// One store's spray cost: the count alone, and the count with its spray note.
+/// One store's spray cost: the count alone, the count with its spray check, and the
+/// failure note.
 struct SprayRow {
     store: &'static str,
     count_only: Vec<Duration>,
-    with_note: Vec<Duration>,
+    with_check: Vec<Duration>,
+    failure_note: Vec<Duration>,
 }
 
-/// Part 3: times `record_attempt` alone and `record_attempt` joined with `note_spray`
-/// (a fresh account and password fingerprint each time, as a spray would send), in
-/// alternation so drift hits both alike.
+/// Part 3: times `record_attempt` alone, `record_attempt` joined with the spray check,
+/// and the failure note (a fresh account and password fingerprint each time, as a spray
+/// would send), in alternation so drift hits all alike.
 async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -> SprayRow {
     use portcullis::normalize::{Normalization, normalize};
     use portcullis::spray::{SprayFingerprints, SprayNote};
@@ -720,7 +722,12 @@ async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -
     let fingerprints = SprayFingerprints::new(&secret);
     let settings = common::settings("redis://127.0.0.1:1", "");
     let realm = settings.realms.get("default").expect("the default realm").clone();
-    let mut row = SprayRow { store: label, count_only: Vec::new(), with_note: Vec::new() };
+    let mut row = SprayRow {
+        store: label,
+        count_only: Vec::new(),
+        with_check: Vec::new(),
+        failure_note: Vec::new(),
+    };
     for i in 0..(SPRAY_RUNS + 200) {
         let id = normalize(Normalization::Exact, &format!("spray-bench-{label}-{i}")).unwrap();
         let key = AccountKey::new(&secret, "default", &id);
@@ -733,27 +740,27 @@ async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -
             &normalize(Normalization::Exact, &format!("n{i}{label}")).unwrap(),
         );
         let spray = fingerprints.key("default", format!("password {i}").as_bytes());
+        let (period, limit) = (realm.spray.period_ms(), realm.spray.threshold);
         let started = Instant::now();
-        let (counted, noted) = tokio::join!(
+        let (counted, checked) = tokio::join!(
             store.record_attempt(&key, None, &realm.policy),
-            store.note_spray(
-                &spray,
-                &key,
-                SprayNote::Attempt,
-                realm.spray.period_ms(),
-                realm.spray.threshold
-            ),
+            store.note_spray(&spray, &key, SprayNote::Check, period, limit),
         );
-        let with_note = started.elapsed();
+        let with_check = started.elapsed();
         counted.expect("record_attempt");
-        noted.expect("note_spray");
+        checked.expect("spray check");
+        let started = Instant::now();
+        store.note_spray(&spray, &key, SprayNote::Failure, period, limit).await.expect("note");
+        let failure_note = started.elapsed();
         if i >= 200 {
             row.count_only.push(count_only);
-            row.with_note.push(with_note);
+            row.with_check.push(with_check);
+            row.failure_note.push(failure_note);
         }
     }
     row.count_only.sort();
-    row.with_note.sort();
+    row.with_check.sort();
+    row.failure_note.sort();
     row
 }
 
@@ -788,21 +795,24 @@ fn print_spray(rows: &[SprayRow], argon2id_verify_ms: Option<f64>) {
         "\n## Spray detection: store work per Verify attempt ({SPRAY_RUNS} sequential calls each)\n"
     );
     println!(
-        "| store | count alone µs median / p99 | count + spray note µs median / p99 | added µs (median) | added, of an argon2id Verify |"
+        "| store | count alone µs median / p99 | count + check µs median / p99 | failure note µs median / p99 | added to a failed Verify µs (median) | of an argon2id Verify |"
     );
-    println!("|---|---|---|---:|---:|");
+    println!("|---|---|---|---|---:|---:|");
     let micros = |d: Duration| d.as_secs_f64() * 1e6;
     for r in rows {
-        let added = micros(percentile(&r.with_note, 500)) - micros(percentile(&r.count_only, 500));
+        let added = micros(percentile(&r.with_check, 500)) - micros(percentile(&r.count_only, 500))
+            + micros(percentile(&r.failure_note, 500));
         let share = argon2id_verify_ms
             .map_or_else(|| "—".to_owned(), |ms| format!("{:.2}%", 100.0 * added / (ms * 1e3)));
         println!(
-            "| {} | {:.0} / {:.0} | {:.0} / {:.0} | {added:+.0} | {share} |",
+            "| {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} / {:.0} | {added:+.0} | {share} |",
             r.store,
             micros(percentile(&r.count_only, 500)),
             micros(percentile(&r.count_only, 990)),
-            micros(percentile(&r.with_note, 500)),
-            micros(percentile(&r.with_note, 990)),
+            micros(percentile(&r.with_check, 500)),
+            micros(percentile(&r.with_check, 990)),
+            micros(percentile(&r.failure_note, 500)),
+            micros(percentile(&r.failure_note, 990)),
         );
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();

@@ -218,11 +218,11 @@ fn budget_refused(refusal: Refusal) -> Status {
 }
 
 impl VerifyJob {
-    /// count (and, in the same round trip, note the password's fingerprint) → closed
-    /// door: reject, no hashing → sprayed fingerprint in a `reject` realm: reject, no
-    /// hashing → CPU admission → refused: refund and `RESOURCE_EXHAUSTED` → compare →
-    /// match: clear (and note the match) and accept; else reject. Every answer carries
-    /// `spray_suspected`. (The ticket was taken before the count, so a full queue was
+    /// count (and, in the same round trip, read the password fingerprint's spray count)
+    /// → closed door: reject, no hashing → sprayed fingerprint in a `reject` realm:
+    /// reject, no hashing → CPU admission → refused: refund and `RESOURCE_EXHAUSTED` →
+    /// compare → match: clear and accept; else note the failure and reject. Every answer carries `spray_suspected` as the check read it, before this
+    /// call's own note (docs/spray.md, "No oracle"). (The ticket was taken before the count, so a full queue was
     /// refused without one.)
     ///
     /// A known device's attempt is counted in its own bucket, and its match clears only
@@ -245,14 +245,16 @@ impl VerifyJob {
         } = self;
         let bucket = device.as_ref().unwrap_or(&key);
         // Two commands sent together: on Redis they share the connection's pipeline (one
-        // round trip; on a cluster each goes to its own node at once). The spray note
-        // names the account, not the device bucket: it counts distinct accounts.
+        // round trip; on a cluster each goes to its own node at once). The check only
+        // reads: an account is noted only after a real comparison failed (below), so
+        // neither a closed door, a refund nor a short deadline notes anything, and no
+        // answer depends on whether this account was counted before.
         let (counted, sprayed) = tokio::join!(
             store.record_attempt(bucket, attempt_id.as_ref(), &realm.policy),
             store.note_spray(
                 &spray,
                 &key,
-                SprayNote::Attempt,
+                SprayNote::Check,
                 realm.spray.period_ms(),
                 realm.spray.threshold
             ),
@@ -294,20 +296,25 @@ impl VerifyJob {
                     tracing::error!(realm = %realm.name, error = %e, "no device token");
                     Status::internal("the verification did not complete")
                 })?;
-                let (cleared, noted) = tokio::join!(
-                    store.clear(bucket),
-                    store.note_spray(
-                        &spray,
-                        &key,
-                        SprayNote::Match,
-                        realm.spray.period_ms(),
-                        realm.spray.threshold
-                    ),
-                );
-                cleared.and(noted).map_err(store_unavailable)?;
+                store.clear(bucket).await.map_err(store_unavailable)?;
                 Ok(accept(outcome.needs_rehash, token, suspected))
             }
-            Ok(Ok(_)) => Ok(reject(suspected)),
+            Ok(Ok(_)) => {
+                // The spray note names the account, not the device bucket: it counts
+                // distinct accounts. The answer stays the check's.
+                let distinct = store
+                    .note_spray(
+                        &spray,
+                        &key,
+                        SprayNote::Failure,
+                        realm.spray.period_ms(),
+                        realm.spray.threshold,
+                    )
+                    .await
+                    .map_err(store_unavailable)?;
+                spray_watch.noted(&realm.name, &spray, distinct, &realm.spray);
+                Ok(reject(suspected))
+            }
         }
     }
 }

@@ -1,13 +1,17 @@
 //! Password-spray detection (docs/spray.md).
 //!
 //! A spray is one or a few common passwords tried once against many accounts, each
-//! account staying far below its own lockout limit. Per realm, every counted `Verify`
-//! attempt notes its account key under a short keyed fingerprint of the password
-//! ([`SprayFingerprints`]), and every match notes it again as matched; the store answers
-//! how many distinct account keys attempted a fingerprint in the sliding period without
-//! matching it. At `spray_threshold` the fingerprint is *sprayed*: each `Verify` whose
-//! password has it answers `spray_suspected = true` (an accept too), and with
-//! `spray_action = "reject"` its comparisons are refused.
+//! account staying far below its own lockout limit. Per realm, every failed comparison
+//! of `Verify` notes its account key under a short keyed fingerprint of the password
+//! ([`SprayFingerprints`]); the store answers how many distinct account keys failed with
+//! a fingerprint in the sliding period. Each `Verify` reads that count with its attempt's count, before its
+//! comparison: at `spray_threshold` the fingerprint is *sprayed*, and the call answers
+//! `spray_suspected = true` (an accept too); with `spray_action = "reject"` it is refused
+//! without a comparison.
+//!
+//! The answer depends on the failures before the call, never on the call's own note:
+//! a call cannot learn whether its account was already counted, and a note costs a real,
+//! counted comparison of that account (docs/spray.md, "No oracle").
 //!
 //! The fingerprint is `HMAC-SHA-256(subkey("spray"), …)` truncated to
 //! [`FINGERPRINT_BITS`] bits: about 2^16 values for all passwords, so every value is shared
@@ -61,7 +65,7 @@ impl SprayAction {
 /// A realm's spray settings, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SprayPolicy {
-    /// Distinct account keys, attempted without a match under one fingerprint in the
+    /// Distinct account keys that failed without a match under one fingerprint in the
     /// sliding period, at which the fingerprint counts as sprayed (`spray_threshold`).
     pub threshold: u32,
     /// What a sprayed fingerprint changes (`spray_action`).
@@ -78,13 +82,13 @@ impl SprayPolicy {
     }
 }
 
-/// Which set a spray note goes into.
+/// What a spray call does: read the count, or note an account in one set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SprayNote {
-    /// A counted `Verify` attempt (every attempt is a failure until it matches).
-    Attempt,
-    /// The attempt's password matched: the account leaves the count.
-    Match,
+    /// Read only: the fingerprint's count now (sent with the attempt's count).
+    Check,
+    /// The comparison failed: the account joins the fingerprint's failed set.
+    Failure,
 }
 
 /// Derives [`SprayKey`]s: one subkey of the key secret, so every daemon of a fleet
@@ -153,18 +157,11 @@ impl SprayKey {
         format!("{KEY_PREFIX}{{spray:{}:{:04x}}}:", self.realm_tag, self.fingerprint)
     }
 
-    /// The Redis keys of the spray script, in its KEYS order: the attempted and the
-    /// matched HyperLogLog of each period parity, and the hash naming the period each
-    /// parity holds.
-    pub fn redis_keys(&self) -> [String; 5] {
+    /// The Redis keys of the spray script, in its KEYS order: the failed HyperLogLog of
+    /// each period parity, and the hash naming the period each parity holds.
+    pub fn redis_keys(&self) -> [String; 3] {
         let p = self.prefix();
-        [
-            format!("{p}attempted:0"),
-            format!("{p}attempted:1"),
-            format!("{p}matched:0"),
-            format!("{p}matched:1"),
-            format!("{p}periods"),
-        ]
+        [format!("{p}failed:0"), format!("{p}failed:1"), format!("{p}periods")]
     }
 
     /// The fingerprint, for this process's own tracking ([`SprayWatch`]); never logged.
@@ -260,11 +257,11 @@ impl SprayWatch {
         Arc::new(Self::default())
     }
 
-    /// Records the store's answer for one `Verify` attempt, `distinct` accounts for its
-    /// fingerprint, and answers whether the fingerprint is sprayed (`distinct` at or
-    /// above the threshold). Opens an episode (one warning, the episode counter) when
-    /// it is the realm's first such fingerprint, and counts the suspected call by
-    /// action. Never logs the fingerprint.
+    /// Records the store's answer to one `Verify`'s check, `distinct` accounts for its
+    /// fingerprint before the call, and answers whether the fingerprint is sprayed
+    /// (`distinct` at or above the threshold), counting the suspected call by action.
+    /// Opens an episode (one warning, the episode counter) when it is the realm's first
+    /// such fingerprint. Never logs the fingerprint.
     pub fn observe(
         &self,
         realm: &str,
@@ -275,6 +272,24 @@ impl SprayWatch {
         ::metrics::histogram!(SPRAY_DISTINCT_ACCOUNTS, "realm" => realm.to_owned())
             .record(distinct as f64);
         let suspected = distinct >= u64::from(policy.threshold);
+        if suspected {
+            ::metrics::counter!(SPRAY_SUSPECTED, "realm" => realm.to_owned(), "action" => policy.action.as_str())
+                .increment(1);
+        }
+        self.mark(realm, key, suspected, policy);
+        suspected
+    }
+
+    /// Records the store's answer to a failure note, `distinct` accounts after it: the
+    /// failure that takes a fingerprint to the threshold opens the episode at once
+    /// (the next call with it is the first answered `spray_suspected`).
+    pub fn noted(&self, realm: &str, key: &SprayKey, distinct: u64, policy: &SprayPolicy) {
+        self.mark(realm, key, distinct >= u64::from(policy.threshold), policy);
+    }
+
+    /// Marks `key` over the threshold (or not) and opens an episode for the realm's
+    /// first fingerprint over it.
+    fn mark(&self, realm: &str, key: &SprayKey, suspected: bool, policy: &SprayPolicy) {
         let now = Instant::now();
         let mut realms = self.realms.lock().unwrap_or_else(|e| e.into_inner());
         let watch = realms.entry(realm.to_owned()).or_default();
@@ -287,10 +302,8 @@ impl SprayWatch {
             watch.expire(realm, now);
         }
         if !suspected {
-            return false;
+            return;
         }
-        ::metrics::counter!(SPRAY_SUSPECTED, "realm" => realm.to_owned(), "action" => policy.action.as_str())
-            .increment(1);
         watch.over.insert(key.fingerprint(), (now, policy.period));
         let over = u32::try_from(watch.over.len()).unwrap_or(u32::MAX);
         ::metrics::gauge!(SPRAY_FINGERPRINTS_OVER, "realm" => realm.to_owned())
@@ -299,7 +312,7 @@ impl SprayWatch {
             if let Some(episode) = watch.episodes.back_mut() {
                 episode.peak_fingerprints = episode.peak_fingerprints.max(over);
             }
-            return true;
+            return;
         }
         if watch.episodes.len() == EPISODES_KEPT {
             watch.episodes.pop_front();
@@ -317,7 +330,6 @@ impl SprayWatch {
             "password-spray episode began: one password fingerprint failed on more distinct \
              accounts than spray_threshold within spray_period"
         );
-        true
     }
 
     /// The realm's state now (episodes that ended for lack of traffic are closed first).

@@ -99,10 +99,12 @@ async fn a_sprayed_password_trips_the_signal_near_the_threshold_on_redis() {
     let redis = RedisServer::start();
     let daemon = Daemon::start(redis_settings(&redis)).await;
     let mut c = daemon.client().await;
+    // The first flagged call is the one after the threshold's worth of failures.
     let tripped = spray_500(&mut c).await;
+    let first = THRESHOLD + 1;
     assert!(
-        (THRESHOLD - ESTIMATOR_MARGIN..=THRESHOLD + ESTIMATOR_MARGIN).contains(&tripped),
-        "tripped after {tripped} accounts, threshold {THRESHOLD} ± {ESTIMATOR_MARGIN}"
+        (first - ESTIMATOR_MARGIN..=first + ESTIMATOR_MARGIN).contains(&tripped),
+        "first flagged at account {tripped}, threshold {THRESHOLD} (+1) ± {ESTIMATOR_MARGIN}"
     );
     let status = spray_status(&daemon, "sprayed").await;
     assert_eq!(status.fingerprints_over_threshold, 1);
@@ -129,7 +131,8 @@ async fn a_sprayed_password_trips_the_signal_at_the_threshold_on_the_embedded_st
     let settings = load(&embedded_config_toml(&data, SPRAY_REALMS));
     let daemon = Daemon::start(settings).await;
     let mut c = daemon.client().await;
-    assert_eq!(spray_500(&mut c).await, THRESHOLD, "the embedded store counts exactly");
+    let first = spray_500(&mut c).await;
+    assert_eq!(first, THRESHOLD + 1, "the embedded store counts exactly");
     daemon.shutdown().await;
     // Nothing in the database file holds an identifier or the password.
     let bytes = std::fs::read(data.join("portcullis.redb")).unwrap();
@@ -204,6 +207,37 @@ async fn the_reject_action_refuses_a_sprayed_password_without_hashing() {
     daemon.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_real_failed_comparisons_count_and_no_answer_tells_an_accounts_own_history() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(redis_settings(&redis)).await;
+    let mut c = daemon.client().await;
+    let hash = hash_of(b"the real password");
+    // Nine accounts fail with the sprayed password: one below the threshold of `tight`.
+    for i in 0..9 {
+        let r = c.verify("tight", &format!("a{i}@example.com"), SPRAYED, &hash, "s").await;
+        assert!(!r.unwrap().spray_suspected);
+    }
+    // A locked account tried with it behind its closed door: no comparison, no note.
+    for n in 0..5 {
+        c.verify("tight", "locked@example.com", format!("x{n}").as_bytes(), &hash, "l")
+            .await
+            .unwrap();
+    }
+    for _ in 0..5 {
+        let r = c.verify("tight", "locked@example.com", SPRAYED, &hash, "l").await.unwrap();
+        assert!(!r.spray_suspected, "closed doors noted the sprayed password");
+    }
+    // An account already counted and a fresh one get the same answer.
+    let again = c.verify("tight", "a0@example.com", SPRAYED, &hash, "s").await.unwrap();
+    let fresh = c.verify("tight", "fresh@example.com", SPRAYED, &hash, "s").await.unwrap();
+    assert_eq!(again, fresh, "the answer told whether the account was counted before");
+    // The fresh account's failure was the tenth: the next call is flagged.
+    let next = c.verify("tight", "next@example.com", SPRAYED, &hash, "s").await.unwrap();
+    assert!(next.spray_suspected);
+    daemon.shutdown().await;
+}
+
 #[tokio::test]
 async fn spray_episodes_are_logged_by_realm_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -213,7 +247,8 @@ async fn spray_episodes_are_logged_by_realm_alone() {
     for i in 0..12 {
         let id = format!("sprayed.user{i}@example.com");
         let r = c.verify("tight", &id, SPRAYED, "", &format!("192.0.2.{i}")).await.unwrap();
-        assert_eq!(r.spray_suspected, i >= 9, "attempt {}", i + 1);
+        // Ten failures before it: the eleventh call is the first flagged.
+        assert_eq!(r.spray_suspected, i >= 10, "attempt {}", i + 1);
     }
     // The operator client: exit 1 while a realm is being sprayed, 0 otherwise.
     let status = |realm: &str| {
@@ -293,8 +328,12 @@ impl Store for FailingSpray {
 }
 
 #[tokio::test]
-async fn a_spray_note_that_fails_is_a_deny_even_for_the_right_password() {
-    for fail in [SprayNote::Attempt, SprayNote::Match] {
+async fn a_spray_call_that_fails_is_a_deny_even_for_the_right_password() {
+    // The check fails on every call, the right password's included; the failure note
+    // after a wrong password.
+    for (fail, password) in
+        [(SprayNote::Check, SPRAYED), (SprayNote::Failure, b"a wrong password".as_slice())]
+    {
         let dir = tempfile::tempdir().unwrap();
         let settings = load(&embedded_config_toml(&dir.path().join("cfg"), SPRAY_REALMS));
         let secret = KeySecret::new(SECRET.as_bytes().to_vec());
@@ -316,7 +355,7 @@ async fn a_spray_note_that_fails_is_a_deny_even_for_the_right_password() {
         );
         let request = VerifyRequest {
             account: account("sprayed", "owner@example.com"),
-            password: SPRAYED.to_vec(),
+            password: password.to_vec(),
             stored_hash: hash_of(SPRAYED),
             client_key: "owner".into(),
             attempt_id: String::new(),
@@ -329,7 +368,7 @@ async fn a_spray_note_that_fails_is_a_deny_even_for_the_right_password() {
     }
 }
 
-/// `spray.lua` called directly, as the store calls it, on a fingerprint's five keys.
+/// `spray.lua` called directly, as the store calls it, on a fingerprint's three keys.
 struct SprayScript {
     script: redis::Script,
     keys: Vec<String>,
@@ -340,10 +379,7 @@ impl SprayScript {
         let p = format!("portcullis:v1:{{spray:0123456789abcdef:{fingerprint}}}:");
         Self {
             script: redis::Script::new(include_str!("../src/store/lua/spray.lua")),
-            keys: ["attempted:0", "attempted:1", "matched:0", "matched:1", "periods"]
-                .iter()
-                .map(|k| format!("{p}{k}"))
-                .collect(),
+            keys: ["failed:0", "failed:1", "periods"].iter().map(|k| format!("{p}{k}")).collect(),
         }
     }
 
@@ -379,26 +415,27 @@ fn the_spray_script_counts_this_period_and_the_last_and_empties_a_stale_parity()
     let s = SprayScript::new("0001");
     const PERIOD: u64 = 1000;
     next_period(&mut conn, PERIOD);
-    assert_eq!(s.note(&mut conn, "attempt", "a", PERIOD), 1);
-    assert_eq!(s.note(&mut conn, "attempt", "b", PERIOD), 2);
-    assert_eq!(s.note(&mut conn, "attempt", "a", PERIOD), 2, "one account counts once");
+    assert_eq!(s.note(&mut conn, "failure", "a", PERIOD), 1);
+    assert_eq!(s.note(&mut conn, "failure", "b", PERIOD), 2);
+    assert_eq!(s.note(&mut conn, "failure", "a", PERIOD), 2, "one account counts once");
     // The next period counts the previous one too.
     next_period(&mut conn, PERIOD);
-    assert_eq!(s.note(&mut conn, "attempt", "c", PERIOD), 3);
-    assert_eq!(s.note(&mut conn, "attempt", "a", PERIOD), 3, "a is in both periods, once");
-    // b logs in (its attempt is noted first, as Verify does).
-    assert_eq!(s.note(&mut conn, "attempt", "b", PERIOD), 3);
-    assert_eq!(s.note(&mut conn, "match", "b", PERIOD), 0);
-    assert_eq!(s.note(&mut conn, "attempt", "d", PERIOD), 3, "{{a, b, c, d}} - {{b}}");
+    assert_eq!(s.note(&mut conn, "failure", "c", PERIOD), 3);
+    assert_eq!(s.note(&mut conn, "failure", "a", PERIOD), 3, "a is in both periods, once");
+    assert_eq!(s.note(&mut conn, "failure", "d", PERIOD), 4, "{{a, b, c, d}}");
+    // A check reads the same count and writes nothing.
+    assert_eq!(s.note(&mut conn, "check", "z", PERIOD), 4);
+    assert_eq!(s.note(&mut conn, "failure", "z", PERIOD), 5, "the check did not note z");
     // Two periods on, the first is forgotten: its parity is emptied, not counted.
     next_period(&mut conn, PERIOD);
-    assert_eq!(s.note(&mut conn, "attempt", "e", PERIOD), 4, "{{a, b, c, d, e}} - {{b}}");
+    assert_eq!(s.note(&mut conn, "check", "-", PERIOD), 4, "{{a, c, d, z}}");
+    assert_eq!(s.note(&mut conn, "failure", "e", PERIOD), 5, "{{a, c, d, z, e}}");
     next_period(&mut conn, PERIOD);
-    assert_eq!(s.note(&mut conn, "attempt", "f", PERIOD), 2, "only {{e, f}}");
+    assert_eq!(s.note(&mut conn, "failure", "f", PERIOD), 2, "only {{e, f}}");
     // A period with no note at all: both parities are stale.
     next_period(&mut conn, PERIOD);
     next_period(&mut conn, PERIOD);
-    assert_eq!(s.note(&mut conn, "attempt", "g", PERIOD), 1);
+    assert_eq!(s.note(&mut conn, "failure", "g", PERIOD), 1);
     // Every key expires (two periods after its last note).
     for key in &s.keys {
         let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).unwrap();
@@ -420,38 +457,33 @@ fn the_spray_script_ignores_what_a_parity_held_in_another_period() {
     };
     let held = |conn: &mut redis::Connection, s: &SprayScript, parity: u64, period: u64| {
         let _: i64 =
-            redis::cmd("HSET").arg(&s.keys[4]).arg(parity).arg(period).query(conn).unwrap();
+            redis::cmd("HSET").arg(&s.keys[2]).arg(parity).arg(period).query(conn).unwrap();
     };
-    // The current parity holds p - 2: emptied, attempted and matched alike.
+    // The current parity holds p - 2: not counted by a check, emptied by a failure.
     let s = SprayScript::new("0002");
     fill(&mut conn, &s, cur as usize, 50);
-    fill(&mut conn, &s, 2 + cur as usize, 5);
     held(&mut conn, &s, cur, p - 2);
-    assert_eq!(s.note(&mut conn, "attempt", "x", PERIOD), 1);
-    assert_eq!(s.note(&mut conn, "attempt", "y", PERIOD), 2, "old matches were emptied too");
-    // The other parity holds p - 1: counted, its matches subtracted.
+    assert_eq!(s.note(&mut conn, "check", "-", PERIOD), 0);
+    assert_eq!(s.note(&mut conn, "failure", "x", PERIOD), 1);
+    assert_eq!(s.note(&mut conn, "failure", "y", PERIOD), 2);
+    // The other parity holds p - 1: counted, by a check too.
     let s = SprayScript::new("0003");
     fill(&mut conn, &s, prev as usize, 50);
-    fill(&mut conn, &s, 2 + prev as usize, 5);
     held(&mut conn, &s, prev, p - 1);
-    assert_eq!(s.note(&mut conn, "attempt", "x", PERIOD), 46);
+    assert_eq!(s.note(&mut conn, "check", "-", PERIOD), 50);
+    assert_eq!(s.note(&mut conn, "failure", "x", PERIOD), 51);
     // The other parity holds p - 3 (no note for a while): not counted, not emptied by a
     // count (it is emptied by the first note of its own next period).
     let s = SprayScript::new("0004");
     fill(&mut conn, &s, prev as usize, 50);
     held(&mut conn, &s, prev, p - 3);
-    assert_eq!(s.note(&mut conn, "attempt", "x", PERIOD), 1);
+    assert_eq!(s.note(&mut conn, "failure", "x", PERIOD), 1);
     // The other parity claims a future period (a clock that went back on failover):
     // not counted either.
     let s = SprayScript::new("0005");
     fill(&mut conn, &s, prev as usize, 50);
     held(&mut conn, &s, prev, p + 1);
-    assert_eq!(s.note(&mut conn, "attempt", "x", PERIOD), 1);
-    // More matched than attempted never answers below 0.
-    let s = SprayScript::new("0006");
-    fill(&mut conn, &s, 2 + cur as usize, 20);
-    held(&mut conn, &s, cur, p);
-    assert_eq!(s.note(&mut conn, "attempt", "x", PERIOD), 0);
+    assert_eq!(s.note(&mut conn, "failure", "x", PERIOD), 1);
 }
 
 #[test]
@@ -461,9 +493,10 @@ fn the_spray_script_refuses_bad_arguments() {
     let s = SprayScript::new("0007");
     for (note, member, period) in [
         ("fail", "a", "1000"),
-        ("attempt", "", "1000"),
-        ("attempt", "a", "999"),
-        ("attempt", "a", "x"),
+        ("match", "a", "1000"),
+        ("failure", "", "1000"),
+        ("failure", "a", "999"),
+        ("failure", "a", "x"),
     ] {
         let mut call = s.script.prepare_invoke();
         for key in &s.keys {
@@ -517,28 +550,29 @@ async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys()
         let (store, spray, who) = (&store, spray.clone(), account_key("sprayed", who));
         async move { store.note_spray(&spray, &who, n, PERIOD, limit).await.unwrap() }
     };
-    assert_eq!(note(&spray, "a", SprayNote::Attempt, 100).await, 1);
-    assert_eq!(note(&spray, "b", SprayNote::Attempt, 100).await, 2);
-    assert_eq!(note(&spray, "a", SprayNote::Attempt, 100).await, 2);
+    assert_eq!(note(&spray, "a", SprayNote::Failure, 100).await, 1);
+    assert_eq!(note(&spray, "b", SprayNote::Failure, 100).await, 2);
+    assert_eq!(note(&spray, "a", SprayNote::Failure, 100).await, 2);
     // The last millisecond of the period, then the first of the next.
     advance(PERIOD - 1);
-    assert_eq!(note(&spray, "c", SprayNote::Attempt, 100).await, 3);
+    assert_eq!(note(&spray, "c", SprayNote::Failure, 100).await, 3);
     advance(1);
-    assert_eq!(note(&spray, "d", SprayNote::Attempt, 100).await, 4);
-    // b logs in (its attempt is noted first, as Verify does).
-    assert_eq!(note(&spray, "b", SprayNote::Attempt, 100).await, 4);
-    assert_eq!(note(&spray, "b", SprayNote::Match, 100).await, 0);
-    assert_eq!(note(&spray, "e", SprayNote::Attempt, 100).await, 4, "b matched");
+    assert_eq!(note(&spray, "d", SprayNote::Failure, 100).await, 4);
+    assert_eq!(note(&spray, "b", SprayNote::Failure, 100).await, 4, "b is in both, once");
+    // A check reads the same count and writes nothing.
+    assert_eq!(note(&spray, "z", SprayNote::Check, 100).await, 4);
+    assert_eq!(note(&spray, "e", SprayNote::Failure, 100).await, 5, "the check did not note z");
     // Two periods after the first: a and c (noted in it only) are forgotten.
     advance(PERIOD);
-    assert_eq!(note(&spray, "f", SprayNote::Attempt, 100).await, 3, "{{b, d, e, f}} - {{b}}");
+    assert_eq!(note(&spray, "z", SprayNote::Check, 100).await, 3, "{{b, d, e}}");
+    assert_eq!(note(&spray, "f", SprayNote::Failure, 100).await, 4, "{{b, d, e, f}}");
     // Nothing of another fingerprint, another realm, or the accounts' own records and
     // attempt ids, is counted.
     let other_password = f.key("sprayed", b"another password");
     assert_ne!(other_password.prefix(), spray.prefix());
-    assert_eq!(note(&other_password, "d", SprayNote::Attempt, 100).await, 1);
+    assert_eq!(note(&other_password, "d", SprayNote::Failure, 100).await, 1);
     let other_realm = f.key("tight", SPRAYED);
-    assert_eq!(note(&other_realm, "d", SprayNote::Attempt, 100).await, 1);
+    assert_eq!(note(&other_realm, "d", SprayNote::Failure, 100).await, 1);
     let policy = Policy {
         max_failures: 5,
         first_window: std::time::Duration::from_secs(900),
@@ -550,16 +584,16 @@ async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys()
         let id = AttemptId::parse("attempt-1").unwrap();
         store.record_attempt(&account_key("sprayed", who), id.as_ref(), &policy).await.unwrap();
     }
-    assert_eq!(note(&spray, "g", SprayNote::Attempt, 100).await, 4, "{{d, e, f, g}}");
+    assert_eq!(note(&spray, "g", SprayNote::Failure, 100).await, 5, "{{b, d, e, f, g}}");
     // The count is kept, not read off the members up to the limit: exact past it.
     for i in 0..20 {
-        note(&spray, &format!("many{i}"), SprayNote::Attempt, 100).await;
+        note(&spray, &format!("many{i}"), SprayNote::Failure, 100).await;
     }
-    assert_eq!(note(&spray, "h", SprayNote::Attempt, 10).await, 25);
-    assert_eq!(note(&spray, "h", SprayNote::Attempt, 100).await, 25);
+    assert_eq!(note(&spray, "h", SprayNote::Failure, 10).await, 26);
+    assert_eq!(note(&spray, "h", SprayNote::Failure, 100).await, 26);
     // Two idle periods: everything has expired.
     advance(2 * PERIOD);
-    assert_eq!(note(&spray, "i", SprayNote::Attempt, 100).await, 1);
+    assert_eq!(note(&spray, "i", SprayNote::Failure, 100).await, 1);
 }
 
 #[tokio::test]

@@ -109,10 +109,9 @@ enum Entry {
         expires_ms: u64,
     },
     /// One account key under one password fingerprint (docs/spray.md): the latest
-    /// period (plus one; 0: never) in which it was attempted, and matched.
+    /// period (plus one; 0: never) in which a comparison of it failed.
     Spray {
-        attempted: u64,
-        matched: u64,
+        failed: u64,
         expires_ms: u64,
     },
     /// One password fingerprint's counts (docs/spray.md) for period `period` (plus one)
@@ -124,19 +123,17 @@ enum Entry {
     },
 }
 
-/// One period's spray counts of one fingerprint: how many account keys were attempted
-/// (matched) in it, and how many of those were not attempted (matched) in the period
-/// before. `|A(p-1) ∪ A(p)| = attempted(p-1) + new_attempted(p)`, and so for matches.
+/// One period's spray counts of one fingerprint: how many account keys failed in it, and
+/// how many of those had not failed in the period before.
+/// `|F(p-1) ∪ F(p)| = failed(p-1) + new_failed(p)`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct SprayCounts {
-    attempted: u64,
-    new_attempted: u64,
-    matched: u64,
-    new_matched: u64,
+    failed: u64,
+    new_failed: u64,
 }
 
-/// Length of an encoded [`Entry::SprayCount`]: tag, period, eight counts, expiry.
-const SPRAY_COUNT_LEN: usize = 1 + 8 * 10;
+/// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
+const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
 
 impl Entry {
     fn expires_ms(&self) -> u64 {
@@ -165,10 +162,10 @@ impl Entry {
                 out.extend_from_slice(&replays.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
-            Entry::Spray { attempted, matched, expires_ms } => {
+            Entry::Spray { failed, expires_ms } => {
                 out.push(3);
-                out.extend_from_slice(&attempted.to_le_bytes());
-                out.extend_from_slice(&matched.to_le_bytes());
+                out.extend_from_slice(&failed.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
@@ -176,7 +173,7 @@ impl Entry {
                 out.push(4);
                 out.extend_from_slice(&period.to_le_bytes());
                 for c in counts {
-                    for n in [c.attempted, c.new_attempted, c.matched, c.new_matched] {
+                    for n in [c.failed, c.new_failed] {
                         out.extend_from_slice(&n.to_le_bytes());
                     }
                 }
@@ -198,12 +195,8 @@ impl Entry {
         let word = |i: usize| {
             u64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default())
         };
-        let counts = |first: usize| SprayCounts {
-            attempted: word(first),
-            new_attempted: word(first + 1),
-            matched: word(first + 2),
-            new_matched: word(first + 3),
-        };
+        let counts =
+            |first: usize| SprayCounts { failed: word(first), new_failed: word(first + 1) };
         match bytes[0] {
             1 => Ok(Entry::Record {
                 record: Record {
@@ -219,11 +212,11 @@ impl Entry {
                 replays: word(2),
                 expires_ms: word(3),
             }),
-            3 => Ok(Entry::Spray { attempted: word(0), matched: word(1), expires_ms: word(3) }),
+            3 => Ok(Entry::Spray { failed: word(0), expires_ms: word(3) }),
             4 => Ok(Entry::SprayCount {
                 period: word(0),
-                counts: [counts(1), counts(5)],
-                expires_ms: word(9),
+                counts: [counts(1), counts(3)],
+                expires_ms: word(5),
             }),
             _ => Err(corrupt()),
         }
@@ -482,7 +475,11 @@ impl Writer {
             for op in ops {
                 writes |= !matches!(
                     op,
-                    Op::IsOpen { .. } | Op::Peek { .. } | Op::Inspect { .. } | Op::Ping
+                    Op::IsOpen { .. }
+                        | Op::Peek { .. }
+                        | Op::Inspect { .. }
+                        | Op::Ping
+                        | Op::Spray { note: SprayNote::Check, .. }
                 );
                 results.push(t.apply(op));
             }
@@ -599,12 +596,12 @@ impl Tables<'_, '_> {
 
     /// The embedded form of `spray.lua`, exact and in constant time: one entry per
     /// (fingerprint, account key), `<prefix>member:<account digest>`, noting the latest
-    /// period it was attempted and matched in, and one per fingerprint,
-    /// `<prefix>count`, holding [`SprayCounts`] of the current and the previous period.
-    /// The answer is `|attempted| − |matched|` over both periods (never below 0), as on
-    /// Redis, without reading the members: a count over a million accounts costs what
-    /// one over ten does. Both entries expire at the end of the next period. `limit` is
-    /// not needed: the count is exact whatever its size.
+    /// period a comparison of it failed in, and one per fingerprint, `<prefix>count`,
+    /// holding [`SprayCounts`] of the current and the previous period. The answer is
+    /// `|failed|` over both periods, as on Redis, without reading the members: a count
+    /// over a million accounts costs what one over ten does. `Check` reads the count
+    /// entry only and writes nothing. Both entries expire at the end of the next period.
+    /// `limit` is not needed: the count is exact whatever its size.
     fn spray(
         &mut self,
         prefix: &str,
@@ -620,12 +617,6 @@ impl Tables<'_, '_> {
         // Periods are stored plus one, so 0 means never.
         let noted = period + 1;
         let expires_ms = (period + 2).saturating_mul(period_ms);
-        let key = format!("{prefix}member:{member}");
-        let (attempted, matched) = match self.get(&key)? {
-            Some(Entry::Spray { attempted, matched, .. }) => (attempted, matched),
-            Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
-            None => (0, 0),
-        };
         let count_key = format!("{prefix}count");
         // [current, previous] as of this period; the clock never goes back.
         let mut counts = match self.get(&count_key)? {
@@ -636,36 +627,23 @@ impl Tables<'_, '_> {
             Some(Entry::SprayCount { .. }) | None => [SprayCounts::default(); 2],
             Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
         };
-        // Whether the member is new to this period's set, and to the union with the
-        // period before (a member last noted then is in both), given its last period.
-        let news = |last: u64| (last != noted, last != noted && last + 1 != noted);
-        match note {
-            SprayNote::Attempt => {
-                let (new_here, new_to_union) = news(attempted);
-                counts[0].attempted += u64::from(new_here);
-                counts[0].new_attempted += u64::from(new_to_union);
-                self.put(&key, Entry::Spray { attempted: noted, matched, expires_ms })?;
-            }
-            SprayNote::Match => {
-                // A match without a live attempt (its entry expired) is not noted: the
-                // matched set stays within the attempted one.
-                if attempted == 0 {
-                    return Ok(0);
-                }
-                let (new_here, new_to_union) = news(matched);
-                counts[0].matched += u64::from(new_here);
-                counts[0].new_matched += u64::from(new_to_union);
-                self.put(&key, Entry::Spray { attempted, matched: noted, expires_ms })?;
-            }
+        let union = |[current, previous]: [SprayCounts; 2]| previous.failed + current.new_failed;
+        if note == SprayNote::Check {
+            return Ok(union(counts));
         }
+        let key = format!("{prefix}member:{member}");
+        let last = match self.get(&key)? {
+            Some(Entry::Spray { failed, .. }) => failed,
+            Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
+            None => 0,
+        };
+        // New to this period's set; new to the union with the period before (a member
+        // last noted then is in both).
+        counts[0].failed += u64::from(last != noted);
+        counts[0].new_failed += u64::from(last != noted && last + 1 != noted);
+        self.put(&key, Entry::Spray { failed: noted, expires_ms })?;
         self.put(&count_key, Entry::SprayCount { period: noted, counts, expires_ms })?;
-        if note == SprayNote::Match {
-            return Ok(0);
-        }
-        let [current, previous] = counts;
-        let attempted = previous.attempted + current.new_attempted;
-        let matched = previous.matched + current.new_matched;
-        Ok(attempted.saturating_sub(matched))
+        Ok(union(counts))
     }
 
     fn put(&mut self, key: &str, entry: Entry) -> Result<(), StoreError> {

@@ -86,14 +86,14 @@ pub trait Store: Send + Sync + 'static {
         window_start_ms: u64,
     ) -> Result<(), StoreError>;
 
-    /// Spray detection (docs/spray.md): notes `account` (its account key; a device
-    /// bucket is noted as its account) in `spray`'s attempted or matched set of the
-    /// current period (`period_ms` long, on the store's clock), and for
-    /// [`SprayNote::Attempt`] answers how many distinct account keys attempted the
-    /// fingerprint in this period and the one before without matching it. The answer is
-    /// an estimate on Redis (HyperLogLog, standard error 0.81%) and exact on the
-    /// embedded store, which may stop counting at `limit` (the realm's threshold: past
-    /// it the number changes nothing). [`SprayNote::Match`] answers 0.
+    /// Spray detection (docs/spray.md): for [`SprayNote::Failure`], notes `account` (its
+    /// account key; a device bucket is noted as its account) in `spray`'s failed set of
+    /// the current period (`period_ms` long, on the store's clock); [`SprayNote::Check`]
+    /// writes nothing. Answers how many distinct account keys failed with the
+    /// fingerprint in this period and the one before (after the note, for `Failure`):
+    /// an estimate on Redis (HyperLogLog, standard error 0.81%), exact on the embedded
+    /// store; a store may stop counting at `limit` (the realm's threshold: past it the
+    /// number changes nothing).
     async fn note_spray(
         &self,
         spray: &SprayKey,

@@ -440,8 +440,8 @@ impl Store for RedisStore {
             call.key(key);
         }
         let note = match note {
-            SprayNote::Attempt => "attempt",
-            SprayNote::Match => "match",
+            SprayNote::Check => "check",
+            SprayNote::Failure => "failure",
         };
         call.arg(note).arg(account.digest()).arg(period_ms);
         let count: i64 = self.invoke(&call).await?;
