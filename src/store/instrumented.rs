@@ -46,14 +46,18 @@ impl InstrumentedStore {
         operation: &'static str,
         work: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let span = tracing::info_span!(
-            "store",
-            otel.name = operation,
-            otel.kind = "client",
-            db.system = self.system,
-            db.operation = operation,
-            outcome = Empty,
-        );
+        let span = if crate::telemetry::traces::exporting() {
+            tracing::info_span!(
+                "store",
+                otel.name = operation,
+                otel.kind = "client",
+                db.system = self.system,
+                db.operation = operation,
+                outcome = Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let started = Instant::now();
         let result = work.instrument(span.clone()).await;
         ::metrics::histogram!(STORE_SECONDS, "operation" => operation)

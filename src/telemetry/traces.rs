@@ -74,7 +74,20 @@ pub fn provider_from_env() -> Result<Option<(SdkTracerProvider, SdkTracer)>, Exp
     let tracer = provider.tracer("portcullis");
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     opentelemetry::global::set_tracer_provider(provider.clone());
+    EXPORTING.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(Some((provider, tracer)))
+}
+
+/// Set once an exporter is installed ([`provider_from_env`]).
+static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether spans are exported. The spans inside a call (store operation, CPU admission,
+/// comparison) exist only for the trace; without an exporter they are not made at all,
+/// since the log layer would otherwise format their fields on every call for nothing
+/// (a quarter of the daemon's CPU per `RecordAttempt`; docs/performance.md). The RPC
+/// span, the logs' context, is always made.
+pub fn exporting() -> bool {
+    EXPORTING.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Reads W3C trace context from incoming gRPC metadata.

@@ -396,12 +396,17 @@ impl Ticket {
     ) -> Result<Result<T, Aborted>, Refusal> {
         let Ticket { governor, state } = self;
         // The wait for CPU admission, as its own span (zero-length when a slot was free).
-        let admission = tracing::info_span!(
-            "cpu_admission",
-            otel.name = "cpu_admission",
-            queued = matches!(state, TicketState::Queued { .. }),
-            outcome = tracing::field::Empty,
-        );
+        // Only for the trace: without an exporter no span (crate::telemetry::traces::exporting).
+        let admission = if crate::telemetry::traces::exporting() {
+            tracing::info_span!(
+                "cpu_admission",
+                otel.name = "cpu_admission",
+                queued = matches!(state, TicketState::Queued { .. }),
+                outcome = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let slot = match state {
             TicketState::Admitted(slot) => slot,
             TicketState::Queued { client, own, lane, _place } => {
