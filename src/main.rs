@@ -191,6 +191,13 @@ struct OperatorArgs {
     /// which keeps it out of the process list and shell history.
     #[arg(long)]
     identifier: String,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+/// How an operator command reaches the daemon.
+#[derive(Args)]
+struct DaemonArgs {
     /// Daemon address.
     #[arg(long, env = "PORTCULLIS_ADDR", default_value = "http://127.0.0.1:50051")]
     addr: String,
@@ -204,22 +211,31 @@ struct OperatorArgs {
     token_file: Option<PathBuf>,
 }
 
+impl DaemonArgs {
+    /// A connected channel (TLS when `--ca-file` is given) and the bearer token to send.
+    async fn connect(
+        self,
+    ) -> Result<(tonic::transport::Channel, Bearer), Box<dyn std::error::Error>> {
+        let endpoint = self.tls.apply(
+            tonic::transport::Endpoint::from_shared(self.addr)?
+                .connect_timeout(self.timeout)
+                .timeout(self.timeout),
+        )?;
+        let bearer = match self.token_file {
+            Some(path) => Bearer::from_file(&path)?,
+            None => Bearer::new(None)?,
+        };
+        Ok((endpoint.connect().await?, bearer))
+    }
+}
+
 #[derive(Args)]
 struct SprayStatusArgs {
     /// Realm name.
     #[arg(long)]
     realm: String,
-    /// Daemon address.
-    #[arg(long, env = "PORTCULLIS_ADDR", default_value = "http://127.0.0.1:50051")]
-    addr: String,
-    /// Per-call deadline.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
-    timeout: Duration,
     #[command(flatten)]
-    tls: TlsArgs,
-    /// File holding a bearer token (for daemons that authorize callers by token).
-    #[arg(long, env = "PORTCULLIS_TOKEN_FILE")]
-    token_file: Option<PathBuf>,
+    daemon: DaemonArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -426,16 +442,7 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
     } else {
         args.identifier
     };
-    let endpoint = args.tls.apply(
-        tonic::transport::Endpoint::from_shared(args.addr)?
-            .connect_timeout(args.timeout)
-            .timeout(args.timeout),
-    )?;
-    let bearer = match args.token_file {
-        Some(path) => Bearer::from_file(&path)?,
-        None => Bearer::new(None)?,
-    };
-    let channel = endpoint.connect().await?;
+    let (channel, bearer) = args.daemon.connect().await?;
     let account = Some(Account { realm: args.realm, identifier });
     if matches!(op, Op::Inspect | Op::Unlock(_)) {
         return admin(AdminClient::with_interceptor(channel, bearer), account, op).await;
@@ -504,16 +511,8 @@ async fn check_health(args: HealthArgs) -> Result<i32, Box<dyn std::error::Error
 /// `spray-status` prints the fingerprints over the threshold now and each episode;
 /// `Ok(true)` when none is over the threshold.
 async fn spray_status(args: SprayStatusArgs) -> Result<bool, Box<dyn std::error::Error>> {
-    let endpoint = args.tls.apply(
-        tonic::transport::Endpoint::from_shared(args.addr)?
-            .connect_timeout(args.timeout)
-            .timeout(args.timeout),
-    )?;
-    let bearer = match args.token_file {
-        Some(path) => Bearer::from_file(&path)?,
-        None => Bearer::new(None)?,
-    };
-    let mut client = AdminClient::with_interceptor(endpoint.connect().await?, bearer);
+    let (channel, bearer) = args.daemon.connect().await?;
+    let mut client = AdminClient::with_interceptor(channel, bearer);
     let r = client.spray_status(pb::SprayStatusRequest { realm: args.realm }).await?.into_inner();
     println!("fingerprints_over_threshold: {}", r.fingerprints_over_threshold);
     let at = |ms: u64| {
