@@ -327,8 +327,8 @@ impl SprayWatch {
             realm,
             threshold = policy.threshold,
             action = policy.action.as_str(),
-            "password-spray episode began: one password fingerprint failed on more distinct \
-             accounts than spray_threshold within spray_period"
+            "password-spray episode began: one password fingerprint failed on spray_threshold \
+             or more distinct accounts within spray_period"
         );
     }
 
