@@ -22,6 +22,11 @@ async fn json_lines_name_the_realm_and_never_the_identifier() {
     assert_eq!(c.attempt("mfa", ID).await.unwrap(), Deny);
     redis.stop();
     c.attempt("mfa", ID).await.unwrap_err();
+    // The daemon's stderr is read by a thread: wait for the outage's line to arrive.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !d.logs().contains("store operation failed") && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let logs = d.logs();
     let mut lockout = None;
     for line in logs.lines() {

@@ -133,7 +133,7 @@ fn plaintext_off_loopback_needs_allow_plaintext() {
 async fn allow_plaintext_is_warned_about() {
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
-        "listen = \"0.0.0.0:0\"\nallow_plaintext = true\n[store]\ndata_dir = {:?}\n{REALMS_TOML}",
+        "listen = \"0.0.0.0:0\"\nallow_plaintext = true\n{TEST_TOP_LEVEL}[store]\ndata_dir = {:?}\n{REALMS_TOML}",
         dir.path().join("data").display().to_string()
     );
     let daemon = DaemonProcess::spawn(&config);

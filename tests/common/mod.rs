@@ -625,6 +625,11 @@ impl DaemonProcess {
         log_level: &str,
         env: &[(&str, &str)],
     ) -> Self {
+        // The default admin port (9464) is shared: a developer's own daemon may hold it.
+        assert!(
+            config.contains("admin_listen"),
+            "a test daemon's config must set [telemetry] admin_listen (TEST_TOP_LEVEL or with_admin)"
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("portcullis.toml");
         std::fs::write(&path, config).unwrap();
