@@ -941,18 +941,27 @@ impl StoreConfig {
             self.redis_tls_key_file.as_deref(),
         )
         .map_err(|e| ConfigError::Invalid { setting: e.setting.into(), problem: e.problem })?;
+        let (setting, urls): (&str, Vec<&String>) = match &shape {
+            RedisShape::Standalone { url } => ("store.redis_url", vec![url]),
+            RedisShape::Cluster { nodes } => ("store.redis_cluster_nodes", nodes.iter().collect()),
+            RedisShape::Sentinel { nodes, .. } => {
+                ("store.redis_sentinel.nodes", nodes.iter().collect())
+            }
+        };
+        // One scheme for every node: a list that mixes them would reach some nodes in
+        // clear while the operator believes the fleet store is encrypted.
+        let encrypted = urls.iter().filter(|u| u.starts_with("rediss://")).count();
+        if encrypted != 0 && encrypted != urls.len() {
+            return Err(ConfigError::Invalid {
+                setting: setting.into(),
+                problem: "mixes redis:// and rediss:// URLs: use rediss:// for every node, or \
+                          redis:// for every node"
+                    .into(),
+            });
+        }
         if tls.is_set() {
             // Certificates for a plain connection would go unused: refuse, rather than
             // talk to Redis in clear believing it verified.
-            let (setting, urls): (&str, Vec<&String>) = match &shape {
-                RedisShape::Standalone { url } => ("store.redis_url", vec![url]),
-                RedisShape::Cluster { nodes } => {
-                    ("store.redis_cluster_nodes", nodes.iter().collect())
-                }
-                RedisShape::Sentinel { nodes, .. } => {
-                    ("store.redis_sentinel.nodes", nodes.iter().collect())
-                }
-            };
             let tls_setting = if self.redis_tls_ca_file.is_some() {
                 "store.redis_tls_ca_file"
             } else {
@@ -1235,6 +1244,19 @@ mod tests {
         assert!(e.contains("realms.default.device_token_ttl"), "{e}");
         let s = from_toml(&format!("{REDIS}[realms.default]\ndevice_token_ttl = \"7days\"\n"));
         assert_eq!(s.unwrap().realms.get("default").unwrap().device_token_ttl.as_secs(), 7 * 86400);
+    }
+
+    #[test]
+    fn a_node_list_may_not_mix_plain_and_tls_urls() {
+        let e = err(
+            "[store]\nredis_cluster_nodes = [\"rediss://a:1\", \"redis://b:2\"]\n[realms.default]\n",
+        );
+        assert!(e.contains("store.redis_cluster_nodes") && e.contains("mixes"), "{e}");
+        let e = err(
+            "[store]\nredis_sentinel = { master_name = \"m\", nodes = [\"redis://a:1\", \"rediss://b:2\"] }\n[realms.default]\n",
+        );
+        assert!(e.contains("store.redis_sentinel.nodes") && e.contains("mixes"), "{e}");
+        assert!(from_toml("[store]\nredis_cluster_nodes = [\"rediss://a:1\", \"rediss://b:2\"]\n[realms.default]\n").is_ok());
     }
 
     #[test]
