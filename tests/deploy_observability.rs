@@ -18,6 +18,7 @@ fn alert_rules_pass_promtool() {
         "PortcullisStoreErrors",
         "PortcullisLockoutRateAboveBaseline",
         "PortcullisGatewayBreakerOpen",
+        "PortcullisPasswordSpray",
     ] {
         assert!(text.contains(&format!("alert: {alert}")), "missing alert {alert}");
     }
