@@ -1,6 +1,6 @@
 //! One behavioural suite, run against every store backend (embedded and Redis), so the
 //! backends cannot drift: the Lua scripts and `src/throttle.rs` (which the embedded store
-//! applies) must give the same answers. Time is moved per backend: the embedded store's
+//! applies) must give the same answers, the spray counts included. Time is moved per backend: the embedded store's
 //! clock is injected; on Redis, whose clock is `TIME`, a record's window start is aged.
 
 mod common;
@@ -12,6 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::*;
 use portcullis::normalize::{Normalization, normalize};
+use portcullis::spray::{SprayFingerprints, SprayNote};
 use portcullis::store::Store;
 use portcullis::store::embedded::{Clock, EmbeddedStore};
 use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
@@ -298,6 +299,36 @@ async fn concurrent_attempts_count_once_each(b: &dyn Backend) {
     assert_eq!(b.record(&k).await, Some((50, 0)));
 }
 
+/// Spray counts (docs/spray.md): distinct failed accounts per fingerprint, a check that
+/// writes nothing, fingerprints apart, concurrent notes each counted once. (Period
+/// boundaries are tested per backend in tests/spray.rs: the clocks move differently.)
+async fn spray_counts_distinct_failed_accounts(b: &dyn Backend) {
+    let store = b.store();
+    let fingerprints = SprayFingerprints::new(&secret());
+    let sprayed = fingerprints.key("default", b"Winter2026!");
+    let other = fingerprints.key("default", b"another password");
+    const PERIOD: u64 = 60 * MIN;
+    let note = |who: &str, fingerprint: &portcullis::spray::SprayKey, n: SprayNote| {
+        let (store, who, fingerprint) = (store.clone(), key(who), fingerprint.clone());
+        async move { store.note_spray(&fingerprint, &who, n, PERIOD, 100).await.unwrap() }
+    };
+    assert_eq!(note("a@example.com", &sprayed, SprayNote::Check).await, 0);
+    assert_eq!(note("a@example.com", &sprayed, SprayNote::Failure).await, 1);
+    assert_eq!(note("b@example.com", &sprayed, SprayNote::Failure).await, 2);
+    assert_eq!(note("a@example.com", &sprayed, SprayNote::Failure).await, 2, "a again");
+    assert_eq!(note("c@example.com", &sprayed, SprayNote::Check).await, 2);
+    assert_eq!(note("c@example.com", &sprayed, SprayNote::Failure).await, 3, "c was not noted");
+    assert_eq!(note("a@example.com", &other, SprayNote::Check).await, 0, "fingerprints apart");
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        calls.spawn(note(&format!("many{i}@example.com"), &sprayed, SprayNote::Failure));
+    }
+    calls.join_all().await;
+    assert_eq!(note("z@example.com", &sprayed, SprayNote::Check).await, 15);
+    // A spray note touches no account record.
+    assert_eq!(b.record(&key("a@example.com")).await, None);
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod embedded {
@@ -332,4 +363,5 @@ conformance!(
     refunds,
     clear_forgets,
     concurrent_attempts_count_once_each,
+    spray_counts_distinct_failed_accounts,
 );
