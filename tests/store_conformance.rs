@@ -1,7 +1,8 @@
 //! One behavioural suite, run against every store backend (embedded and Redis), so the
 //! backends cannot drift: the Lua scripts and `src/throttle.rs` (which the embedded store
-//! applies) must give the same answers, the spray counts included. Time is moved per backend: the embedded store's
-//! clock is injected; on Redis, whose clock is `TIME`, a record's window start is aged.
+//! applies) must give the same answers, the spray counts included. Time is moved per
+//! backend: the embedded store's clock is injected; on Redis, whose clock is `TIME`, a
+//! record's window start is aged.
 
 mod common;
 
