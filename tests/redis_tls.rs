@@ -147,9 +147,15 @@ fn tls_settings_are_checked_at_start_up_naming_the_setting() {
     // Verification cannot be switched off.
     let e = config_error(&config_toml("rediss://127.0.0.1:1/#insecure", ""));
     assert!(e.contains("store.redis_url") && e.contains("#insecure"), "{e}");
-    // Every node of a shape must be rediss:// when TLS files are set.
+    // Every node of a shape must be rediss:// when TLS files are set (and a list never
+    // mixes the two schemes).
     let e = config_error(&config_toml_with_store(&format!(
         "redis_cluster_nodes = [\"rediss://127.0.0.1:1\", \"redis://127.0.0.1:2\"]\n{}",
+        tls.store_toml()
+    )));
+    assert!(e.contains("store.redis_cluster_nodes") && e.contains("mixes"), "{e}");
+    let e = config_error(&config_toml_with_store(&format!(
+        "redis_cluster_nodes = [\"redis://127.0.0.1:1\", \"redis://127.0.0.1:2\"]\n{}",
         tls.store_toml()
     )));
     assert!(e.contains("store.redis_cluster_nodes") && e.contains("not a rediss://"), "{e}");
