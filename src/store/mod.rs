@@ -112,8 +112,9 @@ pub trait Store: Send + Sync + 'static {
     /// Health: the store answers.
     async fn ping(&self) -> Result<(), StoreError>;
 
-    /// Readiness (`/readyz`, `grpc.health.v1`): the store answers and can run every
-    /// operation (on Redis: its scripts are loaded). Default: [`Store::ping`]; a backend
+    /// Readiness (`/readyz`, `grpc.health.v1`): the store answers. Default:
+    /// [`Store::ping`] (on Redis: `INFO memory` answers and the eviction rule holds; the
+    /// scripts are not checked, an operation loads its script on `NOSCRIPT`); a backend
     /// with more to check overrides it.
     async fn ready(&self) -> Result<(), StoreError> {
         self.ping().await
