@@ -21,7 +21,7 @@
 //!
 //! Then outside load tools (`support/load_tools.rs`): `redis-benchmark` runs `EVALSHA` of
 //! the same script straight on Redis, and h2load drives the real `portcullis` binary
-//! (a separate process, on the same Redis) through `../shared/perf/run_h2load_grpc.sh`
+//! (a separate process, on the same Redis) through the team's h2load script
 //! with one hot account, every call counted, at 64 and 16 calls in flight; the table
 //! prints each rate's ratio to the `EVALSHA` figure of the same run. The h2load rows are
 //! skipped with a message when h2load or the script is missing.

@@ -84,7 +84,7 @@ pub struct CallerConfig {
     #[serde(default)]
     pub token_hash_file: Option<PathBuf>,
     /// RPCs it may call: `Admit`, `RecordAttempt`, `Verify`, `ClearAttempts`, and for
-    /// operators `Inspect`, `Unlock`.
+    /// operators `Inspect`, `Unlock`, `SprayStatus`.
     pub rpcs: Vec<Rpc>,
     /// Realms it may name, or `["*"]` for every configured realm.
     pub realms: Vec<String>,

@@ -244,8 +244,8 @@ impl VerifyJob {
             deadline,
         } = self;
         let bucket = device.as_ref().unwrap_or(&key);
-        // Two commands sent together: on Redis they share the connection's pipeline (one
-        // round trip; on a cluster each goes to its own node at once). The check only
+        // Two commands sent at once, each on a pooled multiplexed connection (on a cluster
+        // each to its own node): one round trip of latency, not two. The check only
         // reads: an account is noted only after a real comparison failed (below), so
         // neither a closed door, a refund nor a short deadline notes anything, and no
         // answer depends on whether this account was counted before.

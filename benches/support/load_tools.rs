@@ -3,9 +3,10 @@
 //! `redis-benchmark` running `EVALSHA` of `record_attempt.lua` straight on Redis, so one
 //! run prints the ratio between the daemon and the script it wraps.
 //!
-//! The h2load script is looked up at `../shared/perf/run_h2load_grpc.sh` relative to the
-//! repository (or at `PORTCULLIS_H2LOAD_SCRIPT`); when it or `h2load` is missing, the rows
-//! are skipped with a message saying so.
+//! The h2load script is the team's load driver, kept outside this repository: the bench
+//! takes it from `PORTCULLIS_H2LOAD_SCRIPT`, else from the team's usual place beside the
+//! checkout ([`H2LOAD_SCRIPT`]); when it or `h2load` is missing, the rows are skipped with
+//! a message saying so.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -522,11 +522,11 @@ pub fn incoming(
                                 // No certificate, an unknown CA, an expired certificate:
                                 // refused here, before any call is read.
                                 tracing::debug!(error = %e, "tls handshake refused");
-                                metrics::counter!("portcullis_auth_refusals_total", "caller" => "", "code" => "tls_handshake").increment(1);
+                                metrics::counter!("portcullis_auth_refusals_total", "caller" => "-", "code" => "tls_handshake").increment(1);
                                 return;
                             }
                             Err(_) => {
-                                metrics::counter!("portcullis_auth_refusals_total", "caller" => "", "code" => "tls_handshake_timeout").increment(1);
+                                metrics::counter!("portcullis_auth_refusals_total", "caller" => "-", "code" => "tls_handshake_timeout").increment(1);
                                 return;
                             }
                         }
