@@ -141,10 +141,18 @@ fn email(raw: &str) -> Result<String, IdentifierError> {
     if local.trim().is_empty() {
         return Err(IdentifierError::EmptyLocalPart);
     }
-    let domain = if domain.starts_with('[') || domain.ends_with(']') {
-        address_literal(domain)?
+    // A bracket anywhere makes it an address literal (no DNS name holds one), judged
+    // whole: deciding on the first or last character let `a@ [` or `a@x].` pass as a
+    // DNS name whose normalized form (`a@[`, `a@x]`) a second pass then refused
+    // (found by tests/properties.rs).
+    let domain = if domain.contains(['[', ']']) {
+        address_literal(domain.trim())?
     } else {
-        let ascii = idna::domain_to_ascii(domain).unwrap_or_else(|_| domain.to_owned());
+        // Cleaned before IDNA and after: IDNA refuses a label with white space at its
+        // edge (so a first pass would keep the text a second pass converts), and maps
+        // full stops such as U+3002 to `.` (which may leave a trailing dot).
+        let cleaned = dns_domain(domain)?;
+        let ascii = idna::domain_to_ascii(&cleaned).unwrap_or(cleaned);
         dns_domain(&ascii)?
     };
     Ok(format!("{local}@{domain}"))
@@ -275,6 +283,11 @@ mod tests {
         assert_eq!(e("\"john\"@example.com"), Err(QuotedLocalPart));
         // Address literals, one canonical text each.
         assert_eq!(e("a@[192.0.2.1]"), Ok("a@[192.0.2.1]".into()));
+        assert_eq!(e("a@ [192.0.2.1] "), Ok("a@[192.0.2.1]".into()), "spaces around it");
+        // IDNA sees the domain as the next pass will (found by tests/properties.rs).
+        let once = e("\u{301}\u{FF20}\u{85}\u{345}").unwrap();
+        assert_eq!(e(&once), Ok(once.clone()));
+        assert_eq!(e("a@x\u{3002}"), Ok("a@x".into()), "an ideographic full stop at the end");
         assert_eq!(e("A@[IPv6:2001:DB8:0:0:0:0:0:1]"), Ok("a@[ipv6:2001:db8::1]".into()));
         assert_eq!(e("a@[ipv6:2001:db8::1]"), Ok("a@[ipv6:2001:db8::1]".into()));
         for s in [
@@ -285,6 +298,11 @@ mod tests {
             "a@[]",
             "a@[IPv6:xyz]",
             "a@[2001:db8::1]",
+            "a\u{FF20} [",
+            "a@ [",
+            "a@] ",
+            "a@x].",
+            "a@\u{301}.].",
         ] {
             assert_eq!(e(s), Err(BadAddressLiteral), "{s:?}");
         }
