@@ -120,16 +120,6 @@ async fn victim(addr: SocketAddr, pid: u32, phase: &'static str, abuse: &AtomicU
     }
 }
 
-fn grpc_request(addr: SocketAddr) -> http::Request<()> {
-    http::Request::builder()
-        .method("POST")
-        .uri(format!("http://{addr}/portcullis.v1.Governor/RecordAttempt"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap()
-}
-
 async fn h2_connect(addr: SocketAddr) -> Option<h2::client::SendRequest<Bytes>> {
     let tcp = TcpStream::connect(addr).await.ok()?;
     let (client, connection) = h2::client::handshake(tcp).await.ok()?;
@@ -167,7 +157,7 @@ async fn hold_streams(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<Atomic
         for _ in 0..STREAMS_PER_CONNECTION {
             let Ok(ready) = client.clone().ready().await else { break };
             client = ready;
-            match client.send_request(grpc_request(addr), false) {
+            match client.send_request(common::grpc_request(addr), false) {
                 Ok(stream) => {
                     held.push(stream);
                     count.fetch_add(1, Ordering::Relaxed);
@@ -223,7 +213,7 @@ async fn rapid_reset(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU
         while !stop.load(Ordering::Relaxed) {
             let Ok(ready) = client.clone().ready().await else { break };
             client = ready;
-            match client.send_request(grpc_request(addr), false) {
+            match client.send_request(common::grpc_request(addr), false) {
                 Ok((_, mut stream)) => {
                     stream.send_reset(h2::Reason::CANCEL);
                     count.fetch_add(1, Ordering::Relaxed);

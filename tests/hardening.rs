@@ -97,16 +97,6 @@ async fn a_silent_connection_is_closed_after_the_idle_timeout() {
     daemon.shutdown().await;
 }
 
-fn grpc_request(addr: SocketAddr) -> http::Request<()> {
-    http::Request::builder()
-        .method("POST")
-        .uri(format!("http://{addr}/portcullis.v1.Governor/RecordAttempt"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap()
-}
-
 /// A raw HTTP/2 connection; the task ends when the daemon closes the connection.
 async fn h2_connect(
     addr: SocketAddr,

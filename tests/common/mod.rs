@@ -1375,3 +1375,15 @@ pub async fn try_attempt(
         .await
         .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
 }
+
+/// The headers of a unary `RecordAttempt` call to `addr`, for raw HTTP/2 clients (the
+/// abuse patterns of tests/hardening.rs and benches/abuse.rs).
+pub fn grpc_request(addr: SocketAddr) -> http::Request<()> {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}/portcullis.v1.Governor/RecordAttempt"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+}
