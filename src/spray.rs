@@ -292,7 +292,11 @@ impl SprayWatch {
     fn mark(&self, realm: &str, key: &SprayKey, suspected: bool, policy: &SprayPolicy) {
         let now = Instant::now();
         let mut realms = self.realms.lock().unwrap_or_else(|e| e.into_inner());
-        let watch = realms.entry(realm.to_owned()).or_default();
+        // The realm's name is copied once, the first time it is seen, not on every call.
+        if !realms.contains_key(realm) {
+            realms.insert(realm.to_owned(), RealmWatch::default());
+        }
+        let Some(watch) = realms.get_mut(realm) else { return };
         // The walk is made at most every EXPIRY_EVERY, and whenever a fingerprint comes
         // (back) over the threshold, so an episode that ended is ended before another
         // one begins.
@@ -367,6 +371,10 @@ impl SprayWatch {
 mod tests {
     use super::*;
 
+    /// Threshold 10, flag, a 50 ms period the tests wait out.
+    const POLICY: SprayPolicy =
+        SprayPolicy { threshold: 10, action: SprayAction::Flag, period: Duration::from_millis(50) };
+
     fn fingerprints() -> SprayFingerprints {
         SprayFingerprints::new(&KeySecret::new(b"0123456789abcdef0123456789abcdef".to_vec()))
     }
@@ -407,11 +415,7 @@ mod tests {
     fn an_episode_begins_once_and_ends_when_its_fingerprints_age_out() {
         let f = fingerprints();
         let watch = SprayWatch::new();
-        let policy = SprayPolicy {
-            threshold: 10,
-            action: SprayAction::Flag,
-            period: Duration::from_millis(50),
-        };
+        let policy = POLICY;
         assert_eq!(watch.status("default"), SprayStatus::default());
         assert!(!watch.observe("default", &f.key("default", b"a"), 9, &policy));
         assert!(watch.status("default").episodes.is_empty());
@@ -434,11 +438,7 @@ mod tests {
     fn answers_below_the_threshold_do_not_walk_the_watch_on_every_call() {
         let f = fingerprints();
         let watch = SprayWatch::new();
-        let policy = SprayPolicy {
-            threshold: 10,
-            action: SprayAction::Flag,
-            period: Duration::from_millis(50),
-        };
+        let policy = POLICY;
         let count = |watch: &SprayWatch| {
             let realms = watch.realms.lock().unwrap();
             realms.get("default").map_or(0, |w| w.over.len())

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use portcullis::auth::Authorization;
 use portcullis::config::{Config, Overrides};
-use portcullis::normalize::{Normalization, normalize};
+use portcullis::normalize::{HOSTILE_CHARACTERS, Normalization, normalize};
 use portcullis::pb::governor_server::Governor;
 use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, VerifyRequest,
@@ -30,56 +30,8 @@ fn config(cases: u32) -> ProptestConfig {
     ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
 }
 
-/// Characters that interact with trimming, NFKC, case folding, IDNA and the address
-/// grammar; mixed with arbitrary characters below.
-const PALETTE: &[char] = &[
-    'a',
-    'B',
-    'z',
-    '@',
-    '.',
-    '-',
-    ' ',
-    '\t',
-    '"',
-    '[',
-    ']',
-    ':',
-    '\u{3000}',
-    '\u{00A0}',
-    '\u{FEFF}',
-    '\u{200B}',
-    '\u{00AD}',
-    '\u{202E}',
-    '\u{0301}',
-    '\u{0345}',
-    '\u{0399}',
-    'ß',
-    '\u{1E9E}',
-    'İ',
-    'ı',
-    '\u{212A}',
-    '\u{FB01}',
-    '\u{FF21}',
-    '\u{FF20}',
-    '\u{FF0E}',
-    '\u{3002}',
-    '\u{FF61}',
-    'Σ',
-    'ς',
-    'ǅ',
-    '\u{FDFA}',
-    '\u{0663}',
-    '1',
-    '9',
-    'x',
-    'n',
-    '\u{1F600}',
-    '\u{0000}',
-];
-
 fn hostile_string() -> impl Strategy<Value = String> {
-    let ch = prop_oneof![3 => proptest::sample::select(PALETTE), 1 => any::<char>()];
+    let ch = prop_oneof![3 => proptest::sample::select(HOSTILE_CHARACTERS), 1 => any::<char>()];
     proptest::collection::vec(ch, 0..24).prop_map(|v| v.into_iter().collect())
 }
 

@@ -1136,39 +1136,25 @@ impl SentinelGroup {
             std::fs::create_dir_all(&d).unwrap();
             d
         };
-        let mut master_args = vec!["--repl-diskless-sync-delay".to_owned(), "0".to_owned()];
-        if tls.is_some() {
-            master_args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
-        }
-        let str_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
-        let (child, port, tls_args) = spawn_redis_node_tls(&sub("master"), &str_args, tls);
-        let master_tls_port = tls_args.as_ref().map(|(p, _)| *p);
-        master_args.extend(tls_args.into_iter().flat_map(|(_, a)| a));
-        let master = Node {
-            child: Some(child),
-            port,
-            dir: sub("master"),
-            args: master_args.clone(),
-            tls_port: master_tls_port,
+        // One node of the group: its own directory, `args`, and with TLS the replication
+        // over TLS and the TLS port's arguments kept for restarts.
+        let node = |name: &str, mut args: Vec<String>| {
+            if tls.is_some() {
+                args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
+            }
+            let str_args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (child, port, tls_args) = spawn_redis_node_tls(&sub(name), &str_args, tls);
+            let tls_port = tls_args.as_ref().map(|(p, _)| *p);
+            args.extend(tls_args.into_iter().flat_map(|(_, a)| a));
+            Node { child: Some(child), port, dir: sub(name), args, tls_port }
         };
+        let master = node("master", vec!["--repl-diskless-sync-delay".to_owned(), "0".to_owned()]);
         // The port replicas and Sentinels reach the master on: its TLS port with TLS.
-        let master_port = master_tls_port.unwrap_or(port);
-        let mut replica_args =
-            vec!["--replicaof".to_owned(), "127.0.0.1".to_owned(), master_port.to_string()];
-        if tls.is_some() {
-            replica_args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
-        }
-        let args: Vec<&str> = replica_args.iter().map(String::as_str).collect();
-        let (child, rport, tls_args) = spawn_redis_node_tls(&sub("replica"), &args, tls);
-        let replica_tls_port = tls_args.as_ref().map(|(p, _)| *p);
-        replica_args.extend(tls_args.into_iter().flat_map(|(_, a)| a));
-        let replica = Node {
-            child: Some(child),
-            port: rport,
-            dir: sub("replica"),
-            args: replica_args,
-            tls_port: replica_tls_port,
-        };
+        let master_port = master.tls_port.unwrap_or(master.port);
+        let replica = node(
+            "replica",
+            vec!["--replicaof".to_owned(), "127.0.0.1".to_owned(), master_port.to_string()],
+        );
         // Wait for the replica to be in sync, so a failover has someone to promote.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
