@@ -21,8 +21,8 @@ use crate::store::redis::settings::{
     Credentials, RedisSettings, RedisShape, RedisTls, redact_url, sentinel_credentials,
 };
 use crate::throttle::Policy;
-use crate::transport::ServerLimits;
 use crate::transport::tls::{ReloadingTls, TlsConfig, TlsError};
+use crate::transport::{MAX_IO_THREADS, ServerLimits};
 use crate::verify::VerifySettings;
 use crate::verify::governor::GovernorSettings;
 use crate::verify::hash::{Algorithm, Ceilings, HashParams};
@@ -817,6 +817,7 @@ impl Config {
             "1–100000",
         )?;
         check_range("server.max_oversized_messages", s.max_oversized_messages, 1..=1000, "1–1000")?;
+        check_range("server.io_threads", s.io_threads, 1..=MAX_IO_THREADS, "1–256")?;
         if let Some(tls) = &self.tls {
             check_range(
                 "tls.reload_interval",

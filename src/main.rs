@@ -16,6 +16,7 @@ use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, ClearReason, Decision, RecordAttemptRequest,
 };
 use portcullis::telemetry::LogFormat;
+use portcullis::transport::ServerLimits;
 
 /// jemalloc, whose background thread hands freed memory back to the OS within about a
 /// second: under glibc malloc most of a flood's peak stayed resident after it ended
@@ -253,7 +254,11 @@ enum Reason {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match &cli.command {
+        Command::Serve(args) => server_limits(args).runtime(),
+        _ => tokio::runtime::Runtime::new(),
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("portcullis: cannot start the async runtime: {e}");
@@ -291,6 +296,15 @@ fn main() -> ExitCode {
             }
         }),
     }
+}
+
+/// `[server]` of the configuration `serve` is given, read before the runtime exists
+/// because `server.io_threads` chooses the runtime. A configuration that does not load
+/// gives the defaults here; `serve` then loads it again and refuses it with the error.
+fn server_limits(args: &ServeArgs) -> ServerLimits {
+    Config::load(args.config.as_deref(), &Overrides::default())
+        .map(|config| config.server)
+        .unwrap_or_default()
 }
 
 fn load(

@@ -1,6 +1,6 @@
-//! The real binary, started the real way: two daemons share one Redis, a restart keeps
-//! the count, SIGTERM drains cleanly, the logs carry no identifier, and the operator
-//! client works.
+//! The real binary, started the real way: two daemons (one on one I/O thread, the other
+//! on four) share one Redis, a restart keeps the count, SIGTERM drains cleanly, the logs
+//! carry no identifier, and the operator client works.
 
 mod common;
 
@@ -25,7 +25,8 @@ async fn two_daemons_share_one_allowance_and_a_restart_keeps_the_count() {
     let redis = RedisServer::start();
     let config = config_toml(&redis.url(), "");
     let a = DaemonProcess::spawn(&config);
-    let b = DaemonProcess::spawn(&config);
+    // B serves on a multi-thread runtime, A on the one-thread default.
+    let b = DaemonProcess::spawn(&config_toml(&redis.url(), "[server]\nio_threads = 4\n"));
     let (mut ca, mut cb) = (a.client().await, b.client().await);
 
     // Alternate between the daemons, as a load balancer would.

@@ -216,6 +216,8 @@ fn abuse_limits_out_of_range_name_the_setting() {
         ("max_client_resets_per_minute = 100001", "server.max_client_resets_per_minute"),
         ("max_oversized_messages = 0", "server.max_oversized_messages"),
         ("max_oversized_messages = 1001", "server.max_oversized_messages"),
+        ("io_threads = 0", "server.io_threads"),
+        ("io_threads = 257", "server.io_threads"),
     ] {
         std::fs::write(&path, config_toml("redis://127.0.0.1:1", &format!("[server]\n{line}\n")))
             .unwrap();
