@@ -818,6 +818,7 @@ impl Config {
         )?;
         check_range("server.max_oversized_messages", s.max_oversized_messages, 1..=1000, "1–1000")?;
         check_range("server.io_threads", s.io_threads, 1..=MAX_IO_THREADS, "1–256")?;
+        check_range("server.abuse_cooldown", s.abuse_cooldown, secs(0)..=secs(3600), "0s–1h")?;
         if let Some(tls) = &self.tls {
             check_range(
                 "tls.reload_interval",

@@ -3,7 +3,8 @@
 //! `server.max_connections` are closed at accept; a connection that sends nothing is
 //! closed after `server.idle_timeout`; a connection that resets streams beyond
 //! `server.max_client_resets_per_minute`, or sends `server.max_oversized_messages`
-//! oversized messages, is closed while other connections are served. (Memory and
+//! oversized messages, is closed while other connections are served, and its address
+//! is refused new connections for `server.abuse_cooldown`. (Memory and
 //! latency under the abusive patterns are measured by `cargo bench --bench abuse`, not
 //! timed here.)
 
@@ -132,7 +133,8 @@ async fn a_connection_that_resets_streams_in_a_loop_is_closed_while_others_are_s
     // per-connection reset budget may close the connection here.
     let daemon = Daemon::start(settings(
         &redis.url(),
-        "[server]\nmax_client_resets_per_minute = 50\nmax_pending_accept_reset_streams = 1000\n",
+        "[server]\nmax_client_resets_per_minute = 50\nmax_pending_accept_reset_streams = 1000\n\
+         abuse_cooldown = \"1s\"\n",
     ))
     .await;
     let mut victim = daemon.client().await;
@@ -158,6 +160,21 @@ async fn a_connection_that_resets_streams_in_a_loop_is_closed_while_others_are_s
         let id = format!("victim-{i}@example.com");
         assert_eq!(victim.attempt("default", &id).await.unwrap(), Decision::Allow);
     }
+
+    // Its address cools down: a new connection from it is closed at accept, before the
+    // daemon sends a byte (its HTTP/2 SETTINGS), while the open ones go on.
+    let mut again = TcpStream::connect(daemon.addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "a connection from the abuser's address was served during the cooldown: {read:?}"
+    );
+    assert_eq!(victim.attempt("default", "victim-6@example.com").await.unwrap(), Decision::Allow);
+    // After abuse_cooldown (1 s), new connections are served again.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let mut later = daemon.client().await;
+    assert_eq!(later.attempt("default", "later@example.com").await.unwrap(), Decision::Allow);
     daemon.shutdown().await;
 }
 
@@ -218,6 +235,7 @@ fn abuse_limits_out_of_range_name_the_setting() {
         ("max_oversized_messages = 1001", "server.max_oversized_messages"),
         ("io_threads = 0", "server.io_threads"),
         ("io_threads = 257", "server.io_threads"),
+        ("abuse_cooldown = \"2h\"", "server.abuse_cooldown"),
     ] {
         std::fs::write(&path, config_toml("redis://127.0.0.1:1", &format!("[server]\n{line}\n")))
             .unwrap();

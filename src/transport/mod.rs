@@ -9,8 +9,9 @@
 
 pub mod tls;
 
+use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -89,6 +90,13 @@ pub struct ServerLimits {
     /// cannot carry the call rate.
     #[serde(default = "default_io_threads")]
     pub io_threads: usize,
+    /// After a connection is closed for abuse (`max_client_resets_per_minute`,
+    /// `max_oversized_messages`), new connections from its address are closed at accept
+    /// for this long, before any TLS or HTTP/2 work: a client that reconnects at once
+    /// cannot keep spending the daemon's time on the same abuse. Connections already open
+    /// from that address are left alone. `0s` turns it off.
+    #[serde(default = "default_abuse_cooldown", with = "humantime_serde")]
+    pub abuse_cooldown: Duration,
 }
 
 const fn default_max_message_kib() -> u32 {
@@ -136,6 +144,9 @@ const fn default_max_oversized_messages() -> u32 {
 const fn default_io_threads() -> usize {
     1
 }
+const fn default_abuse_cooldown() -> Duration {
+    Duration::from_secs(1)
+}
 
 impl Default for ServerLimits {
     fn default() -> Self {
@@ -155,6 +166,7 @@ impl Default for ServerLimits {
             max_client_resets_per_minute: default_max_client_resets_per_minute(),
             max_oversized_messages: default_max_oversized_messages(),
             io_threads: default_io_threads(),
+            abuse_cooldown: default_abuse_cooldown(),
         }
     }
 }
@@ -216,6 +228,57 @@ impl ServerLimits {
     }
 }
 
+/// Most addresses held in an [`AbuseCooldown`] at once; past it, expired ones are
+/// dropped, and while it stays full a new address is not held (the per-connection
+/// limits still apply to it).
+const MAX_COOLING_ADDRESSES: usize = 65_536;
+
+/// Addresses whose connection was closed for abuse, each with the time until which new
+/// connections from it are closed at accept (`server.abuse_cooldown`).
+#[derive(Debug)]
+pub struct AbuseCooldown {
+    period: Duration,
+    until: Mutex<HashMap<IpAddr, Instant>>,
+}
+
+impl AbuseCooldown {
+    /// A cooldown of `period` (zero: none).
+    pub fn new(period: Duration) -> Self {
+        Self { period, until: Mutex::new(HashMap::new()) }
+    }
+
+    /// Holds `ip` for the period from now.
+    fn hold(&self, ip: IpAddr) {
+        if self.period.is_zero() {
+            return;
+        }
+        let now = Instant::now();
+        let mut until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        if until.len() >= MAX_COOLING_ADDRESSES {
+            until.retain(|_, t| *t > now);
+        }
+        if until.len() < MAX_COOLING_ADDRESSES {
+            until.insert(ip, now + self.period);
+        }
+    }
+
+    /// Whether a new connection from `ip` is to be closed at accept.
+    fn refuses(&self, ip: IpAddr) -> bool {
+        if self.period.is_zero() {
+            return false;
+        }
+        let mut until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        match until.get(&ip) {
+            Some(t) if *t > Instant::now() => true,
+            Some(_) => {
+                until.remove(&ip);
+                false
+            }
+            None => false,
+        }
+    }
+}
+
 /// Calls in flight on one connection and when the last one ended, for the idle timeout;
 /// its oversized messages and whether it must close (`server.max_oversized_messages`).
 #[derive(Debug)]
@@ -231,10 +294,12 @@ pub struct Activity {
     close: AtomicBool,
     /// The connection task's waker, so a connection whose client waits is closed too.
     reader: Mutex<Option<Waker>>,
+    /// The client's address and the cooldown it enters when closed for abuse.
+    peer: Option<(IpAddr, Arc<AbuseCooldown>)>,
 }
 
 impl Activity {
-    fn new(max_oversized: u32) -> Self {
+    fn new(max_oversized: u32, peer: Option<(IpAddr, Arc<AbuseCooldown>)>) -> Self {
         Self {
             epoch: Instant::now(),
             in_flight: AtomicUsize::new(0),
@@ -243,6 +308,16 @@ impl Activity {
             max_oversized,
             close: AtomicBool::new(false),
             reader: Mutex::new(None),
+            peer,
+        }
+    }
+
+    /// The connection is being closed for abuse: its address cools down.
+    fn closed_for_abuse(&self, reason: &'static str) {
+        metrics::counter!("portcullis_connections_closed_abuse_total", "reason" => reason)
+            .increment(1);
+        if let Some((ip, cooldown)) = &self.peer {
+            cooldown.hold(*ip);
         }
     }
 
@@ -251,8 +326,7 @@ impl Activity {
     fn refused_oversized(&self) {
         let refused = self.oversized.fetch_add(1, Ordering::AcqRel).saturating_add(1);
         if refused == self.max_oversized {
-            metrics::counter!("portcullis_connections_closed_abuse_total", "reason" => "oversized")
-                .increment(1);
+            self.closed_for_abuse("oversized");
             tracing::debug!("connection closed: server.max_oversized_messages reached");
             self.close.store(true, Ordering::Release);
             let reader = self.reader.lock().unwrap_or_else(PoisonError::into_inner).take();
@@ -453,8 +527,7 @@ impl AsyncRead for Conn {
         if let Poll::Ready(Ok(())) = read {
             let resets = this.frames.resets(&buf.filled()[before..]);
             if resets > 0 && !this.resets.spend(resets) {
-                metrics::counter!("portcullis_connections_closed_abuse_total", "reason" => "resets")
-                    .increment(1);
+                this.info.activity.closed_for_abuse("resets");
                 tracing::debug!("connection closed: server.max_client_resets_per_minute reached");
                 return Poll::Ready(Err(io::Error::other("too many stream resets")));
             }
@@ -521,6 +594,7 @@ pub fn incoming(
     // Handshakes finish in their own tasks; a few may wait here for tonic to take them.
     let (tx, rx) = mpsc::channel::<io::Result<Conn>>(64);
     let places = Arc::new(Semaphore::new(limits.max_connections));
+    let cooldown = Arc::new(AbuseCooldown::new(limits.abuse_cooldown));
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
@@ -536,8 +610,14 @@ pub fn incoming(
                     continue;
                 }
             };
+            if cooldown.refuses(remote.ip()) {
+                metrics::counter!("portcullis_connections_refused_total", "reason" => "abuse_cooldown")
+                    .increment(1);
+                drop(tcp);
+                continue;
+            }
             let Ok(place) = places.clone().try_acquire_owned() else {
-                metrics::counter!("portcullis_connections_refused_total").increment(1);
+                metrics::counter!("portcullis_connections_refused_total", "reason" => "max_connections").increment(1);
                 tracing::debug!("connection refused: server.max_connections reached");
                 drop(tcp);
                 continue;
@@ -547,6 +627,7 @@ pub fn incoming(
             let _ = tcp.set_nodelay(true);
             let tls = tls.as_ref().map(|t| t.current());
             let tx = tx.clone();
+            let cooling = Some((remote.ip(), cooldown.clone()));
             tokio::spawn(async move {
                 let stream = match tls {
                     None => Stream::Plain(tcp),
@@ -583,7 +664,7 @@ pub fn incoming(
                     remote: Some(remote),
                     tls: matches!(stream, Stream::Tls(_)),
                     peer,
-                    activity: Arc::new(Activity::new(limits.max_oversized_messages)),
+                    activity: Arc::new(Activity::new(limits.max_oversized_messages, cooling)),
                 };
                 let conn = Conn {
                     stream,
