@@ -11,7 +11,15 @@
 //! 5. `rapid reset`: 8 connections open a stream and reset it at once, in a loop
 //!    (CVE-2023-44487), reconnecting whenever the daemon closes them.
 //!
-//! The victim runs on its own thread and Tokio runtime, apart from the abusers' tasks.
+//! The victim runs on its own thread and Tokio runtime, apart from the abusers' tasks,
+//! and connects from another loopback address (127.0.0.2) than the abusers (127.0.0.1),
+//! as another caller would: `server.abuse_cooldown` refuses the abusers' address only.
+//! On a machine with two or more CPUs the bench pins (with `taskset`) the daemon, Redis
+//! and the victim's thread to CPU 0 and the abusers to CPU 1, as if the abusers ran on a
+//! machine of their own: what is measured is what the daemon lets them take from
+//! another caller, not the CPU the load generator itself burns beside the daemon.
+//! `PORTCULLIS_ABUSE_SHARED=1` leaves every process on every CPU. The daemon logs at
+//! `info`, as in production.
 //!
 //! Each row gives the victim's p50/p99 and the p99 as a multiple of the quiet one, the
 //! daemon's peak resident memory during the phase and its resident memory 2 s after the
@@ -41,6 +49,9 @@ const PHASE: Duration = Duration::from_secs(4);
 /// slow-headers connections are seen to end).
 const SERVER_TOML: &str = "[server]\nidle_timeout = \"3s\"\nrequest_timeout = \"3s\"\n";
 const STREAMS_PER_CONNECTION: usize = 100;
+/// The victim's source address; the abusers connect from 127.0.0.1.
+const VICTIM_ADDRESS: std::net::IpAddr =
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -80,7 +91,7 @@ struct Row {
 /// Sequential `RecordAttempt`s for [`PHASE`], on a fresh connection, sampling the
 /// daemon's memory meanwhile.
 async fn victim(addr: SocketAddr, pid: u32, phase: &'static str, abuse: &AtomicU64) -> Row {
-    let mut client = common::Client::connect(addr).await;
+    let mut client = common::Client::connect_from(addr, VICTIM_ADDRESS).await;
     let (daemon_ticks, bench_ticks) = (cpu_ticks(&pid.to_string()), cpu_ticks("self"));
     let start = Instant::now();
     let mut latencies = Vec::new();
@@ -227,6 +238,26 @@ async fn rapid_reset(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU
     }
 }
 
+/// Pins `pid` (with `all_threads`, every thread of it) to `cpu` with `taskset`; false
+/// when that failed.
+fn pin(pid: u32, cpu: usize, all_threads: bool) -> bool {
+    let mut command = std::process::Command::new("taskset");
+    if all_threads {
+        command.arg("-a");
+    }
+    command
+        .args(["-p", "-c", &cpu.to_string(), &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The calling thread's id (Linux), from `/proc/thread-self`.
+fn thread_id() -> Option<u32> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
+}
+
 type Abuser = fn(SocketAddr, Arc<AtomicBool>, Arc<AtomicU64>) -> tokio::task::JoinHandle<()>;
 
 fn main() {
@@ -234,8 +265,25 @@ fn main() {
     let config = common::config_toml(&redis.url(), SERVER_TOML);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let daemon = common::DaemonProcess::spawn(&config);
+        // At the production log level: `spawn` logs at debug, which formats and pipes a
+        // line for every HTTP/2 frame an abuser sends (half a million lines a run).
+        let daemon = common::DaemonProcess::spawn_quiet(&config);
         let (addr, pid) = (daemon.addr, daemon.pid());
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let shared = std::env::var_os("PORTCULLIS_ABUSE_SHARED").is_some();
+        // This process (the abusers, and the victim's thread until it pins itself) on
+        // CPU 1; the daemon and Redis on CPU 0.
+        let pinned = cpus >= 2
+            && !shared
+            && pin(std::process::id(), 1, true)
+            && pin(pid, 0, true)
+            && redis.pid().is_some_and(|redis| pin(redis, 0, true));
+        let placement = if pinned {
+            "daemon, Redis and victim pinned to CPU 0, abusers to CPU 1"
+        } else {
+            "not pinned: daemon, Redis, victim and abusers share every CPU"
+        };
+        eprintln!("{placement}");
         tokio::time::sleep(Duration::from_millis(500)).await;
         let idle_kib = rss_kib(pid);
         let phases: [(&'static str, usize, Option<Abuser>); 5] = [
@@ -260,6 +308,9 @@ fn main() {
             // not the daemon's.
             let victim_count = count.clone();
             let mut row = tokio::task::spawn_blocking(move || {
+                if pinned {
+                    assert!(thread_id().is_some_and(|tid| pin(tid, 0, false)), "pin the victim");
+                }
                 tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -277,6 +328,7 @@ fn main() {
             rows.push(row);
         }
         let quiet = rows[0].p99;
+        println!("{placement}");
         println!("daemon resident memory at rest: {:.1} MiB", idle_kib as f64 / 1024.0);
         println!("| phase | abusive ops | victim calls | errors | p50 ms | p99 ms | p99 / quiet | peak RSS MiB | RSS 2 s after MiB | daemon CPU % | bench CPU % |");
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");

@@ -22,7 +22,9 @@ def field(num, data): return varint(num << 3 | 2) + varint(len(data)) + data
 msg = field(1, field(1, b'default') + field(2, b'flood@example.com')) + field(2, b'guess') + field(4, b'10.0.0.1')
 open(sys.argv[1], 'wb').write(b'\x00' + struct.pack('>I', len(msg)) + msg)
 PY
-printf 'listen = "127.0.0.1:%s"\n[store]\ndata_dir = "%s/data"\n%s\n' "$PORT" "$D" "$EXTRA" > "$D/p.toml"
+# No admin listener and no shutdown delay: back-to-back runs must not meet a previous
+# daemon still holding the default admin port.
+printf 'listen = "127.0.0.1:%s"\nshutdown_delay = "0s"\n[telemetry]\nadmin_listen = ""\n[store]\ndata_dir = "%s/data"\n%s\n' "$PORT" "$D" "$EXTRA" > "$D/p.toml"
 RUST_LOG=warn "$BIN" serve --config "$D/p.toml" 2>"$D/log" & PID=$!
 trap 'kill $PID 2>/dev/null; rm -rf "$D"' EXIT
 for _ in $(seq 100); do ss -ltn | grep -q ":$PORT " && break; sleep 0.1; done

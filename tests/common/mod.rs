@@ -252,6 +252,11 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The TLS port (started with [`Self::start_tls`]).
     pub fn tls_port(&self) -> u16 {
         self.tls.as_ref().expect("started with TLS").0
@@ -395,10 +400,21 @@ pub const CALL_DEADLINE: Duration = Duration::from_secs(5);
 
 impl Client {
     pub async fn connect(addr: SocketAddr) -> Self {
+        Self::connect_with(addr, None).await
+    }
+
+    /// As [`Self::connect`], from the local address `from` (e.g. 127.0.0.2: another
+    /// caller than the ones on 127.0.0.1).
+    pub async fn connect_from(addr: SocketAddr, from: std::net::IpAddr) -> Self {
+        Self::connect_with(addr, Some(from)).await
+    }
+
+    async fn connect_with(addr: SocketAddr, from: Option<std::net::IpAddr>) -> Self {
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()
             .timeout(CALL_DEADLINE)
             .connect_timeout(CALL_DEADLINE)
+            .local_address(from)
             .connect()
             .await
             .expect("connect to daemon");
