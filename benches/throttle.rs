@@ -29,6 +29,8 @@
 //!
 //! `PORTCULLIS_BENCH_STORE_TOML`, if set, is added to the daemon's `[store]` table
 //! (for example `pool_size = 64`), to try store settings without editing anything.
+//! `PORTCULLIS_BENCH_IO_THREADS=N` sets `[server] io_threads` of the h2load rows' daemons
+//! (default: the daemon's own, 1).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -479,14 +481,18 @@ async fn tool_rows(
     let body = body_dir.path().join("record_attempt.bin");
     load_tools::write_record_attempt_body(&body, "default", "hot@example.com");
     let embedded_dir = data_dir.join("h2load");
+    // A `[server]` table after everything else (no config here has one of its own).
+    let server = std::env::var("PORTCULLIS_BENCH_IO_THREADS")
+        .map(|n| format!("\n[server]\nio_threads = {n}\n"))
+        .unwrap_or_default();
     let daemons = [
         (
             "h2load: RecordAttempt, daemon process, Redis",
-            common::config_toml(&redis.url(), store_toml),
+            common::config_toml(&redis.url(), store_toml) + &server,
         ),
         (
             "h2load: RecordAttempt, daemon process, embedded store",
-            common::embedded_config_toml(&embedded_dir, ""),
+            common::embedded_config_toml(&embedded_dir, "") + &server,
         ),
     ];
     for (label, config) in daemons {
