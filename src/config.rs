@@ -34,11 +34,15 @@ pub const KEY_SECRET_ENV: &str = "PORTCULLIS_KEY_SECRET";
 pub const REDIS_PASSWORD_ENV: &str = "PORTCULLIS_REDIS_PASSWORD";
 
 /// A configuration that cannot be used. The daemon refuses to start on any of these.
+///
+/// `Debug` is the `Display` text: figment's own error (kept in `Parse`, and deliberately
+/// not its `source`) repeats the value of a setting of the wrong type, which may be a
+/// password or a URL holding one; an error chain or a `{:?}` must never print it.
 #[allow(missing_docs)] // each variant's #[error] message documents it
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum ConfigError {
     #[error("configuration could not be read: {}", describe(.0))]
-    Parse(#[source] Box<figment::Error>),
+    Parse(Box<figment::Error>),
     #[error("{setting} = {value} is out of range: allowed {allowed}")]
     OutOfRange { setting: String, value: String, allowed: String },
     #[error("{setting}: {problem}")]
@@ -59,6 +63,12 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl std::fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// Each problem figment found, as `setting: problem (in SOURCE)`, without figment's

@@ -13,6 +13,19 @@ const ID: &str = "Victim.User@Example.COM";
 /// Spellings of the identifier that must never appear in a log line.
 const NEEDLES: [&str; 3] = ["victim.user@example.com", "victim", "example.com"];
 
+/// Threads of a process that are Tokio multi-thread workers (named `tokio-rt-worker`);
+/// a current-thread runtime runs on the main thread and has none.
+fn runtime_workers(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.trim() == "tokio-rt-worker")
+        })
+        .count()
+}
+
 fn assert_logs_clean(logs: &str) {
     let lower = logs.to_lowercase();
     for needle in NEEDLES {
@@ -27,6 +40,7 @@ async fn two_daemons_share_one_allowance_and_a_restart_keeps_the_count() {
     let a = DaemonProcess::spawn(&config);
     // B serves on a multi-thread runtime, A on the one-thread default.
     let b = DaemonProcess::spawn(&config_toml(&redis.url(), "[server]\nio_threads = 4\n"));
+    assert_eq!((runtime_workers(a.pid()), runtime_workers(b.pid())), (0, 4));
     let (mut ca, mut cb) = (a.client().await, b.client().await);
 
     // Alternate between the daemons, as a load balancer would.
@@ -147,4 +161,28 @@ fn check_config_names_the_bad_setting() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("realms.mfa.max_failures"));
+
+    // A value of the wrong type is named by its setting, never echoed: here it holds a
+    // Redis password (by both commands; `serve` logs the error's whole chain).
+    let typo = dir.path().join("typo.toml");
+    std::fs::write(
+        &typo,
+        config_toml("redis://127.0.0.1:6379/", "").replace(
+            "redis_url = \"redis://127.0.0.1:6379/\"",
+            "redis_cluster_nodes = \"redis://:hunter2secret@10.0.0.1:6379\"",
+        ),
+    )
+    .unwrap();
+    for command in ["check-config", "serve"] {
+        let mut run = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        match command {
+            "serve" => run.args(["serve", "--config"]),
+            _ => run.arg(command),
+        };
+        let out = run.arg(&typo).env("PORTCULLIS_KEY_SECRET", SECRET).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(stderr.contains("store.redis_cluster_nodes"), "{command}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{command} echoed a password: {stderr}");
+    }
 }
