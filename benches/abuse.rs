@@ -12,8 +12,9 @@
 //!    (CVE-2023-44487), reconnecting whenever the daemon closes them.
 //!
 //! The victim runs on its own thread and Tokio runtime, apart from the abusers' tasks,
-//! and connects from another loopback address (127.0.0.2) than the abusers (127.0.0.1),
-//! as another caller would: `server.abuse_cooldown` refuses the abusers' address only.
+//! and connects from another loopback address (127.0.0.2) than the abusers (each phase's
+//! from its own, 127.0.1.1–4), as another caller would: `server.abuse_cooldown` refuses
+//! the abusers' address only, and one phase's cooldown does not reach the next.
 //! On a machine with two or more CPUs the bench pins (with `taskset`) the daemon, Redis
 //! and the victim's thread to CPU 0 and the abusers to CPU 1, as if the abusers ran on a
 //! machine of their own: what is measured is what the daemon lets them take from
@@ -32,7 +33,7 @@ mod common;
 #[path = "support/mod.rs"]
 mod support;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -49,9 +50,8 @@ const PHASE: Duration = Duration::from_secs(4);
 /// slow-headers connections are seen to end).
 const SERVER_TOML: &str = "[server]\nidle_timeout = \"3s\"\nrequest_timeout = \"3s\"\n";
 const STREAMS_PER_CONNECTION: usize = 100;
-/// The victim's source address; the abusers connect from 127.0.0.1.
-const VICTIM_ADDRESS: std::net::IpAddr =
-    std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+/// The victim's source address; each phase's abusers connect from one of 127.0.1.1–4.
+const VICTIM_ADDRESS: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -131,8 +131,15 @@ async fn victim(addr: SocketAddr, pid: u32, phase: &'static str, abuse: &AtomicU
     }
 }
 
-async fn h2_connect(addr: SocketAddr) -> Option<h2::client::SendRequest<Bytes>> {
-    let tcp = TcpStream::connect(addr).await.ok()?;
+/// A TCP connection to `addr` from the local address `from`.
+async fn tcp_from(from: IpAddr, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(from, 0))?;
+    socket.connect(addr).await
+}
+
+async fn h2_connect(from: IpAddr, addr: SocketAddr) -> Option<h2::client::SendRequest<Bytes>> {
+    let tcp = tcp_from(from, addr).await.ok()?;
     let (client, connection) = h2::client::handshake(tcp).await.ok()?;
     tokio::spawn(async move {
         let _ = connection.await;
@@ -141,9 +148,11 @@ async fn h2_connect(addr: SocketAddr) -> Option<h2::client::SendRequest<Bytes>> 
 }
 
 /// 1 MiB messages, refused before decoding.
-async fn oversized(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
+async fn oversized(from: IpAddr, addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .local_address(Some(from))
+        .connect_lazy();
     let mut client = portcullis::pb::governor_client::GovernorClient::new(channel)
         .max_encoding_message_size(2 << 20);
     while !stop.load(Ordering::Relaxed) {
@@ -158,9 +167,14 @@ async fn oversized(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64
 
 /// Opens the maximum of streams on one connection and never sends their messages;
 /// opens them again as the daemon times them out.
-async fn hold_streams(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+async fn hold_streams(
+    from: IpAddr,
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    count: Arc<AtomicU64>,
+) {
     while !stop.load(Ordering::Relaxed) {
-        let Some(mut client) = h2_connect(addr).await else {
+        let Some(mut client) = h2_connect(from, addr).await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
@@ -190,10 +204,15 @@ async fn hold_streams(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<Atomic
 }
 
 /// Trickles the HTTP/2 client preface one byte every 100 ms, never finishing.
-async fn slow_headers(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+async fn slow_headers(
+    from: IpAddr,
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    count: Arc<AtomicU64>,
+) {
     const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r";
     while !stop.load(Ordering::Relaxed) {
-        let Ok(mut tcp) = TcpStream::connect(addr).await else {
+        let Ok(mut tcp) = tcp_from(from, addr).await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
@@ -215,9 +234,9 @@ async fn slow_headers(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<Atomic
 }
 
 /// Opens a stream and resets it at once, as fast as the connection allows.
-async fn rapid_reset(addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
+async fn rapid_reset(from: IpAddr, addr: SocketAddr, stop: Arc<AtomicBool>, count: Arc<AtomicU64>) {
     while !stop.load(Ordering::Relaxed) {
-        let Some(mut client) = h2_connect(addr).await else {
+        let Some(mut client) = h2_connect(from, addr).await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
@@ -258,7 +277,8 @@ fn thread_id() -> Option<u32> {
     link.file_name()?.to_str()?.parse().ok()
 }
 
-type Abuser = fn(SocketAddr, Arc<AtomicBool>, Arc<AtomicU64>) -> tokio::task::JoinHandle<()>;
+type Abuser =
+    fn(IpAddr, SocketAddr, Arc<AtomicBool>, Arc<AtomicU64>) -> tokio::task::JoinHandle<()>;
 
 fn main() {
     let redis = common::RedisServer::start();
@@ -288,18 +308,23 @@ fn main() {
         let idle_kib = rss_kib(pid);
         let phases: [(&'static str, usize, Option<Abuser>); 5] = [
             ("quiet", 0, None),
-            ("oversized (1 MiB)", 8, Some(|a, s, c| tokio::spawn(oversized(a, s, c)))),
-            ("max streams, no body", 32, Some(|a, s, c| tokio::spawn(hold_streams(a, s, c)))),
-            ("slow headers", 256, Some(|a, s, c| tokio::spawn(slow_headers(a, s, c)))),
-            ("rapid reset", 8, Some(|a, s, c| tokio::spawn(rapid_reset(a, s, c)))),
+            ("oversized (1 MiB)", 8, Some(|f, a, s, c| tokio::spawn(oversized(f, a, s, c)))),
+            ("max streams, no body", 32, Some(|f, a, s, c| tokio::spawn(hold_streams(f, a, s, c)))),
+            ("slow headers", 256, Some(|f, a, s, c| tokio::spawn(slow_headers(f, a, s, c)))),
+            ("rapid reset", 8, Some(|f, a, s, c| tokio::spawn(rapid_reset(f, a, s, c)))),
         ];
         let mut rows = Vec::new();
-        for (phase, clients, abuser) in phases {
+        for (n, (phase, clients, abuser)) in (1u8..).zip(phases) {
             eprintln!("{phase} ...");
+            // Each phase's abusers from their own address: one phase's abuse cooldown
+            // must not refuse the next phase's abusers.
+            let from = IpAddr::V4(Ipv4Addr::new(127, 0, 1, n));
             let stop = Arc::new(AtomicBool::new(false));
             let count = Arc::new(AtomicU64::new(0));
             let tasks: Vec<_> = abuser
-                .map(|spawn| (0..clients).map(|_| spawn(addr, stop.clone(), count.clone())).collect())
+                .map(|spawn| {
+                    (0..clients).map(|_| spawn(from, addr, stop.clone(), count.clone())).collect()
+                })
                 .unwrap_or_default();
             // Let the abuse reach its steady state before measuring.
             tokio::time::sleep(Duration::from_secs(1)).await;

@@ -221,6 +221,12 @@ async fn a_connection_sending_oversized_messages_is_closed_at_the_limit() {
     assert_eq!(dbsize(&mut conn), 0, "an oversized call reached the store");
     // Another connection is served.
     assert_eq!(victim.attempt("default", "size@example.com").await.unwrap(), Decision::Allow);
+    // And the abuser's address cools down (server.abuse_cooldown, 1 s by default): a new
+    // connection from it is closed before the daemon sends a byte.
+    let mut again = TcpStream::connect(daemon.addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0) | Err(_))), "served during the cooldown: {read:?}");
     daemon.shutdown().await;
 }
 

@@ -161,7 +161,20 @@ impl ReloadingTls {
                 _ = tick.tick() => false,
                 _ = sighup => true,
             };
-            match self.reload(force) {
+            // File reads off the I/O thread: the daemon may serve every connection on one
+            // thread (`server.io_threads`), and the files may sit on a slow mount.
+            let this = self.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                let outcome = this.reload(force);
+                let seen = outcome.is_err().then(|| fingerprint(&this.files).ok()).flatten();
+                (outcome, seen)
+            })
+            .await;
+            let Ok((outcome, seen)) = read else {
+                tracing::error!("tls: reload failed, the previous certificate stays in use");
+                continue;
+            };
+            match outcome {
                 Ok(Reloaded::Swapped) => {
                     last_failure = None;
                     tracing::info!("tls: certificate, key and client CA reloaded");
@@ -170,7 +183,6 @@ impl ReloadingTls {
                 }
                 Ok(Reloaded::Unchanged) => {}
                 Err(e) => {
-                    let seen = fingerprint(&self.files).ok();
                     if force || seen.is_none() || seen != last_failure {
                         tracing::error!(error = %e, cause = ?std::error::Error::source(&e), "tls: reload refused, the previous certificate stays in use");
                         metrics::counter!("portcullis_tls_reloads_total", "outcome" => "refused")
