@@ -191,8 +191,9 @@ impl ServerLimits {
     /// one socket write, and so do their Redis scripts. The multi-thread scheduler runs a
     /// woken task next (its LIFO slot), so each call's answer and each script is a write
     /// of its own, and its workers park and wake each other. Measured with `RecordAttempt`
-    /// on Redis at 64 calls in flight on 2 cores: 0.3 against 1.4–1.9 writes per call and
-    /// about 40 against 75 µs of CPU per call (docs/performance.md).
+    /// on Redis at 64 calls in flight on 2 cores: 0.3–0.5 against 1.4–1.9 writes per call
+    /// and about half the CPU per call, 27–32 against 51–66 µs (docs/performance.md, "One
+    /// I/O thread").
     ///
     /// # Errors
     /// The I/O error of creating the runtime (its event loop or its threads).
