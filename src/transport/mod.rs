@@ -84,7 +84,7 @@ pub struct ServerLimits {
     #[serde(default = "default_max_oversized_messages")]
     pub max_oversized_messages: u32,
     /// Threads that run the connections, the calls and the store's network I/O (password
-    /// hashing runs apart, on the CPU budget's threads: `verify.max_concurrent_hashes`).
+    /// hashing runs apart, on the CPU budget's threads: `verify.max_concurrent`).
     /// 1, the default, runs them on one thread, which costs the least CPU per call
     /// ([`ServerLimits::runtime`]); more spread calls over more cores when one core
     /// cannot carry the call rate.
