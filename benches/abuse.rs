@@ -25,8 +25,8 @@
 //! Each row gives the victim's p50/p99 and the p99 as a multiple of the quiet one, the
 //! daemon's peak resident memory during the phase and its resident memory 2 s after the
 //! phase ended (from `/proc/PID/status`), and the CPU the daemon and this process (the
-//! abusers and the victim) used during the measurement, in % of one core. The goal the limits are set for: p99 within
-//! 2× of quiet, memory bounded and returned.
+//! abusers and the victim) used during the measurement, in % of one core. The goal the
+//! limits are set for: p99 within 2× of quiet, memory bounded and returned.
 
 #[path = "../tests/common/mod.rs"]
 mod common;

@@ -1473,6 +1473,15 @@ mod tests {
         ] {
             let e = err(&format!("[store]\n{line}\n"));
             assert!(e.contains(setting) && !e.contains("leakpw"), "{e}");
+            // Nor in `Debug`, nor anywhere down the error chain (which `serve` logs).
+            let error = from_toml(&format!("[store]\n{line}\n")).unwrap_err();
+            let mut chain = format!("{error:?}");
+            let mut source = std::error::Error::source(&error);
+            while let Some(s) = source {
+                chain.push_str(&s.to_string());
+                source = s.source();
+            }
+            assert!(!chain.contains("leakpw"), "{chain}");
         }
     }
 

@@ -221,9 +221,10 @@ impl VerifyJob {
     /// count (and, in the same round trip, read the password fingerprint's spray count)
     /// → closed door: reject, no hashing → sprayed fingerprint in a `reject` realm:
     /// reject, no hashing → CPU admission → refused: refund and `RESOURCE_EXHAUSTED` →
-    /// compare → match: clear and accept; else note the failure and reject. Every answer carries `spray_suspected` as the check read it, before this
-    /// call's own note (docs/spray.md, "No oracle"). (The ticket was taken before the
-    /// count, so a full queue was refused without one.)
+    /// compare → match: clear and accept; else note the failure and reject. Every answer
+    /// carries `spray_suspected` as the check read it, before this call's own note
+    /// (docs/spray.md, "No oracle"). (The ticket was taken before the count, so a full
+    /// queue was refused without one.)
     ///
     /// A known device's attempt is counted in its own bucket, and its match clears only
     /// that bucket: the account's record, which untrusted clients fill, stays as it is,

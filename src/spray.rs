@@ -4,8 +4,9 @@
 //! account staying far below its own lockout limit. Per realm, every failed comparison
 //! of `Verify` notes its account key under a short keyed fingerprint of the password
 //! ([`SprayFingerprints`]); the store answers how many distinct account keys failed with
-//! a fingerprint in the sliding period. Each `Verify` reads that count with its attempt's count, before its
-//! comparison: at `spray_threshold` the fingerprint is *sprayed*, and the call answers
+//! a fingerprint in the sliding period. Each `Verify` reads that count with its
+//! attempt's count, before its comparison: at `spray_threshold` the fingerprint is
+//! *sprayed*, and the call answers
 //! `spray_suspected = true` (an accept too); with `spray_action = "reject"` it is refused
 //! without a comparison.
 //!

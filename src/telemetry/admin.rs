@@ -5,7 +5,8 @@
 //!   serve health, so its handle is rendered here, on axum, which tonic already brings).
 //! - `GET /healthz`: 200 while the process serves HTTP at all (liveness).
 //! - `GET /readyz`: 200 when the store answers its readiness check (on Redis `INFO
-//!   memory` and the eviction rule) and the daemon is not draining; 503 otherwise. The body names each component.
+//!   memory` and the eviction rule) and the daemon is not draining; 503 otherwise. The
+//!   body names each component.
 //!
 //! [`Readiness`] is the one per-component state that `/readyz`, `grpc.health.v1` and
 //! the [`READY`](super::metrics::READY) gauge all read.

@@ -5,7 +5,8 @@
 //! docs/architecture.md's "Atomicity belongs to the store").
 //!
 //! Three shapes (docs/architecture.md's fleet store), one module each, all built on deadpool
-//! and redis-rs (over TLS with `rediss://`, [`settings::RedisTls`]), sharing the scripts, the error mapping and the safety checks here:
+//! and redis-rs (over TLS with `rediss://`, [`settings::RedisTls`]), sharing the scripts,
+//! the error mapping and the safety checks here:
 //! `standalone` (`store.redis_url`), `cluster` (`store.redis_cluster_nodes`: the library
 //! follows MOVED/ASK and refreshes the slot map; every script's keys share one hash tag,
 //! so each script runs on one node) and `sentinel` (`store.redis_sentinel`: each new
