@@ -248,7 +248,7 @@ impl Daemon {
     ) -> Result<(), RunError> {
         let Daemon {
             store,
-            verifier: _,
+            verifier,
             service,
             readiness,
             shutdown_delay,
@@ -261,6 +261,7 @@ impl Daemon {
             limits,
         } = self;
         spray_watch.spawn_expiry(Duration::from_secs(10));
+        verifier.governor().spawn_memory_release(verify::governor::KEPT_MEMORY_IDLE);
         let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
         if tls.is_none() && !loopback && allow_plaintext {
             tracing::warn!(

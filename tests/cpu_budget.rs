@@ -191,3 +191,47 @@ async fn a_thousand_cancelled_calls_leave_every_slot_free() {
     assert_eq!(r.verdict(), Verdict::Reject);
     daemon.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_argon2_memory_is_freed_once_the_hashing_threads_are_idle() {
+    use portcullis::verify::governor::{CpuGovernor, GovernorSettings, Lane};
+    use portcullis::verify::hash::{Algorithm, kept_memory_kib};
+    use std::sync::Arc;
+    let settings = GovernorSettings {
+        max_concurrent: 1,
+        max_per_client: 1,
+        max_wait: Duration::from_secs(5),
+        max_waiters: 8,
+        max_trusted_waiters: 8,
+    };
+    let governor = Arc::new(CpuGovernor::new(settings).unwrap());
+    governor.spawn_memory_release(Duration::from_millis(50));
+    let params = HashParams::Argon2 {
+        algorithm: Algorithm::Argon2id,
+        memory_kib: 256,
+        iterations: 1,
+        parallelism: 1,
+    };
+    let hash = StoredHash::generate(b"pw", &params).unwrap();
+    // One pool thread, so every job below runs on the thread that compared.
+    let run = |job: Box<dyn FnOnce() -> usize + Send>| {
+        let ticket = governor.reserve("gateway", Lane::Untrusted).unwrap();
+        async move { ticket.run(None, job).await.unwrap().unwrap() }
+    };
+    let kept = run(Box::new(move || {
+        assert!(hash.matches_keeping(b"pw", 256));
+        kept_memory_kib()
+    }))
+    .await;
+    assert_eq!(kept, 256, "the comparison's memory is kept for the next one");
+    // Each check is itself a job, so the release comes in a quiet period between checks.
+    let mut now = kept;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        now = run(Box::new(kept_memory_kib)).await;
+        if now == 0 {
+            break;
+        }
+    }
+    assert_eq!(now, 0, "idle hashing threads give their kept memory back");
+}

@@ -34,6 +34,12 @@ use tracing::Instrument;
 use crate::telemetry::episodes::{DEFAULT_QUIET, RefusalEpisodes};
 use crate::telemetry::metrics::{REFUSALS, RUNNING, TRUSTED_REFUSALS, WAITING};
 
+/// How long the hashing threads are idle before their kept argon2 working memory is
+/// freed ([`CpuGovernor::spawn_memory_release`]): short enough that a flood's memory is
+/// back with the operating system seconds after it, long enough that steady traffic
+/// keeps it.
+pub const KEPT_MEMORY_IDLE: Duration = Duration::from_secs(2);
+
 /// The governor's settings, validated by [`crate::config`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GovernorSettings {
@@ -235,6 +241,33 @@ impl CpuGovernor {
                 Err(refusal)
             }
         }
+    }
+
+    /// Frees the hashing threads' kept argon2 working memory
+    /// ([`super::hash::release_kept_memory`]) once no comparison has started for a whole
+    /// `idle` period (checked every `idle`, so 1–2 × `idle` after the last one). Runs on
+    /// the current tokio runtime until the governor is dropped.
+    pub fn spawn_memory_release(self: &Arc<Self>, idle: Duration) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(idle);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut last = None;
+            // Whether a comparison ran since the last release (memory may be kept).
+            let mut held = false;
+            loop {
+                ticks.tick().await;
+                let Some(governor) = weak.upgrade() else { return };
+                let now = governor.comparisons.load(Ordering::Relaxed);
+                if last != Some(now) {
+                    held = last.is_some();
+                    last = Some(now);
+                } else if held && governor.running.load(Ordering::SeqCst) == 0 {
+                    governor.pool.spawn_broadcast(|_| super::hash::release_kept_memory());
+                    held = false;
+                }
+            }
+        });
     }
 
     fn spawn<T: Send + 'static>(

@@ -6,8 +6,11 @@
 //! argon2i, argon2d PHC strings (versions 0x10 and 0x13) with any valid salt and output
 //! length. Comparison uses the `bcrypt` and `argon2` crates.
 
-use argon2::{Argon2, PasswordHash, PasswordVerifier};
+use std::cell::RefCell;
+
+use argon2::{Argon2, Block, PasswordHash};
 use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 
 /// Longest `stored_hash` read, in bytes (an argon2 PHC string with the longest salt and
 /// output accepted, 48 and 64 bytes, is under 200).
@@ -155,11 +158,31 @@ impl StoredHash {
     }
 
     /// Compares `password` with this hash: the slow part, run on the CPU governor's pool.
+    /// An argon2 comparison allocates its `m` KiB of working memory for this call only
+    /// (see [`Self::matches_keeping`]).
     ///
     /// A bcrypt hash never matches a password over 72 bytes or with a NUL byte (bcrypt
     /// would silently truncate either); the same work is done before the rejection, so
     /// its time tells nothing.
     pub fn matches(&self, password: &[u8]) -> bool {
+        self.matches_keeping(password, 0)
+    }
+
+    /// As [`Self::matches`], but an argon2 hash whose memory `m` is at most `keep_kib`
+    /// KiB is computed in this thread's kept working memory ([`release_kept_memory`]),
+    /// which grows to the largest such `m` and is reused by the next comparison.
+    ///
+    /// Why: in the daemon, fresh working memory for every comparison cost 60–85 % more
+    /// than the comparison itself (argon2id m=19456 t=2: 21–23 ms against 13 ms), all of
+    /// it page faults and zeroing of the new pages (docs/performance.md, "Verify"). The
+    /// kept memory holds the last comparison's blocks until the next one overwrites them,
+    /// as freed memory would; a password cannot be read back from them (RFC 9106, 3.2:
+    /// every block derives from a BLAKE2b digest of the inputs).
+    ///
+    /// The result is the `argon2` crate's: the output is recomputed with the PHC string's
+    /// variant, version (0x13 when absent, as the crate does), parameters, salt and output
+    /// length, and compared in constant time. Anything the crate refuses is no match.
+    pub fn matches_keeping(&self, password: &[u8], keep_kib: u32) -> bool {
         match self.params {
             HashParams::Bcrypt { .. } => {
                 let unusable = password.len() > BCRYPT_MAX_PASSWORD_BYTES || password.contains(&0);
@@ -167,8 +190,11 @@ impl StoredHash {
                 let matched = bcrypt::verify(usable, &self.text).unwrap_or(false);
                 matched && !unusable
             }
-            HashParams::Argon2 { .. } => match PasswordHash::new(&self.text) {
-                Ok(hash) => Argon2::default().verify_password(password, &hash).is_ok(),
+            HashParams::Argon2 { memory_kib, .. } => match PasswordHash::new(&self.text) {
+                Ok(hash) if memory_kib <= keep_kib => {
+                    KEPT_MEMORY.with_borrow_mut(|kept| argon2_matches(&hash, password, Some(kept)))
+                }
+                Ok(hash) => argon2_matches(&hash, password, None),
                 Err(_) => false,
             },
         }
@@ -210,6 +236,68 @@ impl StoredHash {
         };
         Self::parse(&text, &unlimited).map_err(|e| e.to_string())
     }
+}
+
+thread_local! {
+    /// This thread's kept argon2 working memory ([`StoredHash::matches_keeping`]).
+    static KEPT_MEMORY: RefCell<Vec<Block>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Frees this thread's kept argon2 working memory, if any; the next comparison that
+/// keeps memory allocates it again. The CPU governor runs this on its hashing threads
+/// once they have been idle a while, so a flood's working memory goes back to the
+/// operating system after it.
+pub fn release_kept_memory() {
+    KEPT_MEMORY.with(|kept| {
+        // Never borrowed here in practice (a comparison does not run another job inside
+        // itself); if it were, the memory is simply kept.
+        if let Ok(mut kept) = kept.try_borrow_mut() {
+            *kept = Vec::new();
+        }
+    });
+}
+
+/// This thread's kept argon2 working memory, in KiB (one 1 KiB block per KiB of `m`).
+pub fn kept_memory_kib() -> usize {
+    KEPT_MEMORY.with_borrow(Vec::len)
+}
+
+/// Recomputes `hash`'s output for `password` and compares it in constant time, in
+/// `kept` (grown to the hash's block count when smaller) or, when `None`, in memory
+/// allocated for this call. Any parameter the crate refuses is no match.
+fn argon2_matches(hash: &PasswordHash, password: &[u8], kept: Option<&mut Vec<Block>>) -> bool {
+    let (Some(salt), Some(expected)) = (&hash.salt, &hash.hash) else {
+        return false;
+    };
+    let Ok(params) = argon2::Params::try_from(hash) else {
+        return false;
+    };
+    let Ok(algorithm) = argon2::Algorithm::try_from(hash.algorithm.as_str()) else {
+        return false;
+    };
+    let version = match hash.version.map(argon2::Version::try_from) {
+        None => argon2::Version::default(),
+        Some(Ok(version)) => version,
+        Some(Err(_)) => return false,
+    };
+    let mut output = [0u8; ARGON2_MAX_OUTPUT_BYTES];
+    let Some(output) = output.get_mut(..expected.len()) else {
+        return false;
+    };
+    let blocks = params.block_count();
+    let argon2 = Argon2::new(algorithm, version, params);
+    let hashed = match kept {
+        Some(kept) => {
+            if kept.len() < blocks {
+                // The old memory goes first, so the two are never held at once.
+                *kept = Vec::new();
+                kept.resize(blocks, Block::default());
+            }
+            argon2.hash_password_into_with_memory(password, salt, output, &mut kept[..blocks])
+        }
+        None => argon2.hash_password_into(password, salt, output),
+    };
+    hashed.is_ok() && bool::from(output.ct_eq(expected.as_bytes()))
 }
 
 fn parse_bcrypt(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError> {
@@ -411,6 +499,89 @@ mod tests {
         assert!(nul.matches(b"abc"));
         assert!(!nul.matches(b"abc\0"), "NUL byte");
         assert!(!nul.matches(b"abc\0def"), "NUL byte");
+    }
+
+    /// A PHC string made by the `argon2` crate itself, with the given shape.
+    fn crate_hash(
+        alg: &str,
+        version: u32,
+        m: u32,
+        t: u32,
+        p: u32,
+        salt: &[u8],
+        out: usize,
+    ) -> String {
+        use argon2::PasswordHasher;
+        let params = argon2::Params::new(m, t, p, Some(out)).unwrap();
+        let alg = argon2::Algorithm::try_from(alg).unwrap();
+        let version = argon2::Version::try_from(version).unwrap();
+        Argon2::new(alg, version, params).hash_password_with_salt(b"pw", salt).unwrap().to_string()
+    }
+
+    /// The crate's own verdict (`PasswordVerifier`), the reference for ours.
+    fn crate_verdict(text: &str, password: &[u8]) -> bool {
+        use argon2::PasswordVerifier;
+        Argon2::default().verify_password(password, &PasswordHash::new(text).unwrap()).is_ok()
+    }
+
+    #[test]
+    fn kept_memory_gives_the_crates_verdict_whatever_it_held_before() {
+        let mut texts = vec![
+            crate_hash("argon2id", 0x13, 256, 2, 1, b"saltsalt", 32),
+            crate_hash("argon2i", 0x10, 64, 1, 2, &[7; 48], 64),
+            crate_hash("argon2d", 0x13, 512, 1, 4, &[1; 16], 10),
+            crate_hash("argon2id", 0x10, 128, 3, 1, &[9; 12], 16),
+        ];
+        // No `v=`: the crate reads it as 0x13, and so must the kept-memory path.
+        texts.push(texts[0].replace("$v=19", ""));
+        // Growing, shrinking and growing again, so each comparison finds the blocks of
+        // another hash (or a longer buffer) in the kept memory.
+        for round in 0..2 {
+            for text in texts.iter().chain(texts.iter().rev()) {
+                let hash = StoredHash::parse(text, &CEILINGS).unwrap();
+                for password in [&b"pw"[..], b"pw2", b"", b"p"] {
+                    let want = crate_verdict(text, password);
+                    assert_eq!(want, password == b"pw", "{text}");
+                    assert_eq!(hash.matches_keeping(password, 1024), want, "{text} {round}");
+                    assert_eq!(hash.matches(password), want, "{text} {round}");
+                }
+            }
+            if round == 0 {
+                release_kept_memory();
+            }
+        }
+        // One byte of the output changed: no match, on either path.
+        let text = &texts[0];
+        let (head, output) = text.rsplit_once('$').unwrap();
+        let flipped = if output.starts_with('A') { "B" } else { "A" };
+        let changed = format!("{head}${flipped}{}", &output[1..]);
+        let hash = StoredHash::parse(&changed, &CEILINGS).unwrap();
+        assert!(!hash.matches_keeping(b"pw", 1024) && !hash.matches(b"pw"));
+    }
+
+    #[test]
+    fn memory_is_kept_only_up_to_the_limit_and_released_on_request() {
+        let kept = kept_memory_kib;
+        release_kept_memory();
+        let small =
+            StoredHash::parse(&crate_hash("argon2id", 0x13, 64, 1, 1, b"saltsalt", 32), &CEILINGS)
+                .unwrap();
+        let large =
+            StoredHash::parse(&crate_hash("argon2id", 0x13, 256, 1, 1, b"saltsalt", 32), &CEILINGS)
+                .unwrap();
+        assert!(
+            large.matches_keeping(b"pw", 128),
+            "above the limit: compared in memory of its own"
+        );
+        assert_eq!(kept(), 0, "nothing kept above the limit");
+        assert!(small.matches_keeping(b"pw", 128));
+        assert_eq!(kept(), 64, "one 1 KiB block per KiB of m");
+        assert!(large.matches_keeping(b"pw", 256));
+        assert_eq!(kept(), 256, "grown to the larger m");
+        assert!(small.matches_keeping(b"pw", 256));
+        assert_eq!(kept(), 256, "a smaller m uses the front of what is kept");
+        release_kept_memory();
+        assert_eq!(kept(), 0);
     }
 
     #[test]

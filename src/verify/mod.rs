@@ -148,7 +148,12 @@ impl Comparison {
         };
         let _entered = span.enter();
         let started = std::time::Instant::now();
-        let matched = self.hash.matches(password) && self.known;
+        // The realm's target bounds the working memory a hashing thread keeps.
+        let keep_kib = match self.target {
+            HashParams::Argon2 { memory_kib, .. } => memory_kib,
+            HashParams::Bcrypt { .. } => 0,
+        };
+        let matched = self.hash.matches_keeping(password, keep_kib) && self.known;
         metrics::histogram!(crate::telemetry::metrics::COMPARISON_SECONDS, "algorithm" => algorithm)
             .record(started.elapsed().as_secs_f64());
         Outcome { matched, needs_rehash: matched && params.below(&self.target) }
