@@ -2,11 +2,11 @@
 //! `Verify` calls with made-up identifiers does to the other work on the machine. Prints
 //! markdown tables; `docs/performance.md` ("Verify") explains them.
 //!
-//! 1. **Per comparison**, each algorithm at its default target: `StoredHash::matches` in a
-//!    loop (the raw cost), and `Verify` end to end over loopback gRPC (sequential calls,
-//!    a fresh identifier each, the matching stored hash, so every call is an accept at the
-//!    realm's target); then a wrong password and an unknown account, which the timing
-//!    rule says cost the same.
+//! 1. **Per comparison**, each algorithm at its default target: `StoredHash::matches`
+//!    (the raw cost) alternated with `Verify` end to end over loopback gRPC (sequential
+//!    calls, a fresh identifier each, the matching stored hash, so every call is an accept
+//!    at the realm's target), so a drift of the machine's speed moves both alike; then a
+//!    wrong password and an unknown account, which the timing rule says cost the same.
 //! 2. **The flood** (docs/architecture.md's motivation): 64 attacker connections send `Verify` for
 //!    made-up identifiers with an empty `stored_hash` (the unknown-account path, compared
 //!    against the realm's argon2id dummy) in a closed loop, while a probe, a child process
@@ -24,7 +24,7 @@
 //!    sends them), and the failure note a failed comparison sends after, timed in
 //!    alternation on the same Redis and on an embedded store.
 //!
-//! `PORTCULLIS_BENCH_ROWS=spray` runs part 3 alone.
+//! `PORTCULLIS_BENCH_ROWS=cost` runs part 1 alone, `PORTCULLIS_BENCH_ROWS=spray` part 3.
 //!
 //! Everything runs against one private `redis-server` (never the shared 6379). The daemon
 //! and the attacker run in this process on separate tokio runtimes; the probe and Redis
@@ -96,10 +96,13 @@ struct Target {
     realm: &'static str,
 }
 
+/// The argon2 memory of every argon2 target here (OWASP's minimum for argon2id), in KiB.
+const ARGON2_TARGET_KIB: u32 = 19_456;
+
 fn targets() -> [Target; 4] {
     let argon2 = |algorithm| HashParams::Argon2 {
         algorithm,
-        memory_kib: 19_456,
+        memory_kib: ARGON2_TARGET_KIB,
         iterations: 2,
         parallelism: 1,
     };
@@ -275,56 +278,83 @@ const WRONG_PASSWORD: &[u8] = b"Winter2024!";
 struct CostRow {
     label: String,
     params: String,
-    /// Sorted `StoredHash::matches` times; empty when not measured.
+    /// Sorted raw comparison times.
     raw: Vec<Duration>,
+    /// The daemon's CPU time per `Verify` call (all threads), if `/proc` had it.
+    cpu: Option<Duration>,
     /// Sorted `Verify` round trips.
     rpc: Vec<Duration>,
 }
 
-/// `hash.matches(password)` in a loop; every answer must be `want`.
-fn time_raw(hash: &StoredHash, password: &[u8], want: bool) -> Vec<Duration> {
-    let mut times = Vec::with_capacity(RUNS);
-    for i in 0..WARM_RUNS + RUNS {
-        let start = Instant::now();
-        let matched = hash.matches(std::hint::black_box(password));
-        let took = start.elapsed();
-        assert_eq!(matched, want, "unexpected comparison result");
-        if i >= WARM_RUNS {
-            times.push(took);
-        }
-    }
-    times.sort_unstable();
-    times
+/// One comparison to time, raw and through `Verify`.
+struct Case<'a> {
+    realm: &'a str,
+    password: &'a [u8],
+    /// The hash compared raw: the stored hash, or for the unknown account the same work
+    /// its dummy does (an argon2id hash at the target, wrong password).
+    raw: &'a StoredHash,
+    /// The `stored_hash` sent (empty: the unknown-account path).
+    stored_hash: &'a str,
+    want: Verdict,
+    /// The `needs_rehash` every answer must carry.
+    rehash: bool,
+    tag: &'a str,
 }
 
-/// Sequential `Verify` calls, a fresh identifier each, every answer `want` (and never
-/// `needs_rehash`: every hash here is at its realm's target). An empty `stored_hash` is
-/// the unknown-account path.
-async fn time_verify(
+/// [`RUNS`] rounds (after [`WARM_RUNS`]) of the raw comparison, as the daemon runs it
+/// (`matches_keeping` with the realm's target memory), and one sequential `Verify` call
+/// (a fresh identifier each), alternated so both see the machine in the same state;
+/// every answer must be `want`. Returns both sets of times, sorted, and the CPU time
+/// the daemon (process `daemon_pid`, all its threads) spent per call, from `/proc`.
+fn time_case(
+    rt: &tokio::runtime::Runtime,
     client: &mut common::Client,
-    realm: &str,
-    password: &[u8],
-    stored_hash: &str,
-    want: Verdict,
-    tag: &str,
-) -> Vec<Duration> {
-    let mut times = Vec::with_capacity(RUNS);
+    daemon_pid: u32,
+    case: &Case<'_>,
+) -> (Vec<Duration>, Vec<Duration>, Option<Duration>) {
+    let (mut raw, mut rpc) = (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS));
+    let daemon_cpu = || read_stat(&format!("/proc/{daemon_pid}/stat")).map(|(_, _, secs)| secs);
+    let mut cpu_before = None;
+    // Every argon2 realm here targets m = ARGON2_TARGET_KIB (bcrypt ignores it).
+    let keep_kib = ARGON2_TARGET_KIB;
     for i in 0..WARM_RUNS + RUNS {
-        let identifier = format!("cost-{tag}-{i}@example.com");
+        if i == WARM_RUNS {
+            cpu_before = daemon_cpu();
+        }
         let start = Instant::now();
-        let answer = client
-            .verify(realm, &identifier, password, stored_hash, "bench-cost")
-            .await
-            .unwrap_or_else(|s| panic!("{tag}: Verify failed: {:?} {}", s.code(), s.message()));
+        let matched = case.raw.matches_keeping(std::hint::black_box(case.password), keep_kib);
         let took = start.elapsed();
-        assert_eq!(answer.verdict, want as i32, "{tag}: unexpected verdict");
-        assert!(!answer.needs_rehash, "{tag}: a hash at the realm's target needs no rehash");
+        let want = case.want == Verdict::Accept && !case.stored_hash.is_empty();
+        assert_eq!(matched, want, "{}: unexpected comparison result", case.tag);
         if i >= WARM_RUNS {
-            times.push(took);
+            raw.push(took);
+        }
+        let identifier = format!("cost-{}-{i}@example.com", case.tag);
+        let start = Instant::now();
+        let answer = rt
+            .block_on(client.verify(
+                case.realm,
+                &identifier,
+                case.password,
+                case.stored_hash,
+                "bench-cost",
+            ))
+            .unwrap_or_else(|s| {
+                panic!("{}: Verify failed: {:?} {}", case.tag, s.code(), s.message())
+            });
+        let took = start.elapsed();
+        assert_eq!(answer.verdict, case.want as i32, "{}: unexpected verdict", case.tag);
+        assert_eq!(answer.needs_rehash, case.rehash, "{}: unexpected needs_rehash", case.tag);
+        if i >= WARM_RUNS {
+            rpc.push(took);
         }
     }
-    times.sort_unstable();
-    times
+    let cpu_per_call = cpu_before
+        .zip(daemon_cpu())
+        .map(|(before, after)| Duration::from_secs_f64((after - before) / RUNS as f64));
+    raw.sort_unstable();
+    rpc.sort_unstable();
+    (raw, rpc, cpu_per_call)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -843,62 +873,83 @@ fn main() -> ExitCode {
         .build()
         .expect("attacker runtime");
 
-    // Part 1: per comparison, on a quiet machine (no probe yet).
+    // Part 1: per comparison, on a quiet machine (no probe yet), against the real binary
+    // in its own process: its allocator and its runtime (`server.io_threads`) are the
+    // ones a deployment has.
     let daemon =
-        daemon_rt.block_on(common::Daemon::start(common::settings(&redis.url(), EXTRA_REALMS)));
+        common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), EXTRA_REALMS));
     let mut cost_rows = Vec::new();
     let mut argon2id_hash = None;
-    let mut client = attack_rt.block_on(daemon.client());
+    let mut client = attack_rt.block_on(common::Client::connect(daemon.addr));
+    // What Verify adds when the hashing costs next to nothing: argon2id at its minimum
+    // (m=8 t=1 p=1), below the realm's target, so accepted with `needs_rehash`.
+    eprintln!("cost: argon2id at its minimum ...");
+    let minimum = HashParams::Argon2 {
+        algorithm: Algorithm::Argon2id,
+        memory_kib: 8,
+        iterations: 1,
+        parallelism: 1,
+    };
+    let hash = StoredHash::generate(PASSWORD, &minimum).expect("hash");
+    let case = Case {
+        realm: "default",
+        password: PASSWORD,
+        raw: &hash,
+        stored_hash: hash.as_str(),
+        want: Verdict::Accept,
+        rehash: true,
+        tag: "minimum",
+    };
+    let (raw, rpc, cpu) = time_case(&attack_rt, &mut client, daemon.pid(), &case);
+    let label = "argon2id at its minimum (the daemon's own work)".into();
+    cost_rows.push(CostRow { label, params: describe(&minimum), raw, rpc, cpu });
     for target in targets() {
         eprintln!("cost: {} ...", target.label);
         let hash = StoredHash::generate(PASSWORD, &target.params).expect("hash");
-        let raw = time_raw(&hash, PASSWORD, true);
-        let rpc = attack_rt.block_on(time_verify(
-            &mut client,
-            target.realm,
-            PASSWORD,
-            hash.as_str(),
-            Verdict::Accept,
-            target.label,
-        ));
+        let case = Case {
+            realm: target.realm,
+            password: PASSWORD,
+            raw: &hash,
+            stored_hash: hash.as_str(),
+            want: Verdict::Accept,
+            rehash: false,
+            tag: target.label,
+        };
+        let (raw, rpc, cpu) = time_case(&attack_rt, &mut client, daemon.pid(), &case);
         let params = describe(&target.params);
-        cost_rows.push(CostRow { label: target.label.into(), params, raw, rpc });
+        cost_rows.push(CostRow { label: target.label.into(), params, raw, rpc, cpu });
         if target.realm == "default" {
             argon2id_hash = Some(hash);
         }
     }
     let argon2id_hash = argon2id_hash.expect("the argon2id target is measured");
-    // The timing rule: a wrong password and an unknown identifier cost the same.
-    eprintln!("cost: argon2id, wrong password ...");
-    let raw = time_raw(&argon2id_hash, WRONG_PASSWORD, false);
-    let rpc = attack_rt.block_on(time_verify(
-        &mut client,
-        "default",
-        WRONG_PASSWORD,
-        argon2id_hash.as_str(),
-        Verdict::Reject,
-        "wrong",
-    ));
-    let params = describe(&argon2id_hash.params());
-    cost_rows.push(CostRow { label: "argon2id, wrong password".into(), params, raw, rpc });
-    eprintln!("cost: unknown account ...");
-    let rpc = attack_rt.block_on(time_verify(
-        &mut client,
-        "default",
-        WRONG_PASSWORD,
-        "",
-        Verdict::Reject,
-        "unknown",
-    ));
-    cost_rows.push(CostRow {
-        label: "unknown account (`stored_hash` empty: argon2id dummy)".into(),
-        params: describe(&argon2id_hash.params()),
-        raw: Vec::new(),
-        rpc,
-    });
+    // The timing rule: a wrong password and an unknown identifier cost the same. Both
+    // are alternated with the same raw work: the wrong password against the hash.
+    for (label, tag, stored_hash) in [
+        ("argon2id, wrong password", "wrong", argon2id_hash.as_str()),
+        ("unknown account (`stored_hash` empty: argon2id dummy)", "unknown", ""),
+    ] {
+        eprintln!("cost: {label} ...");
+        let case = Case {
+            realm: "default",
+            password: WRONG_PASSWORD,
+            raw: &argon2id_hash,
+            stored_hash,
+            want: Verdict::Reject,
+            rehash: false,
+            tag,
+        };
+        let (raw, rpc, cpu) = time_case(&attack_rt, &mut client, daemon.pid(), &case);
+        let params = describe(&argon2id_hash.params());
+        cost_rows.push(CostRow { label: label.into(), params, raw, rpc, cpu });
+    }
     drop(client);
     let argon2id_hash = argon2id_hash.as_str().to_owned();
-    daemon_rt.block_on(daemon.shutdown());
+    drop(daemon);
+    if std::env::var("PORTCULLIS_BENCH_ROWS").is_ok_and(|v| v == "cost") {
+        print_cost(&cost_rows);
+        return ExitCode::SUCCESS;
+    }
 
     // Part 2: the flood, with the probe running throughout.
     let probe = Probe::start();
@@ -937,32 +988,40 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("## Per comparison (idle machine, {RUNS} timed runs per row)\n");
+/// Part 1's table: raw and `Verify` times per row; what `Verify` adds to the median, in
+/// ms and as a share of the raw median (not for the minimum row, whose raw time is next
+/// to nothing); and the daemon's CPU time per call.
+fn print_cost(cost: &[CostRow]) {
     println!(
-        "| algorithm | parameters | raw median ms | raw p99 ms | Verify median ms | Verify p99 ms | Verify − raw (median) ms |"
+        "## Per comparison (idle machine, {RUNS} timed rounds per row, raw and Verify alternated)\n"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| algorithm | parameters | raw median ms | raw p99 ms | Verify median ms | Verify p99 ms | Verify − raw (median) ms | Verify − raw (median) % | daemon CPU ms/call |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in cost {
-        let (raw_p50, raw_p99, overhead) = if r.raw.is_empty() {
-            (String::new(), String::new(), String::new())
+        let raw_p50 = millis(percentile(&r.raw, 500));
+        let rpc_p50 = millis(percentile(&r.rpc, 500));
+        let share = if raw_p50 >= 1.0 {
+            format!("{:+.1}%", 100.0 * (rpc_p50 - raw_p50) / raw_p50)
         } else {
-            let p50 = millis(percentile(&r.raw, 500));
-            (
-                format!("{p50:.2}"),
-                format!("{:.2}", millis(percentile(&r.raw, 990))),
-                format!("{:+.2}", millis(percentile(&r.rpc, 500)) - p50),
-            )
+            "—".to_owned()
         };
+        let cpu = r.cpu.map_or_else(|| "—".to_owned(), |d| format!("{:.2}", millis(d)));
         println!(
-            "| {} | {} | {raw_p50} | {raw_p99} | {:.2} | {:.2} | {overhead} |",
+            "| {} | {} | {raw_p50:.2} | {:.2} | {rpc_p50:.2} | {:.2} | {:+.2} | {share} | {cpu} |",
             r.label,
             r.params,
-            millis(percentile(&r.rpc, 500)),
+            millis(percentile(&r.raw, 990)),
             millis(percentile(&r.rpc, 990)),
+            rpc_p50 - raw_p50,
         );
     }
+}
+
+fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    print_cost(cost);
 
     println!("\n## Flood: unknown-identifier Verify calls, closed loop ({cores} cores)\n");
     println!(
