@@ -250,18 +250,20 @@ impl CpuGovernor {
     pub fn spawn_memory_release(self: &Arc<Self>, idle: Duration) {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(idle);
+            // `interval` refuses a zero period.
+            let mut ticks = tokio::time::interval(idle.max(Duration::from_millis(1)));
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut last = None;
+            // Comparisons started when last looked (the count starts at 0 with the pool).
+            let mut last = 0;
             // Whether a comparison ran since the last release (memory may be kept).
             let mut held = false;
             loop {
                 ticks.tick().await;
                 let Some(governor) = weak.upgrade() else { return };
                 let now = governor.comparisons.load(Ordering::Relaxed);
-                if last != Some(now) {
-                    held = last.is_some();
-                    last = Some(now);
+                if now != last {
+                    held = true;
+                    last = now;
                 } else if held && governor.running.load(Ordering::SeqCst) == 0 {
                     governor.pool.spawn_broadcast(|_| super::hash::release_kept_memory());
                     held = false;

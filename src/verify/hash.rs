@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use argon2::{Argon2, Block, PasswordHash};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
+use zeroize::Zeroize;
 
 /// Longest `stored_hash` read, in bytes (an argon2 PHC string with the longest salt and
 /// output accepted, 48 and 64 bytes, is under 200).
@@ -170,14 +171,16 @@ impl StoredHash {
 
     /// As [`Self::matches`], but an argon2 hash whose memory `m` is at most `keep_kib`
     /// KiB is computed in this thread's kept working memory ([`release_kept_memory`]),
-    /// which grows to the largest such `m` and is reused by the next comparison.
+    /// which grows to the largest such hash's block count (`m` rounded down to a multiple
+    /// of 4 `p`) and is reused by the next comparison.
     ///
-    /// Why: in the daemon, fresh working memory for every comparison cost 60–85 % more
-    /// than the comparison itself (argon2id m=19456 t=2: 21–23 ms against 13 ms), all of
-    /// it page faults and zeroing of the new pages (docs/performance.md, "Verify"). The
-    /// kept memory holds the last comparison's blocks until the next one overwrites them,
-    /// as freed memory would; a password cannot be read back from them (RFC 9106, 3.2:
-    /// every block derives from a BLAKE2b digest of the inputs).
+    /// Why: in the daemon, fresh working memory for every comparison cost 88–95 % more
+    /// than the comparison itself (argon2id m=19456 t=2: 22.5–24.1 ms against
+    /// 11.8–12.8 ms), page faults and the zeroing of new pages (docs/performance.md,
+    /// "Per comparison in the daemon process"). The kept memory is wiped after every
+    /// comparison: with t = 1 the first blocks of each lane would otherwise let anyone
+    /// who reads the process's memory check a guess at the password for microseconds of
+    /// work (RFC 9106, 3.2). Memory the system refuses is no match.
     ///
     /// The result is the `argon2` crate's: the output is recomputed with the PHC string's
     /// variant, version (0x13 when absent, as the crate does), parameters, salt and output
@@ -289,15 +292,27 @@ fn argon2_matches(hash: &PasswordHash, password: &[u8], kept: Option<&mut Vec<Bl
     let hashed = match kept {
         Some(kept) => {
             if kept.len() < blocks {
-                // The old memory goes first, so the two are never held at once.
+                // The old memory goes first, so the two are never held at once. Memory
+                // the system refuses is no match, as in the crate's own allocation
+                // (`resize` alone would abort the process).
                 *kept = Vec::new();
+                if kept.try_reserve_exact(blocks).is_err() {
+                    return false;
+                }
                 kept.resize(blocks, Block::default());
             }
-            argon2.hash_password_into_with_memory(password, salt, output, &mut kept[..blocks])
+            let used = &mut kept[..blocks];
+            let hashed = argon2.hash_password_into_with_memory(password, salt, output, &mut *used);
+            // Wiped, as the password is: with t = 1 the first blocks of each lane would
+            // otherwise check a guess at the password for a few microseconds of work.
+            used.iter_mut().for_each(Zeroize::zeroize);
+            hashed
         }
         None => argon2.hash_password_into(password, salt, output),
     };
-    hashed.is_ok() && bool::from(output.ct_eq(expected.as_bytes()))
+    let matched = hashed.is_ok() && bool::from(output.ct_eq(expected.as_bytes()));
+    output.zeroize();
+    matched
 }
 
 fn parse_bcrypt(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError> {
@@ -531,6 +546,8 @@ mod tests {
             crate_hash("argon2i", 0x10, 64, 1, 2, &[7; 48], 64),
             crate_hash("argon2d", 0x13, 512, 1, 4, &[1; 16], 10),
             crate_hash("argon2id", 0x10, 128, 3, 1, &[9; 12], 16),
+            // p = 3 and m not a multiple of 4p (the crate rounds it down), odd salt.
+            crate_hash("argon2id", 0x13, 100, 1, 3, &[5; 13], 33),
         ];
         // No `v=`: the crate reads it as 0x13, and so must the kept-memory path.
         texts.push(texts[0].replace("$v=19", ""));
@@ -580,6 +597,9 @@ mod tests {
         assert_eq!(kept(), 256, "grown to the larger m");
         assert!(small.matches_keeping(b"pw", 256));
         assert_eq!(kept(), 256, "a smaller m uses the front of what is kept");
+        let wiped =
+            KEPT_MEMORY.with_borrow(|k| k.iter().all(|b| b.as_ref().iter().all(|&w| w == 0)));
+        assert!(wiped, "nothing of the comparison is left in the kept memory");
         release_kept_memory();
         assert_eq!(kept(), 0);
     }
