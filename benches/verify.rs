@@ -357,6 +357,88 @@ fn time_case(
     (raw, rpc, cpu_per_call)
 }
 
+/// Calls in flight in the at-load rows: one comparing, the others counted and queued, so
+/// the hashing thread always has the next comparison waiting.
+const AT_LOAD_IN_FLIGHT: usize = 3;
+/// Alternations of the at-load rows, and comparisons of each kind per round: short
+/// rounds, many of them, so the machine's drift moves both sides alike.
+const AT_LOAD_ROUNDS: usize = 10;
+const AT_LOAD_RUNS: usize = 30;
+
+/// `Verify` at load against the raw comparison back to back, alternated
+/// [`AT_LOAD_ROUNDS`] times: [`AT_LOAD_RUNS`] raw comparisons in a loop, then as many accepted
+/// `Verify` calls from [`AT_LOAD_IN_FLIGHT`] callers with one client key on one account
+/// (each accept clears it, so it never locks). Returns ms per comparison, raw and
+/// `Verify`, per round.
+fn time_at_load(
+    rt: &tokio::runtime::Runtime,
+    client: &common::Client,
+    hash: &StoredHash,
+) -> Vec<(f64, f64)> {
+    let per_caller = AT_LOAD_RUNS / AT_LOAD_IN_FLIGHT;
+    (0..AT_LOAD_ROUNDS)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..AT_LOAD_RUNS {
+                let matched =
+                    hash.matches_keeping(std::hint::black_box(PASSWORD), ARGON2_TARGET_KIB);
+                assert!(matched, "at load: the raw comparison must match");
+            }
+            let raw = millis(start.elapsed()) / AT_LOAD_RUNS as f64;
+            let start = Instant::now();
+            rt.block_on(async {
+                let mut callers = tokio::task::JoinSet::new();
+                for _ in 0..AT_LOAD_IN_FLIGHT {
+                    let (mut client, stored) = (client.clone(), hash.as_str().to_owned());
+                    callers.spawn(async move {
+                        for _ in 0..per_caller {
+                            let answer = client
+                                .verify(
+                                    "default",
+                                    "at-load@example.com",
+                                    PASSWORD,
+                                    &stored,
+                                    "bench-load",
+                                )
+                                .await
+                                .unwrap_or_else(|s| {
+                                    panic!("at load: Verify failed: {:?} {}", s.code(), s.message())
+                                });
+                            assert_eq!(
+                                answer.verdict,
+                                Verdict::Accept as i32,
+                                "at load: not accepted"
+                            );
+                        }
+                    });
+                }
+                callers.join_all().await;
+            });
+            let verify = millis(start.elapsed()) / (per_caller * AT_LOAD_IN_FLIGHT) as f64;
+            (raw, verify)
+        })
+        .collect()
+}
+
+/// The at-load rows: ms per comparison, raw and through `Verify`, and the difference;
+/// then the median round.
+fn print_at_load(rounds: &[(f64, f64)]) {
+    println!(
+        "\n## At load: argon2id m={ARGON2_TARGET_KIB} t=2 p=1, {AT_LOAD_IN_FLIGHT} Verify calls in flight against the raw comparison back to back\n"
+    );
+    println!("| round | raw ms/comparison | Verify ms/call | Verify − raw % |");
+    println!("|---:|---:|---:|---:|");
+    let share = |(raw, verify): (f64, f64)| 100.0 * (verify - raw) / raw;
+    for (i, &(raw, verify)) in rounds.iter().enumerate() {
+        println!("| {} | {raw:.2} | {verify:.2} | {:+.1}% |", i + 1, share((raw, verify)));
+    }
+    let mut shares: Vec<f64> = rounds.iter().copied().map(share).collect();
+    shares.sort_by(f64::total_cmp);
+    if let Some(median) = shares.get(shares.len() / 2) {
+        println!("\nMedian round: Verify − raw {median:+.1}%.");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Part 2: the flood.
 
@@ -943,11 +1025,14 @@ fn main() -> ExitCode {
         let params = describe(&argon2id_hash.params());
         cost_rows.push(CostRow { label: label.into(), params, raw, rpc, cpu });
     }
+    eprintln!("cost: at load ...");
+    let at_load = time_at_load(&attack_rt, &client, &argon2id_hash);
     drop(client);
     let argon2id_hash = argon2id_hash.as_str().to_owned();
     drop(daemon);
     if std::env::var("PORTCULLIS_BENCH_ROWS").is_ok_and(|v| v == "cost") {
         print_cost(&cost_rows);
+        print_at_load(&at_load);
         return ExitCode::SUCCESS;
     }
 
@@ -972,7 +1057,7 @@ fn main() -> ExitCode {
         .collect();
     drop(probe);
 
-    print_tables(&cost_rows, &flood_rows, load_before.trim());
+    print_tables(&cost_rows, &at_load, &flood_rows, load_before.trim());
     let argon2id_ms =
         cost_rows.iter().find(|r| r.label == "argon2id").map(|r| millis(percentile(&r.rpc, 500)));
     print_spray(&spray_costs(&redis, &daemon_rt), argon2id_ms);
@@ -1019,9 +1104,10 @@ fn print_cost(cost: &[CostRow]) {
     }
 }
 
-fn print_tables(cost: &[CostRow], flood: &[FloodRow], load: &str) {
+fn print_tables(cost: &[CostRow], at_load: &[(f64, f64)], flood: &[FloodRow], load: &str) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     print_cost(cost);
+    print_at_load(at_load);
 
     println!("\n## Flood: unknown-identifier Verify calls, closed loop ({cores} cores)\n");
     println!(
