@@ -7,6 +7,9 @@
 //!    calls, a fresh identifier each, the matching stored hash, so every call is an accept
 //!    at the realm's target), so a drift of the machine's speed moves both alike; then a
 //!    wrong password and an unknown account, which the timing rule says cost the same.
+//!    The daemon is the real binary in its own process; a first row at argon2's minimum
+//!    cost shows what `Verify` adds by itself, and a last table times `Verify` at load
+//!    (the hashing thread never idle) against raw comparisons back to back.
 //! 2. **The flood** (docs/architecture.md's motivation): 64 attacker connections send `Verify` for
 //!    made-up identifiers with an empty `stored_hash` (the unknown-account path, compared
 //!    against the realm's argon2id dummy) in a closed loop, while a probe, a child process
