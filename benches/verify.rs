@@ -2,8 +2,8 @@
 //! `Verify` calls with made-up identifiers does to the other work on the machine. Prints
 //! markdown tables; `docs/performance.md` ("Verify") explains them.
 //!
-//! 1. **Per comparison**, each algorithm at its default target: `StoredHash::matches`
-//!    (the raw cost) alternated with `Verify` end to end over loopback gRPC (sequential
+//! 1. **Per comparison**, each algorithm at its default target: the raw comparison
+//!    (`StoredHash::matches_keeping`, as the daemon's hashing threads run it) alternated with `Verify` end to end over loopback gRPC (sequential
 //!    calls, a fresh identifier each, the matching stored hash, so every call is an accept
 //!    at the realm's target), so a drift of the machine's speed moves both alike; then a
 //!    wrong password and an unknown account, which the timing rule says cost the same.

@@ -174,9 +174,9 @@ impl StoredHash {
     /// which grows to the largest such hash's block count (`m` rounded down to a multiple
     /// of 4 `p`) and is reused by the next comparison.
     ///
-    /// Why: in the daemon, fresh working memory for every comparison cost 88–95 % more
-    /// than the comparison itself (argon2id m=19456 t=2: 22.5–24.1 ms against
-    /// 11.8–12.8 ms), page faults and the zeroing of new pages (docs/performance.md,
+    /// Why: in the daemon, fresh working memory for every comparison cost 70–95 % more
+    /// than the comparison itself (argon2id m=19456 t=2: 22.5–26.2 ms against
+    /// 11.8–15.0 ms), page faults and the zeroing of new pages (docs/performance.md,
     /// "Per comparison in the daemon process"). The kept memory is wiped after every
     /// comparison: with t = 1 the first blocks of each lane would otherwise let anyone
     /// who reads the process's memory check a guess at the password for microseconds of
@@ -260,7 +260,7 @@ pub fn release_kept_memory() {
     });
 }
 
-/// This thread's kept argon2 working memory, in KiB (one 1 KiB block per KiB of `m`).
+/// This thread's kept argon2 working memory, in KiB (argon2 blocks are 1 KiB).
 pub fn kept_memory_kib() -> usize {
     KEPT_MEMORY.with_borrow(Vec::len)
 }
