@@ -98,6 +98,18 @@ async fn a_silent_connection_is_closed_after_the_idle_timeout() {
     daemon.shutdown().await;
 }
 
+/// A new connection from this test's address (the abuser's) is closed at accept, before
+/// the daemon sends a byte (its HTTP/2 SETTINGS): `server.abuse_cooldown` holds it.
+async fn assert_closed_at_accept(addr: SocketAddr) {
+    let mut again = TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "a connection from the abuser's address was served during the cooldown: {read:?}"
+    );
+}
+
 /// A raw HTTP/2 connection; the task ends when the daemon closes the connection.
 async fn h2_connect(
     addr: SocketAddr,
@@ -163,13 +175,7 @@ async fn a_connection_that_resets_streams_in_a_loop_is_closed_while_others_are_s
 
     // Its address cools down: a new connection from it is closed at accept, before the
     // daemon sends a byte (its HTTP/2 SETTINGS), while the open ones go on.
-    let mut again = TcpStream::connect(daemon.addr).await.unwrap();
-    let mut buf = [0u8; 64];
-    let read = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf)).await;
-    assert!(
-        matches!(read, Ok(Ok(0) | Err(_))),
-        "a connection from the abuser's address was served during the cooldown: {read:?}"
-    );
+    assert_closed_at_accept(daemon.addr).await;
     assert_eq!(victim.attempt("default", "victim-6@example.com").await.unwrap(), Decision::Allow);
     // After abuse_cooldown (1 s), new connections are served again.
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -223,10 +229,7 @@ async fn a_connection_sending_oversized_messages_is_closed_at_the_limit() {
     assert_eq!(victim.attempt("default", "size@example.com").await.unwrap(), Decision::Allow);
     // And the abuser's address cools down (server.abuse_cooldown, 1 s by default): a new
     // connection from it is closed before the daemon sends a byte.
-    let mut again = TcpStream::connect(daemon.addr).await.unwrap();
-    let mut buf = [0u8; 64];
-    let read = tokio::time::timeout(Duration::from_secs(5), again.read(&mut buf)).await;
-    assert!(matches!(read, Ok(Ok(0) | Err(_))), "served during the cooldown: {read:?}");
+    assert_closed_at_accept(daemon.addr).await;
     daemon.shutdown().await;
 }
 

@@ -359,11 +359,11 @@ pub struct Activity {
     /// The connection task's waker, so a connection whose client waits is closed too.
     reader: Mutex<Option<Waker>>,
     /// The client's address and the cooldown it enters when closed for abuse.
-    peer: Option<(IpAddr, Arc<AbuseCooldown>)>,
+    peer: (IpAddr, Arc<AbuseCooldown>),
 }
 
 impl Activity {
-    fn new(max_oversized: u32, peer: Option<(IpAddr, Arc<AbuseCooldown>)>) -> Self {
+    fn new(max_oversized: u32, peer: (IpAddr, Arc<AbuseCooldown>)) -> Self {
         Self {
             epoch: Instant::now(),
             in_flight: AtomicUsize::new(0),
@@ -380,9 +380,8 @@ impl Activity {
     fn closed_for_abuse(&self, reason: &'static str) {
         metrics::counter!("portcullis_connections_closed_abuse_total", "reason" => reason)
             .increment(1);
-        if let Some((ip, cooldown)) = &self.peer {
-            cooldown.hold(*ip);
-        }
+        let (ip, cooldown) = &self.peer;
+        cooldown.hold(*ip);
     }
 
     /// Counts one message refused for its size; the refusal that reaches
@@ -691,7 +690,7 @@ pub fn incoming(
             let _ = tcp.set_nodelay(true);
             let tls = tls.as_ref().map(|t| t.current());
             let tx = tx.clone();
-            let cooling = Some((remote.ip(), cooldown.clone()));
+            let cooling = (remote.ip(), cooldown.clone());
             tokio::spawn(async move {
                 let stream = match tls {
                     None => Stream::Plain(tcp),
