@@ -190,7 +190,8 @@ fn grpc_deadline(metadata: &MetadataMap) -> Option<Instant> {
 /// a refused attempt and the clear after a match all happen even if the caller goes away.
 struct VerifyJob {
     store: Arc<dyn Store>,
-    /// The place in the CPU budget, taken before counting.
+    /// The place in the CPU budget, taken before counting. Its client slot is had
+    /// before the count and kept until the job ends (after the clear).
     ticket: Ticket,
     realm: Realm,
     key: AccountKey,
@@ -218,8 +219,8 @@ fn budget_refused(refusal: Refusal) -> Status {
 }
 
 impl VerifyJob {
-    /// count (and, in the same round trip, read the password fingerprint's spray count)
-    /// → closed door: reject, no hashing → sprayed fingerprint in a `reject` realm:
+    /// the client's turn (its earlier call has ended) → count (and, in the same round
+    /// trip, read the password fingerprint's spray count) → closed door: reject, no hashing → sprayed fingerprint in a `reject` realm:
     /// reject, no hashing → CPU admission → refused: refund and `RESOURCE_EXHAUSTED` →
     /// compare → match: clear and accept; else note the failure and reject. Every answer
     /// carries `spray_suspected` as the check read it, before this call's own note
@@ -232,7 +233,7 @@ impl VerifyJob {
     async fn run(self) -> Result<VerifyResponse, Status> {
         let VerifyJob {
             store,
-            ticket,
+            mut ticket,
             realm,
             key,
             device,
@@ -245,6 +246,10 @@ impl VerifyJob {
             deadline,
         } = self;
         let bucket = device.as_ref().unwrap_or(&key);
+        // The client's turn first: its earlier call (the same browser's parallel login)
+        // has then been counted, compared and cleared, so this count sees its clear. A
+        // refusal here counted nothing, so there is nothing to refund.
+        ticket.take_turn(deadline).await.map_err(budget_refused)?;
         // Two commands sent at once, each on a pooled multiplexed connection (on a cluster
         // each to its own node): one round trip of latency, not two. The check only
         // reads: an account is noted only after a real comparison failed (below), so
@@ -277,7 +282,7 @@ impl VerifyJob {
             return Ok(reject(true));
         }
         let rpc = tracing::Span::current();
-        let compared = ticket.run(deadline, move || comparison.run(&password, &rpc)).await;
+        let compared = ticket.compare(deadline, move || comparison.run(&password, &rpc)).await;
         match compared {
             Err(refusal) => {
                 store

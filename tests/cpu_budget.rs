@@ -48,6 +48,90 @@ async fn six_concurrent_logins_from_one_client_all_succeed() {
     daemon.shutdown().await;
 }
 
+/// Six parallel `Verify` calls of one browser (one client key) with the right password
+/// for *one* account all accept (docs/verify.md, "Parallel logins"): each is counted
+/// only after the one before was compared and cleared. With four failures already in
+/// the window, the first call takes the fifth place and its clear opens the way for the
+/// other five.
+async fn six_parallel_valid_logins_to_one_account(daemon: Daemon) {
+    let hash = StoredHash::generate(b"pw", &HashParams::Bcrypt { cost: 4 }).unwrap();
+    let mut c = daemon.client().await;
+    for (round, prior_failures) in [0, 4].into_iter().enumerate() {
+        let id = format!("browser{round}@example.com");
+        for _ in 0..prior_failures {
+            let r = c.verify("fast", &id, b"typo", hash.as_str(), "203.0.113.7").await.unwrap();
+            assert_eq!(r.verdict(), Verdict::Reject);
+        }
+        let mut calls = JoinSet::new();
+        for _ in 0..6 {
+            let mut c = daemon.client().await;
+            let (id, hash) = (id.clone(), hash.as_str().to_owned());
+            calls.spawn(async move { c.verify("fast", &id, b"pw", &hash, "203.0.113.7").await });
+        }
+        for a in calls.join_all().await {
+            let verdict = a.as_ref().map(|r| r.verdict()).ok();
+            assert_eq!(verdict, Some(Verdict::Accept), "{prior_failures} failures before: {a:?}");
+        }
+    }
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_parallel_valid_logins_to_one_account_all_accept_on_redis() {
+    let redis = RedisServer::start();
+    six_parallel_valid_logins_to_one_account(Daemon::start(settings(&redis.url(), "")).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_parallel_valid_logins_to_one_account_all_accept_on_the_embedded_store() {
+    let data = tempfile::tempdir().unwrap();
+    six_parallel_valid_logins_to_one_account(Daemon::start(embedded_settings(data.path())).await)
+        .await;
+}
+
+/// Two comparisons at once and room for all fifteen calls in the queue.
+const WIDE: &str = "[verify]\nmax_concurrent = 2\nmax_waiters = 32\n";
+
+/// Fifteen concurrent wrong guesses at one fresh account compare at most
+/// `max_failures` (5) passwords: from fifteen client keys (each counted atomically
+/// before its comparison) and from one (each counted after the one before ended).
+async fn fifteen_concurrent_wrong_guesses(daemon: Daemon) {
+    let hash = StoredHash::generate(b"pw", &HashParams::Bcrypt { cost: 4 }).unwrap();
+    for (round, one_client) in [false, true].into_iter().enumerate() {
+        let before = daemon.governor().comparisons;
+        let id = format!("target{round}@example.com");
+        let mut calls = JoinSet::new();
+        for n in 0..15 {
+            let mut c = daemon.client().await;
+            let (id, hash) = (id.clone(), hash.as_str().to_owned());
+            let client_key =
+                if one_client { "198.51.100.9".to_owned() } else { format!("10.0.0.{n}") };
+            calls.spawn(async move {
+                c.verify("fast", &id, format!("guess{n}").as_bytes(), &hash, &client_key).await
+            });
+        }
+        for a in calls.join_all().await {
+            assert_eq!(a.map(|r| r.verdict()).ok(), Some(Verdict::Reject));
+        }
+        let compared = settled(&daemon).await.comparisons - before;
+        assert_eq!(compared, 5, "one client: {one_client}");
+    }
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_wrong_guesses_compare_at_most_max_failures_on_redis() {
+    let redis = RedisServer::start();
+    fifteen_concurrent_wrong_guesses(Daemon::start(settings(&redis.url(), WIDE)).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_wrong_guesses_compare_at_most_max_failures_on_the_embedded_store() {
+    let data = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(embedded_settings_with(data.path(), WIDE)).await;
+    fifteen_concurrent_wrong_guesses(daemon).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_over_max_wait_is_refused_and_refunded() {
     let redis = RedisServer::start();
@@ -90,8 +174,9 @@ async fn one_client_over_max_wait_is_refused_and_refunded() {
     assert_eq!(stats.comparisons, accepted.len() as u64);
     let mut conn = redis.conn();
     for id in &refused {
+        // Refused before its count (waiting for its own turn) or refunded after it.
         let record = read_record(&mut conn, &record_key("fast", Normalization::Email, id));
-        assert_eq!(record.map(|r| r.0), Some(0), "a refused attempt was left counted");
+        assert_eq!(record.map_or(0, |r| r.0), 0, "a refused attempt was left counted");
     }
     for id in &accepted {
         assert_eq!(read_record(&mut conn, &record_key("fast", Normalization::Email, id)), None);

@@ -316,9 +316,17 @@ async fn a_replay_refused_by_the_budget_refunds_nothing() {
     while daemon.governor().running == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
-    let r = verify_with_id(&mut c, id, b"guess-2", &fast, "A", "X").await.unwrap();
-    assert_eq!(r.verdict(), Verdict::Reject, "the replay is answered without the budget");
+    // The replay waits for client A's turn (its slot is held) and is refused by the
+    // budget before it is counted: the first call's count stays.
+    let refused = verify_with_id(&mut c, id, b"guess-2", &fast, "A", "X").await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1, "the compared first call was refunded");
     let _ = hold.await;
+    // Its turn had, the replay is answered without a comparison, and refunds nothing.
+    let compared = daemon.governor().comparisons;
+    let r = verify_with_id(&mut c, id, b"guess-2", &fast, "A", "X").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Reject);
+    assert_eq!(daemon.governor().comparisons, compared, "the replay was compared");
+    assert_eq!(read_record(&mut conn, &key).unwrap().0, 1, "the compared first call was refunded");
     daemon.shutdown().await;
 }

@@ -4,7 +4,10 @@
 //! - a global ceiling of `max_concurrent` comparisons, run on a dedicated pool of exactly
 //!   that many threads (never on the async runtime);
 //! - a per-client ceiling of `max_per_client` slots: a client at its cap *waits* for its
-//!   own earlier comparison rather than being refused;
+//!   own earlier call rather than being refused. The client's slot is taken before the
+//!   attempt is counted and held until the call ends ([`Ticket::take_turn`]), so one
+//!   browser's parallel logins to one account are counted one after the other, each
+//!   after the clear of the one before (docs/verify.md, "Parallel logins");
 //! - a bounded wait (`max_wait`, and never past the caller's deadline) and a bounded queue
 //!   (`max_waiters`); past either the call is refused, counted by reason;
 //! - a **trusted lane** for calls with a valid device token (`docs/devices.md`): they
@@ -18,7 +21,7 @@
 //! order among themselves. This uses tokio's semaphore and mutex as they are, instead of
 //! a hand-rolled priority queue of permits.
 //!
-//! Slots are `tokio::sync::Semaphore` permits moved into the pool job, so a slot is
+//! Global slots are `tokio::sync::Semaphore` permits moved into the pool job, so a slot is
 //! released only when its comparison really ends, even if the caller went away.
 //! Admission knows only the client key, never the identifier, account or password.
 
@@ -204,16 +207,30 @@ impl CpuGovernor {
         let client =
             ClientSlot::new(self.clients.clone(), client_key, self.settings.max_per_client);
         let own = client.semaphore.clone().try_acquire_owned().ok();
-        if let Some(own) = own {
-            // A free slot exists only while nobody queues on `global`, so taking it jumps
-            // ahead of no trusted waiter.
-            if let Ok(global) = self.global.clone().try_acquire_owned() {
-                let slot = Slot { _global: global, _own: own, _client: client };
-                return Ok(Ticket { governor: self.clone(), state: TicketState::Admitted(slot) });
+        // A free global slot exists only while nobody queues on `global`, so taking it
+        // jumps ahead of no trusted waiter.
+        let global = own.as_ref().and_then(|_| self.global.clone().try_acquire_owned().ok());
+        let place = if global.is_some() {
+            None
+        } else {
+            let (waiting, max) = self.queue(lane);
+            match Queued::enter(waiting.clone(), max) {
+                Ok(place) => Some(place),
+                Err(refusal) => {
+                    self.record_refusal(refusal, lane);
+                    return Err(refusal);
+                }
             }
-            return self.enqueue(client, Some(own), lane);
-        }
-        self.enqueue(client, None, lane)
+        };
+        Ok(Ticket {
+            governor: self.clone(),
+            lane,
+            reserved_at: Instant::now(),
+            own,
+            global,
+            place,
+            _client: client,
+        })
     }
 
     /// The lane's waiting counter and bound.
@@ -221,25 +238,6 @@ impl CpuGovernor {
         match lane {
             Lane::Untrusted => (&self.waiting, self.settings.max_waiters),
             Lane::Trusted => (&self.trusted_waiting, self.settings.max_trusted_waiters),
-        }
-    }
-
-    fn enqueue(
-        self: &Arc<Self>,
-        client: ClientSlot,
-        own: Option<OwnedSemaphorePermit>,
-        lane: Lane,
-    ) -> Result<Ticket, Refusal> {
-        let (waiting, max) = self.queue(lane);
-        match Queued::enter(waiting.clone(), max) {
-            Ok(place) => Ok(Ticket {
-                governor: self.clone(),
-                state: TicketState::Queued { client, own, lane, _place: place },
-            }),
-            Err(refusal) => {
-                self.record_refusal(refusal, lane);
-                Err(refusal)
-            }
         }
     }
 
@@ -274,7 +272,7 @@ impl CpuGovernor {
 
     fn spawn<T: Send + 'static>(
         &self,
-        slot: Slot,
+        slot: OwnedSemaphorePermit,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> tokio::sync::oneshot::Receiver<Result<T, Aborted>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -282,51 +280,57 @@ impl CpuGovernor {
         let peak = self.peak_running.clone();
         self.comparisons.fetch_add(1, Ordering::Relaxed);
         self.pool.spawn(move || {
-            // The slot moves into the job: it is released when the comparison ends,
-            // whether or not anyone still waits for the answer.
-            let _slot = slot;
+            // The global slot moves into the job: it is released when the comparison
+            // ends, whether or not anyone still waits for the answer, and before the
+            // answer is sent, so a caller that has its answer finds the slot free.
             let now = running.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
             metrics::gauge!(RUNNING).set(now as f64);
             let result = std::panic::catch_unwind(AssertUnwindSafe(work)).map_err(|_| Aborted);
             let now = running.fetch_sub(1, Ordering::SeqCst) - 1;
             metrics::gauge!(RUNNING).set(now as f64);
+            drop(slot);
             let _ = tx.send(result);
         });
         rx
     }
 
-    /// Waits for the slots a queued ticket lacks, within `max_wait` and `deadline`.
-    async fn wait(
+    /// When a wait that began with a reservation at `reserved_at` must end, and the
+    /// refusal it ends with: `max_wait` after the reservation, or the caller's deadline
+    /// when that is sooner.
+    fn wait_until(
         &self,
-        client: ClientSlot,
-        own: Option<OwnedSemaphorePermit>,
+        reserved_at: Instant,
         deadline: Option<Instant>,
+    ) -> Result<(Instant, Refusal), Refusal> {
+        let by_wait = reserved_at + self.settings.max_wait;
+        match deadline {
+            Some(d) if d <= Instant::now() => Err(Refusal::Deadline),
+            Some(d) if d < by_wait => Ok((d, Refusal::Deadline)),
+            _ => Ok((by_wait, Refusal::WaitTimeout)),
+        }
+    }
+
+    /// A global slot, in `lane`'s order (see the module docs), by `until`.
+    async fn global_slot(
+        &self,
         lane: Lane,
-    ) -> Result<Slot, Refusal> {
-        let now = Instant::now();
-        let by_wait = now + self.settings.max_wait;
-        let (until, reason) = match deadline {
-            Some(d) if d <= now => return Err(Refusal::Deadline),
-            Some(d) if d < by_wait => (d, Refusal::Deadline),
-            _ => (by_wait, Refusal::WaitTimeout),
-        };
+        until: Instant,
+        reason: Refusal,
+    ) -> Result<OwnedSemaphorePermit, Refusal> {
         let acquire = async {
-            let own = match own {
-                Some(own) => own,
-                None => client.semaphore.clone().acquire_owned().await.map_err(|_| reason)?,
-            };
-            let global = match lane {
+            match lane {
                 Lane::Trusted => self.global.clone().acquire_owned().await,
                 Lane::Untrusted => {
                     let _gate = self.untrusted_gate.lock().await;
                     self.global.clone().acquire_owned().await
                 }
-            };
-            let global = global.map_err(|_| reason)?;
-            Ok(Slot { _global: global, _own: own, _client: client })
+            }
         };
-        tokio::time::timeout_at(until.into(), acquire).await.map_err(|_| reason)?
+        match tokio::time::timeout_at(until.into(), acquire).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) | Err(_) => Err(reason),
+        }
     }
 
     fn record_refusal(&self, reason: Refusal, lane: Lane) {
@@ -354,14 +358,6 @@ impl CpuGovernor {
             refused: std::array::from_fn(|i| self.refused[i].load(Ordering::Relaxed)),
         }
     }
-}
-
-/// Both permits of an admitted call, and the client table entry they keep alive.
-/// Field order is drop order: permits first, then the table entry.
-struct Slot {
-    _global: OwnedSemaphorePermit,
-    _own: OwnedSemaphorePermit,
-    _client: ClientSlot,
 }
 
 /// Client keys holding or waiting for a slot: each one's semaphore and how many
@@ -404,60 +400,134 @@ impl Drop for ClientSlot {
 }
 
 /// A place in the budget, taken before the attempt is counted ([`CpuGovernor::reserve`]).
-/// Dropping it (a closed door, a store error, a caller gone) gives the place back.
+/// Dropping it (a closed door, a store error, a caller gone, the end of the call) gives
+/// back whatever it holds.
+///
+/// It holds up to two slots. The client's own slot (`max_per_client`) is taken first,
+/// before the attempt is counted ([`Ticket::take_turn`]), and kept until the ticket is
+/// dropped, so a client's next call is counted only after this one has finished,
+/// comparison *and* clear: six parallel logins of one browser to one account each find
+/// the record the one before left (docs/verify.md, "Parallel logins"). The global slot
+/// is taken after the count ([`Ticket::compare`]) and released when the comparison
+/// ends.
 pub struct Ticket {
     governor: Arc<CpuGovernor>,
-    state: TicketState,
-}
-
-enum TicketState {
-    /// Both slots were free at reservation.
-    Admitted(Slot),
-    /// A place in the queue; `own` is the client slot when it was free.
-    Queued { client: ClientSlot, own: Option<OwnedSemaphorePermit>, lane: Lane, _place: Queued },
+    lane: Lane,
+    /// `max_wait` runs from here, across both waits.
+    reserved_at: Instant,
+    // Field order is drop order: permits and the queue place first, then the client
+    // table entry they keep alive.
+    /// The client's own slot, once had.
+    own: Option<OwnedSemaphorePermit>,
+    /// A global slot taken at reservation (both were free), not yet used.
+    global: Option<OwnedSemaphorePermit>,
+    /// The place in the lane's bounded queue, held until the global slot is had.
+    place: Option<Queued>,
+    _client: ClientSlot,
 }
 
 impl Ticket {
-    /// Waits for a slot (a queued ticket: at most `max_wait`, never past `deadline`),
-    /// then runs `work` on the hashing pool and returns its result.
-    ///
-    /// # Errors
-    /// `Err(Refusal)` when no slot was had in time: `work` never ran. `Ok(Err(Aborted))`
-    /// when `work` panicked (its slot is released all the same).
-    pub async fn run<T: Send + 'static>(
-        self,
-        deadline: Option<Instant>,
-        work: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<Result<T, Aborted>, Refusal> {
-        let Ticket { governor, state } = self;
-        // The wait for CPU admission, as its own span (zero-length when a slot was free).
-        // Only for the trace: without an exporter no span (crate::telemetry::traces::exporting).
-        let admission = if crate::telemetry::traces::exporting() {
+    /// The admission span (zero-length when nothing was waited for). Only for the
+    /// trace: without an exporter no span (crate::telemetry::traces::exporting).
+    fn admission_span(&self) -> tracing::Span {
+        if crate::telemetry::traces::exporting() {
             tracing::info_span!(
                 "cpu_admission",
                 otel.name = "cpu_admission",
-                queued = matches!(state, TicketState::Queued { .. }),
+                queued = self.place.is_some(),
                 outcome = tracing::field::Empty,
             )
         } else {
             tracing::Span::none()
+        }
+    }
+
+    fn refused(&self, reason: Refusal, span: &tracing::Span) -> Refusal {
+        span.record("outcome", reason.as_str());
+        self.governor.record_refusal(reason, self.lane);
+        reason
+    }
+
+    /// Waits for the client's own slot (at most `max_wait` after the reservation, never
+    /// past `deadline`), which the ticket then keeps until it is dropped. Call it before
+    /// the attempt is counted: a refusal here leaves nothing to refund.
+    ///
+    /// # Errors
+    /// [`Refusal::WaitTimeout`] or [`Refusal::Deadline`] when the slot was not had in time.
+    pub async fn take_turn(&mut self, deadline: Option<Instant>) -> Result<(), Refusal> {
+        if self.own.is_some() {
+            return Ok(());
+        }
+        let span = self.admission_span();
+        let (until, reason) = match self.governor.wait_until(self.reserved_at, deadline) {
+            Ok(bound) => bound,
+            Err(reason) => return Err(self.refused(reason, &span)),
         };
-        let slot = match state {
-            TicketState::Admitted(slot) => slot,
-            TicketState::Queued { client, own, lane, _place } => {
+        let semaphore = self._client.semaphore.clone();
+        let waited = tokio::time::timeout_at(until.into(), semaphore.acquire_owned())
+            .instrument(span.clone())
+            .await;
+        match waited {
+            Ok(Ok(own)) => {
+                self.own = Some(own);
+                Ok(())
+            }
+            Ok(Err(_)) | Err(_) => Err(self.refused(reason, &span)),
+        }
+    }
+
+    /// Waits for the client's own slot if [`Self::take_turn`] has not, then for a global
+    /// slot (both within `max_wait` of the reservation and never past `deadline`), then
+    /// runs `work` on the hashing pool and returns its result. The global slot is
+    /// released when `work` ends; the client's own slot stays with the ticket.
+    ///
+    /// # Errors
+    /// `Err(Refusal)` when no slot was had in time: `work` never ran. `Ok(Err(Aborted))`
+    /// when `work` panicked (its slot is released all the same).
+    pub async fn compare<T: Send + 'static>(
+        &mut self,
+        deadline: Option<Instant>,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, Aborted>, Refusal> {
+        self.take_turn(deadline).await?;
+        let global = match self.global.take() {
+            Some(global) => global,
+            None => {
+                let span = self.admission_span();
+                let (until, reason) = match self.governor.wait_until(self.reserved_at, deadline) {
+                    Ok(bound) => bound,
+                    Err(reason) => return Err(self.refused(reason, &span)),
+                };
+                let waited = self
+                    .governor
+                    .global_slot(self.lane, until, reason)
+                    .instrument(span.clone())
+                    .await;
                 // The queue place is held until the wait ends, then given back.
-                let waited =
-                    governor.wait(client, own, deadline, lane).instrument(admission.clone()).await;
-                drop(_place);
-                waited.inspect_err(|r| {
-                    admission.record("outcome", r.as_str());
-                    governor.record_refusal(*r, lane);
-                })?
+                self.place = None;
+                match waited {
+                    Ok(global) => {
+                        span.record("outcome", "admitted");
+                        global
+                    }
+                    Err(reason) => return Err(self.refused(reason, &span)),
+                }
             }
         };
-        admission.record("outcome", "admitted");
-        drop(admission);
-        Ok(governor.spawn(slot, work).await.unwrap_or(Err(Aborted)))
+        Ok(self.governor.spawn(global, work).await.unwrap_or(Err(Aborted)))
+    }
+
+    /// [`Self::compare`] for a ticket used for nothing else: the client's own slot is
+    /// released with the comparison.
+    ///
+    /// # Errors
+    /// As [`Self::compare`].
+    pub async fn run<T: Send + 'static>(
+        mut self,
+        deadline: Option<Instant>,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Result<T, Aborted>, Refusal> {
+        self.compare(deadline, work).await
     }
 }
 

@@ -339,9 +339,14 @@ pub fn settings(redis_url: &str, extra: &str) -> Settings {
 
 /// Daemon settings for the embedded store in `data_dir`, with [`REALMS_TOML`].
 pub fn embedded_settings(data_dir: &Path) -> Settings {
+    embedded_settings_with(data_dir, "")
+}
+
+/// As [`embedded_settings`], plus `extra` TOML.
+pub fn embedded_settings_with(data_dir: &Path, extra: &str) -> Settings {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("portcullis.toml");
-    std::fs::write(&path, embedded_config_toml(data_dir, "")).unwrap();
+    std::fs::write(&path, embedded_config_toml(data_dir, extra)).unwrap();
     Config::load(Some(&path), &Overrides::default()).unwrap().validate(Some(SECRET.into())).unwrap()
 }
 
