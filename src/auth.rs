@@ -143,6 +143,16 @@ impl Caller {
     }
 }
 
+/// Whom a request's credentials name.
+enum Identified {
+    /// Exactly this caller.
+    Caller(Arc<Caller>),
+    /// No configured caller.
+    Nobody,
+    /// A certificate whose names belong to more than one caller: refused.
+    Ambiguous,
+}
+
 /// All configured callers. Empty: authorization is off (see the module docs).
 #[derive(Debug, Default)]
 pub struct Callers {
@@ -267,6 +277,12 @@ impl Callers {
                 Some(path) => read_token_hashes(name, path)?,
                 None => Vec::new(),
             };
+            let own: BTreeSet<&[u8; 32]> = token_hashes.iter().collect();
+            for h in own {
+                if !claimed.insert(format!("token:{}", hex::encode(h))) {
+                    return Err(invalid("token_hash_file", "a token hash belongs to two callers"));
+                }
+            }
             callers.push(Arc::new(Caller {
                 name: name.clone(),
                 dns,
@@ -285,21 +301,27 @@ impl Callers {
     }
 
     /// Who sent a request: the connection's certificate names, else its bearer token.
-    fn identify(
-        &self,
-        peer: Option<&PeerIdentity>,
-        headers: &http::HeaderMap,
-    ) -> Option<Arc<Caller>> {
-        if let Some(peer) = peer
-            && let Some(c) = self.callers.iter().find(|c| c.named_by(peer))
-        {
-            return Some(c.clone());
+    /// A certificate whose names belong to two or more callers names nobody: its
+    /// permissions are never united, nor one of them picked by table order.
+    fn identify(&self, peer: Option<&PeerIdentity>, headers: &http::HeaderMap) -> Identified {
+        if let Some(peer) = peer {
+            let mut named = self.callers.iter().filter(|c| c.named_by(peer));
+            match (named.next(), named.next()) {
+                (Some(_), Some(_)) => return Identified::Ambiguous,
+                (Some(c), None) => return Identified::Caller(c.clone()),
+                (None, _) => {}
+            }
         }
-        let token =
-            headers.get(http::header::AUTHORIZATION)?.as_bytes().strip_prefix(b"Bearer ")?;
+        let Some(token) = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        else {
+            return Identified::Nobody;
+        };
         let digest: [u8; 32] = Sha256::digest(token).into();
         // Every stored digest is compared, each in constant time (subtle), so the time
-        // taken says nothing about how close a guess came.
+        // taken says nothing about how close a guess came. A digest is in one caller's
+        // file only ([`Callers::new`]).
         let mut found = None;
         for c in &self.callers {
             for h in &c.token_hashes {
@@ -308,7 +330,7 @@ impl Callers {
                 }
             }
         }
-        found
+        found.map_or(Identified::Nobody, Identified::Caller)
     }
 
     /// The decision for a request to `path`.
@@ -326,11 +348,20 @@ impl Callers {
             return Ok(Authorization::Open);
         }
         let peer = conn.and_then(|c| c.peer.as_deref());
-        let Some(caller) = self.identify(peer, headers) else {
-            refused("-", "unauthenticated");
-            return Err(Status::unauthenticated(
-                "no configured caller: present a client certificate or a bearer token",
-            ));
+        let caller = match self.identify(peer, headers) {
+            Identified::Caller(caller) => caller,
+            Identified::Nobody => {
+                refused("-", "unauthenticated");
+                return Err(Status::unauthenticated(
+                    "no configured caller: present a client certificate or a bearer token",
+                ));
+            }
+            Identified::Ambiguous => {
+                refused("-", "unauthenticated");
+                return Err(Status::unauthenticated(
+                    "the client certificate names more than one configured caller",
+                ));
+            }
         };
         match Rpc::from_path(path) {
             Some(rpc) if !caller.may_call(rpc) => {

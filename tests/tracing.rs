@@ -73,9 +73,8 @@ fn attr(span: &Span, key: &str) -> Option<String> {
         .map(|a| text(a.value.as_ref().and_then(|v| v.value.as_ref())))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
-    // The collector.
+/// A collector on `127.0.0.1:0` and its endpoint URL.
+async fn start_collector() -> (Collector, String) {
     let collector = Collector::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -84,6 +83,68 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
             .add_service(TraceServiceServer::new(collector.clone()))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
+    (collector, endpoint)
+}
+
+/// A caller's trace state reaches the exported spans only within W3C's limits (512
+/// bytes, 32 members): a 7.5 KB `tracestate` is dropped whole (each span would otherwise
+/// carry it), the trace it names is still joined, and a small one is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_trace_state_is_bounded_in_exported_spans() {
+    let (collector, endpoint) = start_collector().await;
+    let redis = RedisServer::start();
+    let daemon = DaemonProcess::spawn_with_env(
+        &config_toml(&redis.url(), ""),
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint), ("OTEL_SERVICE_NAME", "portcullis-test")],
+    );
+    let mut c = common::Client::connect(daemon.addr).await;
+    let huge = (0..30).map(|i| format!("v{i}={}", "x".repeat(240))).collect::<Vec<_>>().join(",");
+    assert!(huge.len() > 7_000);
+    let traces = [
+        ("4bf92f3577b34da6a3ce929d0e0e4736", huge.as_str()),
+        ("0af7651916cd43dd8448eb211c80319c", "rojo=00f067aa0ba902b7"),
+    ];
+    for (trace_id, state) in traces {
+        let mut request = tonic::Request::new(portcullis::pb::RecordAttemptRequest {
+            account: account("default", "traced@example.com"),
+            attempt_id: String::new(),
+        });
+        let parent = format!("00-{trace_id}-00f067aa0ba902b7-01");
+        request.metadata_mut().insert("traceparent", parent.parse().unwrap());
+        request.metadata_mut().insert("tracestate", state.parse().unwrap());
+        c.0.record_attempt(request).await.unwrap();
+    }
+    assert!(daemon.terminate().await.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let spans = collector.0.lock().unwrap().clone();
+        let servers: Vec<Span> = spans
+            .into_iter()
+            .filter(|(_, s)| s.kind == SpanKind::Server as i32)
+            .map(|(_, s)| s)
+            .collect();
+        if servers.len() >= 2 {
+            break servers;
+        }
+        assert!(Instant::now() < deadline, "spans did not arrive");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for (trace_id, state) in traces {
+        let span = spans
+            .iter()
+            .find(|s| hex::encode(&s.trace_id) == trace_id)
+            .expect("the caller's trace was joined");
+        if state.len() > 512 {
+            assert_eq!(span.trace_state, "", "an oversized tracestate was exported");
+        } else {
+            assert_eq!(span.trace_state, state);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
+    let (collector, endpoint) = start_collector().await;
 
     // The daemon, exporting to it.
     let redis = RedisServer::start();

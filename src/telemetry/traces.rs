@@ -90,12 +90,34 @@ pub fn exporting() -> bool {
     EXPORTING.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Reads W3C trace context from incoming gRPC metadata.
+/// Longest `tracestate` a caller may send that is carried into the daemon's spans, in
+/// bytes: W3C Trace Context (§3.3.1.5) lets a vendor drop a longer one, and asks
+/// propagators to carry at least this much.
+pub const MAX_TRACESTATE_BYTES: usize = 512;
+
+/// Most `tracestate` list members carried (W3C Trace Context §3.3.1.1: at most 32).
+pub const MAX_TRACESTATE_MEMBERS: usize = 32;
+
+/// A caller's `tracestate` within [`MAX_TRACESTATE_BYTES`] and [`MAX_TRACESTATE_MEMBERS`],
+/// else nothing: the whole header is dropped (the trace itself, `traceparent`, is kept),
+/// so a caller cannot make every exported span carry kilobytes of its choosing.
+fn bounded_tracestate(value: &str) -> Option<&str> {
+    let members = value.split(',').filter(|m| !m.trim().is_empty()).count();
+    (value.len() <= MAX_TRACESTATE_BYTES && members <= MAX_TRACESTATE_MEMBERS).then_some(value)
+}
+
+/// A trace-context header's value as the daemon accepts it (see [`bounded_tracestate`]).
+fn bounded<'a>(key: &str, value: Option<&'a str>) -> Option<&'a str> {
+    let value = value?;
+    if key.eq_ignore_ascii_case("tracestate") { bounded_tracestate(value) } else { Some(value) }
+}
+
+/// Reads W3C trace context from incoming gRPC metadata, `tracestate` bounded.
 pub struct MetadataExtractor<'a>(pub &'a MetadataMap);
 
 impl Extractor for MetadataExtractor<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        bounded(key, self.0.get(key).and_then(|v| v.to_str().ok()))
     }
 
     fn keys(&self) -> Vec<&str> {
@@ -110,12 +132,12 @@ impl Extractor for MetadataExtractor<'_> {
 }
 
 /// Reads W3C trace context from HTTP/2 request headers (what gRPC metadata is on the
-/// wire), before tonic has made a [`MetadataMap`] of them.
+/// wire), before tonic has made a [`MetadataMap`] of them; `tracestate` bounded.
 struct HeaderExtractor<'a>(&'a http::HeaderMap);
 
 impl Extractor for HeaderExtractor<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        bounded(key, self.0.get(key).and_then(|v| v.to_str().ok()))
     }
 
     fn keys(&self) -> Vec<&str> {
@@ -248,6 +270,35 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
             ("OTEL_SDK_DISABLED", "false"),
         ]));
+    }
+
+    #[test]
+    fn a_caller_tracestate_is_carried_only_within_the_w3c_limits() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".parse().unwrap(),
+        );
+        let get = |headers: &http::HeaderMap, key: &str| {
+            HeaderExtractor(headers).get(key).map(str::to_owned)
+        };
+        headers.insert("tracestate", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE".parse().unwrap());
+        assert_eq!(
+            get(&headers, "tracestate").as_deref(),
+            Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
+        );
+        let long = format!("v={}", "x".repeat(MAX_TRACESTATE_BYTES));
+        headers.insert("tracestate", long.parse().unwrap());
+        assert_eq!(get(&headers, "tracestate"), None, "over 512 bytes");
+        let many = (0..33).map(|i| format!("k{i}=v")).collect::<Vec<_>>().join(",");
+        assert!(many.len() <= MAX_TRACESTATE_BYTES);
+        headers.insert("tracestate", many.parse().unwrap());
+        assert_eq!(get(&headers, "tracestate"), None, "over 32 members");
+        let exactly = (0..32).map(|i| format!("k{i}=v")).collect::<Vec<_>>().join(",");
+        headers.insert("tracestate", exactly.parse().unwrap());
+        assert!(get(&headers, "tracestate").is_some());
+        // The trace itself is kept.
+        assert!(get(&headers, "traceparent").is_some());
     }
 
     #[test]

@@ -442,6 +442,19 @@ impl Ticket {
         }
     }
 
+    /// The span of a wait for the client's own turn (only made when there is one).
+    fn turn_span() -> tracing::Span {
+        if crate::telemetry::traces::exporting() {
+            tracing::info_span!(
+                "client_turn",
+                otel.name = "client_turn",
+                outcome = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        }
+    }
+
     fn refused(&self, reason: Refusal, span: &tracing::Span) -> Refusal {
         span.record("outcome", reason.as_str());
         self.governor.record_refusal(reason, self.lane);
@@ -458,7 +471,7 @@ impl Ticket {
         if self.own.is_some() {
             return Ok(());
         }
-        let span = self.admission_span();
+        let span = Self::turn_span();
         let (until, reason) = match self.governor.wait_until(self.reserved_at, deadline) {
             Ok(bound) => bound,
             Err(reason) => return Err(self.refused(reason, &span)),
@@ -469,6 +482,7 @@ impl Ticket {
             .await;
         match waited {
             Ok(Ok(own)) => {
+                span.record("outcome", "admitted");
                 self.own = Some(own);
                 Ok(())
             }
@@ -490,10 +504,10 @@ impl Ticket {
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<Result<T, Aborted>, Refusal> {
         self.take_turn(deadline).await?;
+        let span = self.admission_span();
         let global = match self.global.take() {
             Some(global) => global,
             None => {
-                let span = self.admission_span();
                 let (until, reason) = match self.governor.wait_until(self.reserved_at, deadline) {
                     Ok(bound) => bound,
                     Err(reason) => return Err(self.refused(reason, &span)),
@@ -506,14 +520,13 @@ impl Ticket {
                 // The queue place is held until the wait ends, then given back.
                 self.place = None;
                 match waited {
-                    Ok(global) => {
-                        span.record("outcome", "admitted");
-                        global
-                    }
+                    Ok(global) => global,
                     Err(reason) => return Err(self.refused(reason, &span)),
                 }
             }
         };
+        span.record("outcome", "admitted");
+        drop(span);
         Ok(self.governor.spawn(global, work).await.unwrap_or(Err(Aborted)))
     }
 
