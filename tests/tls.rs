@@ -9,6 +9,7 @@ use common::pki::{Ca, client_tls, server_tls};
 use common::*;
 use portcullis::config::{Config, Overrides};
 use portcullis::pb::Decision;
+use tonic::Code;
 
 const GATEWAY: &str = r#"
 [callers.gateway]
@@ -170,5 +171,42 @@ async fn tls_without_client_certificates_serves_token_callers() {
     assert!(e.starts_with("Unauthenticated"), "{e}");
     assert_eq!(dbsize(&mut redis.conn()), 0, "a refused call reached the store");
     assert_eq!(try_attempt(daemon.addr, tls(), Some(token)).await, Ok(Decision::Allow));
+    daemon.shutdown().await;
+}
+
+/// A certificate whose names belong to two configured callers names nobody: its
+/// permissions are neither united nor picked by table order (docs/security.md).
+#[tokio::test]
+async fn a_certificate_naming_two_callers_is_refused() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("portcullis test CA");
+    let tls = server_tls(dir.path(), &ca, Some(&ca.pem()), "");
+    let callers = r#"
+[callers.gateway]
+san_dns = ["gateway.test"]
+rpcs = ["RecordAttempt"]
+realms = ["*"]
+[callers.operator]
+san_uri = ["spiffe://test/operator"]
+rpcs = ["Inspect"]
+realms = ["*"]
+"#;
+    let daemon = Daemon::start(settings(&redis.url(), &format!("{tls}{callers}"))).await;
+    let both = ca.leaf(&["gateway.test"], &["spiffe://test/operator"]);
+    let answer = try_attempt(daemon.addr, Some(client_tls(&ca.pem(), Some(&both))), None).await;
+    let refused = answer.unwrap_err();
+    assert!(
+        refused.starts_with("Unauthenticated") && refused.contains("more than one"),
+        "{refused}"
+    );
+    let mut c = caller(daemon.addr, Some(client_tls(&ca.pem(), Some(&both))), None).await.unwrap();
+    let inspected = c.inspect("default", "a@example.com").await.unwrap_err();
+    assert_eq!(inspected.code(), Code::Unauthenticated);
+    // Each name alone is its caller.
+    let gateway = ca.leaf(&["gateway.test"], &[]);
+    let answer = try_attempt(daemon.addr, Some(client_tls(&ca.pem(), Some(&gateway))), None).await;
+    assert_eq!(answer, Ok(Decision::Allow));
+    assert_eq!(dbsize(&mut redis.conn()), 1);
     daemon.shutdown().await;
 }
