@@ -441,10 +441,10 @@ async fn tool_rows(
         redis.client().get_multiplexed_async_connection().await.expect("redis connection");
 
     // The raw script: loaded once, then EVALSHA on one hot key, as the daemon's calls are.
-    let script = Script::new(include_str!("../src/store/lua/record_attempt.lua"));
+    let script = Script::new(portcullis::store::redis::RECORD_ATTEMPT_SOURCE);
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
-        .arg(include_str!("../src/store/lua/record_attempt.lua"))
+        .arg(portcullis::store::redis::RECORD_ATTEMPT_SOURCE)
         .query_async(&mut probe)
         .await
         .expect("SCRIPT LOAD");
@@ -619,7 +619,7 @@ fn main() -> ExitCode {
         daemon_rt.block_on(common::Daemon::start(common::embedded_settings(data_dir.path())));
 
     let rows: Vec<Row> = load_rt.block_on(async {
-        let script = Arc::new(Script::new(include_str!("../src/store/lua/record_attempt.lua")));
+        let script = Arc::new(Script::new(portcullis::store::redis::RECORD_ATTEMPT_SOURCE));
         let conn =
             redis.client().get_multiplexed_async_connection().await.expect("redis connection");
         // A connection of its own, so probing never queues behind the script calls.

@@ -5,6 +5,19 @@
 
 use std::time::Duration;
 
+/// Most failures (or replays) a stored record may hold: a record holding more was not
+/// written by a daemon and is a store error (docs/store.md, "Stored values"), never an
+/// answer. Far above anything counted in a window, far below where arithmetic wraps.
+pub const MAX_STORED_COUNT: u64 = 1_000_000_000_000;
+
+/// Latest store-clock time a stored record may hold, in ms since the Unix epoch (about
+/// the year 5138); see [`MAX_STORED_COUNT`].
+pub const MAX_STORED_TIME_MS: u64 = 100_000_000_000_000;
+
+/// Highest step a stored record may hold (a window length is `first_window * 2^step`
+/// in u64 milliseconds); see [`MAX_STORED_COUNT`].
+pub const MAX_STORED_STEP: u32 = 63;
+
 /// A realm's validated throttle settings. Built by [`crate::config`], which enforces the
 /// ranges of docs/architecture.md; the functions here assume them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +53,17 @@ pub struct AttemptOutcome {
     pub allowed: bool,
     /// The record after counting.
     pub record: Record,
+}
+
+impl Record {
+    /// Whether every field is within the bounds a daemon writes ([`MAX_STORED_COUNT`],
+    /// [`MAX_STORED_TIME_MS`], [`MAX_STORED_STEP`]). A store reads a record outside them
+    /// as an error.
+    pub fn is_plausible(&self) -> bool {
+        self.failures <= MAX_STORED_COUNT
+            && self.window_start_ms <= MAX_STORED_TIME_MS
+            && self.step <= MAX_STORED_STEP
+    }
 }
 
 impl AttemptOutcome {

@@ -30,7 +30,7 @@ use redb::{Database, ReadableTable, TableDefinition};
 use super::keys::{AccountKey, AttemptId, KeySecret};
 use super::{Counted, Inspection, Store, StoreError};
 use crate::spray::{SprayKey, SprayNote};
-use crate::throttle::{self, Policy, Record};
+use crate::throttle::{self, MAX_STORED_COUNT, MAX_STORED_TIME_MS, Policy, Record};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "portcullis.redb";
@@ -195,27 +195,40 @@ impl Entry {
         let word = |i: usize| {
             u64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default())
         };
-        let counts =
-            |first: usize| SprayCounts { failed: word(first), new_failed: word(first + 1) };
+        // Every value within what a daemon writes (src/throttle.rs, MAX_STORED_*):
+        // anything else, edited in by hand or by another program, is a store error.
+        let count = |i: usize| Some(word(i)).filter(|&n| n <= MAX_STORED_COUNT).ok_or_else(corrupt);
+        let time =
+            |i: usize| Some(word(i)).filter(|&t| t <= MAX_STORED_TIME_MS).ok_or_else(corrupt);
+        let counts = |first: usize| -> Result<SprayCounts, StoreError> {
+            Ok(SprayCounts { failed: count(first)?, new_failed: count(first + 1)? })
+        };
         match bytes[0] {
-            1 => Ok(Entry::Record {
-                record: Record {
+            1 => {
+                let record = Record {
                     failures: word(0),
                     window_start_ms: word(1),
                     step: u32::try_from(word(2)).map_err(|_| corrupt())?,
-                },
-                expires_ms: word(3),
-            }),
+                };
+                if !record.is_plausible() {
+                    return Err(corrupt());
+                }
+                Ok(Entry::Record { record, expires_ms: word(3) })
+            }
             2 => Ok(Entry::Attempt {
-                allowed: word(0) == 1,
-                window_start_ms: word(1),
-                replays: word(2),
+                allowed: match word(0) {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(corrupt()),
+                },
+                window_start_ms: time(1)?,
+                replays: count(2)?,
                 expires_ms: word(3),
             }),
-            3 => Ok(Entry::Spray { failed: word(0), expires_ms: word(3) }),
+            3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             4 => Ok(Entry::SprayCount {
-                period: word(0),
-                counts: [counts(1), counts(3)],
+                period: count(0)?,
+                counts: [counts(1)?, counts(3)?],
                 expires_ms: word(5),
             }),
             _ => Err(corrupt()),

@@ -26,8 +26,9 @@ local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st')
 if not rec[1] then
   return 1
 end
-local failures, ws, step = tonumber(rec[1]), tonumber(rec[2]), tonumber(rec[3])
-assert(failures and ws and step, 'corrupt record')
+local failures = stored(rec[1], MAX_COUNT, 'record')
+local ws = stored(rec[2], MAX_TIME_MS, 'record')
+local step = stored(rec[3], MAX_STEP, 'record')
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -21,6 +21,7 @@ local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st')
 if not rec[1] then
   return {0, 0, 0, 0, now}
 end
-local failures, ws, step = tonumber(rec[1]), tonumber(rec[2]), tonumber(rec[3])
-assert(failures and ws and step, 'corrupt record')
+local failures = stored(rec[1], MAX_COUNT, 'record')
+local ws = stored(rec[2], MAX_TIME_MS, 'record')
+local step = stored(rec[3], MAX_STEP, 'record')
 return {1, failures, ws, step, now}

@@ -44,11 +44,13 @@ assert(max_step and max_step >= 0 and max_step < 64, 'max_step must be in 0..63'
 if KEYS[2] then
   local seen = redis.call('GET', KEYS[2])
   if seen then
-    local allowed, ws, replays = string.match(seen, '^(%d):(%d+):(%d+)$')
-    assert(allowed, 'corrupt attempt record')
-    replays = tonumber(replays) + 1
-    redis.call('SET', KEYS[2], allowed .. ':' .. ws .. ':' .. replays, 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, tonumber(ws), replays}
+    local allowed, ws, replays = string.match(seen, '^([01]):(%d+):(%d+)$')
+    if not allowed then error('corrupt attempt record') end
+    ws = stored(ws, MAX_TIME_MS, 'attempt record')
+    replays = stored(replays, MAX_COUNT, 'attempt record') + 1
+    redis.call('SET', KEYS[2], allowed .. ':' .. string.format('%d', ws) .. ':'
+      .. string.format('%d', replays), 'KEEPTTL')
+    return {tonumber(allowed), -1, -1, ws, replays}
   end
 end
 
@@ -58,10 +60,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st')
 local failures, ws, step = 0, now, 0
 if rec[1] then
-  failures = tonumber(rec[1])
-  ws = tonumber(rec[2])
-  step = tonumber(rec[3])
-  assert(failures and ws and step, 'corrupt record')
+  failures = stored(rec[1], MAX_COUNT, 'record')
+  ws = stored(rec[2], MAX_TIME_MS, 'record')
+  step = stored(rec[3], MAX_STEP, 'record')
 end
 
 local window = math.min(first_window * (2 ^ step), max_window)

@@ -23,12 +23,15 @@ if KEYS[2] then
   redis.call('DEL', KEYS[2])
 end
 
-local rec = redis.call('HMGET', KEYS[1], 'f', 'ws')
+-- The step is read only to check it: a record with any field out of range is never
+-- written back.
+local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st')
 if not rec[1] then
   return 0
 end
-local failures, ws = tonumber(rec[1]), tonumber(rec[2])
-assert(failures and ws, 'corrupt record')
+local failures = stored(rec[1], MAX_COUNT, 'record')
+local ws = stored(rec[2], MAX_TIME_MS, 'record')
+stored(rec[3], MAX_STEP, 'record')
 if ws ~= window_start or failures < 1 then
   return 0
 end

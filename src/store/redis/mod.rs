@@ -24,6 +24,7 @@
 mod cluster;
 mod pool;
 mod scripts;
+pub use scripts::RECORD_ATTEMPT_SOURCE;
 mod sentinel;
 pub mod settings;
 mod standalone;

@@ -5,20 +5,34 @@
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a
 //! promoted replica that never saw `SCRIPT LOAD`), loads the script and sends it again.
 //! `NOSCRIPT` means the script did not run, so the retry never counts an attempt twice.
+//!
+//! Each script is loaded as `lua/prelude.lua` followed by its own file, so the checks of
+//! stored values (`stored()`) are written once.
 
 use std::sync::OnceLock;
 
 use redis::Script;
+
+/// The source of `lua/<file>` as Redis runs it: the prelude, then the file.
+macro_rules! source {
+    ($file:literal) => {
+        concat!(include_str!("../lua/prelude.lua"), include_str!(concat!("../lua/", $file)))
+    };
+}
 
 macro_rules! script {
     ($(#[$doc:meta])* $name:ident, $file:literal) => {
         $(#[$doc])*
         pub(crate) fn $name() -> &'static Script {
             static SCRIPT: OnceLock<Script> = OnceLock::new();
-            SCRIPT.get_or_init(|| Script::new(include_str!(concat!("../lua/", $file))))
+            SCRIPT.get_or_init(|| Script::new(source!($file)))
         }
     };
 }
+
+/// The source of `record_attempt.lua` as Redis runs it, for benches that call it
+/// without the daemon (`EVALSHA` from `redis-benchmark`).
+pub const RECORD_ATTEMPT_SOURCE: &str = source!("record_attempt.lua");
 
 script!(
     /// `RecordAttempt`: count one attempt.
