@@ -21,8 +21,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::task::{Context, Poll};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -30,7 +31,7 @@ use subtle::ConstantTimeEq;
 use tonic::Status;
 
 use crate::transport::ConnInfo;
-use crate::transport::tls::PeerIdentity;
+use crate::transport::tls::{PeerIdentity, ReloadingTls};
 
 /// An RPC a caller may be allowed, by its method name in `portcullis.v1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -157,6 +158,39 @@ enum Identified {
 #[derive(Debug, Default)]
 pub struct Callers {
     callers: Vec<Arc<Caller>>,
+    /// What they were built from, to read their token files again ([`Callers::reread`]).
+    source: CallersSource,
+}
+
+/// The inputs of [`Callers::new`].
+#[derive(Debug, Default, Clone)]
+struct CallersSource {
+    config: BTreeMap<String, CallerConfig>,
+    realms: Vec<String>,
+    mutual_tls: bool,
+}
+
+/// The callers in force: swapped whole by a reload (SIGHUP, `crate::reload`), read by
+/// every request, so a caller removed from `[callers]` or a token removed from its file
+/// gets no further call, on open connections too.
+#[derive(Debug)]
+pub struct CallerTable(RwLock<Arc<Callers>>);
+
+impl CallerTable {
+    /// A table holding `callers`.
+    pub fn new(callers: Arc<Callers>) -> Arc<Self> {
+        Arc::new(Self(RwLock::new(callers)))
+    }
+
+    /// The callers in force now.
+    pub fn current(&self) -> Arc<Callers> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Puts `callers` in force for every request from now on.
+    pub fn replace(&self, callers: Arc<Callers>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = callers;
+    }
 }
 
 /// What the layer decided for one request, in its extensions: the services read it for
@@ -292,7 +326,21 @@ impl Callers {
                 realms: (!all).then(|| c.realms.iter().cloned().collect()),
             }));
         }
-        Ok(Self { callers })
+        let source = CallersSource {
+            config: config.clone(),
+            realms: realms.iter().map(|r| (*r).to_owned()).collect(),
+            mutual_tls,
+        };
+        Ok(Self { callers, source })
+    }
+
+    /// The same callers with their token files read again (a rotation).
+    ///
+    /// # Errors
+    /// As [`Self::new`]; the callers in force stay as they are.
+    pub fn reread(&self) -> Result<Self, CallerError> {
+        let realms: Vec<&str> = self.source.realms.iter().map(String::as_str).collect();
+        Self::new(&self.source.config, &realms, self.source.mutual_tls)
     }
 
     /// Whether any caller is configured (authorization is on).
@@ -402,13 +450,15 @@ fn read_token_hashes(caller: &str, path: &std::path::Path) -> Result<Vec<[u8; 32
 /// The tower layer that authorizes every request before tonic decodes it.
 #[derive(Debug, Clone)]
 pub struct AuthLayer {
-    callers: Arc<Callers>,
+    callers: Arc<CallerTable>,
+    /// The listener's TLS, whose current client CA judges mutual-TLS identities.
+    tls: Option<Arc<ReloadingTls>>,
 }
 
 impl AuthLayer {
-    /// A layer over `callers`.
-    pub fn new(callers: Arc<Callers>) -> Self {
-        Self { callers }
+    /// A layer over the callers in `callers`, judging client certificates by `tls`.
+    pub fn new(callers: Arc<CallerTable>, tls: Option<Arc<ReloadingTls>>) -> Self {
+        Self { callers, tls }
     }
 }
 
@@ -416,7 +466,7 @@ impl<S> tower::Layer<S> for AuthLayer {
     type Service = Auth<S>;
 
     fn layer(&self, inner: S) -> Auth<S> {
-        Auth { inner, callers: self.callers.clone() }
+        Auth { inner, callers: self.callers.clone(), tls: self.tls.clone() }
     }
 }
 
@@ -424,10 +474,32 @@ impl<S> tower::Layer<S> for AuthLayer {
 #[derive(Debug, Clone)]
 pub struct Auth<S> {
     inner: S,
-    callers: Arc<Callers>,
+    callers: Arc<CallerTable>,
+    tls: Option<Arc<ReloadingTls>>,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S> Auth<S> {
+    /// The decision for one request: a mutual-TLS identity judged again (now, against
+    /// the current client CA: an identity that fails closes its connection), then the
+    /// caller and its RPC.
+    fn decide(&self, path: &str, conn: Option<&ConnInfo>, headers: &http::HeaderMap) -> Result<Authorization, Status> {
+        if let (Some(tls), Some(conn)) = (&self.tls, conn)
+            && let Some(peer) = &conn.peer
+            && let Err(untrusted) = tls.judge(peer, SystemTime::now())
+        {
+            refused("-", "unauthenticated");
+            conn.activity.close();
+            return Err(Status::unauthenticated(untrusted.to_string()));
+        }
+        // Health checks come from load balancers and need no caller.
+        if path.starts_with("/grpc.health.v1.Health/") {
+            return Ok(Authorization::Open);
+        }
+        self.callers.current().authorize(path, conn, headers)
+    }
+}
 
 impl<S, B> tower::Service<http::Request<B>> for Auth<S>
 where
@@ -447,14 +519,7 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        let conn = req.extensions().get::<ConnInfo>();
-        let path = req.uri().path();
-        // Health checks come from load balancers and need no caller.
-        let decision = if path.starts_with("/grpc.health.v1.Health/") {
-            Ok(Authorization::Open)
-        } else {
-            self.callers.authorize(path, conn, req.headers())
-        };
+        let decision = self.decide(req.uri().path(), req.extensions().get::<ConnInfo>(), req.headers());
         match decision {
             Ok(authorization) => {
                 req.extensions_mut().insert(authorization);

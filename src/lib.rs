@@ -21,6 +21,8 @@
 //! - [`admin`]: the operator service `portcullis.v1.Admin` (Inspect, Unlock,
 //!   SprayStatus).
 //! - [`spray`]: password-spray detection: fingerprints, the realm's watch and episodes.
+//! - [`reload`]: SIGHUP (TLS files, callers, the configuration file) and the other
+//!   signals that must not end the daemon.
 //! - [`transport`]: the listener's connections: TLS and its reload, connection bound,
 //!   idle timeout, HTTP/2 limits.
 //! - [`telemetry`]: logs, traces, metrics, the admin HTTP listener, refusal episodes.
@@ -38,6 +40,7 @@ pub mod config;
 pub mod devices;
 pub mod normalize;
 pub mod realm;
+pub mod reload;
 pub mod service;
 pub mod spray;
 pub mod store;
@@ -139,6 +142,8 @@ pub struct Daemon {
     allow_plaintext: bool,
     callers: Arc<auth::Callers>,
     limits: transport::ServerLimits,
+    /// Where SIGHUP reads the configuration again, and the configuration in force.
+    reload_source: Option<(reload::SettingsSource, config::Config)>,
 }
 
 impl Daemon {
@@ -199,7 +204,21 @@ impl Daemon {
             allow_plaintext: settings.allow_plaintext,
             callers: settings.callers,
             limits: settings.server,
+            reload_source: None,
         })
+    }
+
+    /// On SIGHUP, read the configuration again from `source` (the file the daemon was
+    /// started from, with its flags and environment) instead of only the files the
+    /// running configuration names; `running` is the configuration in force
+    /// ([`reload`]).
+    pub fn with_reload_source(
+        mut self,
+        source: reload::SettingsSource,
+        running: config::Config,
+    ) -> Self {
+        self.reload_source = Some((source, running));
+        self
     }
 
     /// Also serves the admin HTTP endpoints (`/metrics`, `/healthz`, `/readyz`) on
@@ -259,6 +278,7 @@ impl Daemon {
             allow_plaintext,
             callers,
             limits,
+            reload_source,
         } = self;
         spray_watch.spawn_expiry(Duration::from_secs(10));
         verifier.governor().spawn_memory_release(verify::governor::KEPT_MEMORY_IDLE);
@@ -337,14 +357,18 @@ impl Daemon {
             }))
         });
 
-        let reload = tls.clone().map(|t| tokio::spawn(t.watch(std::future::pending())));
+        let watch = tls.clone().map(|t| tokio::spawn(t.watch(std::future::pending())));
+        let tls_for_auth = tls.clone();
+        let callers = auth::CallerTable::new(callers);
+        let reloader = reload::Reloader::new(tls.clone(), callers.clone(), reload_source);
+        let signals = tokio::spawn(reloader.handle_signals());
         let max_message = limits.max_message_bytes();
         let incoming = transport::incoming(listener, tls, limits);
         let server = limits
             .builder()
             .trace_fn(telemetry::traces::rpc_span)
             .layer(transport::TrackCallsLayer)
-            .layer(auth::AuthLayer::new(callers))
+            .layer(auth::AuthLayer::new(callers, tls_for_auth))
             // Every service, health and reflection too, decodes at most max_message.
             .add_service(health_service.max_decoding_message_size(max_message))
             .add_service(reflection_v1.max_decoding_message_size(max_message))
@@ -377,9 +401,10 @@ impl Daemon {
         {
             tracing::warn!("admin listener failed: {e}");
         }
-        if let Some(reload) = reload {
-            reload.abort();
+        if let Some(watch) = watch {
+            watch.abort();
         }
+        signals.abort();
         Ok(served?)
     }
 }

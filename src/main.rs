@@ -2,7 +2,7 @@
 //! telemetry and calls [`portcullis::run`]. Also a small operator client.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -267,7 +267,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
-        Command::CheckConfig { file } => match load(Some(file), Overrides::default()) {
+        Command::CheckConfig { file } => match load(Some(&file), &Overrides::default()) {
             Ok(_) => {
                 println!("configuration is valid");
                 ExitCode::SUCCESS
@@ -307,26 +307,35 @@ fn server_limits(args: &ServeArgs) -> ServerLimits {
         .unwrap_or_default()
 }
 
+/// The configuration of `file` with `overrides` and the environment's secrets, and what
+/// it validates to.
 fn load(
-    file: Option<PathBuf>,
-    overrides: Overrides,
-) -> Result<portcullis::config::Settings, Box<dyn std::error::Error>> {
-    let config = Config::load(file.as_deref(), &overrides)?;
-    Ok(config.validate_with(
+    file: Option<&Path>,
+    overrides: &Overrides,
+) -> Result<(Config, portcullis::config::Settings), Box<dyn std::error::Error + Send + Sync>> {
+    let config = Config::load(file, overrides)?;
+    let settings = config.validate_with(
         std::env::var(KEY_SECRET_ENV).ok(),
         std::env::var(REDIS_PASSWORD_ENV).ok(),
-    )?)
+    )?;
+    Ok((config, settings))
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
+    // First: from here on no signal an init system sends ends the process unplanned.
+    portcullis::reload::install_handlers();
+    let shutdown = shutdown_signal();
     let telemetry = portcullis::telemetry::init(args.log_format);
-    let code = serve_with(args).await;
+    let code = serve_with(args, shutdown).await;
     // Buffered spans are exported before the process exits.
     telemetry.shutdown().await;
     code
 }
 
-async fn serve_with(args: ServeArgs) -> ExitCode {
+async fn serve_with(
+    args: ServeArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> ExitCode {
     let redis_sentinel = args
         .redis_sentinel_master_name
         .zip(args.redis_sentinel_nodes)
@@ -339,19 +348,23 @@ async fn serve_with(args: ServeArgs) -> ExitCode {
         data_dir: args.data_dir,
         admin_listen: args.admin_listen,
     };
-    let settings = match load(args.config, overrides) {
-        Ok(s) => s,
+    let (config, settings) = match load(args.config.as_deref(), &overrides) {
+        Ok(loaded) => loaded,
         Err(e) => {
             tracing::error!("refusing to start: {}", chain(e.as_ref()));
             return ExitCode::from(2);
         }
     };
+    // SIGHUP reads the same file, flags and environment again.
+    let file = args.config.clone();
+    let source: portcullis::reload::SettingsSource =
+        std::sync::Arc::new(move || load(file.as_deref(), &overrides));
     let listen = settings.listen;
     let admin_listen = settings.admin_listen;
     // The store opens (and the data directory is checked and locked) before the port
     // is taken: a daemon that cannot count never listens.
     let daemon = match portcullis::Daemon::new(settings) {
-        Ok(d) => d,
+        Ok(d) => d.with_reload_source(source, config),
         Err(e) => {
             tracing::error!("refusing to start: {}", chain(&e));
             return ExitCode::from(2);
@@ -382,7 +395,7 @@ async fn serve_with(args: ServeArgs) -> ExitCode {
         Ok(addr) => tracing::info!("listening on {addr}"),
         Err(e) => tracing::warn!("listening, address unknown: {e}"),
     }
-    match daemon.serve(listener, shutdown_signal()).await {
+    match daemon.serve(listener, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("daemon stopped: {}", chain(&e));
@@ -404,27 +417,35 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// A future that resolves on the first SIGINT or SIGTERM from now on: the handlers are
+/// installed when this is called (first thing in `serve`), so a stop signal during
+/// start-up is not lost, nor does it end the process before its drain.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
+        let streams = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+        async move {
+            match streams {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                }
+                _ => {
+                    tracing::warn!("no SIGTERM handler: stopping on Ctrl-C only");
+                    let _ = tokio::signal::ctrl_c().await;
                 }
             }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
+            tracing::info!("shutdown signal received");
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutdown signal received");
+    async move {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutdown signal received");
+    }
 }
 
 enum Op {

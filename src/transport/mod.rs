@@ -391,11 +391,17 @@ impl Activity {
         if refused == self.max_oversized {
             self.closed_for_abuse("oversized");
             tracing::debug!("connection closed: server.max_oversized_messages reached");
-            self.close.store(true, Ordering::Release);
-            let reader = self.reader.lock().unwrap_or_else(PoisonError::into_inner).take();
-            if let Some(waker) = reader {
-                waker.wake();
-            }
+            self.close();
+        }
+    }
+
+    /// Closes the connection at its next read (its client's identity no longer counts):
+    /// no cooldown, the client may connect again and be judged afresh.
+    pub fn close(&self) {
+        self.close.store(true, Ordering::Release);
+        let reader = self.reader.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(waker) = reader {
+            waker.wake();
         }
     }
 
@@ -449,7 +455,8 @@ pub struct ConnInfo {
     pub remote: Option<SocketAddr>,
     /// Whether the connection is TLS.
     pub tls: bool,
-    /// The verified client certificate's names (mutual TLS only).
+    /// The verified client certificate's names (mutual TLS only), judged again on every
+    /// call ([`tls::ReloadingTls::judge`]).
     pub peer: Option<Arc<PeerIdentity>>,
     /// Calls in flight on this connection.
     pub activity: Arc<Activity>,
@@ -580,7 +587,7 @@ impl AsyncRead for Conn {
             return Poll::Ready(Err(e));
         }
         if this.info.activity.must_close(cx) {
-            return Poll::Ready(Err(io::Error::other("too many oversized messages")));
+            return Poll::Ready(Err(io::Error::other("connection closed by the daemon")));
         }
         let before = buf.filled().len();
         let read = match &mut this.stream {
@@ -694,8 +701,8 @@ pub fn incoming(
             tokio::spawn(async move {
                 let stream = match tls {
                     None => Stream::Plain(tcp),
-                    Some(config) => {
-                        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                    Some(ref current) => {
+                        let acceptor = tokio_rustls::TlsAcceptor::from(current.config.clone());
                         match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp))
                             .await
                         {
@@ -714,14 +721,14 @@ pub fn incoming(
                         }
                     }
                 };
-                let peer = match &stream {
-                    Stream::Tls(s) => s
+                let peer = match (&stream, &tls) {
+                    (Stream::Tls(s), Some(current)) => s
                         .get_ref()
                         .1
                         .peer_certificates()
-                        .and_then(|c| c.first())
-                        .map(|leaf| Arc::new(PeerIdentity::from_leaf(leaf))),
-                    Stream::Plain(_) => None,
+                        .filter(|chain| !chain.is_empty())
+                        .map(|chain| Arc::new(PeerIdentity::from_chain(chain, current.generation))),
+                    _ => None,
                 };
                 let info = ConnInfo {
                     remote: Some(remote),

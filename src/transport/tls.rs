@@ -7,19 +7,30 @@
 //! session they negotiated, so no call is dropped. (tonic's own `ServerTlsConfig` builds
 //! its config once, which is why the handshake is done here with tokio-rustls.)
 //!
-//! A reload is tried when SIGHUP arrives and whenever the files' contents change (they
-//! are read every `tls.reload_interval`). Files that do not make a valid configuration
-//! (a half-written certificate, a key that does not match) are refused with an error
-//! log, and the previous configuration stays in use.
+//! A reload is tried when SIGHUP arrives (`crate::reload`) and whenever the files'
+//! contents change (they are read every `tls.reload_interval`). Files that do not make a
+//! valid configuration (a half-written certificate, a key that does not match) are
+//! refused with an error log, and the previous configuration stays in use.
+//!
+//! With mutual TLS a caller's identity is judged again on **every call**, against the
+//! current time and the current client CA ([`ReloadingTls::judge`]): a certificate that
+//! expired since the handshake, or whose CA a reload removed, gets no further call
+//! through its open connection. There is no session resumption with mutual TLS (no
+//! session cache, no tickets), so no resumed session carries an identity past its
+//! certificate either (docs/security.md, "Identity over time").
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -76,21 +87,47 @@ impl TlsConfig {
     /// # Errors
     /// [`TlsError`] naming the file at fault.
     pub fn load(&self) -> Result<Arc<ReloadingTls>, TlsError> {
-        let (config, fingerprint) = build(self)?;
+        let (built, fingerprint) = build(self, 0)?;
         Ok(Arc::new(ReloadingTls {
             files: self.clone(),
-            current: RwLock::new(Arc::new(config)),
+            current: RwLock::new(Arc::new(built)),
             fingerprint: RwLock::new(fingerprint),
+            generations: AtomicU64::new(0),
         }))
     }
+}
+
+/// One built configuration: what connections arriving now are handshaken with, and
+/// what calls on every connection are judged by.
+pub struct Current {
+    /// The rustls configuration of new connections.
+    pub config: Arc<ServerConfig>,
+    /// The client certificate verifier of `config` (mutual TLS only).
+    verifier: Option<Arc<dyn ClientCertVerifier>>,
+    /// Which build this is: 0 at start-up, one more each reload.
+    pub generation: u64,
 }
 
 /// The listener's TLS configuration, swapped whole on reload.
 pub struct ReloadingTls {
     files: TlsConfig,
-    current: RwLock<Arc<ServerConfig>>,
+    current: RwLock<Arc<Current>>,
     /// SHA-256 of the files' contents the current configuration was built from.
     fingerprint: RwLock<[u8; 32]>,
+    /// The last generation handed out.
+    generations: AtomicU64,
+}
+
+/// Why a connection's client certificate no longer names a caller
+/// ([`ReloadingTls::judge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Untrusted {
+    /// A certificate of its chain is past its `notAfter`.
+    #[error("the client certificate has expired")]
+    Expired,
+    /// The chain does not verify against the current client CA (a reload removed it).
+    #[error("the client certificate is no longer trusted")]
+    NoLongerTrusted,
 }
 
 impl std::fmt::Debug for ReloadingTls {
@@ -110,8 +147,35 @@ pub enum Reloaded {
 
 impl ReloadingTls {
     /// The configuration a connection arriving now is handshaken with.
-    pub fn current(&self) -> Arc<ServerConfig> {
+    pub fn current(&self) -> Arc<Current> {
         self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Judges a connection's client certificate for one call, at `now`: every certificate
+    /// of its chain within its validity, and the chain verified by the current client CA.
+    /// The verification runs once per configuration (the connection remembers the
+    /// generation it was last verified under); the time check runs every call.
+    ///
+    /// # Errors
+    /// [`Untrusted`]: the connection's identity counts for nothing any more.
+    pub fn judge(&self, peer: &PeerIdentity, now: SystemTime) -> Result<(), Untrusted> {
+        let seconds = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        if seconds >= peer.not_after {
+            return Err(Untrusted::Expired);
+        }
+        let current = self.current();
+        if peer.verified.load(Ordering::Acquire) == current.generation {
+            return Ok(());
+        }
+        let verifier = current.verifier.as_ref().ok_or(Untrusted::NoLongerTrusted)?;
+        let (leaf, intermediates) = peer.chain.split_first().ok_or(Untrusted::NoLongerTrusted)?;
+        verifier
+            .verify_client_cert(leaf, intermediates, UnixTime::since_unix_epoch(
+                now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
+            ))
+            .map_err(|_| Untrusted::NoLongerTrusted)?;
+        peer.verified.store(current.generation, Ordering::Release);
+        Ok(())
     }
 
     /// Whether connections must present a client certificate.
@@ -129,67 +193,68 @@ impl ReloadingTls {
         if !force && fingerprint == *self.fingerprint.read().unwrap_or_else(|e| e.into_inner()) {
             return Ok(Reloaded::Unchanged);
         }
-        let (config, fingerprint) = build(&self.files)?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+        let generation = self.generations.fetch_add(1, Ordering::AcqRel) + 1;
+        let (built, fingerprint) = build(&self.files, generation)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(built);
         *self.fingerprint.write().unwrap_or_else(|e| e.into_inner()) = fingerprint;
         Ok(Reloaded::Swapped)
     }
 
-    /// Reloads on SIGHUP and on a change of the files' contents until `stop` resolves.
-    /// A failed reload is logged (naming the file) once per distinct content, and the
+    /// Reloads on a change of the files' contents, looked at every `tls.reload_interval`,
+    /// until `stop` resolves (SIGHUP reloads at once through [`Self::reload_logged`]). A
+    /// failed reload is logged (naming the file) once per distinct content, and the
     /// previous configuration stays in use.
     pub async fn watch(self: Arc<Self>, stop: impl Future<Output = ()>) {
         let mut tick = tokio::time::interval(self.files.reload_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        #[cfg(unix)]
-        let mut hangup =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         let mut stop = std::pin::pin!(stop);
         let mut last_failure: Option<[u8; 32]> = None;
         loop {
-            #[cfg(unix)]
-            let sighup = async {
-                match hangup.as_mut() {
-                    Some(h) => h.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            #[cfg(not(unix))]
-            let sighup = std::future::pending::<Option<()>>();
-            let force = tokio::select! {
+            tokio::select! {
                 () = &mut stop => return,
-                _ = tick.tick() => false,
-                _ = sighup => true,
-            };
-            // File reads off the I/O thread: the daemon may serve every connection on one
-            // thread (`server.io_threads`), and the files may sit on a slow mount.
-            let this = self.clone();
-            let read = tokio::task::spawn_blocking(move || {
-                let outcome = this.reload(force);
-                let seen = outcome.is_err().then(|| fingerprint(&this.files).ok()).flatten();
-                (outcome, seen)
-            })
-            .await;
-            let Ok((outcome, seen)) = read else {
-                tracing::error!("tls: reload failed, the previous certificate stays in use");
-                continue;
-            };
-            match outcome {
-                Ok(Reloaded::Swapped) => {
-                    last_failure = None;
-                    tracing::info!("tls: certificate, key and client CA reloaded");
-                    metrics::counter!("portcullis_tls_reloads_total", "outcome" => "ok")
+                _ = tick.tick() => {}
+            }
+            self.clone().reload_logged(false, &mut last_failure).await;
+        }
+    }
+
+    /// One reload off the I/O thread (the daemon may serve every connection on one
+    /// thread, `server.io_threads`, and the files may sit on a slow mount), logged and
+    /// counted. `force` (SIGHUP) rebuilds even unchanged files and always logs a
+    /// refusal; otherwise a refusal is logged once per distinct content
+    /// (`last_failure`). Returns whether the configuration in use is now the files'.
+    pub async fn reload_logged(
+        self: Arc<Self>,
+        force: bool,
+        last_failure: &mut Option<[u8; 32]>,
+    ) -> bool {
+        let this = self.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let outcome = this.reload(force);
+            let seen = outcome.is_err().then(|| fingerprint(&this.files).ok()).flatten();
+            (outcome, seen)
+        })
+        .await;
+        let Ok((outcome, seen)) = read else {
+            tracing::error!("tls: reload failed, the previous certificate stays in use");
+            return false;
+        };
+        match outcome {
+            Ok(Reloaded::Swapped) => {
+                *last_failure = None;
+                tracing::info!("tls: certificate, key and client CA reloaded");
+                metrics::counter!("portcullis_tls_reloads_total", "outcome" => "ok").increment(1);
+                true
+            }
+            Ok(Reloaded::Unchanged) => true,
+            Err(e) => {
+                if force || seen.is_none() || seen != *last_failure {
+                    tracing::error!(error = %e, cause = ?std::error::Error::source(&e), "tls: reload refused, the previous certificate stays in use");
+                    metrics::counter!("portcullis_tls_reloads_total", "outcome" => "refused")
                         .increment(1);
                 }
-                Ok(Reloaded::Unchanged) => {}
-                Err(e) => {
-                    if force || seen.is_none() || seen != last_failure {
-                        tracing::error!(error = %e, cause = ?std::error::Error::source(&e), "tls: reload refused, the previous certificate stays in use");
-                        metrics::counter!("portcullis_tls_reloads_total", "outcome" => "refused")
-                            .increment(1);
-                    }
-                    last_failure = seen;
-                }
+                *last_failure = seen;
+                false
             }
         }
     }
@@ -234,7 +299,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn build(files: &TlsConfig) -> Result<(ServerConfig, [u8; 32]), TlsError> {
+fn build(files: &TlsConfig, generation: u64) -> Result<(Current, [u8; 32]), TlsError> {
     // Fingerprint first: a file replaced between the two reads is read again next time.
     let fingerprint = fingerprint(files)?;
     let chain = certificates("tls.cert_file", &files.cert_file)?;
@@ -247,6 +312,7 @@ fn build(files: &TlsConfig) -> Result<(ServerConfig, [u8; 32]), TlsError> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?;
+    let mut client_verifier: Option<Arc<dyn ClientCertVerifier>> = None;
     let builder = match &files.client_ca_file {
         Some(path) => {
             let mut roots = rustls::RootCertStore::empty();
@@ -260,41 +326,72 @@ fn build(files: &TlsConfig) -> Result<(ServerConfig, [u8; 32]), TlsError> {
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
                 .build()
                 .map_err(|source| TlsError::ClientCa { path: path.clone(), source })?;
+            client_verifier = Some(verifier.clone());
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_single_cert(chain, key).map_err(TlsError::Config)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok((config, fingerprint))
+    if client_verifier.is_some() {
+        // No resumption with mutual TLS: a resumed session would carry the identity of
+        // its first handshake without verifying the certificate again.
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
+    }
+    Ok((Current { config: Arc::new(config), verifier: client_verifier, generation }, fingerprint))
 }
 
-/// The identities a client certificate names: its subject alternative names of the DNS
-/// (lower-cased) and URI kinds. Authorization (`crate::auth`) matches callers by them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a connection's verified client certificate says: its subject alternative names
+/// of the DNS (lower-cased) and URI kinds, which authorization (`crate::auth`) matches
+/// callers by, and what [`ReloadingTls::judge`] needs to judge it again on every call.
+#[derive(Debug, Default)]
 pub struct PeerIdentity {
     /// `dNSName` entries, lower-cased (DNS names compare without case, RFC 4343).
     pub dns: Vec<String>,
     /// `uniformResourceIdentifier` entries (SPIFFE IDs, for example), as written.
     pub uri: Vec<String>,
+    /// The chain the client presented, leaf first, for a verification after a reload.
+    chain: Vec<CertificateDer<'static>>,
+    /// The earliest `notAfter` of the chain, in seconds since the Unix epoch: from then
+    /// on the identity is expired.
+    not_after: u64,
+    /// The configuration generation the chain was last verified under.
+    verified: AtomicU64,
 }
 
 impl PeerIdentity {
-    /// The SANs of the leaf certificate `der`; an unparsable certificate names nobody
-    /// (it passed the verifier, so this does not happen in practice: fail closed anyway).
-    pub fn from_leaf(der: &[u8]) -> Self {
+    /// The identity of a chain the handshake of configuration `generation` verified. An
+    /// unparsable certificate names nobody and is expired (it passed the verifier, so
+    /// this does not happen in practice: fail closed anyway).
+    pub fn from_chain(chain: &[CertificateDer<'_>], generation: u64) -> Self {
         use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
-        let mut identity = PeerIdentity::default();
-        let Ok((_, cert)) = X509Certificate::from_der(der) else { return identity };
-        if let Ok(Some(san)) = cert.subject_alternative_name() {
-            for name in &san.value.general_names {
-                match name {
-                    GeneralName::DNSName(d) => identity.dns.push(d.to_ascii_lowercase()),
-                    GeneralName::URI(u) => identity.uri.push((*u).to_owned()),
-                    _ => {}
+        let mut identity = PeerIdentity {
+            chain: chain.iter().map(|c| c.clone().into_owned()).collect(),
+            verified: AtomicU64::new(generation),
+            ..PeerIdentity::default()
+        };
+        let mut not_after = u64::MAX;
+        for (i, der) in chain.iter().enumerate() {
+            let Ok((_, cert)) = X509Certificate::from_der(der) else {
+                return PeerIdentity::default();
+            };
+            let expires = u64::try_from(cert.validity().not_after.timestamp()).unwrap_or(0);
+            not_after = not_after.min(expires);
+            if i > 0 {
+                continue;
+            }
+            if let Ok(Some(san)) = cert.subject_alternative_name() {
+                for name in &san.value.general_names {
+                    match name {
+                        GeneralName::DNSName(d) => identity.dns.push(d.to_ascii_lowercase()),
+                        GeneralName::URI(u) => identity.uri.push((*u).to_owned()),
+                        _ => {}
+                    }
                 }
             }
         }
+        identity.not_after = if chain.is_empty() { 0 } else { not_after };
         identity
     }
 }

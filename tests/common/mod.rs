@@ -729,6 +729,27 @@ impl DaemonProcess {
         self.child.id()
     }
 
+    /// The configuration file the daemon was started with (rewrite it, then SIGHUP).
+    pub fn config_path(&self) -> PathBuf {
+        self._config.path().join("portcullis.toml")
+    }
+
+    /// Sends signal `name` (`HUP`, `USR1`, …) to the daemon.
+    pub fn signal(&self, name: &str) {
+        let sent = Command::new("kill").arg(format!("-{name}")).arg(self.pid().to_string()).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name} failed");
+    }
+
+    /// Waits up to 10 s until the logs contain `text` (`n`-th occurrence); panics with the
+    /// logs otherwise.
+    pub async fn wait_for_log(&self, text: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.logs().matches(text).count() < n {
+            assert!(Instant::now() < deadline, "no {text:?} (x{n}) in the logs:\n{}", self.logs());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits up to `limit` for the process to exit; its status, or `None`.
     pub async fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + limit;

@@ -1,0 +1,226 @@
+//! What the daemon does on the signals an init system, an operator or a log rotator
+//! sends besides SIGTERM and SIGINT (docs/deployment.md, "Signals and reloads").
+//!
+//! - **SIGHUP never ends the daemon.** It reloads what can change without a restart, in
+//!   every configuration: the listener's TLS files (`[tls]`), and the callers
+//!   (`[callers]`) with their token files. With the configuration file the daemon was
+//!   started from (`portcullis serve --config`), that file is read and validated again,
+//!   whole: an invalid file is refused with an error log and *everything* stays as it
+//!   was; a valid one puts its `[callers]` in force for every request from then on (on
+//!   open connections too) and names, in a warning, every other section that changed
+//!   and needs a restart (realms, store, limits, …). Without a file (a daemon built from
+//!   settings in-process), the token files are read again.
+//! - **SIGUSR1 and SIGUSR2** are ignored (logged): log rotators send them to daemons
+//!   that write log files, and their default action would end the process. The daemon
+//!   logs to standard error, so there is nothing to reopen.
+//!
+//! The handlers are installed when the daemon starts serving; `portcullis serve`
+//! installs them before anything else (`install_handlers`), so a signal during start-up
+//! is not fatal either.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::auth::CallerTable;
+use crate::config::{Config, Settings};
+use crate::transport::tls::ReloadingTls;
+
+/// Reads and validates the configuration again, as `portcullis serve` did at start-up
+/// (the file, its flags and environment variables): the file's text and what it
+/// validates to.
+pub type SettingsSource =
+    Arc<dyn Fn() -> Result<(Config, Settings), Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
+
+/// The reloadable parts of a running daemon.
+pub struct Reloader {
+    tls: Option<Arc<ReloadingTls>>,
+    callers: Arc<CallerTable>,
+    /// The configuration file's source and the configuration in force, when the daemon
+    /// was started from one.
+    source: Option<(SettingsSource, Mutex<Config>)>,
+}
+
+/// What one reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reloaded {
+    /// The callers (and TLS files) in force are the new ones. `restart` names the
+    /// sections that changed but take effect only after a restart.
+    Applied {
+        /// Top-level sections of the file that changed and need a restart.
+        restart: Vec<String>,
+    },
+    /// The configuration (or the TLS files) could not be used: nothing changed.
+    Refused,
+}
+
+impl Reloader {
+    /// The reloadable parts: the listener's TLS, the caller table every request reads,
+    /// and where the configuration came from (`None`: not from a file).
+    pub fn new(
+        tls: Option<Arc<ReloadingTls>>,
+        callers: Arc<CallerTable>,
+        source: Option<(SettingsSource, Config)>,
+    ) -> Arc<Self> {
+        let source = source.map(|(source, running)| (source, Mutex::new(running)));
+        Arc::new(Self { tls, callers, source })
+    }
+
+    /// One reload (SIGHUP), logged and counted in `portcullis_config_reloads_total` by
+    /// outcome.
+    pub async fn reload(&self) -> Reloaded {
+        let outcome = self.try_reload().await;
+        let label = match &outcome {
+            Reloaded::Applied { restart } => {
+                if restart.is_empty() {
+                    tracing::info!("reload: configuration reloaded");
+                } else {
+                    tracing::warn!(
+                        sections = %restart.join(", "),
+                        "reload: callers and TLS files reloaded; the other changed sections take effect after a restart"
+                    );
+                }
+                "ok"
+            }
+            Reloaded::Refused => "refused",
+        };
+        metrics::counter!("portcullis_config_reloads_total", "outcome" => label).increment(1);
+        outcome
+    }
+
+    async fn try_reload(&self) -> Reloaded {
+        let mut last_failure = None;
+        let tls_ok = match &self.tls {
+            Some(tls) => tls.clone().reload_logged(true, &mut last_failure).await,
+            None => true,
+        };
+        let Some((source, running)) = &self.source else {
+            // No file: the same callers, their token files read again.
+            return match self.callers.current().reread() {
+                Ok(callers) if tls_ok => {
+                    self.callers.replace(Arc::new(callers));
+                    Reloaded::Applied { restart: Vec::new() }
+                }
+                Ok(_) => Reloaded::Refused,
+                Err(e) => {
+                    tracing::error!(error = %e, "reload refused: the callers in force stay");
+                    Reloaded::Refused
+                }
+            };
+        };
+        let source = source.clone();
+        // File reads (configuration, token files, certificates) off the I/O thread.
+        let loaded = tokio::task::spawn_blocking(move || source()).await;
+        let (config, settings) = match loaded {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "reload refused: the configuration in force stays");
+                return Reloaded::Refused;
+            }
+            Err(_) => {
+                tracing::error!("reload refused: the configuration could not be read");
+                return Reloaded::Refused;
+            }
+        };
+        let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = changed_sections(&running, &config);
+        if changed.iter().any(|s| s == "tls") {
+            // Another listener certificate or client CA *file*, or TLS on or off: the
+            // callers' identities depend on it, so nothing is applied before a restart.
+            tracing::error!(
+                "reload refused: [tls] names other files or turns TLS on or off; restart to apply"
+            );
+            return Reloaded::Refused;
+        }
+        if !tls_ok {
+            return Reloaded::Refused;
+        }
+        self.callers.replace(settings.callers.clone());
+        let restart = changed.into_iter().filter(|s| s != "callers").collect();
+        *running = config;
+        Reloaded::Applied { restart }
+    }
+
+    /// Runs until the daemon stops: SIGHUP reloads, SIGUSR1 and SIGUSR2 are ignored.
+    pub async fn handle_signals(self: Arc<Self>) {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut hup), Ok(mut usr1), Ok(mut usr2)) = (
+                signal(SignalKind::hangup()),
+                signal(SignalKind::user_defined1()),
+                signal(SignalKind::user_defined2()),
+            ) else {
+                tracing::error!("reload: signal handlers could not be installed");
+                return;
+            };
+            loop {
+                tokio::select! {
+                    _ = hup.recv() => {
+                        tracing::info!("SIGHUP: reloading");
+                        self.reload().await;
+                    }
+                    _ = usr1.recv() => tracing::info!("SIGUSR1 ignored (logs go to standard error)"),
+                    _ = usr2.recv() => tracing::info!("SIGUSR2 ignored (logs go to standard error)"),
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Installs the handlers of SIGHUP, SIGUSR1 and SIGUSR2 for the process, so none of
+/// them ends it before [`Reloader::handle_signals`] runs (tokio keeps a handler once
+/// installed). Call inside a tokio runtime, first thing.
+pub fn install_handlers() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        for kind in [SignalKind::hangup(), SignalKind::user_defined1(), SignalKind::user_defined2()]
+        {
+            if let Err(e) = signal(kind) {
+                tracing::warn!(error = %e, "a signal handler could not be installed");
+            }
+        }
+    }
+}
+
+/// Top-level sections (and top-level keys) of `new` that differ from `old`: `tls` when
+/// its files, its reload interval or its presence differ. Values are compared, never
+/// logged: a store URL may hold a password.
+fn changed_sections(old: &Config, new: &Config) -> Vec<String> {
+    use figment::value::Value;
+    let dict = |c: &Config| match Value::serialize(c) {
+        Ok(Value::Dict(_, d)) => d,
+        _ => Default::default(),
+    };
+    let (old, new) = (dict(old), dict(new));
+    let mut names: Vec<&String> = old.keys().chain(new.keys()).collect();
+    names.sort();
+    names.dedup();
+    names.into_iter().filter(|k| old.get(*k) != new.get(*k)).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Overrides;
+
+    fn config(text: &str) -> Config {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(Some(&path), &Overrides::default()).unwrap()
+    }
+
+    #[test]
+    fn changed_sections_are_named_and_nothing_else() {
+        let base = "[store]\nredis_url = \"redis://:pw@h/\"\n[realms.default]\n";
+        assert!(changed_sections(&config(base), &config(base)).is_empty());
+        let more = format!("{base}max_failures = 3\n");
+        assert_eq!(changed_sections(&config(base), &config(&more)), ["realms"]);
+        let other = "[store]\nredis_url = \"redis://:other@h/\"\n[realms.default]\n";
+        assert_eq!(changed_sections(&config(base), &config(other)), ["store"]);
+        let listen = format!("listen = \"127.0.0.1:9\"\n{base}");
+        assert_eq!(changed_sections(&config(base), &config(&listen)), ["listen"]);
+    }
+}
