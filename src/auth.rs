@@ -482,15 +482,19 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<S> Auth<S> {
     /// The decision for one request: a mutual-TLS identity judged again (now, against
-    /// the current client CA: an identity that fails closes its connection), then the
-    /// caller and its RPC.
-    fn decide(&self, path: &str, conn: Option<&ConnInfo>, headers: &http::HeaderMap) -> Result<Authorization, Status> {
+    /// the current client CA: every call on a connection whose identity fails is
+    /// refused), then the caller and its RPC.
+    fn decide(
+        &self,
+        path: &str,
+        conn: Option<&ConnInfo>,
+        headers: &http::HeaderMap,
+    ) -> Result<Authorization, Status> {
         if let (Some(tls), Some(conn)) = (&self.tls, conn)
             && let Some(peer) = &conn.peer
             && let Err(untrusted) = tls.judge(peer, SystemTime::now())
         {
             refused("-", "unauthenticated");
-            conn.activity.close();
             return Err(Status::unauthenticated(untrusted.to_string()));
         }
         // Health checks come from load balancers and need no caller.
@@ -519,7 +523,8 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        let decision = self.decide(req.uri().path(), req.extensions().get::<ConnInfo>(), req.headers());
+        let decision =
+            self.decide(req.uri().path(), req.extensions().get::<ConnInfo>(), req.headers());
         match decision {
             Ok(authorization) => {
                 req.extensions_mut().insert(authorization);

@@ -27,8 +27,9 @@ use crate::transport::tls::ReloadingTls;
 /// Reads and validates the configuration again, as `portcullis serve` did at start-up
 /// (the file, its flags and environment variables): the file's text and what it
 /// validates to.
-pub type SettingsSource =
-    Arc<dyn Fn() -> Result<(Config, Settings), Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
+pub type SettingsSource = Arc<
+    dyn Fn() -> Result<(Config, Settings), Box<dyn std::error::Error + Send + Sync>> + Send + Sync,
+>;
 
 /// The reloadable parts of a running daemon.
 pub struct Reloader {

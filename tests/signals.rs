@@ -28,7 +28,11 @@ async fn sighup_and_the_user_signals_never_end_a_daemon_without_tls() {
             "HUP" => daemon.wait_for_log("reload: configuration reloaded", n / 3 + 1).await,
             other => daemon.wait_for_log(&format!("SIG{other} ignored"), 1).await,
         }
-        assert_eq!(daemon.wait_exit(Duration::from_millis(100)).await, None, "SIG{signal} ended it");
+        assert_eq!(
+            daemon.wait_exit(Duration::from_millis(100)).await,
+            None,
+            "SIG{signal} ended it"
+        );
         assert_eq!(c.attempt("default", "alive@example.com").await.unwrap(), Decision::Allow);
     }
     assert!(daemon.terminate().await.success(), "SIGTERM exits 0");
@@ -42,7 +46,8 @@ async fn sighup_and_the_user_signals_never_end_a_daemon_without_tls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_callers_on_open_connections_and_refuses_a_bad_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (web, ops) = ("web-token-0123456789abcdef0123456789", "ops-token-0123456789abcdef0123456789");
+    let (web, ops) =
+        ("web-token-0123456789abcdef0123456789", "ops-token-0123456789abcdef0123456789");
     let callers = |with_web: bool| {
         let mut text = format!(
             "[callers.ops]\ntoken_hash_file = {:?}\nrpcs = [\"Inspect\"]\nrealms = [\"*\"]\n",

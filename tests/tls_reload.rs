@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::pki::{Ca, client_tls, write};
 use common::*;
+use portcullis::pb::Decision;
 
 const GATEWAY: &str = r#"
 [callers.gateway]
@@ -146,4 +147,110 @@ async fn sighup_reloads_at_once() {
     wait_for_rotation(daemon.addr, &new, &new).await;
     assert!(daemon.logs().contains("reloaded"));
     assert!(daemon.terminate().await.success());
+}
+
+/// A caller's identity is judged on every call, not only at the handshake: a client
+/// certificate that expires while its connection is open gets no further call through
+/// it (UNAUTHENTICATED), and a new connection with it is refused at the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_certificate_gets_no_call_through_an_open_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("CA");
+    rotate(dir.path(), &ca, &ca.pem());
+    let tls = tls_section(dir.path(), "24h");
+    let daemon = Daemon::start(embedded_settings_with(&dir.path().join("data"), &tls)).await;
+    let leaf = ca.leaf_expiring_in(&["gateway.test"], 3);
+    let mut open =
+        caller(daemon.addr, Some(client_tls(&ca.pem(), Some(&leaf))), None).await.unwrap();
+    assert_eq!(open.attempt("default", "a@example.com").await.unwrap(), Decision::Allow);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let refused = open.attempt("default", "a@example.com").await.unwrap_err();
+    assert!(
+        refused.code() == tonic::Code::Unauthenticated
+            || refused.code() == tonic::Code::Unavailable,
+        "{refused:?}"
+    );
+    // Nothing more on that connection, and no new one.
+    assert!(open.attempt("default", "a@example.com").await.is_err());
+    assert!(
+        try_attempt(daemon.addr, Some(client_tls(&ca.pem(), Some(&leaf))), None).await.is_err()
+    );
+    daemon.shutdown().await;
+}
+
+/// A client CA removed by a reload takes its callers' open connections with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_client_ca_gets_no_call_through_an_open_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, kept, removed) = (Ca::new("server CA"), Ca::new("kept CA"), Ca::new("removed CA"));
+    rotate(dir.path(), &server, &format!("{}{}", kept.pem(), removed.pem()));
+    let tls = tls_section(dir.path(), "100ms");
+    let daemon = Daemon::start(embedded_settings_with(&dir.path().join("data"), &tls)).await;
+    let doomed = removed.leaf(&["gateway.test"], &[]);
+    let staying = kept.leaf(&["gateway.test"], &[]);
+    let mut old =
+        caller(daemon.addr, Some(client_tls(&server.pem(), Some(&doomed))), None).await.unwrap();
+    let mut other =
+        caller(daemon.addr, Some(client_tls(&server.pem(), Some(&staying))), None).await.unwrap();
+    assert_eq!(old.attempt("default", "a@example.com").await.unwrap(), Decision::Allow);
+    write(dir.path(), "client-ca.pem", &kept.pem());
+    // The reload has happened once a new connection with the removed CA is refused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while try_attempt(daemon.addr, Some(client_tls(&server.pem(), Some(&doomed))), None)
+        .await
+        .is_ok()
+    {
+        assert!(Instant::now() < deadline, "the client CA was never reloaded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = old.attempt("default", "a@example.com").await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    // The kept CA's caller, on its open connection, is served as before.
+    assert_eq!(other.attempt("default", "b@example.com").await.unwrap(), Decision::Allow);
+    daemon.shutdown().await;
+}
+
+/// With mutual TLS there is no session resumption: a client that offers its session
+/// again gets a full handshake, its certificate verified afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_never_resumes_a_session() {
+    use rustls::pki_types::pem::PemObject;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("CA");
+    rotate(dir.path(), &ca, &ca.pem());
+    let tls = tls_section(dir.path(), "24h");
+    let daemon = Daemon::start(embedded_settings_with(&dir.path().join("data"), &tls)).await;
+    let leaf = ca.leaf(&["gateway.test"], &[]);
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca.pem().as_bytes()).unwrap())
+        .unwrap();
+    let chain =
+        vec![rustls::pki_types::CertificateDer::from_pem_slice(leaf.cert_pem.as_bytes()).unwrap()];
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    // The client keeps sessions and tickets (rustls's default): it would resume.
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    for n in 0..3 {
+        let tcp = tokio::net::TcpStream::connect(daemon.addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut stream = connector.connect(name, tcp).await.unwrap();
+        // Read a little, so TLS 1.3 tickets (if any were sent) reach the client.
+        let _ = tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::io::AsyncReadExt::read(&mut stream, &mut [0u8; 64]),
+        )
+        .await;
+        let kind = stream.get_ref().1.handshake_kind();
+        assert_eq!(kind, Some(rustls::HandshakeKind::Full), "connection {n} resumed");
+    }
+    daemon.shutdown().await;
 }

@@ -395,9 +395,8 @@ impl Activity {
         }
     }
 
-    /// Closes the connection at its next read (its client's identity no longer counts):
-    /// no cooldown, the client may connect again and be judged afresh.
-    pub fn close(&self) {
+    /// Closes the connection at its next read.
+    fn close(&self) {
         self.close.store(true, Ordering::Release);
         let reader = self.reader.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(waker) = reader {
@@ -722,12 +721,11 @@ pub fn incoming(
                     }
                 };
                 let peer = match (&stream, &tls) {
-                    (Stream::Tls(s), Some(current)) => s
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .filter(|chain| !chain.is_empty())
-                        .map(|chain| Arc::new(PeerIdentity::from_chain(chain, current.generation))),
+                    (Stream::Tls(s), Some(current)) => {
+                        s.get_ref().1.peer_certificates().filter(|chain| !chain.is_empty()).map(
+                            |chain| Arc::new(PeerIdentity::from_chain(chain, current.generation)),
+                        )
+                    }
                     _ => None,
                 };
                 let info = ConnInfo {

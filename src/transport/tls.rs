@@ -170,9 +170,13 @@ impl ReloadingTls {
         let verifier = current.verifier.as_ref().ok_or(Untrusted::NoLongerTrusted)?;
         let (leaf, intermediates) = peer.chain.split_first().ok_or(Untrusted::NoLongerTrusted)?;
         verifier
-            .verify_client_cert(leaf, intermediates, UnixTime::since_unix_epoch(
-                now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
-            ))
+            .verify_client_cert(
+                leaf,
+                intermediates,
+                UnixTime::since_unix_epoch(
+                    now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
+                ),
+            )
             .map_err(|_| Untrusted::NoLongerTrusted)?;
         peer.verified.store(current.generation, Ordering::Release);
         Ok(())

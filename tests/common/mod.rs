@@ -736,7 +736,8 @@ impl DaemonProcess {
 
     /// Sends signal `name` (`HUP`, `USR1`, …) to the daemon.
     pub fn signal(&self, name: &str) {
-        let sent = Command::new("kill").arg(format!("-{name}")).arg(self.pid().to_string()).status();
+        let sent =
+            Command::new("kill").arg(format!("-{name}")).arg(self.pid().to_string()).status();
         assert!(sent.is_ok_and(|s| s.success()), "kill -{name} failed");
     }
 

@@ -32,6 +32,16 @@ impl Ca {
         self.leaf_valid(dns, uri, None)
     }
 
+    /// A leaf valid since an hour ago that expires `seconds` from now.
+    pub fn leaf_expiring_in(&self, dns: &[&str], seconds: i64) -> Leaf {
+        let now = time::OffsetDateTime::now_utc();
+        self.leaf_valid(
+            dns,
+            &[],
+            Some((now - time::Duration::hours(1), now + time::Duration::seconds(seconds))),
+        )
+    }
+
     /// A leaf that expired yesterday.
     pub fn expired_leaf(&self, dns: &[&str]) -> Leaf {
         let now = time::OffsetDateTime::now_utc();
