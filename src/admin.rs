@@ -1,7 +1,8 @@
 //! The operator service `portcullis.v1.Admin` (docs/security.md):
 //! `Inspect` reads an account key's lockout state, `Unlock` clears its record on an
-//! operator's decision, `SprayStatus` reports a realm's password-spray state
-//! (docs/spray.md). It shares the listener with `Governor` and has its own permissions
+//! operator's decision (and, for a mitigated attack, revokes its devices),
+//! `RevokeDevices` revokes every device token of an account (docs/devices.md),
+//! `SprayStatus` reports a realm's password-spray state (docs/spray.md). It shares the listener with `Governor` and has its own permissions
 //! (`Inspect`, `Unlock`, `SprayStatus` in `[callers.NAME] rpcs`).
 //!
 //! Every use is logged with the caller's configured name, the realm and the outcome,
@@ -15,8 +16,8 @@ use tonic::{Request, Response, Status};
 use crate::auth::Authorization;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
-    DoorState, InspectRequest, InspectResponse, SprayStatusRequest, SprayStatusResponse,
-    UnlockReason, UnlockRequest, UnlockResponse,
+    DoorState, InspectRequest, InspectResponse, RevokeDevicesRequest, RevokeDevicesResponse,
+    SprayStatusRequest, SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
 };
 use crate::realm::Realms;
 use crate::service::{store_unavailable, validate_account};
@@ -124,10 +125,38 @@ impl Admin for AdminService {
             Ok(reason) => reason,
         };
         self.store.clear(&key).await.map_err(store_unavailable)?;
+        // An attack that was mitigated may have left the attacker a device token.
+        if reason == UnlockReason::AttackMitigated {
+            self.store
+                .revoke_devices(&key, realm.device_epoch_ttl_ms())
+                .await
+                .map_err(store_unavailable)?;
+        }
         tracing::warn!(caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), "admin: unlock cleared an account key's record");
         metrics::counter!("portcullis_admin_calls_total", "rpc" => "Unlock", "caller" => caller)
             .increment(1);
         Ok(Response::new(UnlockResponse {}))
+    }
+
+    async fn revoke_devices(
+        &self,
+        request: Request<RevokeDevicesRequest>,
+    ) -> Result<Response<RevokeDevicesResponse>, Status> {
+        let caller = caller(request.extensions());
+        let (realm, key) = validate_account(
+            &self.realms,
+            &self.secret,
+            request.get_ref().account.as_ref(),
+            request.extensions(),
+        )?;
+        self.store
+            .revoke_devices(&key, realm.device_epoch_ttl_ms())
+            .await
+            .map_err(store_unavailable)?;
+        tracing::warn!(caller = %caller, realm = %realm.name, "admin: revoked an account's device tokens");
+        metrics::counter!("portcullis_admin_calls_total", "rpc" => "RevokeDevices", "caller" => caller)
+            .increment(1);
+        Ok(Response::new(RevokeDevicesResponse {}))
     }
 
     async fn spray_status(

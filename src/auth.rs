@@ -50,6 +50,8 @@ pub enum Rpc {
     Unlock,
     /// `Admin/SprayStatus` (operators).
     SprayStatus,
+    /// `Admin/RevokeDevices` (operators).
+    RevokeDevices,
 }
 
 impl Rpc {
@@ -64,6 +66,7 @@ impl Rpc {
             "/portcullis.v1.Admin/Inspect" => Rpc::Inspect,
             "/portcullis.v1.Admin/Unlock" => Rpc::Unlock,
             "/portcullis.v1.Admin/SprayStatus" => Rpc::SprayStatus,
+            "/portcullis.v1.Admin/RevokeDevices" => Rpc::RevokeDevices,
             _ => return None,
         })
     }
@@ -85,7 +88,7 @@ pub struct CallerConfig {
     #[serde(default)]
     pub token_hash_file: Option<PathBuf>,
     /// RPCs it may call: `Admit`, `RecordAttempt`, `Verify`, `ClearAttempts`, and for
-    /// operators `Inspect`, `Unlock`, `SprayStatus`.
+    /// operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`.
     pub rpcs: Vec<Rpc>,
     /// Realms it may name, or `["*"]` for every configured realm.
     pub realms: Vec<String>,

@@ -10,14 +10,25 @@
 //! the account as before. Nothing here changes an answer: a wrong password is the same
 //! reject whatever the token.
 //!
-//! Token layout (41 bytes, then unpadded base64url, RFC 4648 §5: 55 characters):
+//! Token layout (45 bytes, then unpadded base64url, RFC 4648 §5: 60 characters):
 //!
 //! ```text
-//! version (1 byte, 1) ‖ issued_at (8 bytes, Unix seconds, big-endian) ‖ nonce (16 random bytes)
+//! version (1 byte, 2) ‖ issued_at (8 bytes, Unix seconds, big-endian)
+//!   ‖ device epoch (4 bytes, big-endian) ‖ nonce (16 random bytes)
 //!   ‖ tag (16 bytes: HMAC-SHA-256 truncated, RFC 2104 §5)
-//! tag = HMAC-SHA-256(device key, "portcullis device token v1\0" ‖ len(realm) ‖ realm
-//!                    ‖ account digest (32 bytes) ‖ version ‖ issued_at ‖ nonce)
+//! tag = HMAC-SHA-256(device key, "portcullis device token v2\0" ‖ len(realm) ‖ realm
+//!                    ‖ account digest ‖ len(stored hash) ‖ stored hash
+//!                    ‖ version ‖ issued_at ‖ device epoch ‖ nonce)
 //! ```
+//!
+//! A token vouches for the **credential** it was issued against: the stored hash the
+//! gateway sent with the accepted password is inside the tag, so once the gateway
+//! presents another stored hash (the user changed the password, say because the device
+//! was stolen) the token checks out no more. And it vouches only while the account's
+//! **device epoch** is the one it carries: an operator's `RevokeDevices` (or an
+//! `Unlock` for a mitigated attack) raises the epoch in the store, and the count then
+//! puts every older token's attempt on the account's own record (docs/devices.md,
+//! "Revocation"). Version-1 tokens (before this binding) are untrusted.
 //!
 //! The device key is [`KeySecret::subkey`]`("device-token")`, so every daemon sharing
 //! the store (and so the key secret) accepts every other's tokens, and a token made with
@@ -36,18 +47,21 @@ use sha2::Sha256;
 use crate::store::keys::{AccountKey, KeySecret};
 
 /// Longest `device_token` a request may carry, in bytes; a longer one is
-/// `INVALID_ARGUMENT` (a real token is 55 bytes).
+/// `INVALID_ARGUMENT` (a real token is 60 bytes).
 pub const MAX_DEVICE_TOKEN_BYTES: usize = 256;
 
 /// How far in the future a token's issue time may lie (another daemon's clock running
 /// ahead) and still be accepted.
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const NONCE_BYTES: usize = 16;
 const TAG_BYTES: usize = 16;
-const TOKEN_BYTES: usize = 1 + 8 + NONCE_BYTES + TAG_BYTES;
-const DOMAIN: &[u8] = b"portcullis device token v1\0";
+/// Offsets in a token: version, issue time, epoch, nonce.
+const EPOCH_AT: usize = 1 + 8;
+const NONCE_AT: usize = EPOCH_AT + 4;
+const TOKEN_BYTES: usize = NONCE_AT + NONCE_BYTES + TAG_BYTES;
+const DOMAIN: &[u8] = b"portcullis device token v2\0";
 
 /// Issues and checks device tokens with the key derived from the key secret.
 #[derive(Clone)]
@@ -58,11 +72,27 @@ pub struct DeviceTokens {
     secret: KeySecret,
 }
 
-/// A token that checked out: the device's bucket of the account it was issued for.
+/// A token that checked out: the device's bucket of the account it was issued for, and
+/// the device epoch it carries (the store decides whether that is still current).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnownDevice {
     /// The device's own record, in the account's hash tag.
     pub bucket: AccountKey,
+    /// The account's device epoch when the token was issued.
+    pub epoch: u64,
+}
+
+/// What a device token vouches for: an account key of a realm, and the credential (the
+/// stored hash) the password matched.
+#[derive(Debug, Clone, Copy)]
+pub struct Grant<'a> {
+    /// The configured realm name.
+    pub realm: &'a str,
+    /// The account key.
+    pub account: &'a AccountKey,
+    /// The stored hash (PHC string or bcrypt hash) the gateway sent; never stored or
+    /// logged, only authenticated inside the token's tag.
+    pub stored_hash: &'a str,
 }
 
 /// Why a device token could not be made (the system's random source failed).
@@ -82,62 +112,71 @@ impl DeviceTokens {
         Self { key: secret.subkey("device-token"), secret: secret.clone() }
     }
 
-    fn tag(&self, realm: &str, account: &AccountKey, body: &[u8]) -> Hmac<Sha256> {
+    fn tag(&self, grant: &Grant<'_>, body: &[u8]) -> Hmac<Sha256> {
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
             .expect("HMAC takes any key length");
         mac.update(DOMAIN);
-        // Realm names are at most 64 bytes (configuration), far below u32::MAX.
-        mac.update(&(realm.len() as u32).to_be_bytes());
-        mac.update(realm.as_bytes());
-        mac.update(account.digest().as_bytes());
+        // Realm names are at most 64 bytes (configuration), stored hashes far below
+        // u32::MAX (the request's size limit).
+        mac.update(&(grant.realm.len() as u32).to_be_bytes());
+        mac.update(grant.realm.as_bytes());
+        mac.update(grant.account.digest().as_bytes());
+        mac.update(&(grant.stored_hash.len() as u32).to_be_bytes());
+        mac.update(grant.stored_hash.as_bytes());
         mac.update(body);
         mac
     }
 
-    /// A fresh token for `account` in `realm`, issued now.
+    /// A fresh token for `grant`, issued now under device epoch `epoch` (the account's
+    /// current one, as the count read it).
     ///
     /// # Errors
     /// [`IssueError`] when the random source fails.
-    pub fn issue(&self, realm: &str, account: &AccountKey) -> Result<String, IssueError> {
-        self.issue_at(realm, account, SystemTime::now())
+    pub fn issue(&self, grant: &Grant<'_>, epoch: u64) -> Result<String, IssueError> {
+        self.issue_at(grant, epoch, SystemTime::now())
     }
 
     /// A fresh token issued at `issued_at` (tests make expired tokens with it).
     ///
     /// # Errors
-    /// [`IssueError`] when the random source fails.
+    /// [`IssueError`] when the random source fails or `epoch` does not fit 32 bits.
     pub fn issue_at(
         &self,
-        realm: &str,
-        account: &AccountKey,
+        grant: &Grant<'_>,
+        epoch: u64,
         issued_at: SystemTime,
     ) -> Result<String, IssueError> {
+        let epoch =
+            u32::try_from(epoch).map_err(|_| IssueError("device epoch over 2^32".into()))?;
         let mut nonce = [0u8; NONCE_BYTES];
         getrandom::fill(&mut nonce).map_err(|e| IssueError(e.to_string()))?;
         let seconds = issued_at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let mut token = Vec::with_capacity(TOKEN_BYTES);
         token.push(VERSION);
         token.extend_from_slice(&seconds.to_be_bytes());
+        token.extend_from_slice(&epoch.to_be_bytes());
         token.extend_from_slice(&nonce);
-        let tag = self.tag(realm, account, &token).finalize().into_bytes();
+        let tag = self.tag(grant, &token).finalize().into_bytes();
         token.extend_from_slice(&tag[..TAG_BYTES]);
         Ok(URL_SAFE_NO_PAD.encode(token))
     }
 
-    /// Checks `token` for `account` in `realm` at `now`: `Some` only for a token this
-    /// key secret issued for exactly this realm and account key, within `ttl` of its
+    /// Checks `token` for `grant` at `now`: `Some` only for a token this key secret
+    /// issued for exactly this realm, account key and stored hash, within `ttl` of its
     /// issue time. Everything else (empty, malformed, forged, expired, issued too far in
-    /// the future, another account's or realm's) is `None`: an untrusted call, never an
-    /// error. The tag is compared in constant time.
+    /// the future, another account's, realm's or credential's, a version-1 token) is
+    /// `None`: an untrusted call, never an error. The tag is compared in constant time.
+    /// Whether the token's device epoch is still the account's is the store's to say
+    /// ([`crate::store::Attempt::device`]).
     pub fn check(
         &self,
         token: &str,
-        realm: &str,
-        account: &AccountKey,
+        grant: &Grant<'_>,
         ttl: Duration,
         now: SystemTime,
     ) -> Option<KnownDevice> {
-        if token.is_empty() || token.len() > MAX_DEVICE_TOKEN_BYTES {
+        if token.is_empty() || token.len() > MAX_DEVICE_TOKEN_BYTES || grant.stored_hash.is_empty()
+        {
             return None;
         }
         let raw = URL_SAFE_NO_PAD.decode(token).ok()?;
@@ -145,14 +184,18 @@ impl DeviceTokens {
             return None;
         }
         let (body, tag) = raw.split_at(TOKEN_BYTES - TAG_BYTES);
-        self.tag(realm, account, body).verify_truncated_left(tag).ok()?;
-        let seconds = u64::from_be_bytes(body[1..9].try_into().ok()?);
+        self.tag(grant, body).verify_truncated_left(tag).ok()?;
+        let seconds = u64::from_be_bytes(body[1..EPOCH_AT].try_into().ok()?);
+        let epoch = u32::from_be_bytes(body[EPOCH_AT..NONCE_AT].try_into().ok()?);
         let issued = UNIX_EPOCH.checked_add(Duration::from_secs(seconds))?;
         let fresh = match now.duration_since(issued) {
             Ok(age) => age < ttl,
             Err(ahead) => ahead.duration() <= MAX_CLOCK_SKEW,
         };
-        fresh.then(|| KnownDevice { bucket: account.device(&self.secret, &body[9..]) })
+        fresh.then(|| KnownDevice {
+            bucket: grant.account.device(&self.secret, &body[NONCE_AT..]),
+            epoch: u64::from(epoch),
+        })
     }
 }
 
@@ -162,6 +205,7 @@ mod tests {
     use crate::normalize::{Normalization, normalize};
 
     const TTL: Duration = Duration::from_secs(90 * 24 * 3600);
+    const HASH: &str = "$2b$04$0123456789012345678901uX6mlVUI1D4p.w3Xq1bUq3wCDiE5kK2";
 
     fn secret() -> KeySecret {
         KeySecret::new(b"0123456789abcdef0123456789abcdef".to_vec())
@@ -171,31 +215,62 @@ mod tests {
         AccountKey::new(&secret(), realm, &normalize(Normalization::Exact, id).unwrap())
     }
 
+    fn check_with(
+        tokens: &DeviceTokens,
+        token: &str,
+        realm: &str,
+        id: &str,
+        hash: &str,
+    ) -> Option<KnownDevice> {
+        let account = account(realm, id);
+        let grant = Grant { realm, account: &account, stored_hash: hash };
+        tokens.check(token, &grant, TTL, SystemTime::now())
+    }
+
     fn check(tokens: &DeviceTokens, token: &str, realm: &str, id: &str) -> Option<KnownDevice> {
-        tokens.check(token, realm, &account(realm, id), TTL, SystemTime::now())
+        check_with(tokens, token, realm, id, HASH)
+    }
+
+    fn issue(tokens: &DeviceTokens, realm: &str, account: &AccountKey, epoch: u64) -> String {
+        tokens.issue(&Grant { realm, account, stored_hash: HASH }, epoch).unwrap()
     }
 
     #[test]
-    fn a_token_checks_out_for_its_own_account_only() {
+    fn a_token_checks_out_for_its_own_account_and_credential_only() {
         let tokens = DeviceTokens::new(&secret());
         let alice = account("default", "alice");
-        let token = tokens.issue("default", &alice).unwrap();
-        assert_eq!(token.len(), 55);
+        let token = issue(&tokens, "default", &alice, 0);
+        assert_eq!(token.len(), 60);
         let known = check(&tokens, &token, "default", "alice").expect("own account");
         assert!(known.bucket.is_device());
+        assert_eq!(known.epoch, 0);
         assert!(known.bucket.record().contains(alice.digest()));
         assert_eq!(check(&tokens, &token, "default", "mallory"), None);
         assert_eq!(check(&tokens, &token, "other", "alice"), None);
         let stranger = DeviceTokens::new(&KeySecret::new(vec![9; 32]));
         assert_eq!(check(&stranger, &token, "default", "alice"), None);
+        // Another stored hash (the password was changed, or rehashed): untrusted.
+        let changed = "$2b$04$0123456789012345678901uX6mlVUI1D4p.w3Xq1bUq3wCDiE5kK3";
+        assert_eq!(check_with(&tokens, &token, "default", "alice", changed), None);
+        assert_eq!(check_with(&tokens, &token, "default", "alice", ""), None);
+    }
+
+    #[test]
+    fn a_token_carries_the_epoch_it_was_issued_under() {
+        let tokens = DeviceTokens::new(&secret());
+        let alice = account("default", "alice");
+        let token = issue(&tokens, "default", &alice, 7);
+        assert_eq!(check(&tokens, &token, "default", "alice").unwrap().epoch, 7);
+        let grant = Grant { realm: "default", account: &alice, stored_hash: HASH };
+        assert!(tokens.issue(&grant, u64::from(u32::MAX) + 1).is_err());
     }
 
     #[test]
     fn every_token_names_its_own_bucket() {
         let tokens = DeviceTokens::new(&secret());
         let alice = account("default", "alice");
-        let a = tokens.issue("default", &alice).unwrap();
-        let b = tokens.issue("default", &alice).unwrap();
+        let a = issue(&tokens, "default", &alice, 0);
+        let b = issue(&tokens, "default", &alice, 0);
         assert_ne!(a, b);
         assert_ne!(
             check(&tokens, &a, "default", "alice").unwrap().bucket,
@@ -204,9 +279,9 @@ mod tests {
     }
 
     #[test]
-    fn tampered_and_malformed_tokens_are_untrusted() {
+    fn tampered_malformed_and_version_1_tokens_are_untrusted() {
         let tokens = DeviceTokens::new(&secret());
-        let token = tokens.issue("default", &account("default", "alice")).unwrap();
+        let token = issue(&tokens, "default", &account("default", "alice"), 0);
         let mut raw = URL_SAFE_NO_PAD.decode(&token).unwrap();
         for i in 0..raw.len() {
             raw[i] ^= 1;
@@ -214,18 +289,23 @@ mod tests {
             assert_eq!(check(&tokens, &bad, "default", "alice"), None, "byte {i}");
             raw[i] ^= 1;
         }
-        for bad in ["", "x", "!!!!", &token[..54], &format!("{token}A"), &"A".repeat(300)] {
+        for bad in ["", "x", "!!!!", &token[..59], &format!("{token}A"), &"A".repeat(300)] {
             assert_eq!(check(&tokens, bad, "default", "alice"), None, "{bad:?}");
         }
+        // A well-formed 41-byte version-1 token (before the credential binding).
+        let mut v1 = vec![1u8];
+        v1.extend_from_slice(&[0; 40]);
+        assert_eq!(check(&tokens, &URL_SAFE_NO_PAD.encode(v1), "default", "alice"), None);
     }
 
     #[test]
     fn tokens_expire_after_their_ttl_and_tolerate_small_skew() {
         let tokens = DeviceTokens::new(&secret());
         let alice = account("default", "alice");
+        let grant = Grant { realm: "default", account: &alice, stored_hash: HASH };
         let now = SystemTime::now();
-        let at = |t: SystemTime| tokens.issue_at("default", &alice, t).unwrap();
-        let ok = |token: &str| tokens.check(token, "default", &alice, TTL, now).is_some();
+        let at = |t: SystemTime| tokens.issue_at(&grant, 0, t).unwrap();
+        let ok = |token: &str| tokens.check(token, &grant, TTL, now).is_some();
         assert!(ok(&at(now - TTL + Duration::from_secs(60))));
         assert!(!ok(&at(now - TTL - Duration::from_secs(1))));
         assert!(ok(&at(now + MAX_CLOCK_SKEW - Duration::from_secs(1))));
@@ -233,14 +313,15 @@ mod tests {
     }
 
     #[test]
-    fn tokens_carry_no_identifier_or_digest() {
+    fn tokens_carry_no_identifier_digest_or_hash() {
         let tokens = DeviceTokens::new(&secret());
         let alice = account("default", "alice@example.com");
-        let token = tokens.issue("default", &alice).unwrap();
+        let token = issue(&tokens, "default", &alice, 0);
         let raw = URL_SAFE_NO_PAD.decode(&token).unwrap();
         let digest = hex::decode(alice.digest()).unwrap();
         assert!(!token.contains("alice"));
         assert!(!raw.windows(8).any(|w| digest.windows(8).any(|d| d == w)));
+        assert!(!raw.windows(8).any(|w| HASH.as_bytes().windows(8).any(|d| d == w)));
         // Debug shows no key material in any form (hex or a derived byte list).
         assert_eq!(format!("{tokens:?}"), "DeviceTokens(<key redacted>)");
     }

@@ -76,6 +76,8 @@ enum Command {
         #[arg(long, value_enum)]
         reason: UnlockReason,
     },
+    /// Operator: revoke every device token of an account (portcullis.v1.Admin/RevokeDevices).
+    RevokeDevices(OperatorArgs),
     /// Operator: a realm's password-spray state (portcullis.v1.Admin/SprayStatus).
     /// Exit status: 0 no fingerprint over the threshold, 1 spraying now, 2 error.
     SprayStatus(SprayStatusArgs),
@@ -285,6 +287,7 @@ fn main() -> ExitCode {
         Command::Health(args) => runtime.block_on(health(args)),
         Command::Inspect(op) => runtime.block_on(operate(op, Op::Inspect)),
         Command::Unlock { op, reason } => runtime.block_on(operate(op, Op::Unlock(reason))),
+        Command::RevokeDevices(op) => runtime.block_on(operate(op, Op::RevokeDevices)),
         Command::SprayStatus(args) => runtime.block_on(async {
             match spray_status(args).await {
                 Ok(true) => ExitCode::SUCCESS,
@@ -454,6 +457,7 @@ enum Op {
     Clear(Reason),
     Inspect,
     Unlock(UnlockReason),
+    RevokeDevices,
 }
 
 /// The operator client. Exit status: 0 allow (or cleared), 1 deny, 2 error. Any error
@@ -479,7 +483,7 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
     };
     let (channel, bearer) = args.daemon.connect().await?;
     let account = Some(Account { realm: args.realm, identifier });
-    if matches!(op, Op::Inspect | Op::Unlock(_)) {
+    if matches!(op, Op::Inspect | Op::Unlock(_) | Op::RevokeDevices) {
         return admin(AdminClient::with_interceptor(channel, bearer), account, op).await;
     }
     let mut client = GovernorClient::with_interceptor(channel, bearer);
@@ -501,7 +505,7 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
             println!("cleared");
             return Ok(true);
         }
-        Op::Inspect | Op::Unlock(_) => unreachable!("handled by admin()"),
+        Op::Inspect | Op::Unlock(_) | Op::RevokeDevices => unreachable!("handled by admin()"),
     };
     // Anything but an explicit ALLOW, including values this version does not know, is deny.
     let allowed = decision == Decision::Allow as i32;
@@ -570,7 +574,8 @@ async fn spray_status(args: SprayStatusArgs) -> Result<bool, Box<dyn std::error:
 }
 
 /// `inspect` prints the door state, failures in the window, step and seconds until the
-/// door reopens; exit 0 when open, 1 when closed. `unlock` prints `unlocked`, exit 0.
+/// door reopens; exit 0 when open, 1 when closed. `unlock` prints `unlocked` and
+/// `revoke-devices` `devices revoked`, exit 0.
 async fn admin<S>(
     mut client: AdminClient<S>,
     account: Option<Account>,
@@ -592,6 +597,11 @@ where
             };
             client.unlock(pb::UnlockRequest { account, reason: reason as i32 }).await?;
             println!("unlocked");
+            Ok(true)
+        }
+        Op::RevokeDevices => {
+            client.revoke_devices(pb::RevokeDevicesRequest { account }).await?;
+            println!("devices revoked");
             Ok(true)
         }
         _ => {

@@ -24,6 +24,15 @@ pub struct Realm {
     pub spray: crate::spray::SprayPolicy,
 }
 
+impl Realm {
+    /// How long a device revocation is remembered after an attempt or a revocation, in
+    /// ms: `device_token_ttl` plus the clock skew a token check allows, so it outlives
+    /// every token issued before it ([`crate::store::Attempt::device_epoch_ttl_ms`]).
+    pub fn device_epoch_ttl_ms(&self) -> u64 {
+        crate::throttle::duration_ms(self.device_token_ttl + crate::devices::MAX_CLOCK_SKEW)
+    }
+}
+
 /// All configured realms, looked up by exact name.
 #[derive(Debug, Clone, Default)]
 pub struct Realms(BTreeMap<String, Realm>);

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use zeroize::Zeroizing;
 
-use crate::devices::{DeviceTokens, MAX_DEVICE_TOKEN_BYTES};
+use crate::devices::{DeviceTokens, Grant, KnownDevice, MAX_DEVICE_TOKEN_BYTES};
 use crate::normalize::normalize;
 use crate::pb::governor_server::Governor;
 use crate::pb::{
@@ -21,7 +21,7 @@ use crate::pb::{
 use crate::realm::{Realm, Realms};
 use crate::spray::{SprayAction, SprayFingerprints, SprayKey, SprayNote, SprayWatch};
 use crate::store::keys::{AccountKey, AttemptId, KeySecret};
-use crate::store::{Counted, Store, StoreError};
+use crate::store::{Attempt, Counted, DeviceClaim, Store, StoreError};
 use crate::telemetry::metrics::{
     ATTEMPTS, BAD_HASHES, DEVICE_LOCKOUTS, LOCKOUTS, TRUSTED_CALLS, VERDICTS,
 };
@@ -195,11 +195,16 @@ struct VerifyJob {
     ticket: Ticket,
     realm: Realm,
     key: AccountKey,
-    /// The known device's bucket, when the call's device token checked out: the
-    /// attempt is counted (and refunded, and cleared) there instead of on `key`.
-    device: Option<AccountKey>,
+    /// The known device, when the call's device token checked out for this account
+    /// and stored hash: the attempt is counted (and refunded, and cleared) in its
+    /// bucket instead of on `key`, unless the store finds its epoch revoked.
+    device: Option<KnownDevice>,
     /// Issues the fresh token of an accept.
     devices: DeviceTokens,
+    /// The stored hash the gateway sent, which an accept's device token vouches for.
+    stored_hash: String,
+    /// The realm's device epoch TTL ([`Attempt::device_epoch_ttl_ms`]).
+    device_epoch_ttl_ms: u64,
     /// Where the password's fingerprint is counted (docs/spray.md).
     spray: SprayKey,
     spray_watch: Arc<SprayWatch>,
@@ -238,6 +243,8 @@ impl VerifyJob {
             key,
             device,
             devices,
+            stored_hash,
+            device_epoch_ttl_ms,
             spray,
             spray_watch,
             attempt_id,
@@ -245,7 +252,6 @@ impl VerifyJob {
             comparison,
             deadline,
         } = self;
-        let bucket = device.as_ref().unwrap_or(&key);
         // The client's turn first: its earlier call (the same browser's parallel login)
         // has then been counted, compared and cleared, so this count sees its clear. A
         // refusal here counted nothing, so there is nothing to refund.
@@ -255,8 +261,15 @@ impl VerifyJob {
         // reads: an account is noted only after a real comparison failed (below), so
         // neither a closed door, a refund nor a short deadline notes anything, and no
         // answer depends on whether this account was counted before.
+        let attempt = Attempt {
+            key: &key,
+            device: device.as_ref().map(|d| DeviceClaim { bucket: &d.bucket, epoch: d.epoch }),
+            attempt_id: attempt_id.as_ref(),
+            policy: &realm.policy,
+            device_epoch_ttl_ms,
+        };
         let (counted, sprayed) = tokio::join!(
-            store.record_attempt(bucket, attempt_id.as_ref(), &realm.policy),
+            store.count(&attempt),
             store.note_spray(
                 &spray,
                 &key,
@@ -267,6 +280,23 @@ impl VerifyJob {
         );
         let counted = counted.map_err(store_unavailable)?;
         let distinct = sprayed.map_err(store_unavailable)?;
+        // Where it was counted: the device's bucket, or (no token, or a revoked one) the
+        // account's own record.
+        let bucket = match &device {
+            Some(known) if counted.trusted => &known.bucket,
+            _ => &key,
+        };
+        if device.is_some() && !counted.trusted {
+            // A revoked device waits with the untrusted (a full queue refuses it there,
+            // and its count is given back).
+            if let Err(refusal) = ticket.demote() {
+                store
+                    .refund(bucket, attempt_id.as_ref(), counted.window_start_ms)
+                    .await
+                    .map_err(store_unavailable)?;
+                return Err(budget_refused(refusal));
+            }
+        }
         let suspected = spray_watch.observe(&realm.name, &spray, distinct, &realm.spray);
         note_attempt(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
         // A replayed attempt_id is rejected without a comparison: comparing again would be
@@ -298,7 +328,8 @@ impl VerifyJob {
             Ok(Ok(outcome)) if outcome.matched => {
                 // Made before the clear: a token that cannot be made leaves the attempt
                 // counted and answers an error (deny), never an accept without it.
-                let token = devices.issue(&realm.name, &key).map_err(|e| {
+                let grant = Grant { realm: &realm.name, account: &key, stored_hash: &stored_hash };
+                let token = devices.issue(&grant, counted.device_epoch).map_err(|e| {
                     tracing::error!(realm = %realm.name, error = %e, "no device token");
                     Status::internal("the verification did not complete")
                 })?;
@@ -422,10 +453,13 @@ impl GovernorService {
         })?;
         // At most one HMAC, whether or not the account exists: the check tells an
         // observer nothing about the account by time (a malformed token is only cheaper).
-        let device = self
-            .devices
-            .check(&req.device_token, &realm.name, &key, realm.device_token_ttl, SystemTime::now())
-            .map(|known| known.bucket);
+        let grant = Grant { realm: &realm.name, account: &key, stored_hash: &req.stored_hash };
+        let device = self.devices.check(
+            &req.device_token,
+            &grant,
+            realm.device_token_ttl,
+            SystemTime::now(),
+        );
         let lane = if device.is_some() {
             metrics::counter!(TRUSTED_CALLS, "realm" => realm.name.clone()).increment(1);
             Lane::Trusted
@@ -443,6 +477,8 @@ impl GovernorService {
             key,
             device,
             devices: self.devices.clone(),
+            device_epoch_ttl_ms: realm.device_epoch_ttl_ms(),
+            stored_hash: req.stored_hash,
             spray: self.fingerprints.key(&realm.name, &password),
             spray_watch: self.spray_watch.clone(),
             attempt_id,

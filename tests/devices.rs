@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use common::*;
-use portcullis::devices::DeviceTokens;
+use portcullis::devices::{DeviceTokens, Grant};
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::pb::{Verdict, VerifyResponse};
 use portcullis::store::keys::{AccountKey, KeySecret};
@@ -99,14 +99,17 @@ async fn tokens_that_are_not_valid_for_this_account_change_nothing() {
     let victims = c.verify(REALM, victim, PASSWORD, &hash, "home").await.unwrap().device_token;
     let mut tampered = victims.clone().into_bytes();
     tampered[20] = if tampered[20] == b'A' { b'B' } else { b'A' };
+    let (fast_key, default_key) = (account_key(REALM, victim), account_key("default", victim));
     let expired = tokens()
         .issue_at(
-            REALM,
-            &account_key(REALM, victim),
+            &Grant { realm: REALM, account: &fast_key, stored_hash: &hash },
+            0,
             SystemTime::now() - Duration::from_secs(91 * 24 * 3600),
         )
         .unwrap();
-    let other_realm = tokens().issue("default", &account_key("default", victim)).unwrap();
+    let other_realm = tokens()
+        .issue(&Grant { realm: "default", account: &default_key, stored_hash: &hash }, 0)
+        .unwrap();
     let untrusted = [
         ("the attacker's own account's", own.device_token),
         ("an expired", expired),
@@ -229,4 +232,131 @@ async fn the_trusted_lane_is_served_first_and_has_its_own_room() {
     let mut untrusted: Vec<_> = order.iter().filter(|n| n.starts_with("untrusted")).collect();
     untrusted.sort();
     assert_eq!(untrusted, ["untrusted-0", "untrusted-1", "untrusted-2", "untrusted-3"]);
+}
+
+/// A token vouches for the credential it was issued against and for the account's
+/// device epoch: after the gateway presents another stored hash (a password change), or
+/// after an operator revoked the account's devices (`RevokeDevices`, or `Unlock` for a
+/// mitigated attack), its holder is an untrusted client, counted on the account, with
+/// the same bytes as any reject. A login afterwards issues a token that is trusted.
+async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon) {
+    let mut c = daemon.client().await;
+    let mut ops = portcullis::pb::admin_client::AdminClient::new(
+        tonic::transport::Endpoint::from_shared(format!("http://{}", daemon.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap(),
+    );
+    let victim = "stolen-laptop@example.com";
+    let old_hash = stored_hash();
+    let token = c.verify(REALM, victim, PASSWORD, &old_hash, "home").await.unwrap().device_token;
+    // One wrong guess carrying `token` with `hash` as the stored hash.
+    let guess_with = |c: &mut Client, hash: String, token: String| {
+        let mut c = c.clone();
+        async move {
+            c.verify_with_device(REALM, victim, b"guess", &hash, "thief", &token).await.unwrap()
+        }
+    };
+
+    // The password changed (a new stored hash): five guesses with the old token lock the
+    // account itself, as an untrusted client's would.
+    let new_password = b"a brand new passphrase";
+    let new_hash = StoredHash::generate(new_password, &HashParams::Bcrypt { cost: 4 })
+        .unwrap()
+        .as_str()
+        .to_owned();
+    for _ in 0..5 {
+        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), token.clone()).await));
+    }
+    assert_eq!(
+        c.admit(REALM, victim).await.unwrap(),
+        portcullis::pb::Decision::Deny,
+        "the guesses were not counted on the account"
+    );
+    ops.unlock(portcullis::pb::UnlockRequest {
+        account: account(REALM, victim),
+        reason: portcullis::pb::UnlockReason::OwnerVerified as i32,
+    })
+    .await
+    .unwrap();
+
+    // A login with the new password issues a token for the new credential...
+    let fresh =
+        c.verify(REALM, victim, new_password, &new_hash, "home").await.unwrap().device_token;
+    // ... which the operator revokes: its holder is counted on the account again.
+    ops.revoke_devices(portcullis::pb::RevokeDevicesRequest { account: account(REALM, victim) })
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), fresh.clone()).await));
+    }
+    assert_eq!(
+        c.admit(REALM, victim).await.unwrap(),
+        portcullis::pb::Decision::Deny,
+        "a revoked token's guesses were its own bucket's"
+    );
+
+    // After an unlock for a mitigated attack, a token issued before it is untrusted too.
+    ops.unlock(portcullis::pb::UnlockRequest {
+        account: account(REALM, victim),
+        reason: portcullis::pb::UnlockReason::OwnerVerified as i32,
+    })
+    .await
+    .unwrap();
+    let current =
+        c.verify(REALM, victim, new_password, &new_hash, "home").await.unwrap().device_token;
+    // It is trusted now: its guesses fill its own bucket, not the account's.
+    for _ in 0..5 {
+        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), current.clone()).await));
+    }
+    assert_eq!(c.admit(REALM, victim).await.unwrap(), portcullis::pb::Decision::Allow);
+    ops.unlock(portcullis::pb::UnlockRequest {
+        account: account(REALM, victim),
+        reason: portcullis::pb::UnlockReason::AttackMitigated as i32,
+    })
+    .await
+    .unwrap();
+    for _ in 0..5 {
+        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), current.clone()).await));
+    }
+    assert_eq!(
+        c.admit(REALM, victim).await.unwrap(),
+        portcullis::pb::Decision::Deny,
+        "an unlock for a mitigated attack left the token trusted"
+    );
+
+    // The real user's next login is trusted again with the token it gets.
+    ops.unlock(portcullis::pb::UnlockRequest {
+        account: account(REALM, victim),
+        reason: portcullis::pb::UnlockReason::OwnerVerified as i32,
+    })
+    .await
+    .unwrap();
+    let renewed =
+        c.verify(REALM, victim, new_password, &new_hash, "home").await.unwrap().device_token;
+    let r = c
+        .verify_with_device(REALM, victim, new_password, &new_hash, "home", &renewed)
+        .await
+        .unwrap();
+    assert_eq!(r.verdict(), Verdict::Accept);
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_outlives_neither_its_credential_nor_a_revocation_on_redis() {
+    let redis = RedisServer::start();
+    a_token_outlives_neither_its_credential_nor_a_revocation(
+        Daemon::start(settings(&redis.url(), "")).await,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_outlives_neither_its_credential_nor_a_revocation_on_the_embedded_store() {
+    let data = tempfile::tempdir().unwrap();
+    a_token_outlives_neither_its_credential_nor_a_revocation(
+        Daemon::start(embedded_settings(data.path())).await,
+    )
+    .await;
 }

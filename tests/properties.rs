@@ -19,7 +19,7 @@ use portcullis::pb::{
 use portcullis::service::GovernorService;
 use portcullis::spray::{SprayKey, SprayNote, SprayWatch};
 use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
-use portcullis::store::{Counted, Inspection, Store, StoreError};
+use portcullis::store::{Attempt, Counted, Inspection, Store, StoreError};
 use portcullis::throttle::Policy;
 use portcullis::verify::hash::{Ceilings, StoredHash};
 use proptest::prelude::*;
@@ -97,12 +97,10 @@ impl Store for CountingStore {
     async fn is_open(&self, _: &AccountKey, _: &Policy) -> Result<bool, StoreError> {
         Err(self.fail())
     }
-    async fn record_attempt(
-        &self,
-        _: &AccountKey,
-        _: Option<&AttemptId>,
-        _: &Policy,
-    ) -> Result<Counted, StoreError> {
+    async fn count(&self, _: &Attempt<'_>) -> Result<Counted, StoreError> {
+        Err(self.fail())
+    }
+    async fn revoke_devices(&self, _: &AccountKey, _: u64) -> Result<u64, StoreError> {
         Err(self.fail())
     }
     async fn refund(

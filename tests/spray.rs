@@ -19,7 +19,7 @@ use portcullis::service::GovernorService;
 use portcullis::spray::{SprayKey, SprayNote, SprayWatch};
 use portcullis::store::embedded::{EmbeddedStore, SystemClock};
 use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
-use portcullis::store::{Counted, Inspection, Store, StoreError};
+use portcullis::store::{Attempt, Counted, Inspection, Store, StoreError};
 use portcullis::throttle::Policy;
 use portcullis::verify::hash::{HashParams, StoredHash};
 use tonic::Code;
@@ -287,13 +287,11 @@ impl Store for FailingSpray {
     async fn is_open(&self, k: &AccountKey, p: &Policy) -> Result<bool, StoreError> {
         self.inner.is_open(k, p).await
     }
-    async fn record_attempt(
-        &self,
-        k: &AccountKey,
-        id: Option<&AttemptId>,
-        p: &Policy,
-    ) -> Result<Counted, StoreError> {
-        self.inner.record_attempt(k, id, p).await
+    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
+        self.inner.count(attempt).await
+    }
+    async fn revoke_devices(&self, k: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
+        self.inner.revoke_devices(k, ttl_ms).await
     }
     async fn refund(
         &self,

@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use redb::{Database, ReadableTable, TableDefinition};
 
 use super::keys::{AccountKey, AttemptId, KeySecret};
-use super::{Counted, Inspection, Store, StoreError};
+use super::{Attempt, Counted, Inspection, Store, StoreError};
 use crate::spray::{SprayKey, SprayNote};
 use crate::throttle::{self, MAX_STORED_COUNT, MAX_STORED_TIME_MS, Policy, Record};
 
@@ -114,6 +114,11 @@ enum Entry {
         failed: u64,
         expires_ms: u64,
     },
+    /// An account's device epoch (docs/devices.md, "Revocation").
+    Epoch {
+        epoch: u64,
+        expires_ms: u64,
+    },
     /// One password fingerprint's counts (docs/spray.md) for period `period` (plus one)
     /// and the one before: `[current, previous]` of each.
     SprayCount {
@@ -141,6 +146,7 @@ impl Entry {
             Entry::Record { expires_ms, .. }
             | Entry::Attempt { expires_ms, .. }
             | Entry::Spray { expires_ms, .. }
+            | Entry::Epoch { expires_ms, .. }
             | Entry::SprayCount { expires_ms, .. } => expires_ms,
         }
     }
@@ -165,6 +171,13 @@ impl Entry {
             Entry::Spray { failed, expires_ms } => {
                 out.push(3);
                 out.extend_from_slice(&failed.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Epoch { epoch, expires_ms } => {
+                out.push(5);
+                out.extend_from_slice(&epoch.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
@@ -226,6 +239,7 @@ impl Entry {
                 expires_ms: word(3),
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
+            5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,
                 counts: [counts(1)?, counts(3)?],
@@ -238,13 +252,44 @@ impl Entry {
 
 /// One operation for the writer thread.
 enum Op {
-    IsOpen { record: String, policy: Policy },
-    Attempt { record: String, attempt: Option<String>, policy: Policy },
-    Refund { record: String, attempt: Option<String>, window_start_ms: u64 },
-    Clear { record: String },
-    Peek { record: String },
-    Inspect { record: String },
-    Spray { prefix: String, member: String, note: SprayNote, period_ms: u64, limit: u32 },
+    IsOpen {
+        record: String,
+        policy: Policy,
+    },
+    Attempt {
+        record: String,
+        /// The device's bucket and its token's epoch, for a device's attempt.
+        device: Option<(String, u64)>,
+        epoch_key: String,
+        epoch_ttl_ms: u64,
+        attempt: Option<String>,
+        policy: Policy,
+    },
+    Revoke {
+        epoch_key: String,
+        ttl_ms: u64,
+    },
+    Refund {
+        record: String,
+        attempt: Option<String>,
+        window_start_ms: u64,
+    },
+    Clear {
+        record: String,
+    },
+    Peek {
+        record: String,
+    },
+    Inspect {
+        record: String,
+    },
+    Spray {
+        prefix: String,
+        member: String,
+        note: SprayNote,
+        period_ms: u64,
+        limit: u32,
+    },
     Ping,
 }
 
@@ -550,7 +595,17 @@ impl Tables<'_, '_> {
                 }
                 Ok(Reply::Done)
             }
-            Op::Attempt { record, attempt, policy } => {
+            Op::Revoke { epoch_key, ttl_ms } => {
+                let epoch = self.epoch(epoch_key)? + 1;
+                self.put(epoch_key, Entry::Epoch { epoch, expires_ms: now + ttl_ms })?;
+                Ok(Reply::Count(epoch))
+            }
+            Op::Attempt { record, device, epoch_key, epoch_ttl_ms, attempt, policy } => {
+                // The account's device epoch, kept while attempts come (record_attempt.lua).
+                let epoch = self.epoch(epoch_key)?;
+                if epoch > 0 {
+                    self.put(epoch_key, Entry::Epoch { epoch, expires_ms: now + epoch_ttl_ms })?;
+                }
                 if let Some(key) = attempt
                     && let Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) =
                         self.get(key)?
@@ -565,11 +620,18 @@ impl Tables<'_, '_> {
                         locked_now: false,
                         window_start_ms,
                         replays,
+                        trusted: false,
+                        device_epoch: epoch,
                     }));
                 }
-                let out = throttle::attempt(policy, self.record(record)?, now);
+                // A device's bucket only under the current epoch.
+                let (counted, trusted) = match device {
+                    Some((bucket, token_epoch)) if *token_epoch == epoch => (bucket, true),
+                    _ => (record, false),
+                };
+                let out = throttle::attempt(policy, self.record(counted)?, now);
                 let expires_ms = now + policy.retention_ms();
-                self.put(record, Entry::Record { record: out.record, expires_ms })?;
+                self.put(counted, Entry::Record { record: out.record, expires_ms })?;
                 if let Some(key) = attempt {
                     let window_start_ms = out.record.window_start_ms;
                     let entry = Entry::Attempt {
@@ -585,8 +647,19 @@ impl Tables<'_, '_> {
                     locked_now: out.locked_now(policy),
                     window_start_ms: out.record.window_start_ms,
                     replays: 0,
+                    trusted,
+                    device_epoch: epoch,
                 }))
             }
+        }
+    }
+
+    /// The device epoch at `key` (0 when absent).
+    fn epoch(&self, key: &str) -> Result<u64, StoreError> {
+        match self.get(key)? {
+            Some(Entry::Epoch { epoch, .. }) => Ok(epoch),
+            None => Ok(0),
+            Some(_) => Err(StoreError::Protocol("a device epoch key holds another entry".into())),
         }
     }
 
@@ -600,9 +673,12 @@ impl Tables<'_, '_> {
     fn record(&self, key: &str) -> Result<Option<Record>, StoreError> {
         match self.get(key)? {
             Some(Entry::Record { record, .. }) => Ok(Some(record)),
-            Some(Entry::Attempt { .. } | Entry::Spray { .. } | Entry::SprayCount { .. }) => {
-                Err(StoreError::Protocol("a record key holds another entry".into()))
-            }
+            Some(
+                Entry::Attempt { .. }
+                | Entry::Spray { .. }
+                | Entry::SprayCount { .. }
+                | Entry::Epoch { .. },
+            ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),
         }
     }
@@ -714,15 +790,25 @@ impl Store for EmbeddedStore {
         }
     }
 
-    async fn record_attempt(
-        &self,
-        key: &AccountKey,
-        attempt_id: Option<&AttemptId>,
-        policy: &Policy,
-    ) -> Result<Counted, StoreError> {
-        let attempt = attempt_id.map(|id| key.attempt(&self.secret, id));
-        match self.submit(Op::Attempt { record: key.record(), attempt, policy: *policy }).await? {
+    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
+        let key = attempt.key;
+        let op = Op::Attempt {
+            record: key.record(),
+            device: attempt.device.map(|d| (d.bucket.record(), d.epoch)),
+            epoch_key: key.device_epoch(),
+            epoch_ttl_ms: attempt.device_epoch_ttl_ms,
+            attempt: attempt.attempt_id.map(|id| key.attempt(&self.secret, id)),
+            policy: *attempt.policy,
+        };
+        match self.submit(op).await? {
             Reply::Counted(c) => Ok(c),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
+        match self.submit(Op::Revoke { epoch_key: key.device_epoch(), ttl_ms }).await? {
+            Reply::Count(epoch) => Ok(epoch),
             _ => Err(unexpected()),
         }
     }

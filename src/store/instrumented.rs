@@ -16,7 +16,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::keys::{AccountKey, AttemptId};
-use super::{Counted, Inspection, Store, StoreError};
+use super::{Attempt, Counted, Inspection, Store, StoreError};
 use crate::spray::{SprayKey, SprayNote};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
@@ -93,13 +93,12 @@ impl Store for InstrumentedStore {
         self.operation("admit", self.inner.is_open(key, policy)).await
     }
 
-    async fn record_attempt(
-        &self,
-        key: &AccountKey,
-        attempt_id: Option<&AttemptId>,
-        policy: &Policy,
-    ) -> Result<Counted, StoreError> {
-        self.operation("record_attempt", self.inner.record_attempt(key, attempt_id, policy)).await
+    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
+        self.operation("record_attempt", self.inner.count(attempt)).await
+    }
+
+    async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
+        self.operation("revoke_devices", self.inner.revoke_devices(key, ttl_ms)).await
     }
 
     async fn refund(

@@ -9,6 +9,7 @@
 //! portcullis:v1:{<64 hex digest>}:record                  the attempt record (hash)
 //! portcullis:v1:{<64 hex digest>}:attempt:<32 hex digest>  one attempt_id's answer
 //! portcullis:v1:{<64 hex digest>}:device:<32 hex digest>   one known device's bucket
+//! portcullis:v1:{<64 hex digest>}:devices                  the account's device epoch
 //! ```
 //!
 //! No key holds an identifier or attempt id in clear.
@@ -126,6 +127,12 @@ impl AccountKey {
             None => format!("{KEY_PREFIX}{{{}}}:record", self.digest),
             Some(device) => format!("{KEY_PREFIX}{{{}}}:device:{device}", self.digest),
         }
+    }
+
+    /// `portcullis:v1:{<digest>}:devices`: the account's device epoch (docs/devices.md,
+    /// "Revocation"), in the same hash tag as its record and device buckets.
+    pub fn device_epoch(&self) -> String {
+        format!("{KEY_PREFIX}{{{}}}:devices", self.digest)
     }
 
     /// Whether this key names a device bucket rather than the account's record.

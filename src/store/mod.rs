@@ -36,6 +36,45 @@ pub enum StoreError {
     Replication { wanted: u32, confirmed: u32 },
 }
 
+/// One attempt to count (docs/throttle.md, "The rules").
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// The account key.
+    pub key: &'a AccountKey,
+    /// A device token's claim (it checked out for this account and credential): the
+    /// attempt is counted in the device's bucket when the claim's device epoch is the
+    /// account's current one (docs/devices.md, "Revocation"), else on `key`.
+    pub device: Option<DeviceClaim<'a>>,
+    /// The gateway's idempotency id.
+    pub attempt_id: Option<&'a AttemptId>,
+    /// The realm's throttle.
+    pub policy: &'a Policy,
+    /// How long a revocation must be remembered after this attempt: the realm's
+    /// `device_token_ttl` plus the clock skew a token check allows, in ms (a token this
+    /// attempt's accept issues lives that long).
+    pub device_epoch_ttl_ms: u64,
+}
+
+impl<'a> Attempt<'a> {
+    /// An untrusted attempt on `key` (no device token), as `RecordAttempt` counts it.
+    pub fn new(key: &'a AccountKey, attempt_id: Option<&'a AttemptId>, policy: &'a Policy) -> Self {
+        Self { key, device: None, attempt_id, policy, device_epoch_ttl_ms: DEFAULT_EPOCH_TTL_MS }
+    }
+}
+
+/// A device's claim on one attempt ([`Attempt::device`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceClaim<'a> {
+    /// The device's bucket ([`AccountKey::device`]).
+    pub bucket: &'a AccountKey,
+    /// The device epoch its token was issued under.
+    pub epoch: u64,
+}
+
+/// [`Attempt::device_epoch_ttl_ms`] where no realm says otherwise: the default
+/// `device_token_ttl` (90 days) plus five minutes of clock skew.
+pub const DEFAULT_EPOCH_TTL_MS: u64 = (90 * 24 * 3600 + 300) * 1000;
+
 /// What a counted attempt answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counted {
@@ -49,6 +88,12 @@ pub struct Counted {
     /// How often this `attempt_id` was seen before (0: a first call, counted). A replay
     /// gets the first call's answer and counts nothing.
     pub replays: u64,
+    /// The attempt was counted in its device's bucket (its claim's epoch is current);
+    /// `false` for every other attempt, a revoked device's included.
+    pub trusted: bool,
+    /// The account's device epoch now (0 until an operator first revokes its devices):
+    /// what a token issued on this attempt's accept carries.
+    pub device_epoch: u64,
 }
 
 /// What the operator's `Inspect` reads: an account key's record and the store's clock,
@@ -68,13 +113,25 @@ pub trait Store: Send + Sync + 'static {
     /// `Admit`: whether the next attempt would be allowed. Never writes.
     async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError>;
 
-    /// `RecordAttempt`: counts one attempt (once per `attempt_id`) and answers it.
+    /// Counts one attempt (once per `attempt_id`), in its device's bucket when its
+    /// device claim holds, and answers it.
+    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError>;
+
+    /// `RecordAttempt`: counts one untrusted attempt ([`Attempt::new`]).
     async fn record_attempt(
         &self,
         key: &AccountKey,
         attempt_id: Option<&AttemptId>,
         policy: &Policy,
-    ) -> Result<Counted, StoreError>;
+    ) -> Result<Counted, StoreError> {
+        self.count(&Attempt::new(key, attempt_id, policy)).await
+    }
+
+    /// `Admin/RevokeDevices`: raises the account's device epoch, so no device token
+    /// issued before is trusted again (docs/devices.md, "Revocation"); the epoch is
+    /// remembered for at least `ttl_ms` (the realm's `device_token_ttl` plus clock skew).
+    /// Answers the new epoch.
+    async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError>;
 
     /// Gives back one attempt counted in the window that started at `window_start_ms`
     /// (the CPU budget refused it, so it was not a guess), and forgets its `attempt_id`

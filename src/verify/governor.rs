@@ -530,6 +530,30 @@ impl Ticket {
         Ok(self.governor.spawn(global, work).await.unwrap_or(Err(Aborted)))
     }
 
+    /// Moves a trusted-lane ticket to the untrusted lane (its device token turned out
+    /// revoked): a queue place in the untrusted lane instead of the trusted one. A ticket
+    /// that already holds its global slot keeps it.
+    ///
+    /// # Errors
+    /// [`Refusal::QueueFull`] when the untrusted queue is full: the ticket is then spent.
+    pub fn demote(&mut self) -> Result<(), Refusal> {
+        if self.lane == Lane::Untrusted {
+            return Ok(());
+        }
+        if self.place.is_some() {
+            let (waiting, max) = self.governor.queue(Lane::Untrusted);
+            match Queued::enter(waiting.clone(), max) {
+                Ok(place) => self.place = Some(place),
+                Err(refusal) => {
+                    self.governor.record_refusal(refusal, Lane::Untrusted);
+                    return Err(refusal);
+                }
+            }
+        }
+        self.lane = Lane::Untrusted;
+        Ok(())
+    }
+
     /// [`Self::compare`] for a ticket used for nothing else: the client's own slot is
     /// released with the comparison.
     ///

@@ -1232,12 +1232,14 @@ impl SentinelGroup {
                     ),
                 )
                 .unwrap();
-                let mut child = Command::new("redis-sentinel")
+                // A Sentinel is `redis-server` in Sentinel mode: no separate package.
+                let mut child = Command::new(redis_server_binary())
                     .arg(&conf)
+                    .arg("--sentinel")
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
-                    .expect("redis-sentinel must be installed (see .ci/run)");
+                    .expect("redis-server must be installed (see .ci/run)");
                 if wait_for_ping(sport, &mut child) {
                     sentinels.push(Node {
                         child: Some(child),

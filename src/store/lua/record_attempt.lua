@@ -2,26 +2,39 @@
 -- (docs/throttle.md, "The rules", steps 1-4; src/throttle.rs::attempt is the same
 -- rule in Rust, and the store conformance tests hold the two together).
 --
--- KEYS[1]  record key   portcullis:v1:{<digest>}:record   (hash: f, ws, st)
--- KEYS[2]  optional     portcullis:v1:{<digest>}:attempt:<id digest>
---                       present when the gateway sent an attempt_id; holds
---                       "<allowed>:<window_start_ms>:<replays>" of the first call
+-- KEYS[1]  account record  portcullis:v1:{<digest>}:record   (hash: f, ws, st)
+-- KEYS[2]  device epoch    portcullis:v1:{<digest>}:devices  (string; absent: 0)
+-- KEYS[3]  counted record  KEYS[1] again, or a known device's bucket
+--                          portcullis:v1:{<digest>}:device:<32 hex>   (hash: f, ws, st)
+-- KEYS[4]  optional        portcullis:v1:{<digest>}:attempt:<id digest>
+--                          present when the gateway sent an attempt_id; holds
+--                          "<allowed>:<window_start_ms>:<replays>" of the first call
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
 -- ARGV[3]  max_window_ms
 -- ARGV[4]  retention_ms       (expiry pushed on every attempt)
 -- ARGV[5]  escalate           1: an exhausted window raises the step; 0: 2FA realm
 -- ARGV[6]  max_step           step cap, where window(step) reaches max_window
+-- ARGV[7]  device_epoch       the epoch the device token was issued under (read only
+--                             when KEYS[3] is a device bucket)
+-- ARGV[8]  epoch_ttl_ms       an existing device epoch is kept at least this long
+--                             (device_token_ttl + clock skew: tokens issued now live so long)
 --
--- Returns {allowed (1|0), failures, step, window_start_ms, replays}.
+-- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0), epoch}.
+-- A device's attempt is counted in its bucket (trusted = 1) only while its token's
+-- epoch is the account's epoch; after an operator revoked the account's devices (a
+-- higher epoch) it is counted on the account's own record, as any untrusted attempt.
+-- epoch is the account's current one, which a token issued on an accept carries.
 -- replays is 0 for a first call. A replayed attempt_id returns its first answer,
--- counts nothing (failures and step are then -1) and bumps its replay count,
+-- counts nothing (failures and step are then -1, trusted 0) and bumps its replay count,
 -- which Verify uses to bound re-comparisons under one id.
 --
--- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2), store time T:
---   no record          -> record {f=1, ws=T, st=0}, returns {1, 1, 0, T, 0}
---   6th call at T+1s   -> {f=6}, returns {0, 6, 0, T, 0}           (door closed)
+-- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, 0, 7776300000), store
+-- time T, no device:
+--   no record          -> record {f=1, ws=T, st=0}, returns {1, 1, 0, T, 0, 0, 0}
+--   6th call at T+1s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0}           (door closed)
 --   call at T+900s     -> window over and exhausted: {f=1, ws=T+900000, st=1}
+-- A device with epoch 0 while the account's epoch is 1: counted on KEYS[1], trusted 0.
 --
 -- Time comes from Redis TIME, never from a daemon: replicas' clocks disagree.
 -- A script and not MULTI/EXEC: a key can expire between the commands of a
@@ -34,30 +47,51 @@ local max_window = tonumber(ARGV[3])
 local retention = tonumber(ARGV[4])
 local escalate = tonumber(ARGV[5])
 local max_step = tonumber(ARGV[6])
+local token_epoch = tonumber(ARGV[7])
+local epoch_ttl = tonumber(ARGV[8])
 assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
 assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
 assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
 assert(retention and retention > max_window, 'retention_ms must be > max_window_ms')
 assert(escalate == 0 or escalate == 1, 'escalate must be 0 or 1')
 assert(max_step and max_step >= 0 and max_step < 64, 'max_step must be in 0..63')
+assert(token_epoch and token_epoch >= 0, 'device_epoch must be a number')
+assert(epoch_ttl and epoch_ttl >= 1000, 'epoch_ttl_ms must be >= 1000')
+assert(#KEYS == 3 or #KEYS == 4, 'record_attempt takes 3 or 4 keys')
 
-if KEYS[2] then
-  local seen = redis.call('GET', KEYS[2])
+-- The account's device epoch; kept while attempts come, so it outlives every token
+-- issued under it.
+local epoch = 0
+local held = redis.call('GET', KEYS[2])
+if held then
+  epoch = stored(held, MAX_COUNT, 'device epoch')
+  redis.call('PEXPIRE', KEYS[2], epoch_ttl)
+end
+
+local attempt_key = KEYS[4]
+if attempt_key then
+  local seen = redis.call('GET', attempt_key)
   if seen then
     local allowed, ws, replays = string.match(seen, '^([01]):(%d+):(%d+)$')
     if not allowed then error('corrupt attempt record') end
     ws = stored(ws, MAX_TIME_MS, 'attempt record')
     replays = stored(replays, MAX_COUNT, 'attempt record') + 1
-    redis.call('SET', KEYS[2], allowed .. ':' .. string.format('%d', ws) .. ':'
+    redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays), 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays}
+    return {tonumber(allowed), -1, -1, ws, replays, 0, epoch}
   end
 end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st')
+-- Where the attempt is counted: the device's bucket only under the current epoch.
+local record, trusted = KEYS[1], 0
+if KEYS[3] ~= KEYS[1] and token_epoch == epoch then
+  record, trusted = KEYS[3], 1
+end
+
+local rec = redis.call('HMGET', record, 'f', 'ws', 'st')
 local failures, ws, step = 0, now, 0
 if rec[1] then
   failures = stored(rec[1], MAX_COUNT, 'record')
@@ -76,13 +110,13 @@ end
 failures = failures + 1
 
 -- %d: Lua's default number format keeps only 14 significant digits.
-redis.call('HSET', KEYS[1], 'f', string.format('%d', failures),
+redis.call('HSET', record, 'f', string.format('%d', failures),
   'ws', string.format('%d', ws), 'st', string.format('%d', step))
-redis.call('PEXPIRE', KEYS[1], retention)
+redis.call('PEXPIRE', record, retention)
 
 local allowed = 0
 if failures <= max_failures then allowed = 1 end
-if KEYS[2] then
-  redis.call('SET', KEYS[2], allowed .. ':' .. string.format('%d', ws) .. ':0', 'PX', retention)
+if attempt_key then
+  redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0', 'PX', retention)
 end
-return {allowed, failures, step, ws, 0}
+return {allowed, failures, step, ws, 0, trusted, epoch}

@@ -38,7 +38,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
 use super::keys::{AccountKey, AttemptId, KeySecret};
-use super::{Counted, Inspection, Store, StoreError};
+use super::{Attempt, Counted, Inspection, Store, StoreError};
 use crate::spray::{SprayKey, SprayNote};
 use crate::throttle::{Policy, Record};
 use pool::{LeanPool, Tracked};
@@ -372,14 +372,15 @@ impl Store for RedisStore {
         }
     }
 
-    async fn record_attempt(
-        &self,
-        key: &AccountKey,
-        attempt_id: Option<&AttemptId>,
-        policy: &Policy,
-    ) -> Result<Counted, StoreError> {
+    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
+        let (key, policy) = (attempt.key, attempt.policy);
         let mut call = scripts::record_attempt().key(key.record());
-        if let Some(id) = attempt_id {
+        call.key(key.device_epoch());
+        match &attempt.device {
+            Some(claim) => call.key(claim.bucket.record()),
+            None => call.key(key.record()),
+        };
+        if let Some(id) = attempt.attempt_id {
             call.key(key.attempt(&self.secret, id));
         }
         call.arg(policy.max_failures)
@@ -387,30 +388,43 @@ impl Store for RedisStore {
             .arg(policy.window_ms(policy.max_step()))
             .arg(policy.retention_ms())
             .arg(u8::from(policy.escalates()))
-            .arg(policy.max_step());
+            .arg(policy.max_step())
+            .arg(attempt.device.map_or(0, |d| d.epoch))
+            .arg(attempt.device_epoch_ttl_ms);
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
-        let [allowed, failures, _step, window_start_ms, replays] = reply[..] else {
+        let [allowed, failures, _step, window_start_ms, replays, trusted, epoch] = reply[..] else {
             return Err(StoreError::Protocol(format!(
                 "record_attempt returned {} values",
                 reply.len()
             )));
         };
-        let allowed = match allowed {
-            1 => true,
-            0 => false,
-            other => {
-                return Err(StoreError::Protocol(format!("record_attempt allowed={other}")));
-            }
+        let flag = |v: i64, name: &str| match v {
+            1 => Ok(true),
+            0 => Ok(false),
+            other => Err(StoreError::Protocol(format!("record_attempt {name}={other}"))),
+        };
+        let number = |v: i64, name: &str| {
+            u64::try_from(v)
+                .map_err(|_| StoreError::Protocol(format!("record_attempt: negative {name}")))
         };
         Ok(Counted {
-            allowed,
+            allowed: flag(allowed, "allowed")?,
             // A replay reports failures = -1: never a lockout.
             locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
-            window_start_ms: u64::try_from(window_start_ms)
-                .map_err(|_| StoreError::Protocol("negative window start".into()))?,
-            replays: u64::try_from(replays)
-                .map_err(|_| StoreError::Protocol("negative replay count".into()))?,
+            window_start_ms: number(window_start_ms, "window start")?,
+            replays: number(replays, "replay count")?,
+            trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
+            device_epoch: number(epoch, "device epoch")?,
         })
+    }
+
+    async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
+        let call = scripts::revoke_devices().key(key.device_epoch());
+        let mut call = call;
+        call.arg(ttl_ms);
+        let epoch: i64 = self.invoke_counted(&call).await?;
+        u64::try_from(epoch)
+            .map_err(|_| StoreError::Protocol("revoke_devices: negative epoch".into()))
     }
 
     async fn refund(

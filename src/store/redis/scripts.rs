@@ -60,6 +60,11 @@ script!(
     "inspect.lua"
 );
 script!(
+    /// Admin `RevokeDevices`: raise an account's device epoch.
+    revoke_devices,
+    "revoke_devices.lua"
+);
+script!(
     /// Spray detection: note an account under a password fingerprint, count.
     spray,
     "spray.lua"
