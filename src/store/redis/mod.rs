@@ -132,6 +132,10 @@ pub fn retires_connection(error: &RedisError) -> bool {
         || error.is_connection_dropped()
         || error.is_timeout()
         || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+        // Redis before 7.0 answers a write refused inside a script with a script error
+        // whose text carries the READONLY code (`... -READONLY You can't write ...`).
+        || error.kind() == ErrorKind::Server(ServerErrorKind::ResponseError)
+            && error.to_string().contains("READONLY")
 }
 
 /// Makes ring the process's default rustls provider, unless one is installed already.
