@@ -169,7 +169,7 @@ struct ScriptCaller {
 
 impl Caller for ScriptCaller {
     async fn call(&mut self, n: u64) -> Result<(), String> {
-        let mut call = self.script.key(format!("portcullis:v1:{{bench-{n}}}:record"));
+        let mut call = self.script.key(format!("portcullis:v2:{{bench-{n}}}:r"));
         for arg in SCRIPT_ARGS {
             call.arg(arg);
         }
@@ -453,7 +453,7 @@ async fn tool_rows(
     match load_tools::run_redis_benchmark(
         redis.port,
         &sha,
-        "portcullis:v1:{bench-hot}:record",
+        "portcullis:v2:{bench-hot}:r",
         &SCRIPT_ARGS,
         EVALSHA_CLIENTS,
         EVALSHA_REQUESTS,

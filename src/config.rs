@@ -289,6 +289,10 @@ pub struct StoreConfig {
     /// Most Redis connections (each multiplexed, shared by concurrent calls) per pool.
     #[serde(default = "default_pool_size")]
     pub pool_size: usize,
+    /// How long an `attempt_id`'s answer is kept, so a retry of the same call counts
+    /// once: the retry horizon. After it the same id is a new attempt.
+    #[serde(default = "default_attempt_id_horizon", with = "humantime_serde")]
+    pub attempt_id_horizon: Duration,
 }
 
 /// `store.redis_sentinel`.
@@ -323,6 +327,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("key_secret_file", &self.key_secret_file)
             .field("operation_timeout", &self.operation_timeout)
             .field("pool_size", &self.pool_size)
+            .field("attempt_id_horizon", &self.attempt_id_horizon)
             .finish()
     }
 }
@@ -399,6 +404,9 @@ const fn default_operation_timeout() -> Duration {
 const fn default_pool_size() -> usize {
     16
 }
+const fn default_attempt_id_horizon() -> Duration {
+    crate::store::DEFAULT_ATTEMPT_ID_HORIZON
+}
 const fn default_wait_timeout() -> Duration {
     Duration::from_millis(100)
 }
@@ -472,6 +480,7 @@ impl Default for StoreConfig {
             key_secret_file: None,
             operation_timeout: default_operation_timeout(),
             pool_size: default_pool_size(),
+            attempt_id_horizon: default_attempt_id_horizon(),
         }
     }
 }
@@ -583,6 +592,8 @@ pub enum StoreSettings {
         secret: Option<KeySecret>,
         /// Deadline of one operation.
         operation_timeout: Duration,
+        /// How long an attempt id's answer is kept.
+        attempt_id_horizon: Duration,
     },
 }
 
@@ -693,6 +704,12 @@ impl Config {
             "1ms–60s",
         )?;
         check_range("store.pool_size", s.pool_size, 1..=1024, "1–1024")?;
+        check_range(
+            "store.attempt_id_horizon",
+            s.attempt_id_horizon,
+            Duration::from_secs(10)..=Duration::from_secs(3600),
+            "10s–1h",
+        )?;
         let secret = match &s.key_secret_file {
             Some(path) => {
                 let bytes = std::fs::read(path)
@@ -726,6 +743,7 @@ impl Config {
                 data_dir: s.data_dir.clone(),
                 secret,
                 operation_timeout: s.operation_timeout,
+                attempt_id_horizon: s.attempt_id_horizon,
             },
         };
         check_range(
@@ -999,6 +1017,7 @@ impl StoreConfig {
             allow_eviction: self.allow_eviction,
             wait_replicas: self.wait_replicas,
             wait_timeout: self.wait_timeout,
+            attempt_id_horizon: self.attempt_id_horizon,
         })
     }
 }

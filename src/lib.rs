@@ -160,13 +160,14 @@ impl Daemon {
                 tracing::info!(shape = ?redis.shape, pool_size = redis.pool_size, "store: redis");
                 (Arc::new(RedisStore::open(&redis)?), redis.secret.clone(), "redis")
             }
-            StoreSettings::Embedded { data_dir, secret, operation_timeout } => {
+            StoreSettings::Embedded { data_dir, secret, operation_timeout, attempt_id_horizon } => {
                 let store = EmbeddedStore::open(
                     &data_dir,
                     secret,
                     operation_timeout,
                     Arc::new(SystemClock),
-                )?;
+                )?
+                .with_attempt_id_horizon(attempt_id_horizon);
                 let secret = store.secret().clone();
                 (Arc::new(store), secret, "redb")
             }

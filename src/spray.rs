@@ -151,7 +151,7 @@ impl std::fmt::Debug for SprayKey {
 }
 
 impl SprayKey {
-    /// `portcullis:v1:{spray:<realm tag>:<4 hex>}:`: every spray key of this fingerprint
+    /// `portcullis:v2:{spray:<realm tag>:<4 hex>}:`: every spray key of this fingerprint
     /// starts so, and the braces make it one Redis Cluster hash tag, so the spray script
     /// runs on one node.
     pub fn prefix(&self) -> String {
@@ -401,7 +401,7 @@ mod tests {
         assert_eq!(a, f.key("default", b"Winter2026!"));
         assert_ne!(a.prefix(), f.key("staff", b"Winter2026!").prefix());
         let prefix = a.prefix();
-        assert!(prefix.starts_with("portcullis:v1:{spray:") && prefix.ends_with("}:"));
+        assert!(prefix.starts_with("portcullis:v2:{spray:") && prefix.ends_with("}:"));
         assert!(!prefix.contains("default") && !prefix.contains("Winter"));
         assert_eq!(format!("{a:?}"), "SprayKey(<redacted>)");
         // One hash tag for every key of the script.

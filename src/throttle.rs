@@ -125,6 +125,24 @@ pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptO
     AttemptOutcome { allowed: r.failures <= u64::from(policy.max_failures), record: r }
 }
 
+/// When a record counted at store time `now_ms` may be dropped, in ms since the Unix
+/// epoch (docs/throttle.md, "How long a record lives"). At step 0 with its window not
+/// exhausted (or in a realm that never escalates), it holds nothing the next attempt
+/// after its window would read: [`attempt`] resets such a record exactly as if it were
+/// absent, so it may go when its window ends. Otherwise (a step above 0, an exhausted
+/// window) it is kept for `retention` after this attempt, so the escalation is
+/// remembered. Dropping it at this time and keeping it give the same answers to every
+/// later attempt (`tests/properties.rs`).
+pub fn expiry_ms(policy: &Policy, record: &Record, now_ms: u64) -> u64 {
+    let forgettable = record.step == 0
+        && (record.failures < u64::from(policy.max_failures) || !policy.escalates());
+    if forgettable {
+        record.window_start_ms.saturating_add(policy.window_ms(0))
+    } else {
+        now_ms.saturating_add(policy.retention_ms())
+    }
+}
+
 /// Whether the next attempt would be allowed, without counting (`Admit`).
 pub fn is_open(policy: &Policy, record: Option<&Record>, now_ms: u64) -> bool {
     match record {

@@ -223,7 +223,7 @@ async fn a_flood_of_unknown_identifiers_never_exceeds_the_global_ceiling() {
     assert!(stats.refused[0] > 0, "the bounded queue never filled: {stats:?}");
     // A full queue is refused before the attempt is counted: only the calls that got a
     // place left a record (compared, or refunded after a wait).
-    let records: Vec<String> = redis::cmd("KEYS").arg("*:record").query(&mut redis.conn()).unwrap();
+    let records: Vec<String> = redis::cmd("KEYS").arg("*:r").query(&mut redis.conn()).unwrap();
     assert_eq!(
         records.len() as u64,
         64 - stats.refused[0],

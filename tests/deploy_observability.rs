@@ -16,6 +16,7 @@ fn alert_rules_pass_promtool() {
     for alert in [
         "PortcullisRefusalEpisodeLong",
         "PortcullisStoreErrors",
+        "PortcullisStoreMemoryHigh",
         "PortcullisLockoutRateAboveBaseline",
         "PortcullisGatewayBreakerOpen",
         "PortcullisPasswordSpray",

@@ -20,7 +20,7 @@ use portcullis::service::GovernorService;
 use portcullis::spray::{SprayKey, SprayNote, SprayWatch};
 use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
 use portcullis::store::{Attempt, Counted, Inspection, Store, StoreError};
-use portcullis::throttle::Policy;
+use portcullis::throttle::{self, Policy};
 use portcullis::verify::hash::{Ceilings, StoredHash};
 use proptest::prelude::*;
 use tonic::{Code, Request};
@@ -236,4 +236,122 @@ fn request_validation_never_panics_on_any_message() {
     );
     let mut runner = proptest::test_runner::TestRunner::new(config(192));
     runner.run(&strategy, |parts| rt.block_on(check_requests(&svc, &store, parts))).unwrap();
+}
+
+/// One step of an attempt sequence: the store's clock moves by `advance_ms`, then one
+/// operation.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Attempt,
+    Admit,
+    /// Refund the attempt counted `back` attempts ago (in its window).
+    Refund {
+        back: usize,
+    },
+}
+
+/// A store of one account key, modelled on the throttle's functions: `early` drops the
+/// record at [`throttle::expiry_ms`] (lifetime by content), otherwise at the retention
+/// after each attempt (the rule before it).
+struct Model {
+    early: bool,
+    record: Option<(throttle::Record, u64)>,
+}
+
+impl Model {
+    fn live(&self, now: u64) -> Option<throttle::Record> {
+        self.record.filter(|(_, expires)| *expires > now).map(|(r, _)| r)
+    }
+
+    fn attempt(&mut self, p: &Policy, now: u64) -> throttle::AttemptOutcome {
+        let out = throttle::attempt(p, self.live(now), now);
+        let expires = if self.early {
+            throttle::expiry_ms(p, &out.record, now)
+        } else {
+            now + p.retention_ms()
+        };
+        self.record = Some((out.record, expires));
+        out
+    }
+
+    fn refund(&mut self, window_start_ms: u64, now: u64) {
+        if let Some(r) = throttle::refund(self.live(now), window_start_ms) {
+            let expires = self.record.map_or(0, |(_, e)| e);
+            self.record = Some((r, expires));
+        }
+    }
+}
+
+fn policy_strategy() -> impl Strategy<Value = Policy> {
+    (1u32..=6, 1u64..=4, 0u32..=3, 1u64..=3, any::<bool>()).prop_map(
+        |(max_failures, first_s, doublings, extra_s, second_factor_required)| {
+            let first_window = std::time::Duration::from_secs(first_s);
+            let max_window = first_window * 2u32.pow(doublings);
+            Policy {
+                max_failures,
+                first_window,
+                max_window,
+                retention: max_window + std::time::Duration::from_secs(extra_s),
+                second_factor_required,
+            }
+        },
+    )
+}
+
+fn step_strategy() -> impl Strategy<Value = (u64, Step)> {
+    let advance = prop_oneof![
+        4 => 0u64..200,
+        3 => 200u64..5_000,
+        2 => 5_000u64..40_000,
+        1 => 40_000u64..200_000,
+    ];
+    let step = prop_oneof![
+        6 => Just(Step::Attempt),
+        2 => Just(Step::Admit),
+        1 => (0usize..3).prop_map(|back| Step::Refund { back }),
+    ];
+    (advance, step)
+}
+
+proptest! {
+    #![proptest_config(config(2048))]
+
+    /// Lifetime by content (docs/throttle.md, "How long a record lives"): a record
+    /// dropped as soon as it holds nothing worth remembering and one kept for the whole
+    /// retention answer every attempt, admission and refund alike, over any sequence of
+    /// attempts and clock steps, windows that end exhausted or not, escalation and
+    /// realms with a second factor.
+    #[test]
+    fn a_record_expired_early_answers_as_one_kept(
+        policy in policy_strategy(),
+        steps in proptest::collection::vec(step_strategy(), 1..120),
+    ) {
+        let (mut kept, mut early) = (Model { early: false, record: None }, Model { early: true, record: None });
+        let mut now = 1_800_000_000_000u64;
+        let mut counted_in: Vec<u64> = Vec::new();
+        for (i, (advance, step)) in steps.into_iter().enumerate() {
+            now += advance;
+            match step {
+                Step::Attempt => {
+                    let (a, b) = (kept.attempt(&policy, now), early.attempt(&policy, now));
+                    prop_assert_eq!(a.allowed, b.allowed, "step {}: allowed", i);
+                    prop_assert_eq!(a.locked_now(&policy), b.locked_now(&policy), "step {}", i);
+                    prop_assert_eq!(a.record.window_start_ms, b.record.window_start_ms, "step {}", i);
+                    prop_assert_eq!(a.record.step, b.record.step, "step {}: step", i);
+                    counted_in.push(a.record.window_start_ms);
+                }
+                Step::Admit => {
+                    let a = throttle::is_open(&policy, kept.live(now).as_ref(), now);
+                    let b = throttle::is_open(&policy, early.live(now).as_ref(), now);
+                    prop_assert_eq!(a, b, "step {}: admit", i);
+                }
+                Step::Refund { back } => {
+                    if let Some(&ws) = counted_in.iter().rev().nth(back) {
+                        kept.refund(ws, now);
+                        early.refund(ws, now);
+                    }
+                }
+            }
+        }
+    }
 }

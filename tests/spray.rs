@@ -374,7 +374,7 @@ struct SprayScript {
 
 impl SprayScript {
     fn new(fingerprint: &str) -> Self {
-        let p = format!("portcullis:v1:{{spray:0123456789abcdef:{fingerprint}}}:");
+        let p = format!("portcullis:v2:{{spray:0123456789abcdef:{fingerprint}}}:");
         Self {
             script: redis::Script::new(include_str!("../src/store/lua/spray.lua")),
             keys: ["failed:0", "failed:1", "periods"].iter().map(|k| format!("{p}{k}")).collect(),

@@ -54,6 +54,8 @@ trait Backend: Send + Sync {
     async fn expire(&self, key: &AccountKey);
     /// `(failures, step)` of the record.
     async fn record(&self, key: &AccountKey) -> Option<(u64, u32)>;
+    /// How long `key` (a store key) lives from now, in ms; `None` without one.
+    async fn ttl_ms(&self, key: &str) -> Option<u64>;
 }
 
 struct ManualClock(AtomicU64);
@@ -95,6 +97,10 @@ impl Backend for Embedded {
     async fn record(&self, key: &AccountKey) -> Option<(u64, u32)> {
         self.store.record(key).await.unwrap().map(|r| (r.failures, r.step))
     }
+    async fn ttl_ms(&self, key: &str) -> Option<u64> {
+        let at = self.store.expires_at(key).await.unwrap()?;
+        Some(at - self.clock.0.load(Ordering::SeqCst))
+    }
 }
 
 struct Redis {
@@ -125,6 +131,10 @@ impl Backend for Redis {
     }
     async fn record(&self, key: &AccountKey) -> Option<(u64, u32)> {
         read_record(&mut self.server.conn(), &key.record()).map(|(f, _, st)| (f, st))
+    }
+    async fn ttl_ms(&self, key: &str) -> Option<u64> {
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut self.server.conn()).unwrap();
+        u64::try_from(ttl).ok()
     }
 }
 
@@ -330,6 +340,46 @@ async fn spray_counts_distinct_failed_accounts(b: &dyn Backend) {
     assert_eq!(b.record(&key("a@example.com")).await, None);
 }
 
+/// How long a record lives follows what it holds (docs/throttle.md, "How long a record
+/// lives"): at step 0 with its window not exhausted, to the end of its window; exhausted,
+/// at a higher step, or in a realm with a second factor exhausted, as the rule says; an
+/// attempt id's answer for the retry horizon (5 min by default).
+async fn lifetime_follows_content(b: &dyn Backend) {
+    let store = b.store();
+    let (p, mfa) = (policy(false), policy(true));
+    let near = |ttl: Option<u64>, want: u64| ttl.is_some_and(|t| t <= want && t + 2_000 >= want);
+    let k = key("one-failure@example.com");
+    store.record_attempt(&k, Some(&id("a1")), &p).await.unwrap();
+    assert!(near(b.ttl_ms(&k.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
+    let answer = k.attempt(&secret(), &id("a1"));
+    assert!(near(b.ttl_ms(&answer).await, 5 * MIN), "{:?}", b.ttl_ms(&answer).await);
+    // Ten minutes later, a second failure: still the rest of the same window.
+    b.advance(&k, 10 * MIN).await;
+    store.record_attempt(&k, None, &p).await.unwrap();
+    assert!(near(b.ttl_ms(&k.record()).await, 5 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
+    // Exhausted: kept for the retention, so the next window escalates.
+    for _ in 0..3 {
+        store.record_attempt(&k, None, &p).await.unwrap();
+    }
+    assert!(
+        near(b.ttl_ms(&k.record()).await, 24 * 60 * MIN),
+        "exhausted: {:?}",
+        b.ttl_ms(&k.record()).await
+    );
+    // At step 1, even one failure is kept: the step must be remembered.
+    b.advance(&k, 15 * MIN).await;
+    store.record_attempt(&k, None, &p).await.unwrap();
+    assert_eq!(b.record(&k).await, Some((1, 1)));
+    assert!(near(b.ttl_ms(&k.record()).await, 24 * 60 * MIN));
+    // A realm with a second factor never escalates: an exhausted window holds nothing
+    // past its end either.
+    let m = key("mfa@example.com");
+    for _ in 0..6 {
+        store.record_attempt(&m, None, &mfa).await.unwrap();
+    }
+    assert!(near(b.ttl_ms(&m.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&m.record()).await);
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod embedded {
@@ -365,6 +415,7 @@ conformance!(
     clear_forgets,
     concurrent_attempts_count_once_each,
     spray_counts_distinct_failed_accounts,
+    lifetime_follows_content,
 );
 
 /// Values a daemon never writes, in a key a script reads, are a store error on every
@@ -408,7 +459,7 @@ async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
     let attempt = id("replayed");
     store.record_attempt(&k, Some(&attempt), &policy(false)).await.unwrap();
     let ids: Vec<String> =
-        redis::cmd("KEYS").arg(format!("*{}*:attempt:*", k.digest())).query(&mut conn).unwrap();
+        redis::cmd("KEYS").arg(format!("*{}*:a:*", k.digest())).query(&mut conn).unwrap();
     assert_eq!(ids.len(), 1);
     for bad in ["7:1800000000000:0", "1:99999999999999999999:0", "1:1:99999999999999"] {
         let _: () = redis::cmd("SET").arg(&ids[0]).arg(bad).query(&mut conn).unwrap();

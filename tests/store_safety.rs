@@ -185,3 +185,68 @@ async fn wait_replicas_answers_after_a_replica_confirms_and_denies_without_one()
     }
     daemon.shutdown().await;
 }
+
+/// A flood of made-up identifiers no longer fills a `noeviction` Redis (docs/store.md,
+/// "What a record costs"): each costs one record that lives to the end of its window,
+/// not for the day. An 8 MB Redis held about 32,000 made-up identifiers for 24 hours
+/// before; with 1-second windows it takes 80,000 in eight seconds and keeps absorbing,
+/// with no operation refused (an OOM answer would be UNAVAILABLE, every login denied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_made_up_identifiers_does_not_fill_a_noeviction_redis() {
+    use portcullis::normalize::{Normalization, normalize};
+    use portcullis::store::Store;
+    use portcullis::store::keys::{AccountKey, KeySecret};
+    let redis = RedisServer::start();
+    config_set(&redis, "maxmemory", "8mb");
+    config_set(&redis, "maxmemory-policy", "noeviction");
+    let secret = KeySecret::new(SECRET.as_bytes().to_vec());
+    let store = std::sync::Arc::new(
+        portcullis::store::redis::RedisStore::new(
+            &redis.url(),
+            secret.clone(),
+            Duration::from_secs(5),
+            4,
+        )
+        .unwrap(),
+    );
+    let policy = portcullis::throttle::Policy {
+        max_failures: 5,
+        first_window: Duration::from_secs(1),
+        max_window: Duration::from_secs(4),
+        retention: Duration::from_secs(60),
+        second_factor_required: false,
+    };
+    const TOTAL: usize = 80_000;
+    const TASKS: usize = 32;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let (store, secret) = (store.clone(), secret.clone());
+            tokio::spawn(async move {
+                let mut errors = 0;
+                for n in (t..TOTAL).step_by(TASKS) {
+                    // Ten thousand a second, spread over the eight seconds.
+                    let due = started + Duration::from_micros(n as u64 * 100);
+                    tokio::time::sleep_until(due.into()).await;
+                    let id = normalize(Normalization::Exact, &format!("made-up-{n}")).unwrap();
+                    let key = AccountKey::new(&secret, "default", &id);
+                    if store.record_attempt(&key, None, &policy).await.is_err() {
+                        errors += 1;
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    let mut errors = 0;
+    for task in tasks {
+        errors += task.await.unwrap();
+    }
+    assert_eq!(errors, 0, "the flood filled the Redis: operations were refused");
+    let keys = dbsize(&mut redis.conn());
+    assert!(keys < 30_000, "{keys} records left: they do not expire with their window");
+    // A real user still counts.
+    let id = normalize(Normalization::Exact, "real-user").unwrap();
+    let key = AccountKey::new(&secret, "default", &id);
+    assert!(store.record_attempt(&key, None, &policy).await.unwrap().allowed);
+}

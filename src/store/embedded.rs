@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use redb::{Database, ReadableTable, TableDefinition};
 
 use super::keys::{AccountKey, AttemptId, KeySecret};
-use super::{Attempt, Counted, Inspection, Store, StoreError};
+use super::{Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, Store, StoreError};
 use crate::spray::{SprayKey, SprayNote};
 use crate::throttle::{self, MAX_STORED_COUNT, MAX_STORED_TIME_MS, Policy, Record};
 
@@ -38,8 +38,11 @@ pub const DB_FILE: &str = "portcullis.redb";
 pub const SECRET_FILE: &str = "key_secret";
 /// Most operations committed together.
 pub const MAX_BATCH: usize = 1024;
-/// How often expired entries are swept.
-pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+/// How often expired entries are swept: often, so a flood of made-up identifiers, whose
+/// records expire with their window (docs/throttle.md, "How long a record lives"), is
+/// removed about as fast as it arrives (up to [`SWEEP_LIMIT`] a second), and the file
+/// stops growing instead of keeping expired entries for a minute.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// Most expired entries removed by one sweep (the rest wait for the next).
 const SWEEP_LIMIT: usize = 10_000;
 
@@ -263,6 +266,8 @@ enum Op {
         epoch_key: String,
         epoch_ttl_ms: u64,
         attempt: Option<String>,
+        /// How long the attempt id's answer is kept (`store.attempt_id_horizon`).
+        attempt_ttl_ms: u64,
         policy: Policy,
     },
     Revoke {
@@ -279,6 +284,9 @@ enum Op {
     },
     Peek {
         record: String,
+    },
+    Expiry {
+        key: String,
     },
     Inspect {
         record: String,
@@ -298,6 +306,7 @@ enum Reply {
     Open(bool),
     Counted(Counted),
     Record(Option<Record>),
+    Expiry(Option<u64>),
     Inspected(Inspection),
     Count(u64),
     Done,
@@ -313,6 +322,10 @@ pub struct EmbeddedStore {
     writer: Option<std::thread::JoinHandle<()>>,
     secret: KeySecret,
     operation_timeout: Duration,
+    /// How long an attempt id's answer is kept ([`DEFAULT_ATTEMPT_ID_HORIZON`]).
+    attempt_id_horizon: Duration,
+    /// The database file, whose size the health check reports.
+    path: PathBuf,
 }
 
 impl Drop for EmbeddedStore {
@@ -377,7 +390,21 @@ impl EmbeddedStore {
                 move || Writer { db: Some(db), path, clock, high_water, last_sweep: None }.run(rx)
             })
             .map_err(|source| OpenError::DataDir { path: data_dir.to_owned(), source })?;
-        Ok(Self { jobs: Some(jobs), writer: Some(writer), secret, operation_timeout })
+        Ok(Self {
+            jobs: Some(jobs),
+            writer: Some(writer),
+            secret,
+            operation_timeout,
+            attempt_id_horizon: DEFAULT_ATTEMPT_ID_HORIZON,
+            path,
+        })
+    }
+
+    /// Keeps each attempt id's answer for `horizon` (`store.attempt_id_horizon`)
+    /// instead of [`DEFAULT_ATTEMPT_ID_HORIZON`].
+    pub fn with_attempt_id_horizon(mut self, horizon: Duration) -> Self {
+        self.attempt_id_horizon = horizon;
+        self
     }
 
     /// The key secret in use (configured, or the data directory's).
@@ -392,6 +419,19 @@ impl EmbeddedStore {
     pub async fn record(&self, key: &AccountKey) -> Result<Option<Record>, StoreError> {
         match self.submit(Op::Peek { record: key.record() }).await? {
             Reply::Record(r) => Ok(r),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// When the live entry at `key` (a record, an attempt id's answer, a device epoch)
+    /// expires, in ms since the Unix epoch on the store's clock; `None` when there is
+    /// none. For operators and tests. Never writes.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot answer.
+    pub async fn expires_at(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        match self.submit(Op::Expiry { key: key.to_owned() }).await? {
+            Reply::Expiry(at) => Ok(at),
             _ => Err(unexpected()),
         }
     }
@@ -524,7 +564,7 @@ impl Writer {
         sweep: bool,
     ) -> Result<Vec<Result<Reply, StoreError>>, BoxError> {
         let txn = db.begin_write()?;
-        let mut writes = sweep;
+        let mut writes = false;
         let results = {
             let mut entries = txn.open_table(ENTRIES)?;
             let mut expiry = txn.open_table(EXPIRY)?;
@@ -535,6 +575,7 @@ impl Writer {
                     op,
                     Op::IsOpen { .. }
                         | Op::Peek { .. }
+                        | Op::Expiry { .. }
                         | Op::Inspect { .. }
                         | Op::Ping
                         | Op::Spray { note: SprayNote::Check, .. }
@@ -542,7 +583,7 @@ impl Writer {
                 results.push(t.apply(op));
             }
             if sweep {
-                t.sweep()?;
+                writes |= t.sweep()? > 0;
             }
             if writes {
                 txn.open_table(META)?.insert("clock_ms", now)?;
@@ -572,6 +613,7 @@ impl Tables<'_, '_> {
                 Ok(Reply::Open(throttle::is_open(policy, self.record(record)?.as_ref(), now)))
             }
             Op::Peek { record } => Ok(Reply::Record(self.record(record)?)),
+            Op::Expiry { key } => Ok(Reply::Expiry(self.get(key)?.map(|e| e.expires_ms()))),
             Op::Inspect { record } => {
                 Ok(Reply::Inspected(Inspection { record: self.record(record)?, now_ms: now }))
             }
@@ -600,7 +642,15 @@ impl Tables<'_, '_> {
                 self.put(epoch_key, Entry::Epoch { epoch, expires_ms: now + ttl_ms })?;
                 Ok(Reply::Count(epoch))
             }
-            Op::Attempt { record, device, epoch_key, epoch_ttl_ms, attempt, policy } => {
+            Op::Attempt {
+                record,
+                device,
+                epoch_key,
+                epoch_ttl_ms,
+                attempt,
+                attempt_ttl_ms,
+                policy,
+            } => {
                 // The account's device epoch, kept while attempts come (record_attempt.lua).
                 let epoch = self.epoch(epoch_key)?;
                 if epoch > 0 {
@@ -630,7 +680,7 @@ impl Tables<'_, '_> {
                     _ => (record, false),
                 };
                 let out = throttle::attempt(policy, self.record(counted)?, now);
-                let expires_ms = now + policy.retention_ms();
+                let expires_ms = throttle::expiry_ms(policy, &out.record, now);
                 self.put(counted, Entry::Record { record: out.record, expires_ms })?;
                 if let Some(key) = attempt {
                     let window_start_ms = out.record.window_start_ms;
@@ -638,7 +688,7 @@ impl Tables<'_, '_> {
                         allowed: out.allowed,
                         window_start_ms,
                         replays: 0,
-                        expires_ms,
+                        expires_ms: now + attempt_ttl_ms,
                     };
                     self.put(key, entry)?;
                 }
@@ -755,8 +805,8 @@ impl Tables<'_, '_> {
         Ok(())
     }
 
-    /// Deletes up to [`SWEEP_LIMIT`] entries whose expiry has passed.
-    fn sweep(&mut self) -> Result<(), StoreError> {
+    /// Deletes up to [`SWEEP_LIMIT`] entries whose expiry has passed; returns how many.
+    fn sweep(&mut self) -> Result<usize, StoreError> {
         let mut due = Vec::new();
         for item in self.expiry.range::<(u64, &str)>(..).map_err(embedded)? {
             let (key, _) = item.map_err(embedded)?;
@@ -773,7 +823,7 @@ impl Tables<'_, '_> {
         if !due.is_empty() {
             tracing::debug!(swept = due.len(), "expired entries removed");
         }
-        Ok(())
+        Ok(due.len())
     }
 }
 
@@ -798,6 +848,7 @@ impl Store for EmbeddedStore {
             epoch_key: key.device_epoch(),
             epoch_ttl_ms: attempt.device_epoch_ttl_ms,
             attempt: attempt.attempt_id.map(|id| key.attempt(&self.secret, id)),
+            attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
             policy: *attempt.policy,
         };
         match self.submit(op).await? {
@@ -855,7 +906,15 @@ impl Store for EmbeddedStore {
         }
     }
 
+    /// Health: the writer answers; also reports the database file's size as
+    /// [`super::redis::MEMORY_USED_GAUGE`] (no limit: the disk's, which node metrics
+    /// watch).
     async fn ping(&self) -> Result<(), StoreError> {
-        self.submit(Op::Ping).await.map(drop)
+        self.submit(Op::Ping).await?;
+        if let Ok(meta) = tokio::fs::metadata(&self.path).await {
+            metrics::gauge!(super::redis::MEMORY_USED_GAUGE).set(meta.len() as f64);
+            metrics::gauge!(super::redis::MEMORY_LIMIT_GAUGE).set(0.0);
+        }
+        Ok(())
     }
 }

@@ -1,26 +1,38 @@
 //! Every store key is built here (docs/architecture.md, "Account keys").
 //!
 //! An account key is `HMAC-SHA-256(secret, len(realm) ‖ realm ‖ len(id) ‖ id)` with
-//! 4-byte big-endian lengths, so `("ab", "c")` and `("a", "bc")` never collide. Its hex
-//! digest is the Redis Cluster hash tag, so every key one operation touches is in one
-//! slot:
+//! 4-byte big-endian lengths, so `("ab", "c")` and `("a", "bc")` never collide, truncated
+//! to 128 bits (RFC 2104 §5: truncation to half the output keeps its strength; the key
+//! secret is what keeps an attacker from making two identifiers collide). Its hex digest
+//! is the Redis Cluster hash tag, so every key one operation touches is in one slot:
 //!
 //! ```text
-//! portcullis:v1:{<64 hex digest>}:record                  the attempt record (hash)
-//! portcullis:v1:{<64 hex digest>}:attempt:<32 hex digest>  one attempt_id's answer
-//! portcullis:v1:{<64 hex digest>}:device:<32 hex digest>   one known device's bucket
-//! portcullis:v1:{<64 hex digest>}:devices                  the account's device epoch
+//! portcullis:v2:{<32 hex digest>}:r              the attempt record (hash f, ws, st)
+//! portcullis:v2:{<32 hex digest>}:a:<16 hex>     one attempt_id's answer (a retry horizon)
+//! portcullis:v2:{<32 hex digest>}:d:<16 hex>     one known device's bucket (hash f, ws, st)
+//! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
 //! ```
 //!
-//! No key holds an identifier or attempt id in clear.
+//! Short names, because every made-up identifier an attacker tries costs one record:
+//! the `v1` layout (64 hex, `:record`, `:attempt:<32 hex>`) cost 245 bytes of Redis a
+//! record and 270 an attempt id; this one 209 and 225 (docs/store.md, "What a record
+//! costs"). No key holds an identifier or attempt id in clear.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use crate::normalize::NormalizedIdentifier;
 
-/// Prefix of every key; the version changes if the layout ever does.
-pub const KEY_PREFIX: &str = "portcullis:v1:";
+/// Prefix of every key; the version changes when the layout does (v2: the compact
+/// layout; a daemon of this version ignores v1 keys, which expire by themselves).
+pub const KEY_PREFIX: &str = "portcullis:v2:";
+
+/// Bytes of the account key's HMAC kept (128 bits: 32 hex characters).
+const ACCOUNT_DIGEST_BYTES: usize = 16;
+
+/// Bytes kept of an attempt id's or a device nonce's keyed digest (64 bits: 16 hex
+/// characters), which only tell apart the few ids and devices of one account.
+const SUFFIX_DIGEST_BYTES: usize = 8;
 
 /// The HMAC key for account keys. Every daemon sharing a store uses the same one;
 /// changing it forgets every count. `Debug` is redacted.
@@ -80,17 +92,17 @@ impl std::fmt::Debug for KeySecret {
     }
 }
 
-/// The store's name for one account key (realm, normalized identifier): a keyed digest,
-/// in lowercase hex, used as the Redis Cluster hash tag.
+/// The store's name for one account key (realm, normalized identifier): a keyed digest
+/// (128 bits), in lowercase hex, used as the Redis Cluster hash tag.
 ///
 /// A key may also name one known device's bucket of that account
 /// ([`AccountKey::device`]): the same hash tag, so an operation on it stays single-slot,
 /// and a record of its own, so the device is counted apart from untrusted clients.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct AccountKey {
-    /// Hex digest of (realm, normalized identifier): the hash tag.
+    /// Hex digest of (realm, normalized identifier): the hash tag (32 hex).
     digest: String,
-    /// `None`: the account's own record; `Some(hex)`: a device bucket's digest.
+    /// `None`: the account's own record; `Some(hex)`: a device bucket's digest (16 hex).
     device: Option<String>,
 }
 
@@ -103,11 +115,12 @@ impl AccountKey {
             mac.update(&(part.len() as u32).to_be_bytes());
             mac.update(part);
         }
-        Self { digest: hex::encode(mac.finalize().into_bytes()), device: None }
+        let digest = mac.finalize().into_bytes();
+        Self { digest: hex::encode(&digest[..ACCOUNT_DIGEST_BYTES]), device: None }
     }
 
     /// The bucket of one known device of this account (OWASP device cookies): its record
-    /// is `portcullis:v1:{<digest>}:device:<32 hex>`, where the suffix is a keyed digest
+    /// is `portcullis:v2:{<digest>}:d:<16 hex>`, where the suffix is a keyed digest
     /// of the device token's nonce, so the stored key reveals neither the token nor the
     /// identifier. Attempt ids stay in the account's namespace: a replay is a replay in
     /// whichever bucket it first counted.
@@ -117,22 +130,23 @@ impl AccountKey {
         mac.update(b"device\0");
         mac.update(nonce);
         let digest = mac.finalize().into_bytes();
-        Self { digest: self.digest.clone(), device: Some(hex::encode(&digest[..16])) }
+        let device = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
+        Self { digest: self.digest.clone(), device: Some(device) }
     }
 
-    /// The record's key: `portcullis:v1:{<digest>}:record` for the account,
-    /// `portcullis:v1:{<digest>}:device:<32 hex>` for a device bucket.
+    /// The record's key: `portcullis:v2:{<digest>}:r` for the account,
+    /// `portcullis:v2:{<digest>}:d:<16 hex>` for a device bucket.
     pub fn record(&self) -> String {
         match &self.device {
-            None => format!("{KEY_PREFIX}{{{}}}:record", self.digest),
-            Some(device) => format!("{KEY_PREFIX}{{{}}}:device:{device}", self.digest),
+            None => format!("{KEY_PREFIX}{{{}}}:r", self.digest),
+            Some(device) => format!("{KEY_PREFIX}{{{}}}:d:{device}", self.digest),
         }
     }
 
-    /// `portcullis:v1:{<digest>}:devices`: the account's device epoch (docs/devices.md,
+    /// `portcullis:v2:{<digest>}:e`: the account's device epoch (docs/devices.md,
     /// "Revocation"), in the same hash tag as its record and device buckets.
     pub fn device_epoch(&self) -> String {
-        format!("{KEY_PREFIX}{{{}}}:devices", self.digest)
+        format!("{KEY_PREFIX}{{{}}}:e", self.digest)
     }
 
     /// Whether this key names a device bucket rather than the account's record.
@@ -140,15 +154,16 @@ impl AccountKey {
         self.device.is_some()
     }
 
-    /// `portcullis:v1:{<digest>}:attempt:<attempt digest>`: the stored answer of one
-    /// `attempt_id`, in the same hash tag as the record.
+    /// `portcullis:v2:{<digest>}:a:<16 hex>`: the stored answer of one `attempt_id`, in
+    /// the same hash tag as the record.
     pub fn attempt(&self, secret: &KeySecret, attempt_id: &AttemptId) -> String {
         let mut mac = secret.mac();
         // Domain separation from account keys, whose first byte is a length.
         mac.update(b"attempt_id\0");
         mac.update(attempt_id.0.as_bytes());
         let digest = mac.finalize().into_bytes();
-        format!("{KEY_PREFIX}{{{}}}:attempt:{}", self.digest, hex::encode(&digest[..16]))
+        let suffix = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
+        format!("{KEY_PREFIX}{{{}}}:a:{suffix}", self.digest)
     }
 
     /// The hex digest (the hash tag's contents).
@@ -207,15 +222,15 @@ mod tests {
     fn key_format_is_pinned() {
         let k = key("default", "alice@example.com");
         let record = k.record();
-        assert_eq!(record.len(), "portcullis:v1:{".len() + 64 + "}:record".len());
-        assert!(record.starts_with("portcullis:v1:{") && record.ends_with("}:record"));
-        // Pinned (and checked with Python's hmac module) so a change of derivation,
-        // which forgets every count, is deliberate.
-        assert_eq!(k.digest(), "6213abbd6884a4636012888f626bf820646e8885829f44d192fa917f78845507");
+        assert_eq!(record, format!("portcullis:v2:{{{}}}:r", k.digest()));
+        // Pinned (and checked with Python's hmac module: the first 128 bits of the
+        // HMAC) so a change of derivation, which forgets every count, is deliberate.
+        assert_eq!(k.digest(), "6213abbd6884a4636012888f626bf820");
         let id = AttemptId::parse("6f1c0f9e-3f1e-4b8e-9a55-0c0ffee00001").unwrap().unwrap();
         let attempt = k.attempt(&secret(), &id);
-        assert!(attempt.starts_with(&format!("portcullis:v1:{{{}}}:attempt:", k.digest())));
-        assert_eq!(attempt.len(), record.len() - "record".len() + "attempt:".len() + 32);
+        assert!(attempt.starts_with(&format!("portcullis:v2:{{{}}}:a:", k.digest())));
+        assert_eq!(attempt.len(), record.len() - "r".len() + "a:".len() + 16);
+        assert_eq!(k.device_epoch(), format!("portcullis:v2:{{{}}}:e", k.digest()));
     }
 
     #[test]
@@ -235,8 +250,8 @@ mod tests {
         let d = k.device(&secret(), &[7; 16]);
         assert!(d.is_device() && !k.is_device());
         let record = d.record();
-        assert!(record.starts_with(&format!("portcullis:v1:{{{}}}:device:", k.digest())));
-        assert_eq!(record.len(), "portcullis:v1:{".len() + 64 + "}:device:".len() + 32);
+        assert!(record.starts_with(&format!("portcullis:v2:{{{}}}:d:", k.digest())));
+        assert_eq!(record.len(), "portcullis:v2:{".len() + 32 + "}:d:".len() + 16);
         assert_ne!(record, k.record());
         assert_ne!(d, k.device(&secret(), &[8; 16]));
         let id = AttemptId::parse("x").unwrap().unwrap();

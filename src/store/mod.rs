@@ -71,6 +71,13 @@ pub struct DeviceClaim<'a> {
     pub epoch: u64,
 }
 
+/// How long an attempt id's answer is kept by default (`store.attempt_id_horizon`): a
+/// retry of the same call comes within the client's `call_timeout` (2 s by default,
+/// retries included) and never after the daemon's `server.request_timeout` (at most
+/// 5 min); after the horizon the same id is a new attempt (docs/throttle.md,
+/// "Idempotent retries").
+pub const DEFAULT_ATTEMPT_ID_HORIZON: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// [`Attempt::device_epoch_ttl_ms`] where no realm says otherwise: the default
 /// `device_token_ttl` (90 days) plus five minutes of clock skew.
 pub const DEFAULT_EPOCH_TTL_MS: u64 = (90 * 24 * 3600 + 300) * 1000;

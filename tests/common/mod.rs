@@ -320,6 +320,14 @@ impl Drop for RedisServer {
     }
 }
 
+/// The `portcullis` binary a [`DaemonProcess`] runs: this tree's, or the one
+/// `PORTCULLIS_BINARY` names (benches compare an older build with it).
+pub fn daemon_binary() -> PathBuf {
+    std::env::var_os("PORTCULLIS_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_portcullis").into())
+}
+
 fn redis_server_binary() -> PathBuf {
     std::env::var_os("REDIS_SERVER").map(PathBuf::from).unwrap_or_else(|| "redis-server".into())
 }
@@ -544,7 +552,7 @@ pub fn assert_store_clean(conn: &mut redis::Connection, secrets: &[&str]) {
                 "a store key contains an identifier in clear"
             );
         }
-        assert!(key.starts_with("portcullis:v1:{"), "unexpected key layout");
+        assert!(key.starts_with("portcullis:v2:{"), "unexpected key layout");
         let ttl: i64 = redis::cmd("PTTL").arg(key).query(conn).unwrap();
         assert!(ttl > 0, "a key has no expiry (PTTL {ttl})");
         let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(conn).unwrap();
@@ -602,7 +610,7 @@ pub fn dbsize(conn: &mut redis::Connection) -> u64 {
 /// Keys of account keys (records, attempt ids, device buckets): every key but the
 /// password-spray counts (`{spray:…}`, docs/spray.md), which every `Verify` also writes.
 pub fn account_key_count(conn: &mut redis::Connection) -> usize {
-    let keys: Vec<String> = redis::cmd("KEYS").arg("portcullis:v1:*").query(conn).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("portcullis:v2:*").query(conn).unwrap();
     keys.iter().filter(|k| !k.contains("{spray:")).count()
 }
 
@@ -654,7 +662,7 @@ impl DaemonProcess {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("portcullis.toml");
         std::fs::write(&path, config).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+        let mut command = Command::new(daemon_binary());
         match secret {
             Some(secret) => command.env("PORTCULLIS_KEY_SECRET", secret),
             None => command.env_remove("PORTCULLIS_KEY_SECRET"),

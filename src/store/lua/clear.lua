@@ -2,7 +2,7 @@
 -- password reset; docs/throttle.md). Stored attempt_id answers are kept, so a
 -- retried call still gets its first answer.
 --
--- KEYS[1]  record key   portcullis:v1:{<digest>}:record
+-- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)
 -- (no ARGV)
 --
 -- Returns 1 when a record was deleted, 0 when there was none.

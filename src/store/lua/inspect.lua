@@ -2,7 +2,7 @@
 -- the operator's Inspect (src/admin.rs derives door state and time to reopen from them
 -- with src/throttle.rs). Reads, never writes.
 --
--- KEYS[1]  record key   portcullis:v1:{<digest>}:record   (hash: f, ws, st)
+-- KEYS[1]  record key   portcullis:v2:{<digest>}:r   (hash: f, ws, st)
 --
 -- Returns {exists, failures, window_start_ms, step, now_ms}; exists is 1 or 0 (then the
 -- three record fields are 0).

@@ -1,24 +1,28 @@
 -- record_attempt.lua: count one attempt for one account key, atomically
--- (docs/throttle.md, "The rules", steps 1-4; src/throttle.rs::attempt is the same
--- rule in Rust, and the store conformance tests hold the two together).
+-- (docs/throttle.md, "The rules", steps 1-4, and "How long a record lives";
+-- src/throttle.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
+-- conformance tests hold the two together).
 --
--- KEYS[1]  account record  portcullis:v1:{<digest>}:record   (hash: f, ws, st)
--- KEYS[2]  device epoch    portcullis:v1:{<digest>}:devices  (string; absent: 0)
+-- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st)
+-- KEYS[2]  device epoch    portcullis:v2:{<digest>}:e          (string; absent: 0)
 -- KEYS[3]  counted record  KEYS[1] again, or a known device's bucket
---                          portcullis:v1:{<digest>}:device:<32 hex>   (hash: f, ws, st)
--- KEYS[4]  optional        portcullis:v1:{<digest>}:attempt:<id digest>
+--                          portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st)
+-- KEYS[4]  optional        portcullis:v2:{<digest>}:a:<16 hex>
 --                          present when the gateway sent an attempt_id; holds
 --                          "<allowed>:<window_start_ms>:<replays>" of the first call
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
 -- ARGV[3]  max_window_ms
--- ARGV[4]  retention_ms       (expiry pushed on every attempt)
+-- ARGV[4]  retention_ms       how long a record that must be remembered lives after
+--                             its last attempt
 -- ARGV[5]  escalate           1: an exhausted window raises the step; 0: 2FA realm
 -- ARGV[6]  max_step           step cap, where window(step) reaches max_window
 -- ARGV[7]  device_epoch       the epoch the device token was issued under (read only
 --                             when KEYS[3] is a device bucket)
 -- ARGV[8]  epoch_ttl_ms       an existing device epoch is kept at least this long
 --                             (device_token_ttl + clock skew: tokens issued now live so long)
+-- ARGV[9]  attempt_ttl_ms     how long an attempt_id's answer is kept (the retry horizon,
+--                             store.attempt_id_horizon)
 --
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0), epoch}.
 -- A device's attempt is counted in its bucket (trusted = 1) only while its token's
@@ -29,11 +33,18 @@
 -- counts nothing (failures and step are then -1, trusted 0) and bumps its replay count,
 -- which Verify uses to bound re-comparisons under one id.
 --
--- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, 0, 7776300000), store
--- time T, no device:
---   no record          -> record {f=1, ws=T, st=0}, returns {1, 1, 0, T, 0, 0, 0}
---   6th call at T+1s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0}           (door closed)
---   call at T+900s     -> window over and exhausted: {f=1, ws=T+900000, st=1}
+-- How long the counted record lives follows what it holds: at step 0 with its window
+-- not exhausted (or in a realm that never escalates), nothing in it outlives the
+-- window (the next attempt after it would reset it exactly as if it were absent), so it
+-- expires when the window ends; otherwise it is kept for retention_ms.
+--
+-- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, 0, 7776300000, 300000),
+-- store time T, no device:
+--   no record          -> record {f=1, ws=T, st=0}, PTTL 900000 (the rest of its window),
+--                         returns {1, 1, 0, T, 0, 0, 0}
+--   5th call at T+1s   -> {f=5}: exhausted, PTTL 86400000 (kept for the retention)
+--   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0}           (door closed)
+--   call at T+900s     -> window over and exhausted: {f=1, ws=T+900000, st=1}, kept
 -- A device with epoch 0 while the account's epoch is 1: counted on KEYS[1], trusted 0.
 --
 -- Time comes from Redis TIME, never from a daemon: replicas' clocks disagree.
@@ -49,6 +60,7 @@ local escalate = tonumber(ARGV[5])
 local max_step = tonumber(ARGV[6])
 local token_epoch = tonumber(ARGV[7])
 local epoch_ttl = tonumber(ARGV[8])
+local attempt_ttl = tonumber(ARGV[9])
 assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
 assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
 assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
@@ -57,6 +69,7 @@ assert(escalate == 0 or escalate == 1, 'escalate must be 0 or 1')
 assert(max_step and max_step >= 0 and max_step < 64, 'max_step must be in 0..63')
 assert(token_epoch and token_epoch >= 0, 'device_epoch must be a number')
 assert(epoch_ttl and epoch_ttl >= 1000, 'epoch_ttl_ms must be >= 1000')
+assert(attempt_ttl and attempt_ttl >= 1000, 'attempt_ttl_ms must be >= 1000')
 assert(#KEYS == 3 or #KEYS == 4, 'record_attempt takes 3 or 4 keys')
 
 -- The account's device epoch; kept while attempts come, so it outlives every token
@@ -112,11 +125,18 @@ failures = failures + 1
 -- %d: Lua's default number format keeps only 14 significant digits.
 redis.call('HSET', record, 'f', string.format('%d', failures),
   'ws', string.format('%d', ws), 'st', string.format('%d', step))
-redis.call('PEXPIRE', record, retention)
+if step == 0 and (failures < max_failures or escalate == 0) then
+  -- The window's end: ws + first_window is after now (the window was not over, or
+  -- just restarted at now).
+  redis.call('PEXPIRE', record, ws + first_window - now)
+else
+  redis.call('PEXPIRE', record, retention)
+end
 
 local allowed = 0
 if failures <= max_failures then allowed = 1 end
 if attempt_key then
-  redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0', 'PX', retention)
+  redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
+    'PX', attempt_ttl)
 end
 return {allowed, failures, step, ws, 0, trusted, epoch}

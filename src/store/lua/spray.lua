@@ -3,9 +3,9 @@
 -- runs on one node; they hold no identifier, password or account key, only
 -- HyperLogLog registers (PFADD hashes each element) and two period numbers.
 --
--- KEYS[1]  portcullis:v1:{spray:<realm tag>:<fp>}:failed:0   HLL, even periods
--- KEYS[2]  portcullis:v1:{spray:<realm tag>:<fp>}:failed:1   HLL, odd periods
--- KEYS[3]  portcullis:v1:{spray:<realm tag>:<fp>}:periods    hash: parity -> period
+-- KEYS[1]  portcullis:v2:{spray:<realm tag>:<fp>}:failed:0   HLL, even periods
+-- KEYS[2]  portcullis:v2:{spray:<realm tag>:<fp>}:failed:1   HLL, odd periods
+-- KEYS[3]  portcullis:v2:{spray:<realm tag>:<fp>}:periods    hash: parity -> period
 -- ARGV[1]  note        'check' (read only) | 'failure'
 -- ARGV[2]  member      the account key's digest (64 hex); not stored by 'check'
 -- ARGV[3]  period_ms   (>= 1000)

@@ -48,6 +48,17 @@ use settings::{RedisSettings, RedisShape};
 /// `store.allow_eviction` lets the daemon serve anyway (0 otherwise).
 pub const EVICTION_ALLOWED_GAUGE: &str = "portcullis_store_eviction_allowed";
 
+/// Name of the gauge of the store's use, in bytes: Redis `used_memory` (of the node
+/// nearest its limit), or the embedded store's file size. Read with each health check
+/// (every second). A full `noeviction` Redis refuses every count, so every login is
+/// denied: `deploy/prometheus/portcullis-rules.yml` alerts before (docs/deployment.md,
+/// "Store memory").
+pub const MEMORY_USED_GAUGE: &str = "portcullis_store_memory_used_bytes";
+
+/// Name of the gauge of the store's limit, in bytes: Redis `maxmemory` of the node
+/// [`MEMORY_USED_GAUGE`] reports (0: no limit), 0 for the embedded store.
+pub const MEMORY_LIMIT_GAUGE: &str = "portcullis_store_memory_limit_bytes";
+
 /// Attempt records in a shared Redis.
 pub struct RedisStore {
     /// The connections of the configured shape.
@@ -63,6 +74,8 @@ pub struct RedisStore {
     unsafe_policy: AtomicBool,
     /// Replicas that must confirm a counted attempt, and the longest wait for them.
     wait: Option<(u32, Duration)>,
+    /// How long an attempt id's answer is kept, in ms (`store.attempt_id_horizon`).
+    attempt_ttl_ms: u64,
 }
 
 /// The pool of each store shape.
@@ -150,6 +163,36 @@ fn install_crypto_provider() {
 /// `maxmemory-policy` values under which Redis never deletes a key to make room.
 const NON_EVICTING_POLICIES: [&str; 1] = ["noeviction"];
 
+/// `used_memory` and `maxmemory` (0: no limit) of the node whose use is nearest its
+/// limit, in bytes, from each node's `INFO memory` text: what the
+/// [`MEMORY_USED_GAUGE`] and [`MEMORY_LIMIT_GAUGE`] report. A node without a limit
+/// counts as nearest only when no node has one.
+fn fullest_node(texts: &[String]) -> Option<(u64, u64)> {
+    let field = |text: &str, name: &str| {
+        text.lines().find_map(|l| l.trim_end().strip_prefix(name)?.parse::<u64>().ok())
+    };
+    texts
+        .iter()
+        .filter_map(|t| Some((field(t, "used_memory:")?, field(t, "maxmemory:").unwrap_or(0))))
+        .max_by(|&(u1, m1), &(u2, m2)| {
+            // Nodes with a limit by their share of it, above nodes without, by use.
+            let share = |used: u64, limit: u64| used as f64 / limit as f64;
+            match (m1 > 0, m2 > 0) {
+                (true, true) => share(u1, m1).total_cmp(&share(u2, m2)),
+                (false, false) => u1.cmp(&u2),
+                (limited, _) => limited.cmp(&!limited),
+            }
+        })
+}
+
+/// Each node's part of an `INFO` reply: one string, or a cluster's map of node to string.
+fn node_texts(value: &redis::Value) -> Vec<String> {
+    match value {
+        redis::Value::Map(entries) => entries.iter().map(|(_, v)| info_text(v)).collect(),
+        other => vec![info_text(other)],
+    }
+}
+
 /// Every `maxmemory_policy:` value in `INFO` text (one per node answering).
 fn eviction_policies(info: &str) -> Vec<String> {
     info.lines()
@@ -218,6 +261,7 @@ impl RedisStore {
             unsafe_policy: AtomicBool::new(false),
             wait: (settings.wait_replicas > 0)
                 .then_some((settings.wait_replicas, settings.wait_timeout)),
+            attempt_ttl_ms: crate::throttle::duration_ms(settings.attempt_id_horizon),
         })
     }
 
@@ -318,7 +362,8 @@ impl RedisStore {
         })
     }
 
-    /// Reads `INFO memory` (every master of a cluster) and applies the eviction rule:
+    /// Reads `INFO memory` (every master of a cluster), reports the memory gauges
+    /// ([`MEMORY_USED_GAUGE`], [`MEMORY_LIMIT_GAUGE`]), and applies the eviction rule:
     /// an evicting `maxmemory-policy` is refused unless allowed, and then reported by
     /// a warning and the [`EVICTION_ALLOWED_GAUGE`] gauge. `INFO`, not `CONFIG GET`:
     /// managed Redis services disable `CONFIG`.
@@ -326,6 +371,10 @@ impl RedisStore {
         let value: redis::Value = self
             .on_connection(async |conn| redis::cmd("INFO").arg("memory").query_async(conn).await)
             .await?;
+        if let Some((used, limit)) = fullest_node(&node_texts(&value)) {
+            metrics::gauge!(MEMORY_USED_GAUGE).set(used as f64);
+            metrics::gauge!(MEMORY_LIMIT_GAUGE).set(limit as f64);
+        }
         let policies = eviction_policies(&info_text(&value));
         if policies.is_empty() {
             return Err(StoreError::Protocol("INFO memory has no maxmemory_policy".into()));
@@ -394,7 +443,8 @@ impl Store for RedisStore {
             .arg(u8::from(policy.escalates()))
             .arg(policy.max_step())
             .arg(attempt.device.map_or(0, |d| d.epoch))
-            .arg(attempt.device_epoch_ttl_ms);
+            .arg(attempt.device_epoch_ttl_ms)
+            .arg(self.attempt_ttl_ms);
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
         let [allowed, failures, _step, window_start_ms, replays, trusted, epoch] = reply[..] else {
             return Err(StoreError::Protocol(format!(
@@ -500,5 +550,23 @@ impl Store for RedisStore {
     /// Health: the store answers `INFO` and its eviction policy is safe (or allowed).
     async fn ping(&self) -> Result<(), StoreError> {
         self.check_safety().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fullest_node_is_the_one_nearest_its_limit() {
+        let node =
+            |used: u64, max: u64| format!("# Memory\r\nused_memory:{used}\r\nmaxmemory:{max}\r\n");
+        assert_eq!(
+            fullest_node(&[node(100, 1000), node(900, 1000), node(5000, 0)]),
+            Some((900, 1000))
+        );
+        assert_eq!(fullest_node(&[node(100, 0), node(300, 0)]), Some((300, 0)));
+        assert_eq!(fullest_node(&[node(10, 100), node(50, 100_000)]), Some((10, 100)));
+        assert_eq!(fullest_node(&["no memory section".to_owned()]), None);
     }
 }

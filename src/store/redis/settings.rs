@@ -229,6 +229,8 @@ pub struct RedisSettings {
     pub wait_replicas: u32,
     /// Longest wait for those confirmations, below `operation_timeout`.
     pub wait_timeout: Duration,
+    /// How long an attempt id's answer is kept (`store.attempt_id_horizon`).
+    pub attempt_id_horizon: Duration,
 }
 
 impl RedisSettings {
@@ -250,6 +252,7 @@ impl RedisSettings {
             allow_eviction: false,
             wait_replicas: 0,
             wait_timeout: Duration::from_millis(100),
+            attempt_id_horizon: crate::store::DEFAULT_ATTEMPT_ID_HORIZON,
         }
     }
 }
