@@ -75,8 +75,15 @@ const MAX_CHANNELS: usize = 8;
 const QUOTED_ERRORS: usize = 3;
 
 /// The daemon's defaults for realm `default`, in the order `record_attempt.lua` takes
-/// them: max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step.
-const SCRIPT_ARGS: [u64; 6] = [5, 900_000, 3_600_000, 86_400_000, 1, 2];
+/// them: max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step,
+/// device_epoch (-1: no device token), epoch_ttl_ms, attempt_ttl_ms.
+const SCRIPT_ARGS: [i64; 9] = [5, 900_000, 3_600_000, 86_400_000, 1, 2, -1, 7_776_300_000, 300_000];
+
+/// The keys `record_attempt.lua` takes for account `tag` without a device or an
+/// attempt id: the record alone.
+fn script_keys(tag: &str) -> [String; 1] {
+    [format!("portcullis:v2:{{{tag}}}:r")]
+}
 
 /// Row names of the three paths (see the top of this file).
 const SCRIPT_PATH: &str = "script: record_attempt.lua via redis-rs";
@@ -169,12 +176,15 @@ struct ScriptCaller {
 
 impl Caller for ScriptCaller {
     async fn call(&mut self, n: u64) -> Result<(), String> {
-        let mut call = self.script.key(format!("portcullis:v2:{{bench-{n}}}:r"));
+        let mut call = self.script.prepare_invoke();
+        for key in script_keys(&format!("bench-{n}")) {
+            call.key(key);
+        }
         for arg in SCRIPT_ARGS {
             call.arg(arg);
         }
         let reply: Vec<i64> = call.invoke_async(&mut self.conn).await.map_err(|e| e.to_string())?;
-        if reply.len() == 5 {
+        if reply.len() == 6 {
             Ok(())
         } else {
             Err(format!("script returned {} values", reply.len()))
@@ -453,7 +463,7 @@ async fn tool_rows(
     match load_tools::run_redis_benchmark(
         redis.port,
         &sha,
-        "portcullis:v2:{bench-hot}:r",
+        &script_keys("bench-hot").each_ref().map(String::as_str),
         &SCRIPT_ARGS,
         EVALSHA_CLIENTS,
         EVALSHA_REQUESTS,

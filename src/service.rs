@@ -326,14 +326,18 @@ impl VerifyJob {
                 Err(Status::internal("the comparison did not complete"))
             }
             Ok(Ok(outcome)) if outcome.matched => {
-                // Made before the clear: a token that cannot be made leaves the attempt
-                // counted and answers an error (deny), never an accept without it.
+                // The clear answers the account's device epoch, which the fresh token
+                // carries. A token that cannot be made answers an error (deny), never an
+                // accept without it; the user logs in again.
+                let epoch = store
+                    .accept(bucket, &key, device_epoch_ttl_ms)
+                    .await
+                    .map_err(store_unavailable)?;
                 let grant = Grant { realm: &realm.name, account: &key, stored_hash: &stored_hash };
-                let token = devices.issue(&grant, counted.device_epoch).map_err(|e| {
+                let token = devices.issue(&grant, epoch).map_err(|e| {
                     tracing::error!(realm = %realm.name, error = %e, "no device token");
                     Status::internal("the verification did not complete")
                 })?;
-                store.clear(bucket).await.map_err(store_unavailable)?;
                 Ok(accept(outcome.needs_rehash, token, suspected))
             }
             Ok(Ok(_)) => {

@@ -124,6 +124,9 @@ impl Store for CountingStore {
     async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {
         Err(self.fail())
     }
+    async fn accept(&self, _: &AccountKey, _: &AccountKey, _: u64) -> Result<u64, StoreError> {
+        Err(self.fail())
+    }
     async fn inspect(&self, _: &AccountKey) -> Result<Inspection, StoreError> {
         Err(self.fail())
     }

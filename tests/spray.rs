@@ -317,6 +317,9 @@ impl Store for FailingSpray {
     async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
         self.inner.clear(k).await
     }
+    async fn accept(&self, b: &AccountKey, k: &AccountKey, ttl: u64) -> Result<u64, StoreError> {
+        self.inner.accept(b, k, ttl).await
+    }
     async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
         self.inner.inspect(k).await
     }

@@ -132,12 +132,12 @@ pub fn run_h2load(
     })
 }
 
-/// `redis-benchmark -c clients EVALSHA sha 1 key args…` on `port`: calls/s and p99 ms.
+/// `redis-benchmark -c clients EVALSHA sha N keys… args…` on `port`: calls/s and p99 ms.
 pub fn run_redis_benchmark(
     port: u16,
     sha: &str,
-    key: &str,
-    args: &[u64],
+    keys: &[&str],
+    args: &[i64],
     clients: usize,
     requests: u64,
 ) -> Result<(f64, f64), String> {
@@ -145,8 +145,9 @@ pub fn run_redis_benchmark(
     command
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(["-c", &clients.to_string(), "-n", &requests.to_string(), "--csv"])
-        .args(["EVALSHA", sha, "1", key]);
-    command.args(args.iter().map(u64::to_string));
+        .args(["EVALSHA", sha, &keys.len().to_string()])
+        .args(keys);
+    command.args(args.iter().map(i64::to_string));
     let output = command.output().map_err(|e| format!("redis-benchmark not runnable: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {

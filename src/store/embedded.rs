@@ -281,6 +281,8 @@ enum Op {
     },
     Clear {
         record: String,
+        /// Verify's accept: the account's device epoch to read (and keep so long).
+        epoch: Option<(String, u64)>,
     },
     Peek {
         record: String,
@@ -621,9 +623,14 @@ impl Tables<'_, '_> {
             Op::Spray { prefix, member, note, period_ms, limit } => {
                 self.spray(prefix, member, *note, *period_ms, *limit).map(Reply::Count)
             }
-            Op::Clear { record } => {
+            Op::Clear { record, epoch } => {
                 self.remove(record)?;
-                Ok(Reply::Done)
+                let Some((epoch_key, ttl_ms)) = epoch else { return Ok(Reply::Done) };
+                let current = self.epoch(epoch_key)?;
+                if current > 0 {
+                    self.put(epoch_key, Entry::Epoch { epoch: current, expires_ms: now + ttl_ms })?;
+                }
+                Ok(Reply::Count(current))
             }
             Op::Refund { record, attempt, window_start_ms } => {
                 if let Some(attempt) = attempt {
@@ -651,10 +658,21 @@ impl Tables<'_, '_> {
                 attempt_ttl_ms,
                 policy,
             } => {
-                // The account's device epoch, kept while attempts come (record_attempt.lua).
-                let epoch = self.epoch(epoch_key)?;
-                if epoch > 0 {
-                    self.put(epoch_key, Entry::Epoch { epoch, expires_ms: now + epoch_ttl_ms })?;
+                // A device's bucket only under the account's current epoch, which is then
+                // kept (record_attempt.lua); an attempt without a token reads no epoch.
+                let mut counted = record;
+                let mut trusted = false;
+                if let Some((bucket, token_epoch)) = device {
+                    let epoch = self.epoch(epoch_key)?;
+                    if epoch > 0 {
+                        self.put(
+                            epoch_key,
+                            Entry::Epoch { epoch, expires_ms: now + epoch_ttl_ms },
+                        )?;
+                    }
+                    if *token_epoch == epoch {
+                        (counted, trusted) = (bucket, true);
+                    }
                 }
                 if let Some(key) = attempt
                     && let Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) =
@@ -671,14 +689,8 @@ impl Tables<'_, '_> {
                         window_start_ms,
                         replays,
                         trusted: false,
-                        device_epoch: epoch,
                     }));
                 }
-                // A device's bucket only under the current epoch.
-                let (counted, trusted) = match device {
-                    Some((bucket, token_epoch)) if *token_epoch == epoch => (bucket, true),
-                    _ => (record, false),
-                };
                 let out = throttle::attempt(policy, self.record(counted)?, now);
                 let expires_ms = throttle::expiry_ms(policy, &out.record, now);
                 self.put(counted, Entry::Record { record: out.record, expires_ms })?;
@@ -698,7 +710,6 @@ impl Tables<'_, '_> {
                     window_start_ms: out.record.window_start_ms,
                     replays: 0,
                     trusted,
-                    device_epoch: epoch,
                 }))
             }
         }
@@ -896,7 +907,20 @@ impl Store for EmbeddedStore {
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        self.submit(Op::Clear { record: key.record() }).await.map(drop)
+        self.submit(Op::Clear { record: key.record(), epoch: None }).await.map(drop)
+    }
+
+    async fn accept(
+        &self,
+        bucket: &AccountKey,
+        account: &AccountKey,
+        epoch_ttl_ms: u64,
+    ) -> Result<u64, StoreError> {
+        let epoch = Some((account.device_epoch(), epoch_ttl_ms));
+        match self.submit(Op::Clear { record: bucket.record(), epoch }).await? {
+            Reply::Count(epoch) => Ok(epoch),
+            _ => Err(unexpected()),
+        }
     }
 
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {

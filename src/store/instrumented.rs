@@ -125,6 +125,15 @@ impl Store for InstrumentedStore {
         self.operation("clear", self.inner.clear(key)).await
     }
 
+    async fn accept(
+        &self,
+        bucket: &AccountKey,
+        account: &AccountKey,
+        epoch_ttl_ms: u64,
+    ) -> Result<u64, StoreError> {
+        self.operation("clear", self.inner.accept(bucket, account, epoch_ttl_ms)).await
+    }
+
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
         self.operation("inspect", self.inner.inspect(key)).await
     }

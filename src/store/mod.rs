@@ -98,9 +98,6 @@ pub struct Counted {
     /// The attempt was counted in its device's bucket (its claim's epoch is current);
     /// `false` for every other attempt, a revoked device's included.
     pub trusted: bool,
-    /// The account's device epoch now (0 until an operator first revokes its devices):
-    /// what a token issued on this attempt's accept carries.
-    pub device_epoch: u64,
 }
 
 /// What the operator's `Inspect` reads: an account key's record and the store's clock,
@@ -169,6 +166,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// `ClearAttempts`: deletes the record.
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;
+
+    /// `Verify`'s match: deletes `bucket`'s record (the account's, or the known device's)
+    /// and answers `account`'s device epoch (0 until an operator first revokes its
+    /// devices), which the accept's fresh device token carries; an existing epoch is
+    /// kept `epoch_ttl_ms` more, so it outlives that token.
+    async fn accept(
+        &self,
+        bucket: &AccountKey,
+        account: &AccountKey,
+        epoch_ttl_ms: u64,
+    ) -> Result<u64, StoreError>;
 
     /// `portcullis.v1.Admin/Inspect`: reads the record and the store's clock. Never writes.
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError>;

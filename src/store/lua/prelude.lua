@@ -8,7 +8,8 @@
 -- hand would otherwise wrap negative and open the door.
 local function stored(value, max, role)
   local n = tonumber(value)
-  if not n or n ~= n or n < 0 or n > max or math.floor(n) ~= n then
+  -- n % 1 is 0 only for an integer: NaN and infinities give NaN, which equals nothing.
+  if not n or n < 0 or n > max or n % 1 ~= 0 then
     error('corrupt ' .. role)
   end
   return n

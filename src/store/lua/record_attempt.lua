@@ -4,11 +4,11 @@
 -- conformance tests hold the two together).
 --
 -- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st)
--- KEYS[2]  device epoch    portcullis:v2:{<digest>}:e          (string; absent: 0)
--- KEYS[3]  counted record  KEYS[1] again, or a known device's bucket
---                          portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st)
--- KEYS[4]  optional        portcullis:v2:{<digest>}:a:<16 hex>
---                          present when the gateway sent an attempt_id; holds
+-- and only for an attempt that carries a device token (ARGV[7] >= 0):
+-- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st)
+-- KEYS[3]  device epoch    portcullis:v2:{<digest>}:e          (string; absent: 0)
+-- then, when the gateway sent an attempt_id (the last key):
+-- KEYS[2] or KEYS[4]       portcullis:v2:{<digest>}:a:<16 hex>
 --                          "<allowed>:<window_start_ms>:<replays>" of the first call
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
@@ -17,18 +17,17 @@
 --                             its last attempt
 -- ARGV[5]  escalate           1: an exhausted window raises the step; 0: 2FA realm
 -- ARGV[6]  max_step           step cap, where window(step) reaches max_window
--- ARGV[7]  device_epoch       the epoch the device token was issued under (read only
---                             when KEYS[3] is a device bucket)
+-- ARGV[7]  device_epoch       the epoch the device token was issued under; -1: no token
 -- ARGV[8]  epoch_ttl_ms       an existing device epoch is kept at least this long
---                             (device_token_ttl + clock skew: tokens issued now live so long)
+--                             (device_token_ttl + clock skew)
 -- ARGV[9]  attempt_ttl_ms     how long an attempt_id's answer is kept (the retry horizon,
 --                             store.attempt_id_horizon)
 --
--- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0), epoch}.
+-- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0)}.
 -- A device's attempt is counted in its bucket (trusted = 1) only while its token's
 -- epoch is the account's epoch; after an operator revoked the account's devices (a
 -- higher epoch) it is counted on the account's own record, as any untrusted attempt.
--- epoch is the account's current one, which a token issued on an accept carries.
+-- An attempt without a device token reads no epoch (RecordAttempt never has one).
 -- replays is 0 for a first call. A replayed attempt_id returns its first answer,
 -- counts nothing (failures and step are then -1, trusted 0) and bumps its replay count,
 -- which Verify uses to bound re-comparisons under one id.
@@ -38,14 +37,15 @@
 -- window (the next attempt after it would reset it exactly as if it were absent), so it
 -- expires when the window ends; otherwise it is kept for retention_ms.
 --
--- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, 0, 7776300000, 300000),
--- store time T, no device:
+-- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, -1, 7776300000, 300000),
+-- store time T, no device, one key:
 --   no record          -> record {f=1, ws=T, st=0}, PTTL 900000 (the rest of its window),
---                         returns {1, 1, 0, T, 0, 0, 0}
+--                         returns {1, 1, 0, T, 0, 0}
 --   5th call at T+1s   -> {f=5}: exhausted, PTTL 86400000 (kept for the retention)
---   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0}           (door closed)
+--   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0}           (door closed)
 --   call at T+900s     -> window over and exhausted: {f=1, ws=T+900000, st=1}, kept
--- A device with epoch 0 while the account's epoch is 1: counted on KEYS[1], trusted 0.
+-- A device token with epoch 0 while the account's epoch is 1: counted on KEYS[1],
+-- trusted 0.
 --
 -- Time comes from Redis TIME, never from a daemon: replicas' clocks disagree.
 -- A script and not MULTI/EXEC: a key can expire between the commands of a
@@ -67,21 +67,30 @@ assert(max_window and max_window >= first_window, 'max_window_ms must be >= firs
 assert(retention and retention > max_window, 'retention_ms must be > max_window_ms')
 assert(escalate == 0 or escalate == 1, 'escalate must be 0 or 1')
 assert(max_step and max_step >= 0 and max_step < 64, 'max_step must be in 0..63')
-assert(token_epoch and token_epoch >= 0, 'device_epoch must be a number')
+assert(token_epoch and token_epoch >= -1, 'device_epoch must be a number or -1')
 assert(epoch_ttl and epoch_ttl >= 1000, 'epoch_ttl_ms must be >= 1000')
 assert(attempt_ttl and attempt_ttl >= 1000, 'attempt_ttl_ms must be >= 1000')
-assert(#KEYS == 3 or #KEYS == 4, 'record_attempt takes 3 or 4 keys')
+local device = token_epoch >= 0
+local fixed = 1
+if device then fixed = 3 end
+assert(#KEYS == fixed or #KEYS == fixed + 1, 'record_attempt: wrong number of keys')
+local attempt_key = KEYS[fixed + 1]
 
--- The account's device epoch; kept while attempts come, so it outlives every token
--- issued under it.
-local epoch = 0
-local held = redis.call('GET', KEYS[2])
-if held then
-  epoch = stored(held, MAX_COUNT, 'device epoch')
-  redis.call('PEXPIRE', KEYS[2], epoch_ttl)
+-- Where the attempt is counted: a device's bucket only under the account's current
+-- device epoch, which is then kept (it must outlive every token issued under it).
+local record, trusted = KEYS[1], 0
+if device then
+  local epoch = 0
+  local held = redis.call('GET', KEYS[3])
+  if held then
+    epoch = stored(held, MAX_COUNT, 'device epoch')
+    redis.call('PEXPIRE', KEYS[3], epoch_ttl)
+  end
+  if token_epoch == epoch then
+    record, trusted = KEYS[2], 1
+  end
 end
 
-local attempt_key = KEYS[4]
 if attempt_key then
   local seen = redis.call('GET', attempt_key)
   if seen then
@@ -91,18 +100,12 @@ if attempt_key then
     replays = stored(replays, MAX_COUNT, 'attempt record') + 1
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays), 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays, 0, epoch}
+    return {tonumber(allowed), -1, -1, ws, replays, 0}
   end
 end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
--- Where the attempt is counted: the device's bucket only under the current epoch.
-local record, trusted = KEYS[1], 0
-if KEYS[3] ~= KEYS[1] and token_epoch == epoch then
-  record, trusted = KEYS[3], 1
-end
 
 local rec = redis.call('HMGET', record, 'f', 'ws', 'st')
 local failures, ws, step = 0, now, 0
@@ -139,4 +142,4 @@ if attempt_key then
   redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
     'PX', attempt_ttl)
 end
-return {allowed, failures, step, ws, 0, trusted, epoch}
+return {allowed, failures, step, ws, 0, trusted}

@@ -428,25 +428,26 @@ impl Store for RedisStore {
     async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
         let (key, policy) = (attempt.key, attempt.policy);
         let mut call = scripts::record_attempt().key(key.record());
-        call.key(key.device_epoch());
-        match &attempt.device {
-            Some(claim) => call.key(claim.bucket.record()),
-            None => call.key(key.record()),
-        };
+        if let Some(claim) = &attempt.device {
+            call.key(claim.bucket.record()).key(key.device_epoch());
+        }
         if let Some(id) = attempt.attempt_id {
             call.key(key.attempt(&self.secret, id));
         }
+        // -1: no device token (the script then reads no epoch).
+        let device_epoch =
+            attempt.device.map_or(-1, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX));
         call.arg(policy.max_failures)
             .arg(policy.window_ms(0))
             .arg(policy.window_ms(policy.max_step()))
             .arg(policy.retention_ms())
             .arg(u8::from(policy.escalates()))
             .arg(policy.max_step())
-            .arg(attempt.device.map_or(0, |d| d.epoch))
+            .arg(device_epoch)
             .arg(attempt.device_epoch_ttl_ms)
             .arg(self.attempt_ttl_ms);
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
-        let [allowed, failures, _step, window_start_ms, replays, trusted, epoch] = reply[..] else {
+        let [allowed, failures, _step, window_start_ms, replays, trusted] = reply[..] else {
             return Err(StoreError::Protocol(format!(
                 "record_attempt returned {} values",
                 reply.len()
@@ -468,7 +469,6 @@ impl Store for RedisStore {
             window_start_ms: number(window_start_ms, "window start")?,
             replays: number(replays, "replay count")?,
             trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
-            device_epoch: number(epoch, "device epoch")?,
         })
     }
 
@@ -521,8 +521,24 @@ impl Store for RedisStore {
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
         let call = scripts::clear().key(key.record());
-        let _deleted: i64 = self.invoke(&call).await?;
+        let _reply: Vec<i64> = self.invoke(&call).await?;
         Ok(())
+    }
+
+    async fn accept(
+        &self,
+        bucket: &AccountKey,
+        account: &AccountKey,
+        epoch_ttl_ms: u64,
+    ) -> Result<u64, StoreError> {
+        let mut call = scripts::clear().key(bucket.record());
+        call.key(account.device_epoch()).arg(epoch_ttl_ms);
+        let reply: Vec<i64> = self.invoke(&call).await?;
+        match reply[..] {
+            [_deleted, epoch] => u64::try_from(epoch)
+                .map_err(|_| StoreError::Protocol("clear: negative device epoch".into())),
+            _ => Err(StoreError::Protocol(format!("clear returned {} values", reply.len()))),
+        }
     }
 
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
