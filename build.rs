@@ -1,6 +1,7 @@
-//! Compiles `proto/portcullis/v1/*.proto` with tonic-prost-build and writes a
-//! file descriptor set for gRPC reflection. protoc comes from the
-//! `protoc-bin-vendored` crate, so no system install is needed.
+//! Compiles the server stubs of `proto/portcullis/v1/*.proto` with tonic-prost-build, over
+//! the message types of the `portcullis-client` crate (one set of wire types for the
+//! daemon and its gateways), and writes a file descriptor set for gRPC reflection.
+//! protoc comes from the `protoc-bin-vendored` crate, so no system install is needed.
 
 use std::path::PathBuf;
 
@@ -17,8 +18,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     protos.sort();
 
     tonic_prost_build::configure()
-        // Smaller per-call buffers than tonic's 8 KiB (src/codec.rs).
-        .codec_path("crate::codec::SmallBufferCodec")
+        .build_client(false)
+        .extern_path(".portcullis.v1", "::portcullis_client::pb")
+        // Smaller per-call buffers than tonic's 8 KiB (client/src/codec.rs).
+        .codec_path("::portcullis_client::codec::SmallBufferCodec")
         .file_descriptor_set_path(out_dir.join("portcullis_descriptor.bin"))
         .compile_protos(&protos, &[PathBuf::from("proto")])?;
     println!("cargo:rerun-if-changed=proto");

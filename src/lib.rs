@@ -34,11 +34,8 @@
 
 pub mod admin;
 pub mod auth;
-pub mod client;
-pub mod codec;
 pub mod config;
 pub mod devices;
-pub mod normalize;
 pub mod realm;
 pub mod reload;
 pub mod service;
@@ -63,9 +60,15 @@ use store::instrumented::InstrumentedStore;
 use store::redis::RedisStore;
 use telemetry::admin::Readiness;
 
-/// Generated gRPC types of `proto/portcullis/v1`.
+/// The gateway library (the `portcullis-client` crate), as `portcullis::client`.
+pub use portcullis_client as client;
+pub use portcullis_client::{codec, normalize};
+
+/// The wire types of `proto/portcullis/v1` (from `portcullis-client`) and the daemon's
+/// server stubs over them.
 pub mod pb {
     #![allow(missing_docs, clippy::all)]
+    pub use portcullis_client::pb::*;
     tonic::include_proto!("portcullis.v1");
 
     /// Encoded file descriptor set, for gRPC reflection.

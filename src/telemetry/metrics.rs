@@ -55,14 +55,10 @@ pub const READY: &str = "portcullis_ready";
 pub const EPISODE_OPEN: &str = "portcullis_refusal_episode_open";
 /// Counter: refusal episodes opened.
 pub const EPISODES: &str = "portcullis_refusal_episodes_total";
-/// Counter (client): tries repeated after a transport failure.
-pub const CLIENT_RETRIES: &str = "portcullis_client_retries_total";
-/// Counter (client): endpoint ejections by passive health, by `endpoint` (configured URL).
-pub const CLIENT_EJECTIONS: &str = "portcullis_client_ejections_total";
-/// Gauge (client): 1 while the circuit breaker is open (no endpoint may be tried).
-pub const CLIENT_BREAKER_OPEN: &str = "portcullis_client_breaker_open";
-/// Counter (client): calls denied by the open breaker without a network call.
-pub const CLIENT_BREAKER_DENIALS: &str = "portcullis_client_breaker_denials_total";
+// The client library's metrics are named in `portcullis_client::metrics`.
+pub use portcullis_client::metrics::{
+    CLIENT_BREAKER_DENIALS, CLIENT_BREAKER_OPEN, CLIENT_EJECTIONS, CLIENT_RETRIES,
+};
 
 /// Histogram buckets in seconds for comparisons: a cheap bcrypt (ms) to a hard argon2 (s).
 const COMPARISON_BUCKETS: [f64; 12] =

@@ -8,18 +8,18 @@
 //!
 //! W3C trace context (`traceparent`, `tracestate`) travels in gRPC metadata: the server
 //! extracts it in [`rpc_span`], `portcullis::client` injects the caller's current span
-//! with [`inject`].
+//! (`portcullis_client::trace::inject`).
 //!
 //! Span attributes name the RPC, the realm, the outcome, the refusal reason, the store
 //! operation (script name) and the hash algorithm and cost; never an identifier, key,
 //! password or hash.
 
-use opentelemetry::propagation::{Extractor, Injector};
+use opentelemetry::propagation::Extractor;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use tonic::codegen::http;
-use tonic::metadata::{KeyRef, MetadataKey, MetadataMap, MetadataValue};
+use tonic::metadata::{KeyRef, MetadataMap};
 use tracing::Span;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -143,28 +143,6 @@ impl Extractor for HeaderExtractor<'_> {
     fn keys(&self) -> Vec<&str> {
         self.0.keys().map(|k| k.as_str()).collect()
     }
-}
-
-/// Writes W3C trace context into outgoing gRPC metadata.
-pub struct MetadataInjector<'a>(pub &'a mut MetadataMap);
-
-impl Injector for MetadataInjector<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        if let (Ok(key), Ok(value)) =
-            (MetadataKey::from_bytes(key.as_bytes()), MetadataValue::try_from(value))
-        {
-            self.0.insert(key, value);
-        }
-    }
-}
-
-/// Injects the current span's context into `metadata` (`traceparent`, `tracestate`),
-/// through the global propagator: nothing when none was installed.
-pub fn inject(metadata: &mut MetadataMap) {
-    let context = Span::current().context();
-    opentelemetry::global::get_text_map_propagator(|p| {
-        p.inject_context(&context, &mut MetadataInjector(metadata));
-    });
 }
 
 /// The gRPC service whose calls get a span.

@@ -169,8 +169,7 @@ impl Pool {
     /// Counts an ejection (a healthy or probing endpoint taken out), by configured URL.
     fn ejected(&self, pick: Pick) {
         let endpoint = self.endpoints[pick.index].url.clone();
-        metrics::counter!(crate::telemetry::metrics::CLIENT_EJECTIONS, "endpoint" => endpoint)
-            .increment(1);
+        ::metrics::counter!(crate::metrics::CLIENT_EJECTIONS, "endpoint" => endpoint).increment(1);
     }
 
     /// Whether each endpoint is healthy now (in configuration order).

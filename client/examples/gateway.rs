@@ -1,5 +1,5 @@
 //! An example login gateway: `POST /login` (form fields `username`, `password`) checks
-//! the password through the Portcullis daemon's `Verify`, using `portcullis::client`.
+//! the password through the Portcullis daemon's `Verify`, using `portcullis-client` (`portcullis::client` in the daemon's crate).
 //!
 //! Each HTTP request gets a server span (continuing a W3C `traceparent` the browser or a
 //! proxy sent); `portcullis::client` makes its call a child of it, so one trace runs
@@ -30,7 +30,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Parser;
-use portcullis::client::{Client, ClientConfig, Decision, Login, Normalization, normalize};
+use portcullis_client::{Client, ClientConfig, Decision, Login, Normalization, normalize};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -218,7 +218,7 @@ fn read_users(path: &PathBuf) -> Result<HashMap<String, String>, String> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Logs, spans (when OTEL_* name an endpoint) and the Prometheus recorder.
-    let telemetry = portcullis::telemetry::init(portcullis::telemetry::LogFormat::Text);
+    let telemetry = telemetry::init();
     let args = Args::parse();
     let users = read_users(&args.users)?;
     let client = Client::new(ClientConfig {
@@ -227,14 +227,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..ClientConfig::default()
     })?;
     let gateway = Arc::new(Gateway { client, realm: args.realm, users });
-    let metrics = portcullis::telemetry::metrics::handle();
+    let metrics = telemetry.metrics.clone();
     let app = axum::Router::new()
         .route("/login", post(login))
         .route(
             "/metrics",
             get(move || {
                 let metrics = metrics.clone();
-                async move { metrics.map(|h| h.render()).unwrap_or_default() }
+                async move { metrics.render() }
             }),
         )
         .with_state(gateway);
@@ -253,4 +253,61 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     telemetry.shutdown().await;
     Ok(())
+}
+
+/// The gateway's own telemetry, as any service embedding the client would set it up:
+/// logs on stderr, spans over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (with the
+/// W3C propagator the client injects through), and a Prometheus recorder for the client's
+/// metrics.
+mod telemetry {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    pub struct Telemetry {
+        pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+        provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+    }
+
+    impl Telemetry {
+        /// Exports the buffered spans.
+        pub async fn shutdown(self) {
+            if let Some(provider) = self.provider {
+                let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+            }
+        }
+    }
+
+    pub fn init() -> Telemetry {
+        let endpoint = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").is_ok_and(|e| !e.is_empty());
+        let provider = endpoint
+            .then(|| opentelemetry_otlp::SpanExporter::builder().with_tonic().build().ok())
+            .flatten()
+            .map(|exporter| {
+                opentelemetry_sdk::trace::SdkTracerProvider::builder()
+                    .with_batch_exporter(exporter)
+                    .with_resource(
+                        opentelemetry_sdk::Resource::builder().with_service_name("gateway").build(),
+                    )
+                    .build()
+            });
+        let spans = provider.as_ref().map(|p| {
+            opentelemetry::global::set_text_map_propagator(
+                opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+            );
+            tracing_opentelemetry::layer().with_tracer(p.tracer("gateway"))
+        });
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter))
+            .with(spans)
+            .init();
+        let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the only metrics recorder of this process");
+        Telemetry { metrics, provider }
+    }
+
+    use tracing_subscriber::Layer as _;
 }

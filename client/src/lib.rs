@@ -1,4 +1,9 @@
-//! The gateway client: calls the daemon and answers with a two-valued [`Decision`].
+//! `portcullis-client`: the library a gateway embeds to call the Portcullis daemon, and
+//! the contract it shares with the daemon: the wire types of `proto/portcullis/v1`
+//! ([`pb`]), their codec ([`codec`]) and identifier normalization ([`normalize`]). It
+//! builds without the daemon's store, hashing, HTTP server and trace exporter.
+//!
+//! The client calls the daemon and answers with a two-valued [`Decision`].
 //!
 //! Whatever goes wrong between gateway and daemon — a refused or reset connection, a
 //! timeout, an open circuit breaker, an error status, an unknown or unspecified enum
@@ -28,7 +33,21 @@
 //!
 //! `docs/client.md` has the table of every outcome.
 
+pub mod codec;
+mod config;
+pub mod metrics;
+pub mod normalize;
 mod pool;
+pub mod trace;
+
+/// Generated gRPC types of `proto/portcullis/v1` (messages and clients; the daemon
+/// builds its server stubs over these same messages).
+pub mod pb {
+    #![allow(missing_docs, clippy::all)]
+    tonic::include_proto!("portcullis.v1");
+}
+
+pub use config::{Bearer, ClientConfig, ClientError, ClientTls};
 
 use std::error::Error as _;
 use std::future::Future;
@@ -36,20 +55,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::Instrument;
 
+use crate::metrics::{CLIENT_BREAKER_DENIALS, CLIENT_BREAKER_OPEN, CLIENT_RETRIES};
 pub use crate::normalize::{Normalization, NormalizedIdentifier, normalize};
 use crate::pb::governor_client::GovernorClient;
 use crate::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, Verdict, VerifyRequest,
 };
-use crate::telemetry::metrics::{CLIENT_BREAKER_DENIALS, CLIENT_BREAKER_OPEN, CLIENT_RETRIES};
 use pool::{HealthPolicy, Pick, Pool, RetryBudget};
 
 /// The answer's decision. Every failure is `Deny`.
@@ -133,211 +149,8 @@ pub enum ClearReason {
     PasswordResetCompleted,
 }
 
-/// Client configuration. Every duration comes from here; the defaults are documented
-/// and chosen for a daemon on the same network.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClientConfig {
-    /// Daemon URLs (`http://host:port`); one by default.
-    #[serde(default = "default_endpoints")]
-    pub endpoints: Vec<String>,
-    /// Deadline of one call, retries included; each try sends the time left to the
-    /// daemon as `grpc-timeout` (default 2 s).
-    #[serde(default = "default_call_timeout", with = "humantime_serde")]
-    pub call_timeout: Duration,
-    /// Deadline of a TCP connect (default 500 ms).
-    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
-    pub connect_timeout: Duration,
-    /// Most retries of one call after transport failures (default 2).
-    #[serde(default = "default_max_retries")]
-    pub max_retries: u32,
-    /// Retries allowed as a fraction of calls, in the long run (default 0.2).
-    #[serde(default = "default_retry_budget_ratio")]
-    pub retry_budget_ratio: f64,
-    /// Retries allowed in a burst beyond the ratio (default 10).
-    #[serde(default = "default_retry_budget_reserve")]
-    pub retry_budget_reserve: u32,
-    /// Consecutive transport failures that eject an endpoint (default 3).
-    #[serde(default = "default_eject_after")]
-    pub eject_after: u32,
-    /// First ejection's length; doubles after each failed probe (default 5 s).
-    #[serde(default = "default_eject_for", with = "humantime_serde")]
-    pub eject_for: Duration,
-    /// Longest ejection (default 60 s).
-    #[serde(default = "default_eject_max", with = "humantime_serde")]
-    pub eject_max: Duration,
-    /// TLS to the daemon, for `https://` endpoints (see [`ClientTls`]).
-    #[serde(default)]
-    pub tls: Option<ClientTls>,
-    /// File holding this gateway's bearer token, sent as `authorization: Bearer …` on
-    /// every call (for daemons that authorize callers by token rather than by client
-    /// certificate). One trailing newline is ignored.
-    #[serde(default)]
-    pub token_file: Option<PathBuf>,
-}
-
-/// `tls`: how the client checks the daemon and, for mutual TLS, proves who it is.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClientTls {
-    /// PEM CA certificate(s) the daemon's certificate must chain to.
-    pub ca_file: PathBuf,
-    /// PEM client certificate chain (mutual TLS), with `key_file`.
-    #[serde(default)]
-    pub cert_file: Option<PathBuf>,
-    /// PEM private key of `cert_file`.
-    #[serde(default)]
-    pub key_file: Option<PathBuf>,
-    /// The name the daemon's certificate must carry, when it is not the endpoint's host.
-    #[serde(default)]
-    pub domain_name: Option<String>,
-}
-
-impl ClientTls {
-    /// tonic's client TLS configuration from these files.
-    ///
-    /// # Errors
-    /// [`ClientError::Tls`] naming the file that could not be read, or a certificate
-    /// without its key.
-    pub fn load(&self) -> Result<tonic::transport::ClientTlsConfig, ClientError> {
-        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-        let read = |setting: &'static str, path: &std::path::Path| {
-            std::fs::read(path).map_err(|source| ClientError::Tls { setting, source })
-        };
-        let mut config = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(read("tls.ca_file", &self.ca_file)?));
-        match (&self.cert_file, &self.key_file) {
-            (Some(cert), Some(key)) => {
-                let key = zeroize::Zeroizing::new(read("tls.key_file", key)?);
-                config = config.identity(Identity::from_pem(read("tls.cert_file", cert)?, &*key));
-            }
-            (None, None) => {}
-            _ => {
-                return Err(ClientError::Tls {
-                    setting: "tls.cert_file",
-                    source: std::io::Error::other("cert_file and key_file go together"),
-                });
-            }
-        }
-        if let Some(name) = &self.domain_name {
-            config = config.domain_name(name.clone());
-        }
-        Ok(config)
-    }
-}
-
-/// Adds the bearer token, when one is configured, to every call.
-#[derive(Clone)]
-pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
-
-impl Bearer {
-    /// Sends `Bearer <token>` on every call (`None`: nothing).
-    ///
-    /// # Errors
-    /// [`ClientError::Token`] when the token is not visible ASCII.
-    pub fn new(token: Option<&str>) -> Result<Self, ClientError> {
-        let Some(token) = token else { return Ok(Self(None)) };
-        let mut value: tonic::metadata::MetadataValue<_> =
-            format!("Bearer {token}").parse().map_err(|_| ClientError::Token)?;
-        value.set_sensitive(true);
-        Ok(Self(Some(value)))
-    }
-
-    /// Reads the token from `path` (one trailing newline ignored).
-    ///
-    /// # Errors
-    /// [`ClientError::Tls`] (`token_file`) when unreadable, [`ClientError::Token`] when
-    /// not visible ASCII.
-    pub fn from_file(path: &std::path::Path) -> Result<Self, ClientError> {
-        let text = zeroize::Zeroizing::new(
-            std::fs::read_to_string(path)
-                .map_err(|source| ClientError::Tls { setting: "token_file", source })?,
-        );
-        Self::new(Some(text.trim_end_matches(['\r', '\n'])))
-    }
-}
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
-        if let Some(token) = &self.0 {
-            req.metadata_mut().insert("authorization", token.clone());
-        }
-        Ok(req)
-    }
-}
-
 /// The generated client with the bearer-token interceptor.
 type RpcClient = GovernorClient<InterceptedService<Channel, Bearer>>;
-
-fn default_endpoints() -> Vec<String> {
-    vec!["http://127.0.0.1:50051".to_owned()]
-}
-const fn default_call_timeout() -> Duration {
-    Duration::from_secs(2)
-}
-const fn default_connect_timeout() -> Duration {
-    Duration::from_millis(500)
-}
-const fn default_max_retries() -> u32 {
-    2
-}
-const fn default_retry_budget_ratio() -> f64 {
-    0.2
-}
-const fn default_retry_budget_reserve() -> u32 {
-    10
-}
-const fn default_eject_after() -> u32 {
-    3
-}
-const fn default_eject_for() -> Duration {
-    Duration::from_secs(5)
-}
-const fn default_eject_max() -> Duration {
-    Duration::from_secs(60)
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        Self {
-            endpoints: default_endpoints(),
-            call_timeout: default_call_timeout(),
-            connect_timeout: default_connect_timeout(),
-            max_retries: default_max_retries(),
-            retry_budget_ratio: default_retry_budget_ratio(),
-            retry_budget_reserve: default_retry_budget_reserve(),
-            eject_after: default_eject_after(),
-            eject_for: default_eject_for(),
-            eject_max: default_eject_max(),
-            tls: None,
-            token_file: None,
-        }
-    }
-}
-
-/// A configuration the client cannot use.
-#[allow(missing_docs)] // each variant's #[error] message documents it
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("client.endpoints is empty")]
-    NoEndpoints,
-    #[error("client.endpoints[{index}] is not a valid URL")]
-    BadEndpoint {
-        index: usize,
-        #[source]
-        source: tonic::transport::Error,
-    },
-    #[error("client.{setting} could not be used")]
-    Tls {
-        setting: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("client.token_file is not a usable token (one line of visible ASCII)")]
-    Token,
-    #[error("client.{setting} is out of range: allowed {allowed}")]
-    OutOfRange { setting: &'static str, allowed: &'static str },
-}
 
 /// Counters for tests and dashboards.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -457,7 +270,7 @@ impl Client {
             .call("Admit", &route, |mut c, timeout| {
                 let mut req = tonic::Request::new(AdmitRequest { account: account.clone() });
                 req.set_timeout(timeout);
-                crate::telemetry::traces::inject(req.metadata_mut());
+                crate::trace::inject(req.metadata_mut());
                 async move { c.admit(req).await.map(|r| r.into_inner().decision) }
             })
             .await;
@@ -480,7 +293,7 @@ impl Client {
             .call("RecordAttempt", &route_key(realm, identifier), |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
                 req.set_timeout(timeout);
-                crate::telemetry::traces::inject(req.metadata_mut());
+                crate::trace::inject(req.metadata_mut());
                 async move { c.record_attempt(req).await.map(|r| r.into_inner().decision) }
             })
             .await;
@@ -504,7 +317,7 @@ impl Client {
             .call("Verify", login.client_key, |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
                 req.set_timeout(timeout);
-                crate::telemetry::traces::inject(req.metadata_mut());
+                crate::trace::inject(req.metadata_mut());
                 async move { c.verify(req).await.map(|r| r.into_inner()) }
             })
             .await;
@@ -538,7 +351,7 @@ impl Client {
             .call("ClearAttempts", &route_key(realm, identifier), |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
                 req.set_timeout(timeout);
-                crate::telemetry::traces::inject(req.metadata_mut());
+                crate::trace::inject(req.metadata_mut());
                 async move { c.clear_attempts(req).await.map(drop) }
             })
             .await;
@@ -591,7 +404,7 @@ impl Client {
             retries = tracing::field::Empty,
         );
         let result = self.try_endpoints(route, op).instrument(span).await;
-        metrics::gauge!(CLIENT_BREAKER_OPEN).set(if self.inner.pool.breaker_open() {
+        ::metrics::gauge!(CLIENT_BREAKER_OPEN).set(if self.inner.pool.breaker_open() {
             1.0
         } else {
             0.0
@@ -616,7 +429,7 @@ impl Client {
             let Some(pick) = inner.pool.pick(route, &tried) else {
                 if tried.is_empty() {
                     inner.breaker_denials.fetch_add(1, Ordering::Relaxed);
-                    metrics::counter!(CLIENT_BREAKER_DENIALS).increment(1);
+                    ::metrics::counter!(CLIENT_BREAKER_DENIALS).increment(1);
                     return Err(Failure::BreakerOpen);
                 }
                 return Err(Failure::Transport);
@@ -652,7 +465,7 @@ impl Client {
                         return Err(failure);
                     }
                     inner.retries.fetch_add(1, Ordering::Relaxed);
-                    metrics::counter!(CLIENT_RETRIES).increment(1);
+                    ::metrics::counter!(CLIENT_RETRIES).increment(1);
                     tracing::Span::current().record("retries", tried.len() - 1);
                 }
             }
