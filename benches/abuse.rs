@@ -28,10 +28,8 @@
 //! abusers and the victim) used during the measurement, in % of one core. The goal the
 //! limits are set for: p99 within 2× of quiet, memory bounded and returned.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "support/mod.rs"]
-mod support;
+use portcullis_test_support as common;
+use portcullis_test_support::bench as support;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;

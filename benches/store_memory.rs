@@ -23,8 +23,7 @@
 //!
 //! `PORTCULLIS_BENCH_ROWS=bytes|fill|flood|embedded` runs one part.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use portcullis_test_support as common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -32,12 +32,9 @@
 //! `PORTCULLIS_BENCH_IO_THREADS=N` sets `[server] io_threads` of the h2load rows' daemons
 //! (default: the daemon's own, 1).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "support/load_tools.rs"]
-mod load_tools;
-#[path = "support/mod.rs"]
-mod support;
+use portcullis_test_support as common;
+use portcullis_test_support::bench as support;
+use portcullis_test_support::load_tools;
 
 use std::future::Future;
 use std::process::ExitCode;

@@ -34,10 +34,8 @@
 //! are separate processes. All of them share the machine's cores, as they would in
 //! production (except the attacker, who would be elsewhere: see the CPU table).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "support/mod.rs"]
-mod support;
+use portcullis_test_support as common;
+use portcullis_test_support::bench as support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -1,0 +1,102 @@
+//! The operator service through the real binary: `portcullis inspect` shows the door,
+//! failures, step and time to reopen; `portcullis unlock` clears the record; every use
+//! is logged with the caller's name and the realm, never the identifier; a gateway
+//! caller is refused.
+
+use std::process::Command;
+
+use portcullis_test_support::*;
+
+const OPERATOR_TOKEN: &str = "operator-token-0123456789abcdef0123456789";
+const GATEWAY_TOKEN: &str = "gateway-token-0123456789abcdef0123456789";
+const IDENTIFIER: &str = "locked.out@example.com";
+
+fn operator(daemon: &DaemonProcess, token: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(args)
+        .args(["--realm", "default", "--identifier", IDENTIFIER])
+        .args(["--addr", &format!("http://{}", daemon.addr)])
+        .arg("--token-file")
+        .arg(token)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn operators_inspect_and_unlock_and_every_use_is_logged_without_the_identifier() {
+    let dir = tempfile::tempdir().unwrap();
+    let hash = |t: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(t.as_bytes()));
+    let ops_hashes =
+        portcullis_test_support::pki::write(dir.path(), "ops.sha256", &hash(OPERATOR_TOKEN));
+    let gw_hashes =
+        portcullis_test_support::pki::write(dir.path(), "gw.sha256", &hash(GATEWAY_TOKEN));
+    let ops_token = portcullis_test_support::pki::write(
+        dir.path(),
+        "ops.token",
+        &format!("{OPERATOR_TOKEN}\n"),
+    );
+    let gw_token = portcullis_test_support::pki::write(dir.path(), "gw.token", GATEWAY_TOKEN);
+    let callers = format!(
+        r#"
+[callers.helpdesk]
+token_hash_file = {ops_hashes:?}
+rpcs = ["Inspect", "Unlock"]
+realms = ["default"]
+[callers.gateway]
+token_hash_file = {gw_hashes:?}
+rpcs = ["RecordAttempt", "Admit"]
+realms = ["*"]
+"#
+    );
+    let daemon = DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), &callers));
+
+    let (code, out) = operator(&daemon, &ops_token, &["inspect"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("door: open") && out.contains("failures: 0"), "{out}");
+
+    let mut gw = caller(daemon.addr, None, Some(GATEWAY_TOKEN)).await.unwrap();
+    for _ in 0..6 {
+        gw.attempt("default", IDENTIFIER).await.unwrap();
+    }
+    let (code, out) = operator(&daemon, &ops_token, &["inspect"]);
+    assert_eq!(code, 1, "a closed door exits 1: {out}");
+    assert!(
+        out.contains("door: closed") && out.contains("failures: 6") && out.contains("step: 0"),
+        "{out}"
+    );
+    let seconds: u64 =
+        out.lines().find_map(|l| l.strip_prefix("seconds_until_open: ")).unwrap().parse().unwrap();
+    assert!((890..=900).contains(&seconds), "{out}");
+
+    // A gateway may not use the operator service, nor an operator the Governor.
+    let (code, out) = operator(&daemon, &gw_token, &["unlock", "--reason", "owner-verified"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("PermissionDenied") || out.contains("permission"), "{out}");
+    let (code, out) = operator(&daemon, &ops_token, &["admit"]);
+    assert_eq!(code, 2, "{out}");
+
+    let (code, out) = operator(&daemon, &ops_token, &["unlock", "--reason", "owner-verified"]);
+    assert_eq!((code, out.trim()), (0, "unlocked"));
+    let (code, out) = operator(&daemon, &ops_token, &["inspect"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("door: open"), "{out}");
+    assert_eq!(gw.attempt("default", IDENTIFIER).await.unwrap(), portcullis::pb::Decision::Allow);
+
+    // Every use logged with the caller and realm; the identifier nowhere.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let logs = daemon.logs();
+    let uses: Vec<&str> = logs.lines().filter(|l| l.contains("portcullis::admin:")).collect();
+    assert_eq!(uses.len(), 4, "{logs}");
+    assert!(
+        uses.iter().all(|l| l.contains("caller=helpdesk") && l.contains("realm=default")),
+        "{logs}"
+    );
+    assert!(uses.iter().any(|l| l.contains("reason=UNLOCK_REASON_OWNER_VERIFIED")), "{logs}");
+    for secret in ["locked.out", IDENTIFIER, OPERATOR_TOKEN, GATEWAY_TOKEN] {
+        assert!(!logs.contains(secret), "the logs contain a secret or identifier");
+    }
+    assert!(daemon.terminate().await.success());
+}

@@ -1,0 +1,40 @@
+//! The integration tests: one binary, one module per behaviour, each test against its
+//! own `redis-server` (or embedded store) and daemon (`tests/support`, the
+//! `portcullis-test-support` crate the benches share). Tests that install process-wide
+//! state (a global metrics recorder, the global trace propagator) are in
+//! `tests/process_global/`, a binary of their own.
+
+mod admin;
+mod client;
+mod cluster_store;
+mod concurrency;
+mod cpu_budget;
+mod daemon_process;
+mod deploy_artifacts;
+mod deploy_observability;
+mod devices;
+mod embedded_store;
+mod example_gateway;
+mod hardening;
+mod health;
+mod health_probe;
+mod idempotency;
+mod invalid_input;
+mod json_logs;
+mod lockout_schedule;
+mod metrics;
+mod normalization;
+mod properties;
+mod redis_commands;
+mod redis_credentials;
+mod redis_tls;
+mod refusal_episodes;
+mod sentinel_store;
+mod signals;
+mod spray;
+mod store_conformance;
+mod store_failures;
+mod store_safety;
+mod tls;
+mod tls_reload;
+mod verify;

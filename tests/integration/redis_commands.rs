@@ -1,0 +1,109 @@
+//! What each operation costs Redis, read from Redis's own `INFO commandstats`: exactly
+//! one script call per `RecordAttempt` and per `Admit`, and no connection check
+//! (`PING`, `UNWATCH`) per operation, whether calls come one at a time or 64 at once.
+
+use std::collections::BTreeMap;
+
+use portcullis_test_support::*;
+
+/// Calls per command (`cmdstat_<name>:calls=N,...`) since the last `CONFIG RESETSTAT`.
+fn command_calls(conn: &mut redis::Connection) -> BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.trim_end().split_once(':')?;
+            let name = name.strip_prefix("cmdstat_")?;
+            let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+fn reset_stats(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(conn).unwrap();
+}
+
+/// Commands besides the scripts' own and this test's `INFO`/`CONFIG`, the health
+/// check's `PING` (one a second, whatever the load) and a new pooled connection's
+/// set-up (redis-rs's two `CLIENT SETINFO`, which Redis before 7.2 counts as `client`;
+/// at most the pool's 16 connections): what each call adds.
+fn overhead(calls: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    const SCRIPT_OWN: [&str; 8] = ["time", "hmget", "hset", "pexpire", "get", "set", "del", "info"];
+    calls
+        .iter()
+        .filter(|(name, calls)| {
+            !SCRIPT_OWN.contains(&name.as_str())
+                && !name.starts_with("config")
+                && *name != "evalsha"
+                && *name != "ping"
+                && !(*name == "client" && **calls <= 2 * 16)
+        })
+        .map(|(name, calls)| (name.clone(), *calls))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_script_call_per_operation_and_no_connection_checks() {
+    let redis = RedisServer::start();
+    let mut probe = redis.conn();
+    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let mut c = daemon.client().await;
+    // Loads the scripts (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA) and opens connections.
+    c.attempt("default", "warm-up@example.com").await.unwrap();
+    c.admit("default", "warm-up@example.com").await.unwrap();
+
+    // One at a time.
+    reset_stats(&mut probe);
+    let started = std::time::Instant::now();
+    const SEQUENTIAL: u64 = 200;
+    for i in 0..SEQUENTIAL {
+        c.attempt("default", &format!("user{i}@example.com")).await.unwrap();
+    }
+    let calls = command_calls(&mut probe);
+    assert_eq!(calls.get("evalsha"), Some(&SEQUENTIAL), "one script per RecordAttempt: {calls:?}");
+    assert_eq!(overhead(&calls), BTreeMap::new(), "commands besides the script: {calls:?}");
+    // The health check pings once a second; any PING per operation would be 200.
+    let health_pings = started.elapsed().as_secs() + 2;
+    let pings = calls.get("ping").copied().unwrap_or(0);
+    assert!(pings <= health_pings, "{pings} PINGs for {SEQUENTIAL} calls: {calls:?}");
+    assert!(!calls.contains_key("unwatch"), "UNWATCH sent: {calls:?}");
+
+    // 64 at once, over 4 HTTP/2 connections, one hot account: Admit and RecordAttempt.
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(daemon.client().await);
+    }
+    reset_stats(&mut probe);
+    let started = std::time::Instant::now();
+    const CONCURRENT: u64 = 64;
+    const ROUNDS: u64 = 10;
+    let tasks: Vec<_> = (0..CONCURRENT)
+        .map(|i| {
+            let mut c = clients[i as usize % clients.len()].clone();
+            tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    c.admit("default", "hot@example.com").await.unwrap();
+                    c.attempt("default", "hot@example.com").await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let calls = command_calls(&mut probe);
+    assert_eq!(
+        calls.get("evalsha"),
+        Some(&(2 * CONCURRENT * ROUNDS)),
+        "one script per Admit and per RecordAttempt: {calls:?}"
+    );
+    assert_eq!(overhead(&calls), BTreeMap::new(), "commands besides the script: {calls:?}");
+    let health_pings = started.elapsed().as_secs() + 2;
+    let pings = calls.get("ping").copied().unwrap_or(0);
+    assert!(
+        pings <= health_pings,
+        "{pings} PINGs for {} calls: {calls:?}",
+        2 * CONCURRENT * ROUNDS
+    );
+    daemon.shutdown().await;
+}

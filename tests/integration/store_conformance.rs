@@ -1,0 +1,510 @@
+//! One behavioural suite, run against every store backend (embedded and Redis), so the
+//! backends cannot drift: the Lua scripts and `src/throttle.rs` (which the embedded store
+//! applies) must give the same answers, the spray counts included. Time is moved per
+//! backend: the embedded store's clock is injected; on Redis, whose clock is `TIME`, a
+//! record's window start is aged.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use portcullis::normalize::{Normalization, normalize};
+use portcullis::spray::{SprayFingerprints, SprayNote};
+use portcullis::store::Store;
+use portcullis::store::embedded::{Clock, EmbeddedStore};
+use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
+use portcullis::store::redis::RedisStore;
+use portcullis::throttle::Policy;
+use portcullis_test_support::*;
+
+const MIN: u64 = 60_000;
+
+fn policy(second_factor_required: bool) -> Policy {
+    Policy {
+        max_failures: 5,
+        first_window: Duration::from_secs(15 * 60),
+        max_window: Duration::from_secs(3600),
+        retention: Duration::from_secs(24 * 3600),
+        second_factor_required,
+    }
+}
+
+fn secret() -> KeySecret {
+    KeySecret::new(SECRET.as_bytes().to_vec())
+}
+
+fn key(identifier: &str) -> AccountKey {
+    AccountKey::new(&secret(), "default", &normalize(Normalization::Email, identifier).unwrap())
+}
+
+fn id(s: &str) -> AttemptId {
+    AttemptId::parse(s).unwrap().unwrap()
+}
+
+/// What the suite needs from a backend besides the `Store` trait.
+#[async_trait]
+trait Backend: Send + Sync {
+    fn store(&self) -> Arc<dyn Store>;
+    /// As if `ms` passed for this key's record.
+    async fn advance(&self, key: &AccountKey, ms: u64);
+    /// As if the record's retention passed without an attempt.
+    async fn expire(&self, key: &AccountKey);
+    /// `(failures, step)` of the record.
+    async fn record(&self, key: &AccountKey) -> Option<(u64, u32)>;
+    /// How long `key` (a store key) lives from now, in ms; `None` without one.
+    async fn ttl_ms(&self, key: &str) -> Option<u64>;
+}
+
+struct ManualClock(AtomicU64);
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+struct Embedded {
+    store: Arc<EmbeddedStore>,
+    clock: Arc<ManualClock>,
+    _dir: tempfile::TempDir,
+}
+
+impl Embedded {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
+        let store =
+            EmbeddedStore::open(dir.path(), Some(secret()), Duration::from_secs(5), clock.clone())
+                .unwrap();
+        Self { store: Arc::new(store), clock, _dir: dir }
+    }
+}
+
+#[async_trait]
+impl Backend for Embedded {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+    async fn advance(&self, _: &AccountKey, ms: u64) {
+        self.clock.0.fetch_add(ms, Ordering::SeqCst);
+    }
+    async fn expire(&self, _: &AccountKey) {
+        self.clock.0.fetch_add(24 * 60 * MIN, Ordering::SeqCst);
+    }
+    async fn record(&self, key: &AccountKey) -> Option<(u64, u32)> {
+        self.store.record(key).await.unwrap().map(|r| (r.failures, r.step))
+    }
+    async fn ttl_ms(&self, key: &str) -> Option<u64> {
+        let at = self.store.expires_at(key).await.unwrap()?;
+        Some(at - self.clock.0.load(Ordering::SeqCst))
+    }
+}
+
+struct Redis {
+    server: RedisServer,
+    store: Arc<RedisStore>,
+}
+
+impl Redis {
+    fn new() -> Self {
+        let server = RedisServer::start();
+        let store = RedisStore::new(&server.url(), secret(), Duration::from_secs(5), 8).unwrap();
+        Self { server, store: Arc::new(store) }
+    }
+}
+
+#[async_trait]
+impl Backend for Redis {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+    async fn advance(&self, key: &AccountKey, ms: u64) {
+        age_record(&mut self.server.conn(), &key.record(), ms);
+    }
+    async fn expire(&self, key: &AccountKey) {
+        let _: () =
+            redis::cmd("PEXPIRE").arg(key.record()).arg(1).query(&mut self.server.conn()).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    async fn record(&self, key: &AccountKey) -> Option<(u64, u32)> {
+        read_record(&mut self.server.conn(), &key.record()).map(|(f, _, st)| (f, st))
+    }
+    async fn ttl_ms(&self, key: &str) -> Option<u64> {
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut self.server.conn()).unwrap();
+        u64::try_from(ttl).ok()
+    }
+}
+
+async fn allowed(b: &dyn Backend, k: &AccountKey, p: &Policy, n: usize) -> Vec<bool> {
+    let store = b.store();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(store.record_attempt(k, None, p).await.unwrap().allowed);
+    }
+    out
+}
+
+const FIVE_THEN_DENY: [bool; 6] = [true, true, true, true, true, false];
+
+async fn lockout_schedule(b: &dyn Backend) {
+    let (k, p) = (key("schedule@example.com"), policy(false));
+    let store = b.store();
+    let first = store.record_attempt(&k, None, &p).await.unwrap();
+    assert!(first.allowed && !first.locked_now);
+    let mut rest = allowed(b, &k, &p, 5).await;
+    rest.insert(0, true);
+    assert_eq!(rest, FIVE_THEN_DENY);
+    let mut window = 15;
+    for (step, next) in [(1, 30), (2, 60), (2, 60)] {
+        b.advance(&k, window * MIN - 1000).await;
+        assert!(!store.record_attempt(&k, None, &p).await.unwrap().allowed, "{window}-min window");
+        b.advance(&k, 1000).await;
+        assert_eq!(allowed(b, &k, &p, 6).await, FIVE_THEN_DENY);
+        assert_eq!(b.record(&k).await, Some((6, step)));
+        window = next;
+    }
+}
+
+async fn lockout_event_once_per_window(b: &dyn Backend) {
+    let (k, p) = (key("event@example.com"), policy(false));
+    let store = b.store();
+    let mut locked = Vec::new();
+    for _ in 0..8 {
+        locked.push(store.record_attempt(&k, None, &p).await.unwrap().locked_now);
+    }
+    assert_eq!(locked, [false, false, false, false, false, true, false, false]);
+}
+
+async fn second_factor_never_escalates(b: &dyn Backend) {
+    let (k, p) = (key("mfa@example.com"), policy(true));
+    for _ in 0..4 {
+        assert_eq!(allowed(b, &k, &p, 6).await, FIVE_THEN_DENY);
+        assert_eq!(b.record(&k).await.unwrap().1, 0);
+        b.advance(&k, 15 * MIN).await;
+    }
+}
+
+async fn retention_forgets(b: &dyn Backend) {
+    let (k, p) = (key("quiet@example.com"), policy(false));
+    allowed(b, &k, &p, 6).await;
+    b.advance(&k, 15 * MIN).await;
+    allowed(b, &k, &p, 6).await;
+    assert_eq!(b.record(&k).await, Some((6, 1)));
+    b.expire(&k).await;
+    assert_eq!(b.record(&k).await, None);
+    assert_eq!(allowed(b, &k, &p, 6).await, FIVE_THEN_DENY);
+    assert_eq!(b.record(&k).await, Some((6, 0)));
+}
+
+async fn admit_reads_only(b: &dyn Backend) {
+    let (k, p) = (key("admit@example.com"), policy(false));
+    let store = b.store();
+    assert!(store.is_open(&k, &p).await.unwrap());
+    assert_eq!(b.record(&k).await, None);
+    allowed(b, &k, &p, 4).await;
+    for _ in 0..10 {
+        assert!(store.is_open(&k, &p).await.unwrap());
+    }
+    assert_eq!(b.record(&k).await, Some((4, 0)));
+    allowed(b, &k, &p, 1).await;
+    assert!(!store.is_open(&k, &p).await.unwrap());
+    b.advance(&k, 15 * MIN).await;
+    assert!(store.is_open(&k, &p).await.unwrap());
+    assert_eq!(b.record(&k).await, Some((5, 0)));
+}
+
+/// `Inspect` reads the record and the store's clock, writes nothing, and its answer
+/// (door, failures, step, time to reopen) follows the throttle rules.
+async fn inspect_reads_only(b: &dyn Backend) {
+    let (k, p) = (key("inspect@example.com"), policy(false));
+    let store = b.store();
+    let seen = store.inspect(&k).await.unwrap();
+    assert_eq!(seen.record, None);
+    assert!(seen.now_ms > 1_600_000_000_000, "the store's clock, in ms");
+    assert_eq!(b.record(&k).await, None, "inspect wrote a record");
+    allowed(b, &k, &p, 6).await;
+    let seen = store.inspect(&k).await.unwrap();
+    let record = seen.record.unwrap();
+    assert_eq!((record.failures, record.step), (6, 0));
+    let answer = portcullis::admin::inspection(&p, &seen);
+    assert_eq!(answer.door, portcullis::pb::DoorState::Closed as i32);
+    assert_eq!(answer.failures, 6);
+    assert!((899..=900).contains(&answer.seconds_until_open), "{answer:?}");
+    for _ in 0..5 {
+        store.inspect(&k).await.unwrap();
+    }
+    assert_eq!(b.record(&k).await, Some((6, 0)), "inspect changed the record");
+    b.advance(&k, 10 * MIN).await;
+    let answer = portcullis::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    assert!((299..=300).contains(&answer.seconds_until_open), "{answer:?}");
+    b.advance(&k, 5 * MIN).await;
+    let answer = portcullis::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    assert_eq!((answer.door, answer.failures, answer.seconds_until_open), (1, 0, 0));
+}
+
+async fn attempt_ids_deduplicate(b: &dyn Backend) {
+    let (k, p) = (key("dedup@example.com"), policy(false));
+    let store = b.store();
+    let first = store.record_attempt(&k, Some(&id("one")), &p).await.unwrap();
+    assert_eq!(first.replays, 0);
+    for n in 1..=3 {
+        let again = store.record_attempt(&k, Some(&id("one")), &p).await.unwrap();
+        assert_eq!(
+            (again.allowed, again.window_start_ms, again.replays),
+            (true, first.window_start_ms, n)
+        );
+    }
+    assert_eq!(b.record(&k).await, Some((1, 0)));
+    allowed(b, &k, &p, 5).await;
+    assert!(
+        store.record_attempt(&k, Some(&id("one")), &p).await.unwrap().allowed,
+        "first answer kept"
+    );
+    assert_eq!(b.record(&k).await, Some((6, 0)));
+}
+
+async fn refunds(b: &dyn Backend) {
+    let (k, p) = (key("refund@example.com"), policy(false));
+    let store = b.store();
+    allowed(b, &k, &p, 2).await;
+    let c = store.record_attempt(&k, Some(&id("r1")), &p).await.unwrap();
+    assert_eq!(b.record(&k).await, Some((3, 0)));
+    store.refund(&k, Some(&id("r1")), c.window_start_ms).await.unwrap();
+    assert_eq!(b.record(&k).await, Some((2, 0)));
+    // The id was forgotten: the retry counts afresh.
+    assert_eq!(store.record_attempt(&k, Some(&id("r1")), &p).await.unwrap().replays, 0);
+    assert_eq!(b.record(&k).await, Some((3, 0)));
+    // A refund for a window that has moved on changes nothing.
+    b.advance(&k, 15 * MIN).await;
+    allowed(b, &k, &p, 1).await;
+    store.refund(&k, None, c.window_start_ms).await.unwrap();
+    assert_eq!(b.record(&k).await, Some((1, 0)));
+    // No record: nothing to refund, nothing created.
+    let other = key("none@example.com");
+    store.refund(&other, None, c.window_start_ms).await.unwrap();
+    assert_eq!(b.record(&other).await, None);
+}
+
+async fn clear_forgets(b: &dyn Backend) {
+    let (k, p) = (key("clear@example.com"), policy(false));
+    let store = b.store();
+    allowed(b, &k, &p, 7).await;
+    store.clear(&k).await.unwrap();
+    assert_eq!(b.record(&k).await, None);
+    assert_eq!(allowed(b, &k, &p, 6).await, FIVE_THEN_DENY);
+    store.clear(&key("never-seen@example.com")).await.unwrap();
+}
+
+async fn concurrent_attempts_count_once_each(b: &dyn Backend) {
+    let (k, p) = (key("race@example.com"), policy(false));
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..50 {
+        let (store, k) = (b.store(), k.clone());
+        calls.spawn(async move { store.record_attempt(&k, None, &p).await.unwrap().allowed });
+    }
+    let allowed = calls.join_all().await.into_iter().filter(|a| *a).count();
+    assert_eq!(allowed, 5);
+    assert_eq!(b.record(&k).await, Some((50, 0)));
+}
+
+/// Spray counts (docs/spray.md): distinct failed accounts per fingerprint, a check that
+/// writes nothing, fingerprints apart, concurrent notes each counted once. (Period
+/// boundaries are tested per backend in tests/spray.rs: the clocks move differently.)
+async fn spray_counts_distinct_failed_accounts(b: &dyn Backend) {
+    let store = b.store();
+    let fingerprints = SprayFingerprints::new(&secret());
+    let sprayed = fingerprints.key("default", b"Winter2026!");
+    let other = fingerprints.key("default", b"another password");
+    const PERIOD: u64 = 60 * MIN;
+    let note = |who: &str, fingerprint: &portcullis::spray::SprayKey, n: SprayNote| {
+        let (store, who, fingerprint) = (store.clone(), key(who), fingerprint.clone());
+        async move { store.note_spray(&fingerprint, &who, n, PERIOD, 100).await.unwrap() }
+    };
+    assert_eq!(note("a@example.com", &sprayed, SprayNote::Check).await, 0);
+    assert_eq!(note("a@example.com", &sprayed, SprayNote::Failure).await, 1);
+    assert_eq!(note("b@example.com", &sprayed, SprayNote::Failure).await, 2);
+    assert_eq!(note("a@example.com", &sprayed, SprayNote::Failure).await, 2, "a again");
+    assert_eq!(note("c@example.com", &sprayed, SprayNote::Check).await, 2);
+    assert_eq!(note("c@example.com", &sprayed, SprayNote::Failure).await, 3, "c was not noted");
+    assert_eq!(note("a@example.com", &other, SprayNote::Check).await, 0, "fingerprints apart");
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        calls.spawn(note(&format!("many{i}@example.com"), &sprayed, SprayNote::Failure));
+    }
+    calls.join_all().await;
+    assert_eq!(note("z@example.com", &sprayed, SprayNote::Check).await, 15);
+    // A spray note touches no account record.
+    assert_eq!(b.record(&key("a@example.com")).await, None);
+}
+
+/// How long a record lives follows what it holds (docs/throttle.md, "How long a record
+/// lives"): at step 0 with its window not exhausted, to the end of its window; exhausted,
+/// at a higher step, or in a realm with a second factor exhausted, as the rule says; an
+/// attempt id's answer for the retry horizon (5 min by default).
+async fn lifetime_follows_content(b: &dyn Backend) {
+    let store = b.store();
+    let (p, mfa) = (policy(false), policy(true));
+    let near = |ttl: Option<u64>, want: u64| ttl.is_some_and(|t| t <= want && t + 2_000 >= want);
+    let k = key("one-failure@example.com");
+    store.record_attempt(&k, Some(&id("a1")), &p).await.unwrap();
+    assert!(near(b.ttl_ms(&k.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
+    let answer = k.attempt(&secret(), &id("a1"));
+    assert!(near(b.ttl_ms(&answer).await, 5 * MIN), "{:?}", b.ttl_ms(&answer).await);
+    // Ten minutes later, a second failure: still the rest of the same window.
+    b.advance(&k, 10 * MIN).await;
+    store.record_attempt(&k, None, &p).await.unwrap();
+    assert!(near(b.ttl_ms(&k.record()).await, 5 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
+    // Exhausted: kept for the retention, so the next window escalates.
+    for _ in 0..3 {
+        store.record_attempt(&k, None, &p).await.unwrap();
+    }
+    assert!(
+        near(b.ttl_ms(&k.record()).await, 24 * 60 * MIN),
+        "exhausted: {:?}",
+        b.ttl_ms(&k.record()).await
+    );
+    // At step 1, even one failure is kept: the step must be remembered.
+    b.advance(&k, 15 * MIN).await;
+    store.record_attempt(&k, None, &p).await.unwrap();
+    assert_eq!(b.record(&k).await, Some((1, 1)));
+    assert!(near(b.ttl_ms(&k.record()).await, 24 * 60 * MIN));
+    // A realm with a second factor never escalates: an exhausted window holds nothing
+    // past its end either.
+    let m = key("mfa@example.com");
+    for _ in 0..6 {
+        store.record_attempt(&m, None, &mfa).await.unwrap();
+    }
+    assert!(near(b.ttl_ms(&m.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&m.record()).await);
+}
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod embedded {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&Embedded::new()).await;
+                }
+            )*
+        }
+        mod redis_backend {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&Redis::new()).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    lockout_schedule,
+    lockout_event_once_per_window,
+    second_factor_never_escalates,
+    retention_forgets,
+    admit_reads_only,
+    inspect_reads_only,
+    attempt_ids_deduplicate,
+    refunds,
+    clear_forgets,
+    concurrent_attempts_count_once_each,
+    spray_counts_distinct_failed_accounts,
+    lifetime_follows_content,
+);
+
+/// Values a daemon never writes, in a key a script reads, are a store error on every
+/// operation that reads them (deny: the service answers UNAVAILABLE), never an answer.
+/// A failure counter at 2^63 - 1 would otherwise wrap negative and open the door.
+const CORRUPT_RECORDS: [(&str, &str); 9] = [
+    ("f", "9223372036854775807"),
+    ("f", "-1"),
+    ("f", "1.5"),
+    ("f", "nan"),
+    ("f", "inf"),
+    ("f", "five"),
+    ("ws", "-5"),
+    ("ws", "1e20"),
+    ("st", "64"),
+];
+
+async fn every_read_fails(store: &dyn Store, k: &AccountKey, what: &str) {
+    let p = policy(false);
+    assert!(store.record_attempt(k, None, &p).await.is_err(), "record_attempt over {what}");
+    assert!(store.is_open(k, &p).await.is_err(), "admit over {what}");
+    assert!(store.inspect(k).await.is_err(), "inspect over {what}");
+    let refund = store.refund(k, None, 1_800_000_000_000).await;
+    assert!(refund.is_err(), "refund over {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
+    let redis = Redis::new();
+    let store = redis.store();
+    let mut conn = redis.server.conn();
+    for (n, (field, value)) in CORRUPT_RECORDS.iter().enumerate() {
+        let k = key(&format!("corrupt{n}@example.com"));
+        assert!(store.record_attempt(&k, None, &policy(false)).await.unwrap().allowed);
+        let _: () =
+            redis::cmd("HSET").arg(k.record()).arg(*field).arg(*value).query(&mut conn).unwrap();
+        every_read_fails(store.as_ref(), &k, &format!("{field}={value}")).await;
+    }
+    // A corrupt attempt_id answer: replaying the id is an error, not its "answer".
+    let k = key("corrupt-id@example.com");
+    let attempt = id("replayed");
+    store.record_attempt(&k, Some(&attempt), &policy(false)).await.unwrap();
+    let ids: Vec<String> =
+        redis::cmd("KEYS").arg(format!("*{}*:a:*", k.digest())).query(&mut conn).unwrap();
+    assert_eq!(ids.len(), 1);
+    for bad in ["7:1800000000000:0", "1:99999999999999999999:0", "1:1:99999999999999"] {
+        let _: () = redis::cmd("SET").arg(&ids[0]).arg(bad).query(&mut conn).unwrap();
+        let replay = store.record_attempt(&k, Some(&attempt), &policy(false)).await;
+        assert!(replay.is_err(), "replay over {bad}: {replay:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
+    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
+    let open = || {
+        EmbeddedStore::open(dir.path(), Some(secret()), Duration::from_secs(5), clock.clone())
+            .unwrap()
+    };
+    // Record entries as the embedded store encodes them: tag 1, then failures, window
+    // start, step and expiry as little-endian u64s.
+    let record = |failures: u64, ws: u64, step: u64| {
+        let mut bytes = vec![1u8];
+        for word in [failures, ws, step, u64::MAX / 2] {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        bytes
+    };
+    let corrupt = [
+        ("failures 2^63 - 1", record(i64::MAX as u64, 1_800_000_000_000, 0)),
+        ("failures u64::MAX", record(u64::MAX, 1_800_000_000_000, 0)),
+        ("window start u64::MAX", record(1, u64::MAX, 0)),
+        ("step 64", record(1, 1_800_000_000_000, 64)),
+        ("step u32::MAX + 1", record(1, 1_800_000_000_000, 1 << 32)),
+        ("truncated", vec![1u8, 0, 0]),
+    ];
+    for (n, (what, bytes)) in corrupt.iter().enumerate() {
+        let k = key(&format!("corrupt{n}@example.com"));
+        {
+            let store = open();
+            store.record_attempt(&k, None, &policy(false)).await.unwrap();
+        }
+        {
+            let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(ENTRIES).unwrap().insert(k.record().as_str(), bytes.as_slice()).unwrap();
+            txn.commit().unwrap();
+        }
+        let store = open();
+        every_read_fails(&store, &k, what).await;
+    }
+}
