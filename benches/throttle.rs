@@ -584,7 +584,7 @@ fn main() -> ExitCode {
     let store = Arc::new(StoreContext {
         store: RedisStore::open(&redis_settings).expect("Redis store"),
         realms: settings.realms.clone(),
-        secret: redis_settings.secret.clone(),
+        secret: settings.secret.clone().expect("a Redis store has a key secret"),
     });
     // The same store with `store.wait_replicas = 1`: each count waits for a replica's
     // confirmation (WAIT pipelined behind the script), to measure what that costs.
@@ -603,7 +603,7 @@ fn main() -> ExitCode {
         })
         .expect("Redis store"),
         realms: settings.realms.clone(),
-        secret: redis_settings.secret.clone(),
+        secret: settings.secret.clone().expect("a Redis store has a key secret"),
     });
 
     // The daemon on its own runtime (default size: one worker per core), the load

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use support::{millis, percentile};
 
 use portcullis::pb::Verdict;
-use portcullis::verify::governor::{GovernorSettings, GovernorStats};
+use portcullis::verify::budget::{BudgetSettings, BudgetStats};
 use portcullis::verify::hash::{Algorithm, HashParams, StoredHash};
 use sha2::{Digest, Sha256};
 use tonic::Code;
@@ -556,7 +556,7 @@ impl CallReport {
 }
 
 struct FloodRow {
-    governor: GovernorSettings,
+    governor: BudgetSettings,
     attackers: usize,
     idle_units: Vec<Duration>,
     idle_window: Duration,
@@ -698,7 +698,7 @@ fn run_flood(
 ) -> FloodRow {
     let daemon =
         daemon_rt.block_on(common::Daemon::start(common::settings(&redis.url(), config.extra)));
-    let governor = daemon.verifier.governor().settings();
+    let governor = daemon.verifier.budget().settings();
     let attackers =
         config.attackers.unwrap_or(governor.max_concurrent + governor.max_waiters - 1).max(1);
     eprintln!(
@@ -761,10 +761,10 @@ fn run_flood(
     ));
 
     sleep_until(from);
-    let (stats_from, cpu_from): (GovernorStats, CpuTimes) =
-        (daemon.governor(), cpu_snapshot(redis_pid, probe.pid()));
+    let (stats_from, cpu_from): (BudgetStats, CpuTimes) =
+        (daemon.budget(), cpu_snapshot(redis_pid, probe.pid()));
     sleep_until(to);
-    let (stats_to, cpu_to) = (daemon.governor(), cpu_snapshot(redis_pid, probe.pid()));
+    let (stats_to, cpu_to) = (daemon.budget(), cpu_snapshot(redis_pid, probe.pid()));
     let window = to - from;
     stop.store(true, Ordering::Relaxed);
     let attack_units = probe.units(from, to);
@@ -829,7 +829,8 @@ struct SprayRow {
 /// would send), in alternation so drift hits all alike.
 async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -> SprayRow {
     use portcullis::normalize::{Normalization, normalize};
-    use portcullis::spray::{SprayFingerprints, SprayNote};
+    use portcullis::spray::SprayFingerprints;
+    use portcullis::store::SprayNote;
     use portcullis::store::keys::{AccountKey, KeySecret};
     let secret = KeySecret::new(common::SECRET.as_bytes().to_vec());
     let fingerprints = SprayFingerprints::new(&secret);
@@ -880,17 +881,11 @@ async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -
 fn spray_costs(redis: &common::RedisServer, rt: &tokio::runtime::Runtime) -> Vec<SprayRow> {
     let data = tempfile::tempdir().expect("tempdir");
     rt.block_on(async {
-        let secret = portcullis::store::keys::KeySecret::new(common::SECRET.as_bytes().to_vec());
-        let redis_store = portcullis::store::redis::RedisStore::new(
-            &redis.url(),
-            secret.clone(),
-            Duration::from_secs(2),
-            4,
-        )
-        .expect("redis store");
+        let redis_store =
+            portcullis::store::redis::RedisStore::new(&redis.url(), Duration::from_secs(2), 4)
+                .expect("redis store");
         let embedded = portcullis::store::embedded::EmbeddedStore::open(
             data.path(),
-            Some(secret),
             Duration::from_secs(2),
             Arc::new(portcullis::store::embedded::SystemClock),
         )

@@ -109,7 +109,7 @@ impl std::fmt::Debug for DeviceTokens {
 impl DeviceTokens {
     /// Derives the token key from `secret`.
     pub fn new(secret: &KeySecret) -> Self {
-        Self { key: secret.subkey("device-token"), secret: secret.clone() }
+        Self { key: secret.subkey(crate::secret::SubKey::DeviceToken), secret: secret.clone() }
     }
 
     fn tag(&self, grant: &Grant<'_>, body: &[u8]) -> Hmac<Sha256> {

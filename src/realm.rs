@@ -1,10 +1,18 @@
-//! Realms: named sets of end users with their own login rules (Keycloak's term).
+//! Realms: named sets of end users with their own login rules (Keycloak's term), and
+//! `[realms.NAME]`, their settings, defaults and ranges (docs/throttle.md, "The rules").
 
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use crate::normalize::Normalization;
+use crate::setting::{Bound, ConfigError, below, between, check};
+use crate::spray::{SprayAction, SprayPolicy};
 use crate::throttle::Policy;
-use crate::verify::hash::HashParams;
+use crate::verify::config::HashTargetConfig;
+use crate::verify::hash::{Ceilings, HashParams};
 
 /// One configured realm, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +29,7 @@ pub struct Realm {
     /// How long a device token is valid after its issue (`docs/devices.md`).
     pub device_token_ttl: std::time::Duration,
     /// Password-spray detection (`docs/spray.md`).
-    pub spray: crate::spray::SprayPolicy,
+    pub spray: SprayPolicy,
 }
 
 impl Realm {
@@ -51,5 +59,111 @@ impl Realms {
     /// Every realm, in name order.
     pub fn iter(&self) -> impl Iterator<Item = &Realm> {
         self.0.values()
+    }
+}
+
+/// `[realms.NAME]`. Defaults are docs/architecture.md's.
+#[derive(Debug, Clone, Serialize, Deserialize, SmartDefault)]
+#[serde(default, deny_unknown_fields)]
+pub struct RealmConfig {
+    /// Attempts allowed per window, 1–100.
+    #[default(5)]
+    pub max_failures: u32,
+    /// Window length at step 0.
+    #[default(Duration::from_secs(15 * 60))]
+    #[serde(with = "humantime_serde")]
+    pub first_window: Duration,
+    /// Longest window.
+    #[default(Duration::from_secs(60 * 60))]
+    #[serde(with = "humantime_serde")]
+    pub max_window: Duration,
+    /// How long a record lives after its last attempt.
+    #[default(Duration::from_secs(24 * 60 * 60))]
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+    /// A realm with a second factor never escalates its windows.
+    pub second_factor_required: bool,
+    /// Identifier normalization; must match the realm's account lookup.
+    pub normalization: Normalization,
+    /// The realm's hash target.
+    pub hash: HashTargetConfig,
+    /// How long a device token stays valid after it was issued (OWASP device cookies);
+    /// every accept issues a fresh one.
+    #[default(Duration::from_secs(90 * 24 * 3600))]
+    #[serde(with = "humantime_serde")]
+    pub device_token_ttl: Duration,
+    /// Distinct accounts that must fail with one password fingerprint within the
+    /// sliding `spray_period` before that fingerprint counts as sprayed, 10–1,000,000
+    /// (docs/spray.md).
+    #[default(100)]
+    pub spray_threshold: u32,
+    /// `"flag"`: sprayed fingerprints answer `spray_suspected`; `"reject"`: and their
+    /// comparisons are refused.
+    pub spray_action: SprayAction,
+    /// One period of the spray count, 1 min – 7 days; the window slides over this one
+    /// and the one before.
+    #[default(Duration::from_secs(3600))]
+    #[serde(with = "humantime_serde")]
+    pub spray_period: Duration,
+}
+
+impl RealmConfig {
+    /// The realm `name` with these settings, every range checked; `ceilings` bound its
+    /// hash target (`[verify]`).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming `realms.NAME.FIELD`: a bad name, a value out of range.
+    pub fn validate(&self, name: &str, ceilings: &Ceilings) -> Result<Realm, ConfigError> {
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if !valid_name {
+            return Err(ConfigError::invalid(
+                format!("realms.{name}"),
+                "a realm name is 1–64 characters of A–Z a–z 0–9 . _ -",
+            ));
+        }
+        let key = |field: &str| format!("realms.{name}.{field}");
+        let days = |n: u64| Duration::from_secs(n * 24 * 3600);
+        check(&key("max_failures"), self.max_failures, 1..=100)?;
+        between(
+            &key("first_window"),
+            self.first_window,
+            Bound::fixed(Duration::from_secs(1)),
+            Bound::setting("max_window", self.max_window),
+        )?;
+        below(&key("max_window"), self.max_window, Bound::setting("retention", self.retention))?;
+        // A year bounds every expiry the stores compute, far inside u64 milliseconds.
+        between(
+            &key("retention"),
+            self.retention,
+            Bound::setting("max_window", self.max_window),
+            Bound::fixed(days(366)),
+        )?;
+        check(
+            &key("device_token_ttl"),
+            self.device_token_ttl,
+            Duration::from_secs(60)..=days(366),
+        )?;
+        check(&key("spray_threshold"), self.spray_threshold, 10..=1_000_000)?;
+        check(&key("spray_period"), self.spray_period, Duration::from_secs(60)..=days(7))?;
+        Ok(Realm {
+            name: name.to_owned(),
+            policy: Policy {
+                max_failures: self.max_failures,
+                first_window: self.first_window,
+                max_window: self.max_window,
+                retention: self.retention,
+                second_factor_required: self.second_factor_required,
+            },
+            normalization: self.normalization,
+            hash_target: self.hash.validate(name, ceilings)?,
+            device_token_ttl: self.device_token_ttl,
+            spray: SprayPolicy {
+                threshold: self.spray_threshold,
+                action: self.spray_action,
+                period: self.spray_period,
+            },
+        })
     }
 }

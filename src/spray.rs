@@ -31,7 +31,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::store::keys::{KEY_PREFIX, KeySecret};
+use crate::secret::KeySecret;
+use crate::store::keys::SprayKey;
 use crate::telemetry::metrics::{
     SPRAY_DISTINCT_ACCOUNTS, SPRAY_EPISODES, SPRAY_FINGERPRINTS_OVER, SPRAY_SUSPECTED,
 };
@@ -83,15 +84,6 @@ impl SprayPolicy {
     }
 }
 
-/// What a spray call does: read the count, or note an account in one set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SprayNote {
-    /// Read only: the fingerprint's count now (sent with the attempt's count).
-    Check,
-    /// The comparison failed: the account joins the fingerprint's failed set.
-    Failure,
-}
-
 /// Derives [`SprayKey`]s: one subkey of the key secret, so every daemon of a fleet
 /// derives the same fingerprints and no other key says anything about them.
 #[derive(Clone)]
@@ -106,9 +98,9 @@ impl std::fmt::Debug for SprayFingerprints {
 }
 
 impl SprayFingerprints {
-    /// Keyed by `secret.subkey("spray")`.
+    /// Keyed by `secret.subkey(crate::secret::SubKey::Spray)`.
     pub fn new(secret: &KeySecret) -> Self {
-        Self { key: secret.subkey("spray") }
+        Self { key: secret.subkey(crate::secret::SubKey::Spray) }
     }
 
     fn mac(&self) -> Hmac<Sha256> {
@@ -131,43 +123,7 @@ impl SprayFingerprints {
         mac.update(b"realm\0");
         mac.update(realm.as_bytes());
         let realm_tag = hex::encode(&mac.finalize().into_bytes()[..8]);
-        SprayKey { realm_tag, fingerprint }
-    }
-}
-
-/// Where one fingerprint's spray counts live. Its `Debug` shows neither part.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SprayKey {
-    /// 16 hex digits: a keyed digest of the realm name.
-    realm_tag: String,
-    /// The truncated password fingerprint.
-    fingerprint: u16,
-}
-
-impl std::fmt::Debug for SprayKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SprayKey(<redacted>)")
-    }
-}
-
-impl SprayKey {
-    /// `portcullis:v2:{spray:<realm tag>:<4 hex>}:`: every spray key of this fingerprint
-    /// starts so, and the braces make it one Redis Cluster hash tag, so the spray script
-    /// runs on one node.
-    pub fn prefix(&self) -> String {
-        format!("{KEY_PREFIX}{{spray:{}:{:04x}}}:", self.realm_tag, self.fingerprint)
-    }
-
-    /// The Redis keys of the spray script, in its KEYS order: the failed HyperLogLog of
-    /// each period parity, and the hash naming the period each parity holds.
-    pub fn redis_keys(&self) -> [String; 3] {
-        let p = self.prefix();
-        [format!("{p}failed:0"), format!("{p}failed:1"), format!("{p}periods")]
-    }
-
-    /// The fingerprint, for this process's own tracking ([`SprayWatch`]); never logged.
-    fn fingerprint(&self) -> u16 {
-        self.fingerprint
+        SprayKey::new(realm_tag, fingerprint)
     }
 }
 
@@ -387,7 +343,8 @@ mod tests {
         let f = fingerprints();
         let mut seen = vec![0u32; 1 << FINGERPRINT_BITS];
         for i in 0..(1u32 << 18) {
-            seen[usize::from(f.key("default", format!("password{i}").as_bytes()).fingerprint)] += 1;
+            seen[usize::from(f.key("default", format!("password{i}").as_bytes()).fingerprint())] +=
+                1;
         }
         let taken = seen.iter().filter(|&&n| n > 0).count();
         assert!(taken > 63_000, "only {taken} values taken");

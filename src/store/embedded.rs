@@ -27,15 +27,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::keys::{AccountKey, AttemptId, KeySecret};
-use super::{Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, Store, StoreError};
-use crate::spray::{SprayKey, SprayNote};
+use super::keys::{AccountKey, AttemptKey, SprayKey};
+use super::{
+    Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, SprayNote, Store, StoreError,
+};
 use crate::throttle::{self, MAX_STORED_COUNT, MAX_STORED_TIME_MS, Policy, Record};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "portcullis.redb";
-/// File name of the generated key secret inside the data directory (mode 0600).
-pub const SECRET_FILE: &str = "key_secret";
 /// Most operations committed together.
 pub const MAX_BATCH: usize = 1024;
 /// How often expired entries are swept: often, so a flood of made-up identifiers, whose
@@ -76,12 +75,6 @@ impl Clock for SystemClock {
 pub enum OpenError {
     #[error("data directory {path:?} cannot be created or written")]
     DataDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("key secret file {path:?} cannot be read or created")]
-    Secret {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -294,7 +287,9 @@ enum Op {
         record: String,
     },
     Spray {
-        prefix: String,
+        /// The fingerprint's counts ([`SprayKey::count`]).
+        count: String,
+        /// The account's entry under the fingerprint ([`SprayKey::member`]).
         member: String,
         note: SprayNote,
         period_ms: u64,
@@ -322,7 +317,6 @@ pub struct EmbeddedStore {
     jobs: Option<mpsc::Sender<Job>>,
     /// Joined on drop, so the database (and its lock) is closed when the store is.
     writer: Option<std::thread::JoinHandle<()>>,
-    secret: KeySecret,
     operation_timeout: Duration,
     /// How long an attempt id's answer is kept ([`DEFAULT_ATTEMPT_ID_HORIZON`]).
     attempt_id_horizon: Duration,
@@ -340,17 +334,15 @@ impl Drop for EmbeddedStore {
 }
 
 impl EmbeddedStore {
-    /// Opens (creating when needed) the data directory, its key secret and database,
-    /// and starts the writer thread. `secret`: a configured key secret, or `None` to use
-    /// (or generate on first start) the data directory's own.
+    /// Opens (creating when needed) the data directory and its database, and starts the
+    /// writer thread. (The directory's key secret, when none is configured, is
+    /// `crate::secret::KeySecret::load_or_generate`'s: the store holds no secret.)
     ///
     /// # Errors
-    /// [`OpenError`] naming the path: the directory cannot be created or written, the
-    /// secret cannot be read or created, another daemon holds the lock, or the database
-    /// cannot be opened.
+    /// [`OpenError`] naming the path: the directory cannot be created or written, another
+    /// daemon holds the lock, or the database cannot be opened.
     pub fn open(
         data_dir: &Path,
-        secret: Option<KeySecret>,
         operation_timeout: Duration,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, OpenError> {
@@ -361,10 +353,6 @@ impl EmbeddedStore {
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
         builder.create(data_dir).map_err(dir_error)?;
-        let secret = match secret {
-            Some(s) => s,
-            None => load_or_create_secret(&data_dir.join(SECRET_FILE))?,
-        };
         tracing::info!(data_dir = %data_dir.display(), "store: embedded");
         let path = data_dir.join(DB_FILE);
         // Created owner-only before redb opens it (redb would create it 0644).
@@ -395,7 +383,6 @@ impl EmbeddedStore {
         Ok(Self {
             jobs: Some(jobs),
             writer: Some(writer),
-            secret,
             operation_timeout,
             attempt_id_horizon: DEFAULT_ATTEMPT_ID_HORIZON,
             path,
@@ -407,11 +394,6 @@ impl EmbeddedStore {
     pub fn with_attempt_id_horizon(mut self, horizon: Duration) -> Self {
         self.attempt_id_horizon = horizon;
         self
-    }
-
-    /// The key secret in use (configured, or the data directory's).
-    pub fn secret(&self) -> &KeySecret {
-        &self.secret
     }
 
     /// Reads one account key's record, for operators and tests. Never writes.
@@ -452,29 +434,6 @@ impl EmbeddedStore {
 
 fn unexpected() -> StoreError {
     StoreError::Protocol("embedded store answered another operation's reply".into())
-}
-
-/// Reads the secret file, or creates it (32 random bytes, hex, mode 0600) when absent.
-fn load_or_create_secret(path: &Path) -> Result<KeySecret, OpenError> {
-    let err = |source| OpenError::Secret { path: path.to_owned(), source };
-    match std::fs::read(path) {
-        Ok(bytes) => return Ok(KeySecret::from_file_contents(bytes)),
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
-        Err(_) => {}
-    }
-    let mut raw = [0u8; 32];
-    getrandom::fill(&mut raw).map_err(|e| err(std::io::Error::other(e.to_string())))?;
-    let text = hex::encode(raw);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path).map_err(err)?;
-    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(err)?;
-    file.sync_all().map_err(err)?;
-    // Its value is never logged; its existence matters: losing the file forgets every count.
-    tracing::warn!(path = %path.display(), "generated a new key secret: back it up with the data directory");
-    Ok(KeySecret::new(text.into_bytes()))
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -620,8 +579,8 @@ impl Tables<'_, '_> {
                 Ok(Reply::Inspected(Inspection { record: self.record(record)?, now_ms: now }))
             }
             Op::Ping => Ok(Reply::Done),
-            Op::Spray { prefix, member, note, period_ms, limit } => {
-                self.spray(prefix, member, *note, *period_ms, *limit).map(Reply::Count)
+            Op::Spray { count, member, note, period_ms, limit } => {
+                self.spray(count, member, *note, *period_ms, *limit).map(Reply::Count)
             }
             Op::Clear { record, epoch } => {
                 self.remove(record)?;
@@ -745,17 +704,18 @@ impl Tables<'_, '_> {
     }
 
     /// The embedded form of `spray.lua`, exact and in constant time: one entry per
-    /// (fingerprint, account key), `<prefix>member:<account digest>`, noting the latest
-    /// period a comparison of it failed in, and one per fingerprint, `<prefix>count`,
-    /// holding [`SprayCounts`] of the current and the previous period. The answer is
+    /// (fingerprint, account key), `member` ([`SprayKey::member`]), noting the latest
+    /// period a comparison of it failed in, and one per fingerprint, `count_key`
+    /// ([`SprayKey::count`]), holding [`SprayCounts`] of the current and the previous
+    /// period. The answer is
     /// `|failed|` over both periods, as on Redis, without reading the members: a count
     /// over a million accounts costs what one over ten does. `Check` reads the count
     /// entry only and writes nothing. Both entries expire at the end of the next period.
     /// `limit` is not needed: the count is exact whatever its size.
     fn spray(
         &mut self,
-        prefix: &str,
-        member: &str,
+        count_key: &str,
+        key: &str,
         note: SprayNote,
         period_ms: u64,
         _limit: u32,
@@ -767,9 +727,8 @@ impl Tables<'_, '_> {
         // Periods are stored plus one, so 0 means never.
         let noted = period + 1;
         let expires_ms = (period + 2).saturating_mul(period_ms);
-        let count_key = format!("{prefix}count");
         // [current, previous] as of this period; the clock never goes back.
-        let mut counts = match self.get(&count_key)? {
+        let mut counts = match self.get(count_key)? {
             Some(Entry::SprayCount { period: held, counts, .. }) if held == noted => counts,
             Some(Entry::SprayCount { period: held, counts, .. }) if held + 1 == noted => {
                 [SprayCounts::default(), counts[0]]
@@ -781,8 +740,7 @@ impl Tables<'_, '_> {
         if note == SprayNote::Check {
             return Ok(union(counts));
         }
-        let key = format!("{prefix}member:{member}");
-        let last = match self.get(&key)? {
+        let last = match self.get(key)? {
             Some(Entry::Spray { failed, .. }) => failed,
             Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
             None => 0,
@@ -791,8 +749,8 @@ impl Tables<'_, '_> {
         // last noted then is in both).
         counts[0].failed += u64::from(last != noted);
         counts[0].new_failed += u64::from(last != noted && last + 1 != noted);
-        self.put(&key, Entry::Spray { failed: noted, expires_ms })?;
-        self.put(&count_key, Entry::SprayCount { period: noted, counts, expires_ms })?;
+        self.put(key, Entry::Spray { failed: noted, expires_ms })?;
+        self.put(count_key, Entry::SprayCount { period: noted, counts, expires_ms })?;
         Ok(union(counts))
     }
 
@@ -858,7 +816,7 @@ impl Store for EmbeddedStore {
             device: attempt.device.map(|d| (d.bucket.record(), d.epoch)),
             epoch_key: key.device_epoch(),
             epoch_ttl_ms: attempt.device_epoch_ttl_ms,
-            attempt: attempt.attempt_id.map(|id| key.attempt(&self.secret, id)),
+            attempt: attempt.attempt_id.map(|k| k.as_str().to_owned()),
             attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
             policy: *attempt.policy,
         };
@@ -878,10 +836,10 @@ impl Store for EmbeddedStore {
     async fn refund(
         &self,
         key: &AccountKey,
-        attempt_id: Option<&AttemptId>,
+        attempt_id: Option<&AttemptKey>,
         window_start_ms: u64,
     ) -> Result<(), StoreError> {
-        let attempt = attempt_id.map(|id| key.attempt(&self.secret, id));
+        let attempt = attempt_id.map(|k| k.as_str().to_owned());
         self.submit(Op::Refund { record: key.record(), attempt, window_start_ms }).await.map(drop)
     }
 
@@ -894,8 +852,8 @@ impl Store for EmbeddedStore {
         limit: u32,
     ) -> Result<u64, StoreError> {
         let op = Op::Spray {
-            prefix: spray.prefix(),
-            member: account.digest().to_owned(),
+            count: spray.count(),
+            member: spray.member(account),
             note,
             period_ms,
             limit,

@@ -15,9 +15,8 @@ use async_trait::async_trait;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::keys::{AccountKey, AttemptId};
-use super::{Attempt, Counted, Inspection, Store, StoreError};
-use crate::spray::{SprayKey, SprayNote};
+use super::keys::{AccountKey, AttemptKey, SprayKey};
+use super::{Attempt, Counted, Inspection, SprayNote, Store, StoreError};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
 use crate::throttle::Policy;
@@ -104,7 +103,7 @@ impl Store for InstrumentedStore {
     async fn refund(
         &self,
         key: &AccountKey,
-        attempt_id: Option<&AttemptId>,
+        attempt_id: Option<&AttemptKey>,
         window_start_ms: u64,
     ) -> Result<(), StoreError> {
         self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms)).await

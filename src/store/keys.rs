@@ -11,17 +11,22 @@
 //! portcullis:v2:{<32 hex digest>}:a:<16 hex>     one attempt_id's answer (a retry horizon)
 //! portcullis:v2:{<32 hex digest>}:d:<16 hex>     one known device's bucket (hash f, ws, st)
 //! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
+//! portcullis:v2:{spray:<16 hex realm tag>:<4 hex fingerprint>}:…   spray counts
 //! ```
+//!
+//! Spray keys (docs/spray.md) carry the password fingerprint's own hash tag, so the
+//! spray script runs on one node whatever the account: `failed:0`, `failed:1` and
+//! `periods` on Redis, `member:<account digest>` and `count` on the embedded store.
 //!
 //! Short names, because every made-up identifier an attacker tries costs one record:
 //! the `v1` layout (64 hex, `:record`, `:attempt:<32 hex>`) cost 245 bytes of Redis a
 //! record and 270 an attempt id; this one 209 and 225 (docs/store.md, "What a record
 //! costs"). No key holds an identifier or attempt id in clear.
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+use hmac::Mac;
 
 use crate::normalize::NormalizedIdentifier;
+pub use crate::secret::KeySecret;
 
 /// Prefix of every key; the version changes when the layout does (v2: the compact
 /// layout; a daemon of this version ignores v1 keys, which expire by themselves).
@@ -33,64 +38,6 @@ const ACCOUNT_DIGEST_BYTES: usize = 16;
 /// Bytes kept of an attempt id's or a device nonce's keyed digest (64 bits: 16 hex
 /// characters), which only tell apart the few ids and devices of one account.
 const SUFFIX_DIGEST_BYTES: usize = 8;
-
-/// The HMAC key for account keys. Every daemon sharing a store uses the same one;
-/// changing it forgets every count. `Debug` is redacted.
-#[derive(Clone)]
-pub struct KeySecret(Vec<u8>);
-
-impl KeySecret {
-    /// Shortest accepted secret, in bytes (the HMAC-SHA-256 output size; RFC 2104 §3).
-    pub const MIN_BYTES: usize = 32;
-
-    /// Wraps raw secret bytes. Length is checked by configuration validation.
-    pub fn new(bytes: Vec<u8>) -> Self {
-        Self(bytes)
-    }
-
-    /// A secret read from a file: one trailing `\n` (or `\r\n`) is not part of it.
-    pub fn from_file_contents(mut bytes: Vec<u8>) -> Self {
-        if bytes.ends_with(b"\n") {
-            bytes.pop();
-            if bytes.ends_with(b"\r") {
-                bytes.pop();
-            }
-        }
-        Self(bytes)
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether the secret is empty (never valid).
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn mac(&self) -> Hmac<Sha256> {
-        // HMAC accepts keys of any length (RFC 2104), so this cannot fail.
-        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
-    }
-
-    /// A 32-byte subkey for one purpose, `HMAC-SHA-256(secret, "portcullis:v1:subkey\0" ‖
-    /// label)`: domain-separated from account keys (whose input starts with a 4-byte
-    /// length) and from every other label, so a value made with one subkey says nothing
-    /// about another. Every daemon sharing the secret derives the same subkey.
-    pub fn subkey(&self, label: &str) -> [u8; 32] {
-        let mut mac = self.mac();
-        mac.update(b"portcullis:v1:subkey\0");
-        mac.update(label.as_bytes());
-        mac.finalize().into_bytes().into()
-    }
-}
-
-impl std::fmt::Debug for KeySecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "KeySecret(<{} bytes redacted>)", self.0.len())
-    }
-}
 
 /// The store's name for one account key (realm, normalized identifier): a keyed digest
 /// (128 bits), in lowercase hex, used as the Redis Cluster hash tag.
@@ -156,14 +103,14 @@ impl AccountKey {
 
     /// `portcullis:v2:{<digest>}:a:<16 hex>`: the stored answer of one `attempt_id`, in
     /// the same hash tag as the record.
-    pub fn attempt(&self, secret: &KeySecret, attempt_id: &AttemptId) -> String {
+    pub fn attempt(&self, secret: &KeySecret, attempt_id: &AttemptId) -> AttemptKey {
         let mut mac = secret.mac();
         // Domain separation from account keys, whose first byte is a length.
         mac.update(b"attempt_id\0");
         mac.update(attempt_id.0.as_bytes());
         let digest = mac.finalize().into_bytes();
         let suffix = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
-        format!("{KEY_PREFIX}{{{}}}:a:{suffix}", self.digest)
+        AttemptKey(format!("{KEY_PREFIX}{{{}}}:a:{suffix}", self.digest))
     }
 
     /// The hex digest (the hash tag's contents).
@@ -176,6 +123,72 @@ impl std::fmt::Debug for AccountKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let bucket = if self.device.is_some() { ", device" } else { "" };
         write!(f, "AccountKey({}…{bucket})", &self.digest[..8])
+    }
+}
+
+/// Where one fingerprint's spray counts live. Its `Debug` shows neither part.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SprayKey {
+    /// 16 hex digits: a keyed digest of the realm name.
+    realm_tag: String,
+    /// The truncated password fingerprint.
+    fingerprint: u16,
+}
+
+impl std::fmt::Debug for SprayKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SprayKey(<redacted>)")
+    }
+}
+
+impl SprayKey {
+    /// `portcullis:v2:{spray:<realm tag>:<4 hex>}:`: every spray key of this fingerprint
+    /// starts so, and the braces make it one Redis Cluster hash tag, so the spray script
+    /// runs on one node.
+    pub fn prefix(&self) -> String {
+        format!("{KEY_PREFIX}{{spray:{}:{:04x}}}:", self.realm_tag, self.fingerprint)
+    }
+
+    /// The Redis keys of the spray script, in its KEYS order: the failed HyperLogLog of
+    /// each period parity, and the hash naming the period each parity holds.
+    pub fn redis_keys(&self) -> [String; 3] {
+        let p = self.prefix();
+        [format!("{p}failed:0"), format!("{p}failed:1"), format!("{p}periods")]
+    }
+
+    /// The spray key of `fingerprint` in the realm whose keyed tag is `realm_tag`
+    /// (`crate::spray::SprayFingerprints` derives both).
+    pub fn new(realm_tag: String, fingerprint: u16) -> Self {
+        Self { realm_tag, fingerprint }
+    }
+
+    /// The fingerprint, for this process's own tracking (`crate::spray::SprayWatch`);
+    /// never logged.
+    pub fn fingerprint(&self) -> u16 {
+        self.fingerprint
+    }
+
+    /// The embedded store's entry of one account key under this fingerprint
+    /// (docs/spray.md, "The embedded store"): `<prefix>member:<account digest>`.
+    pub fn member(&self, account: &AccountKey) -> String {
+        format!("{}member:{}", self.prefix(), account.digest())
+    }
+
+    /// The embedded store's entry of this fingerprint's counts: `<prefix>count`.
+    pub fn count(&self) -> String {
+        format!("{}count", self.prefix())
+    }
+}
+
+/// The store key of one `attempt_id`'s answer ([`AccountKey::attempt`]): built where the
+/// request is read, so a store never needs the key secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptKey(String);
+
+impl AttemptKey {
+    /// The key as the store names it.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -228,8 +241,8 @@ mod tests {
         assert_eq!(k.digest(), "6213abbd6884a4636012888f626bf820");
         let id = AttemptId::parse("6f1c0f9e-3f1e-4b8e-9a55-0c0ffee00001").unwrap().unwrap();
         let attempt = k.attempt(&secret(), &id);
-        assert!(attempt.starts_with(&format!("portcullis:v2:{{{}}}:a:", k.digest())));
-        assert_eq!(attempt.len(), record.len() - "r".len() + "a:".len() + 16);
+        assert!(attempt.as_str().starts_with(&format!("portcullis:v2:{{{}}}:a:", k.digest())));
+        assert_eq!(attempt.as_str().len(), record.len() - "r".len() + "a:".len() + 16);
         assert_eq!(k.device_epoch(), format!("portcullis:v2:{{{}}}:e", k.digest()));
     }
 
@@ -259,24 +272,11 @@ mod tests {
     }
 
     #[test]
-    fn subkeys_are_separated_by_label() {
-        assert_ne!(secret().subkey("device-token"), secret().subkey("spray"));
-        assert_eq!(secret().subkey("device-token"), secret().subkey("device-token"));
-    }
-
-    #[test]
     fn attempt_ids_are_validated() {
         assert_eq!(AttemptId::parse(""), Ok(None));
         assert!(AttemptId::parse(&"a".repeat(128)).unwrap().is_some());
         assert!(AttemptId::parse(&"a".repeat(129)).is_err());
         assert!(AttemptId::parse("has space").is_err());
         assert!(AttemptId::parse("ünï").is_err());
-    }
-
-    #[test]
-    fn secret_file_trailing_newline_is_ignored() {
-        assert_eq!(KeySecret::from_file_contents(b"abc\n".to_vec()).len(), 3);
-        assert_eq!(KeySecret::from_file_contents(b"abc\r\n".to_vec()).len(), 3);
-        assert!(!format!("{:?}", secret()).contains("0123"));
     }
 }

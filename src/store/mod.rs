@@ -2,6 +2,7 @@
 //! operation is one atomic step in its store (a Lua script on Redis), on the store's
 //! clock.
 
+pub mod config;
 pub mod embedded;
 pub mod instrumented;
 pub mod keys;
@@ -9,9 +10,17 @@ pub mod redis;
 
 use async_trait::async_trait;
 
-use crate::spray::{SprayKey, SprayNote};
 use crate::throttle::{Policy, Record};
-use keys::{AccountKey, AttemptId};
+use keys::{AccountKey, AttemptKey, SprayKey};
+
+/// What a spray call does: read the count, or note an account in one set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SprayNote {
+    /// Read only: the fingerprint's count now (sent with the attempt's count).
+    Check,
+    /// The comparison failed: the account joins the fingerprint's failed set.
+    Failure,
+}
 
 /// A store operation that did not complete. Never turned into an answer: the service
 /// maps every variant to `UNAVAILABLE` (fail closed).
@@ -45,8 +54,8 @@ pub struct Attempt<'a> {
     /// attempt is counted in the device's bucket when the claim's device epoch is the
     /// account's current one (docs/devices.md, "Revocation"), else on `key`.
     pub device: Option<DeviceClaim<'a>>,
-    /// The gateway's idempotency id.
-    pub attempt_id: Option<&'a AttemptId>,
+    /// Where the gateway's idempotency id keeps its answer.
+    pub attempt_id: Option<&'a AttemptKey>,
     /// The realm's throttle.
     pub policy: &'a Policy,
     /// How long a revocation must be remembered after this attempt: the realm's
@@ -57,7 +66,11 @@ pub struct Attempt<'a> {
 
 impl<'a> Attempt<'a> {
     /// An untrusted attempt on `key` (no device token), as `RecordAttempt` counts it.
-    pub fn new(key: &'a AccountKey, attempt_id: Option<&'a AttemptId>, policy: &'a Policy) -> Self {
+    pub fn new(
+        key: &'a AccountKey,
+        attempt_id: Option<&'a AttemptKey>,
+        policy: &'a Policy,
+    ) -> Self {
         Self { key, device: None, attempt_id, policy, device_epoch_ttl_ms: DEFAULT_EPOCH_TTL_MS }
     }
 }
@@ -125,7 +138,7 @@ pub trait Store: Send + Sync + 'static {
     async fn record_attempt(
         &self,
         key: &AccountKey,
-        attempt_id: Option<&AttemptId>,
+        attempt_id: Option<&AttemptKey>,
         policy: &Policy,
     ) -> Result<Counted, StoreError> {
         self.count(&Attempt::new(key, attempt_id, policy)).await
@@ -143,7 +156,7 @@ pub trait Store: Send + Sync + 'static {
     async fn refund(
         &self,
         key: &AccountKey,
-        attempt_id: Option<&AttemptId>,
+        attempt_id: Option<&AttemptKey>,
         window_start_ms: u64,
     ) -> Result<(), StoreError>;
 

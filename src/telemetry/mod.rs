@@ -1,4 +1,4 @@
-//! Telemetry (docs/observability.md: what operators see of the governor, and never
+//! Telemetry (docs/observability.md): what operators see of the daemon, and never
 //! whom it protects. No log line, metric label or span attribute carries an
 //! identifier, account key, password, hash or password fingerprint; the tests read the
 //! daemon's logs, its `/metrics` and its exported spans to hold that.
@@ -8,15 +8,18 @@
 //!   carried in gRPC metadata.
 //! - [`metrics`]: the Prometheus recorder behind the `metrics` facade and every metric's
 //!   name and labels.
-//! - [`admin`]: the admin HTTP listener (`/metrics`, `/healthz`, `/readyz`) and the
+//! - [`http`]: the HTTP listener of metrics and health (`/metrics`, `/healthz`,
+//!   `/readyz`; `telemetry.admin_listen`) and the
 //!   readiness it reports.
+//! - [`config`]: the `[telemetry]` settings.
 //! - [`episodes`]: refusal episodes, so a flood of refusals is a few log lines.
 //!
 //! Logs go to stderr, filtered by `RUST_LOG` (default `info`): human-readable by
 //! default, one JSON object a line with `--log-format json`.
 
-pub mod admin;
+pub mod config;
 pub mod episodes;
+pub mod http;
 pub mod metrics;
 pub mod traces;
 

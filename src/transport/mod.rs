@@ -7,7 +7,10 @@
 //! [`Conn`]s. Each `Conn` carries a [`ConnInfo`] (peer identity, activity) that tonic
 //! puts into every request's extensions, where `crate::auth` reads it.
 
+pub mod limits;
 pub mod tls;
+
+pub use limits::{MAX_IO_THREADS, ServerLimits};
 
 use std::collections::HashMap;
 use std::io;
@@ -18,218 +21,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tonic::transport::server::Connected;
 
 use tls::{PeerIdentity, ReloadingTls};
-
-/// `[server]`: limits of the gRPC listener. Defaults fit the requests this daemon takes
-/// (a `Verify` request is a few kilobytes at most).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerLimits {
-    /// Largest request or answer message, decoded or encoded, in KiB (tonic's default is
-    /// 4 MiB). Must leave room for `verify.max_password_bytes` plus 8 KiB.
-    #[serde(default = "default_max_message_kib")]
-    pub max_message_kib: u32,
-    /// HTTP/2 streams (calls) open at once on one connection.
-    #[serde(default = "default_max_concurrent_streams")]
-    pub max_concurrent_streams: u32,
-    /// Largest HTTP/2 header list of one call, in KiB.
-    #[serde(default = "default_max_header_list_kib")]
-    pub max_header_list_kib: u32,
-    /// Open connections at once; a connection beyond is closed at accept.
-    #[serde(default = "default_max_connections")]
-    pub max_connections: usize,
-    /// Deadline of a TLS handshake.
-    #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
-    pub handshake_timeout: Duration,
-    /// A connection with no call in flight for this long is closed (it also ends a
-    /// client that never finishes sending its headers).
-    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
-    pub idle_timeout: Duration,
-    /// Longest a call may take, body included: a client that opens a call and never
-    /// sends its message cannot hold the stream (and its memory) longer. A caller's own
-    /// `grpc-timeout` may be shorter.
-    #[serde(default = "default_request_timeout", with = "humantime_serde")]
-    pub request_timeout: Duration,
-    /// Interval of HTTP/2 keep-alive pings.
-    #[serde(default = "default_keepalive_interval", with = "humantime_serde")]
-    pub keepalive_interval: Duration,
-    /// A keep-alive ping unanswered for this long closes the connection.
-    #[serde(default = "default_keepalive_timeout", with = "humantime_serde")]
-    pub keepalive_timeout: Duration,
-    /// HTTP/2 receive window of one stream, in KiB: how much of one request may be
-    /// buffered before the client must wait.
-    #[serde(default = "default_stream_window_kib")]
-    pub stream_window_kib: u32,
-    /// HTTP/2 receive window of one connection, in KiB.
-    #[serde(default = "default_connection_window_kib")]
-    pub connection_window_kib: u32,
-    /// Streams a client may reset before the server has answered them, at once, before
-    /// the connection is closed (the HTTP/2 rapid-reset attack, CVE-2023-44487).
-    #[serde(default = "default_max_pending_resets")]
-    pub max_pending_accept_reset_streams: usize,
-    /// Streams one connection's client may reset (RST_STREAM frames it sends): this many
-    /// at once, and this many a minute after; one more closes the connection. h2's
-    /// `max_pending_accept_reset_streams` bounds only resets of streams not yet accepted,
-    /// at once, which a reset loop stays under (docs/security.md, "Abusive clients").
-    #[serde(default = "default_max_client_resets_per_minute")]
-    pub max_client_resets_per_minute: u32,
-    /// Messages over `max_message_kib` refused on one connection; the refusal that
-    /// reaches this count closes the connection.
-    #[serde(default = "default_max_oversized_messages")]
-    pub max_oversized_messages: u32,
-    /// Threads that run the connections, the calls and the store's network I/O (password
-    /// hashing runs apart, on the CPU budget's threads: `verify.max_concurrent`).
-    /// 1, the default, runs them on one thread, which costs the least CPU per call
-    /// ([`ServerLimits::runtime`]); more spread calls over more cores when one core
-    /// cannot carry the call rate.
-    #[serde(default = "default_io_threads")]
-    pub io_threads: usize,
-    /// After a connection is closed for abuse (`max_client_resets_per_minute`,
-    /// `max_oversized_messages`), new connections from its address are closed at accept
-    /// for this long, before any TLS or HTTP/2 work: a client that reconnects at once
-    /// cannot keep spending the daemon's time on the same abuse. An address that offends
-    /// again right after its cooldown gets twice as long, up to 32 times this
-    /// ([`AbuseCooldown`]). Connections already open from that address are left alone.
-    /// `0s` turns it off.
-    #[serde(default = "default_abuse_cooldown", with = "humantime_serde")]
-    pub abuse_cooldown: Duration,
-}
-
-const fn default_max_message_kib() -> u32 {
-    16
-}
-const fn default_max_concurrent_streams() -> u32 {
-    100
-}
-const fn default_max_header_list_kib() -> u32 {
-    16
-}
-const fn default_max_connections() -> usize {
-    1024
-}
-const fn default_handshake_timeout() -> Duration {
-    Duration::from_secs(5)
-}
-const fn default_idle_timeout() -> Duration {
-    Duration::from_secs(300)
-}
-const fn default_request_timeout() -> Duration {
-    Duration::from_secs(30)
-}
-const fn default_keepalive_interval() -> Duration {
-    Duration::from_secs(30)
-}
-const fn default_keepalive_timeout() -> Duration {
-    Duration::from_secs(10)
-}
-const fn default_stream_window_kib() -> u32 {
-    64
-}
-const fn default_connection_window_kib() -> u32 {
-    256
-}
-const fn default_max_pending_resets() -> usize {
-    20
-}
-const fn default_max_client_resets_per_minute() -> u32 {
-    200
-}
-const fn default_max_oversized_messages() -> u32 {
-    3
-}
-const fn default_io_threads() -> usize {
-    1
-}
-const fn default_abuse_cooldown() -> Duration {
-    Duration::from_secs(1)
-}
-
-impl Default for ServerLimits {
-    fn default() -> Self {
-        Self {
-            max_message_kib: default_max_message_kib(),
-            max_concurrent_streams: default_max_concurrent_streams(),
-            max_header_list_kib: default_max_header_list_kib(),
-            max_connections: default_max_connections(),
-            handshake_timeout: default_handshake_timeout(),
-            idle_timeout: default_idle_timeout(),
-            request_timeout: default_request_timeout(),
-            keepalive_interval: default_keepalive_interval(),
-            keepalive_timeout: default_keepalive_timeout(),
-            stream_window_kib: default_stream_window_kib(),
-            connection_window_kib: default_connection_window_kib(),
-            max_pending_accept_reset_streams: default_max_pending_resets(),
-            max_client_resets_per_minute: default_max_client_resets_per_minute(),
-            max_oversized_messages: default_max_oversized_messages(),
-            io_threads: default_io_threads(),
-            abuse_cooldown: default_abuse_cooldown(),
-        }
-    }
-}
-
-/// Largest `server.io_threads`.
-pub const MAX_IO_THREADS: usize = 256;
-
-/// Streams the server may reset on one connection because of the client's protocol
-/// errors (h2's `max_local_error_reset_streams`, its default) before it closes the
-/// connection with GOAWAY `ENHANCE_YOUR_CALM`.
-pub const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 1024;
-
-impl ServerLimits {
-    /// The Tokio runtime the daemon serves on: a current-thread runtime with
-    /// `io_threads = 1`, else a multi-thread one with `io_threads` workers (a value
-    /// outside 1–256, which validation refuses, gives one thread).
-    ///
-    /// Why one thread by default: on the current-thread scheduler a task that another
-    /// wakes runs after the tasks already waiting, so the answers of many calls leave in
-    /// one socket write, and so do their Redis scripts. The multi-thread scheduler runs a
-    /// woken task next (its LIFO slot), so each call's answer and each script is a write
-    /// of its own, and its workers park and wake each other. Measured with `RecordAttempt`
-    /// on Redis at 64 calls in flight on 2 cores: 0.3–0.5 against 1.4–1.9 writes per call
-    /// and about half the CPU per call, 27–32 against 51–66 µs (docs/performance.md, "One
-    /// I/O thread").
-    ///
-    /// # Errors
-    /// The I/O error of creating the runtime (its event loop or its threads).
-    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
-        match self.io_threads {
-            2..=MAX_IO_THREADS => tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(self.io_threads)
-                .enable_all()
-                .build(),
-            _ => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        }
-    }
-
-    /// Largest message in bytes.
-    pub fn max_message_bytes(&self) -> usize {
-        self.max_message_kib as usize * 1024
-    }
-
-    /// A tonic server builder with these limits.
-    pub fn builder(&self) -> tonic::transport::Server {
-        tonic::transport::Server::builder()
-            .max_concurrent_streams(self.max_concurrent_streams)
-            .timeout(self.request_timeout)
-            .http2_max_header_list_size(self.max_header_list_kib * 1024)
-            .http2_keepalive_interval(Some(self.keepalive_interval))
-            .http2_keepalive_timeout(Some(self.keepalive_timeout))
-            .initial_stream_window_size(self.stream_window_kib * 1024)
-            .initial_connection_window_size(self.connection_window_kib * 1024)
-            .http2_max_pending_accept_reset_streams(Some(self.max_pending_accept_reset_streams))
-            // tonic passes `None` (no bound at all) unless told: h2's own default, 1,024
-            // streams the server had to reset on the client's protocol errors, then GOAWAY
-            // ENHANCE_YOUR_CALM.
-            .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
-            .max_frame_size(16 * 1024)
-    }
-}
 
 /// Most addresses held in an [`AbuseCooldown`] at once; past it, forgotten ones are
 /// dropped, and while it stays full a new address is not held (the per-connection

@@ -34,6 +34,8 @@ use rustls::server::danger::ClientCertVerifier;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::setting::{ConfigError, check};
+
 /// `[tls]`: the listener's certificate and, for mutual TLS, the CA its callers'
 /// certificates must chain to.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -81,7 +83,20 @@ pub enum TlsError {
 }
 
 impl TlsConfig {
-    /// Checks the reload interval and builds the configuration once, so bad files stop
+    /// Range-checks `tls.reload_interval`.
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] naming it.
+    pub fn validate(&self) -> Result<&Self, ConfigError> {
+        check(
+            "tls.reload_interval",
+            self.reload_interval,
+            Duration::from_millis(100)..=Duration::from_secs(86_400),
+        )?;
+        Ok(self)
+    }
+
+    /// Builds the configuration once, so bad files stop
     /// the daemon at start-up instead of at the first connection.
     ///
     /// # Errors

@@ -1,28 +1,27 @@
 //! `Verify`: password-hash comparison under the daemon's CPU budget.
 //!
 //! - [`hash`]: stored-hash parsing, ceilings, comparison, the rehash rule.
-//! - [`governor`]: the CPU governor (global and per-client ceilings, bounded wait and queue).
+//! - [`budget`]: the CPU budget (global and per-client ceilings, bounded wait and queue).
+//! - [`config`]: `[verify]` and `[realms.NAME.hash]`.
 //!
-//! [`Verifier`] ties them to the realms: it owns each realm's dummy hash, made at
-//! start-up with the realm's target, so an unknown account costs the same hash work as a
-//! known one.
+//! [`Verifier`] ties them together: it owns each realm's dummy hash, made at start-up
+//! with the realm's target, so an unknown account costs the same hash work as a known one.
 
-pub mod governor;
+pub mod budget;
+pub mod config;
 pub mod hash;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use governor::{CpuGovernor, GovernorSettings};
+use budget::{BudgetSettings, CpuBudget};
 use hash::{Ceilings, HashError, HashParams, StoredHash};
-
-use crate::realm::{Realm, Realms};
 
 /// Validated `[verify]` settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VerifySettings {
     /// The CPU budget.
-    pub governor: GovernorSettings,
+    pub budget: BudgetSettings,
     /// Cost ceilings for stored hashes.
     pub ceilings: Ceilings,
     /// Longest password accepted, in bytes.
@@ -42,15 +41,15 @@ pub enum VerifierError {
     Dummy { realm: String, reason: String },
 }
 
-/// The realms' dummy hashes, the ceilings and the CPU governor.
+/// The realms' dummy hashes, the ceilings and the CPU budget.
 pub struct Verifier {
     settings: VerifySettings,
-    governor: Arc<CpuGovernor>,
+    budget: Arc<CpuBudget>,
     /// One per realm, made with the realm's target from a random password nobody knows.
     dummies: HashMap<String, Arc<StoredHash>>,
 }
 
-/// One comparison, ready to run on the governor's pool.
+/// One comparison, ready to run on the CPU budget's pool.
 pub struct Comparison {
     hash: Arc<StoredHash>,
     /// `false` for an unknown account: the dummy hash is compared, and never accepted.
@@ -68,22 +67,25 @@ pub struct Outcome {
 }
 
 impl Verifier {
-    /// Makes every realm's dummy hash (slow by design: one hash per realm) and starts the
-    /// governor's pool.
+    /// Makes a dummy hash for each realm of `targets` (its name and hash target; slow by
+    /// design: one hash per realm) and starts the CPU budget's pool.
     ///
     /// # Errors
     /// [`VerifierError`] when the pool cannot start or a dummy hash cannot be made.
-    pub fn new(settings: VerifySettings, realms: &Realms) -> Result<Self, VerifierError> {
+    pub fn new<'a>(
+        settings: VerifySettings,
+        targets: impl IntoIterator<Item = (&'a str, &'a HashParams)>,
+    ) -> Result<Self, VerifierError> {
         let mut dummies = HashMap::new();
-        for realm in realms.iter() {
+        for (realm, target) in targets {
             let mut secret = [0u8; 32];
             let dummy = getrandom::fill(&mut secret)
                 .map_err(|e| e.to_string())
-                .and_then(|()| StoredHash::generate(&secret, &realm.hash_target))
-                .map_err(|reason| VerifierError::Dummy { realm: realm.name.clone(), reason })?;
-            dummies.insert(realm.name.clone(), Arc::new(dummy));
+                .and_then(|()| StoredHash::generate(&secret, target))
+                .map_err(|reason| VerifierError::Dummy { realm: realm.to_owned(), reason })?;
+            dummies.insert(realm.to_owned(), Arc::new(dummy));
         }
-        Ok(Self { settings, governor: Arc::new(CpuGovernor::new(settings.governor)?), dummies })
+        Ok(Self { settings, budget: Arc::new(CpuBudget::new(settings.budget)?), dummies })
     }
 
     /// The settings in force.
@@ -91,9 +93,9 @@ impl Verifier {
         &self.settings
     }
 
-    /// The CPU governor.
-    pub fn governor(&self) -> &Arc<CpuGovernor> {
-        &self.governor
+    /// The CPU budget.
+    pub fn budget(&self) -> &Arc<CpuBudget> {
+        &self.budget
     }
 
     /// The dummy hash of `realm`, compared when an account does not exist.
@@ -101,25 +103,31 @@ impl Verifier {
         self.dummies.get(realm).map(|d| d.as_ref())
     }
 
-    /// Parses `stored_hash` for `realm` (empty: the realm's dummy hash), without hashing.
+    /// Parses `stored_hash` for realm `realm`, whose hash target is `target` (empty: the
+    /// realm's dummy hash), without hashing.
     ///
     /// # Errors
     /// [`HashError`] for a malformed hash or one above the ceilings.
-    pub fn prepare(&self, realm: &Realm, stored_hash: &str) -> Result<Comparison, HashError> {
+    pub fn prepare(
+        &self,
+        realm: &str,
+        target: HashParams,
+        stored_hash: &str,
+    ) -> Result<Comparison, HashError> {
         let (hash, known) = if stored_hash.is_empty() {
             // Realms are fixed at start-up and each has a dummy; a missing one is a bug,
             // reported as an unsupported hash rather than a panic.
-            let dummy = self.dummies.get(&realm.name).ok_or(HashError::UnsupportedFormat)?;
+            let dummy = self.dummies.get(realm).ok_or(HashError::UnsupportedFormat)?;
             (dummy.clone(), false)
         } else {
             (Arc::new(StoredHash::parse(stored_hash, &self.settings.ceilings)?), true)
         };
-        Ok(Comparison { hash, known, target: realm.hash_target })
+        Ok(Comparison { hash, known, target })
     }
 }
 
 impl Comparison {
-    /// Compares `password`: the slow part, for the governor's pool. Runs in a
+    /// Compares `password`: the slow part, for the CPU budget's pool. Runs in a
     /// `password_comparison` span, child of `parent` (the pool thread has no span of its
     /// own), naming the algorithm and its cost only, and records
     /// `portcullis_verify_comparison_seconds`.

@@ -33,7 +33,7 @@ async fn every_scripts_keys_hash_to_one_slot() {
         let record = key.record();
         for attempt_id in ["{", "}:{", "a:b{c}d"] {
             let attempt = key.attempt(&secret, &AttemptId::parse(attempt_id).unwrap().unwrap());
-            assert_eq!(keyslot(node, &record), keyslot(node, &attempt), "{identifier:?}");
+            assert_eq!(keyslot(node, &record), keyslot(node, attempt.as_str()), "{identifier:?}");
         }
         // The slot is the hash tag's alone: the identifier's braces never reach a key.
         assert_eq!(keyslot(node, &record), keyslot(node, &format!("{{{}}}", key.digest())));

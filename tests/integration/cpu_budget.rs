@@ -12,15 +12,15 @@ use tokio::task::JoinSet;
 use tonic::Code;
 
 /// Waits (bounded) until the governor is idle, then returns its stats.
-async fn settled(daemon: &Daemon) -> portcullis::verify::governor::GovernorStats {
+async fn settled(daemon: &Daemon) -> portcullis::verify::budget::BudgetStats {
     for _ in 0..200 {
-        let s = daemon.governor();
+        let s = daemon.budget();
         if s.running == 0 && s.waiting == 0 && s.clients == 0 {
             return s;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    daemon.governor()
+    daemon.budget()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,7 +96,7 @@ const WIDE: &str = "[verify]\nmax_concurrent = 2\nmax_waiters = 32\n";
 async fn fifteen_concurrent_wrong_guesses(daemon: Daemon) {
     let hash = StoredHash::generate(b"pw", &HashParams::Bcrypt { cost: 4 }).unwrap();
     for (round, one_client) in [false, true].into_iter().enumerate() {
-        let before = daemon.governor().comparisons;
+        let before = daemon.budget().comparisons;
         let id = format!("target{round}@example.com");
         let mut calls = JoinSet::new();
         for n in 0..15 {
@@ -263,7 +263,7 @@ async fn a_thousand_cancelled_calls_leave_every_slot_free() {
     }
     while calls.join_next().await.is_some() {}
     let stats = settled(&daemon).await;
-    let max = daemon.verifier.governor().settings().max_concurrent;
+    let max = daemon.verifier.budget().settings().max_concurrent;
     assert_eq!((stats.running, stats.waiting, stats.clients), (0, 0, 0), "{stats:?}");
     assert_eq!(stats.free_slots, max, "a slot leaked");
     assert!(stats.comparisons >= 1, "no call was cancelled while hashing: {stats:?}");
@@ -277,17 +277,17 @@ async fn a_thousand_cancelled_calls_leave_every_slot_free() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_argon2_memory_is_freed_once_the_hashing_threads_are_idle() {
-    use portcullis::verify::governor::{CpuGovernor, GovernorSettings, Lane};
+    use portcullis::verify::budget::{BudgetSettings, CpuBudget, Lane};
     use portcullis::verify::hash::{Algorithm, kept_memory_kib};
     use std::sync::Arc;
-    let settings = GovernorSettings {
+    let settings = BudgetSettings {
         max_concurrent: 1,
         max_per_client: 1,
         max_wait: Duration::from_secs(5),
         max_waiters: 8,
         max_trusted_waiters: 8,
     };
-    let governor = Arc::new(CpuGovernor::new(settings).unwrap());
+    let governor = Arc::new(CpuBudget::new(settings).unwrap());
     governor.spawn_memory_release(Duration::from_millis(50));
     let params = HashParams::Argon2 {
         algorithm: Algorithm::Argon2id,

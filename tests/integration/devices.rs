@@ -10,7 +10,7 @@ use portcullis::devices::{DeviceTokens, Grant};
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::pb::{Verdict, VerifyResponse};
 use portcullis::store::keys::{AccountKey, KeySecret};
-use portcullis::verify::governor::{CpuGovernor, GovernorSettings, Lane, Refusal};
+use portcullis::verify::budget::{BudgetSettings, CpuBudget, Lane, Refusal};
 use portcullis::verify::hash::{HashParams, StoredHash};
 use portcullis_test_support::*;
 use prost::Message;
@@ -35,7 +35,7 @@ fn tokens() -> DeviceTokens {
 }
 
 fn is_reject(r: &VerifyResponse) -> bool {
-    r.encode_to_vec() == portcullis::service::reject(false).encode_to_vec()
+    r.encode_to_vec() == portcullis::rpc::reject(false).encode_to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,7 +130,7 @@ async fn tokens_that_are_not_valid_for_this_account_change_nothing() {
         let r = c.verify_with_device(REALM, victim, PASSWORD, &hash, "x", token).await.unwrap();
         assert!(is_reject(&r), "{what} token got past the lockout");
     }
-    assert_eq!(daemon.governor().trusted_waiting, 0);
+    assert_eq!(daemon.budget().trusted_waiting, 0);
 
     // A token longer than any real one is bad input, named.
     let long = "A".repeat(257);
@@ -156,10 +156,10 @@ async fn a_stolen_token_buys_only_its_own_bucket() {
     }
     let r = c.verify_with_device(REALM, victim, PASSWORD, &hash, "thief", &stolen).await;
     assert!(is_reject(&r.unwrap()), "a closed device bucket let the right password in");
-    let comparisons = daemon.governor().comparisons;
+    let comparisons = daemon.budget().comparisons;
     let r = c.verify_with_device(REALM, victim, b"guess", &hash, "thief", &stolen).await;
     assert!(is_reject(&r.unwrap()));
-    assert_eq!(daemon.governor().comparisons, comparisons, "a closed bucket still hashed");
+    assert_eq!(daemon.budget().comparisons, comparisons, "a closed bucket still hashed");
 
     // The guesses were the device's, not the account's: the victim's record is empty,
     // so the victim on another device is not locked out by the thief.
@@ -172,7 +172,7 @@ async fn a_stolen_token_buys_only_its_own_bucket() {
 
 /// Holds the governor's only slot until `release` is sent.
 fn hold_the_slot(
-    governor: &Arc<CpuGovernor>,
+    governor: &Arc<CpuBudget>,
 ) -> (std::sync::mpsc::Sender<()>, tokio::task::JoinHandle<()>) {
     let (release, held) = std::sync::mpsc::channel::<()>();
     let ticket = governor.reserve("holder", Lane::Untrusted).expect("a free slot");
@@ -185,7 +185,7 @@ fn hold_the_slot(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_trusted_lane_is_served_first_and_has_its_own_room() {
     let governor = Arc::new(
-        CpuGovernor::new(GovernorSettings {
+        CpuBudget::new(BudgetSettings {
             max_concurrent: 1,
             max_per_client: 1,
             max_wait: Duration::from_secs(30),

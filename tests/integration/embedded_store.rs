@@ -11,19 +11,15 @@ use std::time::Duration;
 
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::pb::Decision;
-use portcullis::store::embedded::{EmbeddedStore, SECRET_FILE, SystemClock};
+use portcullis::secret::SECRET_FILE;
+use portcullis::store::embedded::{EmbeddedStore, SystemClock};
 use portcullis::store::keys::{AccountKey, KeySecret};
 use portcullis_test_support::*;
 
 /// Reads a record straight from a data directory no daemon holds.
 async fn failures_in(data_dir: &Path, secret: KeySecret, identifier: &str) -> Option<u64> {
-    let store = EmbeddedStore::open(
-        data_dir,
-        Some(secret.clone()),
-        Duration::from_secs(5),
-        Arc::new(SystemClock),
-    )
-    .expect("the data directory opens after the daemon is gone");
+    let store = EmbeddedStore::open(data_dir, Duration::from_secs(5), Arc::new(SystemClock))
+        .expect("the data directory opens after the daemon is gone");
     let key =
         AccountKey::new(&secret, "default", &normalize(Normalization::Email, identifier).unwrap());
     store.record(&key).await.unwrap().map(|r| r.failures)

@@ -27,7 +27,7 @@ async fn a_retried_attempt_counts_once_and_gets_the_same_answer() {
     assert_eq!(c.attempt_with_id("default", id, "sixth").await.unwrap(), Deny);
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 6);
     // ...but only MAX_REPLAYS (2) times: an id is not a reusable ALLOW.
-    assert_eq!(portcullis::service::MAX_REPLAYS, 2);
+    assert_eq!(portcullis::rpc::MAX_REPLAYS, 2);
     assert_eq!(c.attempt_with_id("default", id, "fifth").await.unwrap(), Deny);
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 6);
     // Without an id, every call counts.

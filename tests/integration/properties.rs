@@ -16,9 +16,11 @@ use portcullis::pb::governor_server::Governor;
 use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, VerifyRequest,
 };
-use portcullis::service::GovernorService;
-use portcullis::spray::{SprayKey, SprayNote, SprayWatch};
-use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
+use portcullis::rpc::GovernorService;
+use portcullis::spray::SprayWatch;
+use portcullis::store::SprayNote;
+use portcullis::store::keys::SprayKey;
+use portcullis::store::keys::{AccountKey, AttemptKey, KeySecret};
 use portcullis::store::{Attempt, Counted, Inspection, Store, StoreError};
 use portcullis::throttle::{self, Policy};
 use portcullis::verify::hash::{Ceilings, StoredHash};
@@ -106,7 +108,7 @@ impl Store for CountingStore {
     async fn refund(
         &self,
         _: &AccountKey,
-        _: Option<&AttemptId>,
+        _: Option<&AttemptKey>,
         _: u64,
     ) -> Result<(), StoreError> {
         Err(self.fail())
@@ -147,15 +149,17 @@ fn service(store: Arc<CountingStore>) -> GovernorService {
         .unwrap()
         .validate(Some("x".repeat(32)))
         .unwrap();
-    let verifier =
-        Arc::new(portcullis::verify::Verifier::new(settings.verify, &settings.realms).unwrap());
-    GovernorService::new(
-        Arc::new(settings.realms),
-        store,
-        KeySecret::new(vec![7; 32]),
+    let targets = settings.realms.iter().map(|r| (r.name.as_str(), &r.hash_target));
+    let verifier = Arc::new(portcullis::verify::Verifier::new(settings.verify, targets).unwrap());
+    let secret = KeySecret::new(vec![7; 32]);
+    let logins = portcullis::login::Logins::new(
+        store.clone(),
         verifier,
+        portcullis::devices::DeviceTokens::new(&secret),
+        portcullis::spray::SprayFingerprints::new(&secret),
         SprayWatch::new(),
-    )
+    );
+    GovernorService::new(Arc::new(settings.realms), store, secret, Arc::new(logins))
 }
 
 fn account() -> impl Strategy<Value = Option<Account>> {

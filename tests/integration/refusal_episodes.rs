@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use portcullis::telemetry::episodes::RefusalEpisodes;
-use portcullis::verify::governor::{CpuGovernor, GovernorSettings, Lane, Refusal};
+use portcullis::verify::budget::{BudgetSettings, CpuBudget, Lane, Refusal};
 
 /// Collects every log line written in this process.
 #[derive(Clone, Default)]
@@ -40,14 +40,14 @@ async fn ten_thousand_refusals_make_a_handful_of_log_lines() {
 
     let quiet = Duration::from_millis(300);
     let episodes = RefusalEpisodes::new(quiet);
-    let settings = GovernorSettings {
+    let settings = BudgetSettings {
         max_concurrent: 1,
         max_per_client: 1,
         max_wait: Duration::from_secs(1),
         max_waiters: 1,
         max_trusted_waiters: 1,
     };
-    let governor = Arc::new(CpuGovernor::with_episodes(settings, episodes.clone()).unwrap());
+    let governor = Arc::new(CpuBudget::with_episodes(settings, episodes.clone()).unwrap());
     // One ticket holds the slot, one the only place in the queue: every further call is
     // refused with queue_full.
     let _slot = governor.reserve("a", Lane::Untrusted).unwrap();

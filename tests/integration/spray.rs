@@ -12,10 +12,12 @@ use portcullis::config::{Config, Overrides, Settings};
 use portcullis::pb::admin_client::AdminClient;
 use portcullis::pb::governor_server::Governor;
 use portcullis::pb::{SprayStatusRequest, SprayStatusResponse, Verdict, VerifyRequest};
-use portcullis::service::GovernorService;
-use portcullis::spray::{SprayKey, SprayNote, SprayWatch};
+use portcullis::rpc::GovernorService;
+use portcullis::spray::SprayWatch;
+use portcullis::store::SprayNote;
 use portcullis::store::embedded::{EmbeddedStore, SystemClock};
-use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
+use portcullis::store::keys::SprayKey;
+use portcullis::store::keys::{AccountKey, AttemptKey, KeySecret};
 use portcullis::store::{Attempt, Counted, Inspection, Store, StoreError};
 use portcullis::throttle::Policy;
 use portcullis::verify::hash::{HashParams, StoredHash};
@@ -193,11 +195,11 @@ async fn the_reject_action_refuses_a_sprayed_password_without_hashing() {
         let id = format!("victim{i}@example.com");
         c.verify("tight", &id, SPRAYED, "", &format!("192.0.2.{i}")).await.unwrap();
     }
-    let before = daemon.governor().comparisons;
+    let before = daemon.budget().comparisons;
     let r = c.verify("tight", "owner@example.com", SPRAYED, &owner_hash, "owner").await.unwrap();
     assert_eq!(r.verdict(), Verdict::Reject, "a sprayed password was compared in a reject realm");
     assert!(r.spray_suspected);
-    assert_eq!(daemon.governor().comparisons, before, "the refused comparison was hashed");
+    assert_eq!(daemon.budget().comparisons, before, "the refused comparison was hashed");
     // Other passwords in the realm are compared as usual.
     let mine = b"my own long passphrase";
     let r = c.verify("tight", "someone@example.com", mine, &hash_of(mine), "x").await.unwrap();
@@ -294,7 +296,7 @@ impl Store for FailingSpray {
     async fn refund(
         &self,
         k: &AccountKey,
-        id: Option<&AttemptId>,
+        id: Option<&AttemptKey>,
         window_start_ms: u64,
     ) -> Result<(), StoreError> {
         self.inner.refund(k, id, window_start_ms).await
@@ -338,20 +340,23 @@ async fn a_spray_call_that_fails_is_a_deny_even_for_the_right_password() {
         let secret = KeySecret::new(SECRET.as_bytes().to_vec());
         let inner = EmbeddedStore::open(
             &dir.path().join("data"),
-            Some(secret.clone()),
             std::time::Duration::from_secs(2),
             Arc::new(SystemClock),
         )
         .unwrap();
+        let targets = settings.realms.iter().map(|r| (r.name.as_str(), &r.hash_target));
         let verifier =
-            Arc::new(portcullis::verify::Verifier::new(settings.verify, &settings.realms).unwrap());
-        let service = GovernorService::new(
-            Arc::new(settings.realms),
-            Arc::new(FailingSpray { inner, fail }),
-            secret,
+            Arc::new(portcullis::verify::Verifier::new(settings.verify, targets).unwrap());
+        let store: Arc<dyn Store> = Arc::new(FailingSpray { inner, fail });
+        let logins = portcullis::login::Logins::new(
+            store.clone(),
             verifier,
+            portcullis::devices::DeviceTokens::new(&secret),
+            portcullis::spray::SprayFingerprints::new(&secret),
             SprayWatch::new(),
         );
+        let service =
+            GovernorService::new(Arc::new(settings.realms), store, secret, Arc::new(logins));
         let request = VerifyRequest {
             account: account("sprayed", "owner@example.com"),
             password: password.to_vec(),
@@ -520,13 +525,8 @@ fn embedded_on_manual_clock() -> (EmbeddedStore, Arc<ManualClock>, tempfile::Tem
     let dir = tempfile::tempdir().unwrap();
     // 1_800_000_000_000 is a whole number of minutes: the start of a period.
     let clock = Arc::new(ManualClock(std::sync::atomic::AtomicU64::new(1_800_000_000_000)));
-    let store = EmbeddedStore::open(
-        dir.path(),
-        Some(KeySecret::new(SECRET.as_bytes().to_vec())),
-        std::time::Duration::from_secs(5),
-        clock.clone(),
-    )
-    .unwrap();
+    let store =
+        EmbeddedStore::open(dir.path(), std::time::Duration::from_secs(5), clock.clone()).unwrap();
     (store, clock, dir)
 }
 
@@ -580,8 +580,10 @@ async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys()
         second_factor_required: false,
     };
     for who in ["a", "b", "d"] {
-        let id = AttemptId::parse("attempt-1").unwrap();
-        store.record_attempt(&account_key("sprayed", who), id.as_ref(), &policy).await.unwrap();
+        let key = account_key("sprayed", who);
+        let id = portcullis::store::keys::AttemptId::parse("attempt-1").unwrap().unwrap();
+        let answer = key.attempt(&KeySecret::new(SECRET.as_bytes().to_vec()), &id);
+        store.record_attempt(&key, Some(&answer), &policy).await.unwrap();
     }
     assert_eq!(note(&spray, "g", SprayNote::Failure, 100).await, 5, "{{b, d, e, f, g}}");
     // The count is kept, not read off the members up to the limit: exact past it.

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use portcullis::normalize::{Normalization, normalize};
-use portcullis::spray::{SprayFingerprints, SprayNote};
+use portcullis::spray::SprayFingerprints;
+use portcullis::store::SprayNote;
 use portcullis::store::Store;
 use portcullis::store::embedded::{Clock, EmbeddedStore};
 use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
@@ -74,9 +75,7 @@ impl Embedded {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
-        let store =
-            EmbeddedStore::open(dir.path(), Some(secret()), Duration::from_secs(5), clock.clone())
-                .unwrap();
+        let store = EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
         Self { store: Arc::new(store), clock, _dir: dir }
     }
 }
@@ -109,7 +108,7 @@ struct Redis {
 impl Redis {
     fn new() -> Self {
         let server = RedisServer::start();
-        let store = RedisStore::new(&server.url(), secret(), Duration::from_secs(5), 8).unwrap();
+        let store = RedisStore::new(&server.url(), Duration::from_secs(5), 8).unwrap();
         Self { server, store: Arc::new(store) }
     }
 }
@@ -227,7 +226,7 @@ async fn inspect_reads_only(b: &dyn Backend) {
     let seen = store.inspect(&k).await.unwrap();
     let record = seen.record.unwrap();
     assert_eq!((record.failures, record.step), (6, 0));
-    let answer = portcullis::admin::inspection(&p, &seen);
+    let answer = portcullis::rpc::admin::inspection(&p, &seen);
     assert_eq!(answer.door, portcullis::pb::DoorState::Closed as i32);
     assert_eq!(answer.failures, 6);
     assert!((899..=900).contains(&answer.seconds_until_open), "{answer:?}");
@@ -236,20 +235,22 @@ async fn inspect_reads_only(b: &dyn Backend) {
     }
     assert_eq!(b.record(&k).await, Some((6, 0)), "inspect changed the record");
     b.advance(&k, 10 * MIN).await;
-    let answer = portcullis::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k).await.unwrap());
     assert!((299..=300).contains(&answer.seconds_until_open), "{answer:?}");
     b.advance(&k, 5 * MIN).await;
-    let answer = portcullis::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k).await.unwrap());
     assert_eq!((answer.door, answer.failures, answer.seconds_until_open), (1, 0, 0));
 }
 
 async fn attempt_ids_deduplicate(b: &dyn Backend) {
     let (k, p) = (key("dedup@example.com"), policy(false));
     let store = b.store();
-    let first = store.record_attempt(&k, Some(&id("one")), &p).await.unwrap();
+    let first =
+        store.record_attempt(&k, Some(&k.attempt(&secret(), &id("one"))), &p).await.unwrap();
     assert_eq!(first.replays, 0);
     for n in 1..=3 {
-        let again = store.record_attempt(&k, Some(&id("one")), &p).await.unwrap();
+        let again =
+            store.record_attempt(&k, Some(&k.attempt(&secret(), &id("one"))), &p).await.unwrap();
         assert_eq!(
             (again.allowed, again.window_start_ms, again.replays),
             (true, first.window_start_ms, n)
@@ -258,7 +259,11 @@ async fn attempt_ids_deduplicate(b: &dyn Backend) {
     assert_eq!(b.record(&k).await, Some((1, 0)));
     allowed(b, &k, &p, 5).await;
     assert!(
-        store.record_attempt(&k, Some(&id("one")), &p).await.unwrap().allowed,
+        store
+            .record_attempt(&k, Some(&k.attempt(&secret(), &id("one"))), &p)
+            .await
+            .unwrap()
+            .allowed,
         "first answer kept"
     );
     assert_eq!(b.record(&k).await, Some((6, 0)));
@@ -268,12 +273,15 @@ async fn refunds(b: &dyn Backend) {
     let (k, p) = (key("refund@example.com"), policy(false));
     let store = b.store();
     allowed(b, &k, &p, 2).await;
-    let c = store.record_attempt(&k, Some(&id("r1")), &p).await.unwrap();
+    let c = store.record_attempt(&k, Some(&k.attempt(&secret(), &id("r1"))), &p).await.unwrap();
     assert_eq!(b.record(&k).await, Some((3, 0)));
-    store.refund(&k, Some(&id("r1")), c.window_start_ms).await.unwrap();
+    store.refund(&k, Some(&k.attempt(&secret(), &id("r1"))), c.window_start_ms).await.unwrap();
     assert_eq!(b.record(&k).await, Some((2, 0)));
     // The id was forgotten: the retry counts afresh.
-    assert_eq!(store.record_attempt(&k, Some(&id("r1")), &p).await.unwrap().replays, 0);
+    assert_eq!(
+        store.record_attempt(&k, Some(&k.attempt(&secret(), &id("r1"))), &p).await.unwrap().replays,
+        0
+    );
     assert_eq!(b.record(&k).await, Some((3, 0)));
     // A refund for a window that has moved on changes nothing.
     b.advance(&k, 15 * MIN).await;
@@ -317,7 +325,7 @@ async fn spray_counts_distinct_failed_accounts(b: &dyn Backend) {
     let sprayed = fingerprints.key("default", b"Winter2026!");
     let other = fingerprints.key("default", b"another password");
     const PERIOD: u64 = 60 * MIN;
-    let note = |who: &str, fingerprint: &portcullis::spray::SprayKey, n: SprayNote| {
+    let note = |who: &str, fingerprint: &portcullis::store::keys::SprayKey, n: SprayNote| {
         let (store, who, fingerprint) = (store.clone(), key(who), fingerprint.clone());
         async move { store.note_spray(&fingerprint, &who, n, PERIOD, 100).await.unwrap() }
     };
@@ -347,10 +355,14 @@ async fn lifetime_follows_content(b: &dyn Backend) {
     let (p, mfa) = (policy(false), policy(true));
     let near = |ttl: Option<u64>, want: u64| ttl.is_some_and(|t| t <= want && t + 2_000 >= want);
     let k = key("one-failure@example.com");
-    store.record_attempt(&k, Some(&id("a1")), &p).await.unwrap();
+    store.record_attempt(&k, Some(&k.attempt(&secret(), &id("a1"))), &p).await.unwrap();
     assert!(near(b.ttl_ms(&k.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
     let answer = k.attempt(&secret(), &id("a1"));
-    assert!(near(b.ttl_ms(&answer).await, 5 * MIN), "{:?}", b.ttl_ms(&answer).await);
+    assert!(
+        near(b.ttl_ms(answer.as_str()).await, 5 * MIN),
+        "{:?}",
+        b.ttl_ms(answer.as_str()).await
+    );
     // Ten minutes later, a second failure: still the rest of the same window.
     b.advance(&k, 10 * MIN).await;
     store.record_attempt(&k, None, &p).await.unwrap();
@@ -454,7 +466,7 @@ async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
     }
     // A corrupt attempt_id answer: replaying the id is an error, not its "answer".
     let k = key("corrupt-id@example.com");
-    let attempt = id("replayed");
+    let attempt = k.attempt(&secret(), &id("replayed"));
     store.record_attempt(&k, Some(&attempt), &policy(false)).await.unwrap();
     let ids: Vec<String> =
         redis::cmd("KEYS").arg(format!("*{}*:a:*", k.digest())).query(&mut conn).unwrap();
@@ -471,10 +483,7 @@ async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
     const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
-    let open = || {
-        EmbeddedStore::open(dir.path(), Some(secret()), Duration::from_secs(5), clock.clone())
-            .unwrap()
-    };
+    let open = || EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
     // Record entries as the embedded store encodes them: tag 1, then failures, window
     // start, step and expiry as little-endian u64s.
     let record = |failures: u64, ws: u64, step: u64| {

@@ -199,13 +199,7 @@ async fn a_flood_of_made_up_identifiers_does_not_fill_a_noeviction_redis() {
     config_set(&redis, "maxmemory-policy", "noeviction");
     let secret = KeySecret::new(SECRET.as_bytes().to_vec());
     let store = std::sync::Arc::new(
-        portcullis::store::redis::RedisStore::new(
-            &redis.url(),
-            secret.clone(),
-            Duration::from_secs(5),
-            4,
-        )
-        .unwrap(),
+        portcullis::store::redis::RedisStore::new(&redis.url(), Duration::from_secs(5), 4).unwrap(),
     );
     let policy = portcullis::throttle::Policy {
         max_failures: 5,

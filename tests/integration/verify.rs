@@ -52,7 +52,7 @@ async fn every_independent_vector_verifies_as_its_tool_says() {
         let want = if row.matches { Verdict::Accept } else { Verdict::Reject };
         assert_eq!(r.verdict(), want, "row {n} ({}) password {:?}", row.tool, row.password);
     }
-    assert_eq!(daemon.governor().comparisons, rows.len() as u64);
+    assert_eq!(daemon.budget().comparisons, rows.len() as u64);
     daemon.shutdown().await;
 }
 
@@ -83,8 +83,8 @@ async fn unknown_account_and_wrong_password_are_indistinguishable() {
         c.verify("default", "nobody2@example.com", b"right password", "", "c1").await.unwrap();
     assert_eq!(wrong.encode_to_vec(), unknown.encode_to_vec());
     assert_eq!(wrong.encode_to_vec(), unknown2.encode_to_vec());
-    assert_eq!(wrong.encode_to_vec(), portcullis::service::reject(false).encode_to_vec());
-    assert_eq!(daemon.governor().comparisons, 3, "an unknown account skipped the hash work");
+    assert_eq!(wrong.encode_to_vec(), portcullis::rpc::reject(false).encode_to_vec());
+    assert_eq!(daemon.budget().comparisons, 3, "an unknown account skipped the hash work");
 
     let right =
         c.verify("default", "known@example.com", b"right password", known, "c1").await.unwrap();
@@ -106,14 +106,14 @@ async fn a_closed_door_rejects_without_hashing_and_a_match_clears() {
     for n in 1..=5 {
         let r = c.verify("fast", id, b"guess", &hash, "c").await.unwrap();
         assert_eq!(r.verdict(), Verdict::Reject);
-        assert_eq!(daemon.governor().comparisons, n);
+        assert_eq!(daemon.budget().comparisons, n);
     }
     // The door is shut: even the right password is rejected, and nothing is hashed.
     for _ in 0..5 {
         let r = c.verify("fast", id, b"s3cret", &hash, "c").await.unwrap();
-        assert_eq!(r.encode_to_vec(), portcullis::service::reject(false).encode_to_vec());
+        assert_eq!(r.encode_to_vec(), portcullis::rpc::reject(false).encode_to_vec());
     }
-    assert_eq!(daemon.governor().comparisons, 5, "a closed door ran a comparison");
+    assert_eq!(daemon.budget().comparisons, 5, "a closed door ran a comparison");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 10, "closed-door attempts are counted");
 
     // After the window, the right password is accepted and clears the record.
@@ -194,7 +194,7 @@ async fn malformed_and_oversized_hashes_are_refused_without_work_or_count() {
             "the message echoes the hash"
         );
     }
-    assert_eq!(daemon.governor().comparisons, 0, "a malformed hash reached a comparison");
+    assert_eq!(daemon.budget().comparisons, 0, "a malformed hash reached a comparison");
     assert_eq!(dbsize(&mut conn), 0, "a malformed hash left a count");
     // The daemon keeps serving.
     let r = c
@@ -232,7 +232,7 @@ async fn bad_verify_input_is_invalid_argument_and_writes_nothing() {
         assert!(err.message().contains(want), "{want}: {}", err.message());
     }
     assert_eq!(dbsize(&mut conn), 0);
-    assert_eq!(daemon.governor().comparisons, 0);
+    assert_eq!(daemon.budget().comparisons, 0);
     // 1,024 bytes is still a password (it does not match this hash).
     let r = c.verify("default", "a@example.com", &long_pw[..1024], hash, "c").await.unwrap();
     assert_eq!(r.verdict(), Verdict::Reject);
@@ -276,7 +276,7 @@ async fn a_replayed_attempt_id_is_never_compared_again() {
         let r = verify_with_id(&mut c, id, guess, hash, "c", "same-id").await.unwrap();
         assert_eq!(r.verdict(), Verdict::Reject, "a replay was compared again");
     }
-    assert_eq!(daemon.governor().comparisons, 1);
+    assert_eq!(daemon.budget().comparisons, 1);
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1);
 
     // Lock the door with fresh ids; an old id replayed with the right password stays shut.
@@ -289,7 +289,7 @@ async fn a_replayed_attempt_id_is_never_compared_again() {
         assert_eq!(r.verdict(), Verdict::Reject, "replaying {old} opened a locked door");
     }
     assert_eq!(c.admit("fast", id).await.unwrap(), portcullis::pb::Decision::Deny);
-    assert_eq!(daemon.governor().comparisons, 5);
+    assert_eq!(daemon.budget().comparisons, 5);
     daemon.shutdown().await;
 }
 
@@ -311,7 +311,7 @@ async fn a_replay_refused_by_the_budget_refunds_nothing() {
     let hold = tokio::spawn(async move {
         verify_with_id(&mut holder, "other@example.com", b"pw", &slow_hash, "A", "Y").await
     });
-    while daemon.governor().running == 0 {
+    while daemon.budget().running == 0 {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     // The replay waits for client A's turn (its slot is held) and is refused by the
@@ -321,10 +321,10 @@ async fn a_replay_refused_by_the_budget_refunds_nothing() {
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1, "the compared first call was refunded");
     let _ = hold.await;
     // Its turn had, the replay is answered without a comparison, and refunds nothing.
-    let compared = daemon.governor().comparisons;
+    let compared = daemon.budget().comparisons;
     let r = verify_with_id(&mut c, id, b"guess-2", &fast, "A", "X").await.unwrap();
     assert_eq!(r.verdict(), Verdict::Reject);
-    assert_eq!(daemon.governor().comparisons, compared, "the replay was compared");
+    assert_eq!(daemon.budget().comparisons, compared, "the replay was compared");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1, "the compared first call was refunded");
     daemon.shutdown().await;
 }

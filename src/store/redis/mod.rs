@@ -37,9 +37,8 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
-use super::keys::{AccountKey, AttemptId, KeySecret};
-use super::{Attempt, Counted, Inspection, Store, StoreError};
-use crate::spray::{SprayKey, SprayNote};
+use super::keys::{AccountKey, AttemptKey, SprayKey};
+use super::{Attempt, Counted, Inspection, SprayNote, Store, StoreError};
 use crate::throttle::{Policy, Record};
 use pool::{LeanPool, Tracked};
 use settings::{RedisSettings, RedisShape};
@@ -63,8 +62,6 @@ pub const MEMORY_LIMIT_GAUGE: &str = "portcullis_store_memory_limit_bytes";
 pub struct RedisStore {
     /// The connections of the configured shape.
     connections: Connections,
-    /// Keys attempt ids (account keys arrive already derived).
-    secret: KeySecret,
     /// Deadline of a whole operation: checkout (or connect), script, reply, `WAIT`.
     operation_timeout: Duration,
     /// Serve although a node may evict keys.
@@ -224,11 +221,10 @@ impl RedisStore {
     /// As [`Self::open`].
     pub fn new(
         url: &str,
-        secret: KeySecret,
         operation_timeout: Duration,
         pool_size: usize,
     ) -> Result<Self, StoreError> {
-        Self::open(&RedisSettings::standalone(url, secret, operation_timeout, pool_size))
+        Self::open(&RedisSettings::standalone(url, operation_timeout, pool_size))
     }
 
     /// A store of the configured shape. Connects lazily, so a daemon starts while Redis
@@ -255,7 +251,6 @@ impl RedisStore {
             };
         Ok(Self {
             connections,
-            secret: settings.secret.clone(),
             operation_timeout: timeout,
             allow_eviction: settings.allow_eviction,
             unsafe_policy: AtomicBool::new(false),
@@ -431,8 +426,8 @@ impl Store for RedisStore {
         if let Some(claim) = &attempt.device {
             call.key(claim.bucket.record()).key(key.device_epoch());
         }
-        if let Some(id) = attempt.attempt_id {
-            call.key(key.attempt(&self.secret, id));
+        if let Some(attempt_key) = attempt.attempt_id {
+            call.key(attempt_key.as_str());
         }
         // -1: no device token (the script then reads no epoch).
         let device_epoch =
@@ -484,12 +479,12 @@ impl Store for RedisStore {
     async fn refund(
         &self,
         key: &AccountKey,
-        attempt_id: Option<&AttemptId>,
+        attempt_id: Option<&AttemptKey>,
         window_start_ms: u64,
     ) -> Result<(), StoreError> {
         let mut call = scripts::refund().key(key.record());
-        if let Some(id) = attempt_id {
-            call.key(key.attempt(&self.secret, id));
+        if let Some(attempt_key) = attempt_id {
+            call.key(attempt_key.as_str());
         }
         call.arg(window_start_ms);
         let _refunded: i64 = self.invoke(&call).await?;

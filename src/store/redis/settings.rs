@@ -13,8 +13,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use zeroize::Zeroizing;
 
-use crate::store::keys::KeySecret;
-
 /// Where the Redis store lives: exactly one of `store.redis_url`,
 /// `store.redis_cluster_nodes`, `store.redis_sentinel`.
 #[derive(Clone)]
@@ -216,8 +214,6 @@ pub struct RedisSettings {
     pub credentials: Credentials,
     /// CA and client certificate of `rediss://` connections.
     pub tls: RedisTls,
-    /// Keys every account key; identical on every daemon of a fleet.
-    pub secret: KeySecret,
     /// Deadline of one operation (checkout or connect, script, reply, `WAIT`).
     pub operation_timeout: Duration,
     /// Most multiplexed connections per pool.
@@ -236,17 +232,11 @@ pub struct RedisSettings {
 impl RedisSettings {
     /// Settings for one Redis at `url` with the defaults for everything else (benches
     /// and tests build stores this way).
-    pub fn standalone(
-        url: &str,
-        secret: KeySecret,
-        operation_timeout: Duration,
-        pool_size: usize,
-    ) -> Self {
+    pub fn standalone(url: &str, operation_timeout: Duration, pool_size: usize) -> Self {
         Self {
             shape: RedisShape::Standalone { url: url.to_owned() },
             credentials: Credentials::default(),
             tls: RedisTls::default(),
-            secret,
             operation_timeout,
             pool_size,
             allow_eviction: false,
@@ -364,7 +354,6 @@ impl std::fmt::Debug for RedisSettings {
             .field("shape", &self.shape)
             .field("credentials", &self.credentials)
             .field("tls", &self.tls)
-            .field("secret", &self.secret)
             .field("operation_timeout", &self.operation_timeout)
             .field("pool_size", &self.pool_size)
             .field("allow_eviction", &self.allow_eviction)

@@ -52,8 +52,8 @@ impl Daemon {
     }
 
     /// The CPU governor's counters now.
-    pub fn governor(&self) -> portcullis::verify::governor::GovernorStats {
-        self.verifier.governor().stats()
+    pub fn budget(&self) -> portcullis::verify::budget::BudgetStats {
+        self.verifier.budget().stats()
     }
 
     /// Stops the daemon and waits for `run` to return.

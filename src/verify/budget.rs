@@ -1,4 +1,4 @@
-//! The CPU governor: who may run a password-hash comparison, and when (docs/architecture.md,
+//! The CPU budget: who may run a password-hash comparison, and when (docs/architecture.md,
 //! "Verify: the CPU budget").
 //!
 //! - a global ceiling of `max_concurrent` comparisons, run on a dedicated pool of exactly
@@ -38,14 +38,14 @@ use crate::telemetry::episodes::{DEFAULT_QUIET, RefusalEpisodes};
 use crate::telemetry::metrics::{REFUSALS, RUNNING, TRUSTED_REFUSALS, WAITING};
 
 /// How long the hashing threads are idle before their kept argon2 working memory is
-/// freed ([`CpuGovernor::spawn_memory_release`]): short enough that a flood's memory is
+/// freed ([`CpuBudget::spawn_memory_release`]): short enough that a flood's memory is
 /// back with the operating system seconds after it, long enough that steady traffic
 /// keeps it.
 pub const KEPT_MEMORY_IDLE: Duration = Duration::from_secs(2);
 
-/// The governor's settings, validated by [`crate::config`].
+/// The budget's settings, validated by [`crate::config`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GovernorSettings {
+pub struct BudgetSettings {
     /// Comparisons at once, and pool threads (default `max(1, cores / 2)`).
     pub max_concurrent: usize,
     /// Slots one client key may hold at once (default 1).
@@ -98,9 +98,9 @@ impl Refusal {
 #[error("the comparison did not complete")]
 pub struct Aborted;
 
-/// A point-in-time view of the governor, for tests, health and metrics.
+/// A point-in-time view of the budget, for tests, health and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GovernorStats {
+pub struct BudgetStats {
     /// Comparisons running now.
     pub running: usize,
     /// Most comparisons ever seen running at once.
@@ -119,9 +119,9 @@ pub struct GovernorStats {
     pub refused: [u64; 3],
 }
 
-/// The CPU governor. Cheap to share behind an `Arc`.
-pub struct CpuGovernor {
-    settings: GovernorSettings,
+/// The CPU budget. Cheap to share behind an `Arc`.
+pub struct CpuBudget {
+    settings: BudgetSettings,
     global: Arc<Semaphore>,
     /// Per-client semaphores, present only while a client holds or awaits a slot, so the
     /// table is bounded by `max_concurrent + max_waiters`.
@@ -143,12 +143,12 @@ pub struct CpuGovernor {
     episodes: Arc<RefusalEpisodes>,
 }
 
-impl CpuGovernor {
+impl CpuBudget {
     /// Starts the pool of `settings.max_concurrent` threads.
     ///
     /// # Errors
     /// When the operating system refuses the threads.
-    pub fn new(settings: GovernorSettings) -> Result<Self, rayon::ThreadPoolBuildError> {
+    pub fn new(settings: BudgetSettings) -> Result<Self, rayon::ThreadPoolBuildError> {
         Self::with_episodes(settings, RefusalEpisodes::new(DEFAULT_QUIET))
     }
 
@@ -157,7 +157,7 @@ impl CpuGovernor {
     /// # Errors
     /// When the operating system refuses the threads.
     pub fn with_episodes(
-        settings: GovernorSettings,
+        settings: BudgetSettings,
         episodes: Arc<RefusalEpisodes>,
     ) -> Result<Self, rayon::ThreadPoolBuildError> {
         // Exported from the start, so dashboards see 0 rather than nothing.
@@ -183,13 +183,13 @@ impl CpuGovernor {
         })
     }
 
-    /// The refusal episodes this governor reports to (the store's failures join them).
+    /// The refusal episodes this budget reports to (the store's failures join them).
     pub fn episodes(&self) -> &Arc<RefusalEpisodes> {
         &self.episodes
     }
 
     /// The settings in force.
-    pub fn settings(&self) -> GovernorSettings {
+    pub fn settings(&self) -> BudgetSettings {
         self.settings
     }
 
@@ -223,7 +223,7 @@ impl CpuGovernor {
             }
         };
         Ok(Ticket {
-            governor: self.clone(),
+            budget: self.clone(),
             lane,
             reserved_at: Instant::now(),
             own,
@@ -244,7 +244,7 @@ impl CpuGovernor {
     /// Frees the hashing threads' kept argon2 working memory
     /// ([`super::hash::release_kept_memory`]) once no comparison has started for a whole
     /// `idle` period (checked every `idle`, so 1–2 × `idle` after the last one). Runs on
-    /// the current tokio runtime until the governor is dropped.
+    /// the current tokio runtime until the budget is dropped.
     pub fn spawn_memory_release(self: &Arc<Self>, idle: Duration) {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -257,13 +257,13 @@ impl CpuGovernor {
             let mut held = false;
             loop {
                 ticks.tick().await;
-                let Some(governor) = weak.upgrade() else { return };
-                let now = governor.comparisons.load(Ordering::Relaxed);
+                let Some(budget) = weak.upgrade() else { return };
+                let now = budget.comparisons.load(Ordering::Relaxed);
                 if now != last {
                     held = true;
                     last = now;
-                } else if held && governor.running.load(Ordering::SeqCst) == 0 {
-                    governor.pool.spawn_broadcast(|_| super::hash::release_kept_memory());
+                } else if held && budget.running.load(Ordering::SeqCst) == 0 {
+                    budget.pool.spawn_broadcast(|_| super::hash::release_kept_memory());
                     held = false;
                 }
             }
@@ -334,7 +334,7 @@ impl CpuGovernor {
     }
 
     fn record_refusal(&self, reason: Refusal, lane: Lane) {
-        // QueueFull, WaitTimeout, Deadline: 0, 1, 2, the order of `GovernorStats::refused`.
+        // QueueFull, WaitTimeout, Deadline: 0, 1, 2, the order of `BudgetStats::refused`.
         let i = reason as usize;
         self.refused[i].fetch_add(1, Ordering::Relaxed);
         metrics::counter!(REFUSALS, "reason" => reason.as_str()).increment(1);
@@ -345,8 +345,8 @@ impl CpuGovernor {
     }
 
     /// The current state.
-    pub fn stats(&self) -> GovernorStats {
-        GovernorStats {
+    pub fn stats(&self) -> BudgetStats {
+        BudgetStats {
             running: self.running.load(Ordering::SeqCst),
             peak_running: self.peak_running.load(Ordering::SeqCst),
             waiting: self.waiting.load(Ordering::SeqCst)
@@ -399,7 +399,7 @@ impl Drop for ClientSlot {
     }
 }
 
-/// A place in the budget, taken before the attempt is counted ([`CpuGovernor::reserve`]).
+/// A place in the budget, taken before the attempt is counted ([`CpuBudget::reserve`]).
 /// Dropping it (a closed door, a store error, a caller gone, the end of the call) gives
 /// back whatever it holds.
 ///
@@ -411,7 +411,7 @@ impl Drop for ClientSlot {
 /// is taken after the count ([`Ticket::compare`]) and released when the comparison
 /// ends.
 pub struct Ticket {
-    governor: Arc<CpuGovernor>,
+    budget: Arc<CpuBudget>,
     lane: Lane,
     /// `max_wait` runs from here, across both waits.
     reserved_at: Instant,
@@ -457,7 +457,7 @@ impl Ticket {
 
     fn refused(&self, reason: Refusal, span: &tracing::Span) -> Refusal {
         span.record("outcome", reason.as_str());
-        self.governor.record_refusal(reason, self.lane);
+        self.budget.record_refusal(reason, self.lane);
         reason
     }
 
@@ -472,7 +472,7 @@ impl Ticket {
             return Ok(());
         }
         let span = Self::turn_span();
-        let (until, reason) = match self.governor.wait_until(self.reserved_at, deadline) {
+        let (until, reason) = match self.budget.wait_until(self.reserved_at, deadline) {
             Ok(bound) => bound,
             Err(reason) => return Err(self.refused(reason, &span)),
         };
@@ -508,12 +508,12 @@ impl Ticket {
         let global = match self.global.take() {
             Some(global) => global,
             None => {
-                let (until, reason) = match self.governor.wait_until(self.reserved_at, deadline) {
+                let (until, reason) = match self.budget.wait_until(self.reserved_at, deadline) {
                     Ok(bound) => bound,
                     Err(reason) => return Err(self.refused(reason, &span)),
                 };
                 let waited = self
-                    .governor
+                    .budget
                     .global_slot(self.lane, until, reason)
                     .instrument(span.clone())
                     .await;
@@ -527,7 +527,7 @@ impl Ticket {
         };
         span.record("outcome", "admitted");
         drop(span);
-        Ok(self.governor.spawn(global, work).await.unwrap_or(Err(Aborted)))
+        Ok(self.budget.spawn(global, work).await.unwrap_or(Err(Aborted)))
     }
 
     /// Moves a trusted-lane ticket to the untrusted lane (its device token turned out
@@ -541,11 +541,11 @@ impl Ticket {
             return Ok(());
         }
         if self.place.is_some() {
-            let (waiting, max) = self.governor.queue(Lane::Untrusted);
+            let (waiting, max) = self.budget.queue(Lane::Untrusted);
             match Queued::enter(waiting.clone(), max) {
                 Ok(place) => self.place = Some(place),
                 Err(refusal) => {
-                    self.governor.record_refusal(refusal, Lane::Untrusted);
+                    self.budget.record_refusal(refusal, Lane::Untrusted);
                     return Err(refusal);
                 }
             }

@@ -1,0 +1,6 @@
+//! The commands of the binary besides the dispatch: serving the daemon, the operator
+//! client, the health probe. Each command's arguments live with it.
+
+pub mod health;
+pub mod operator;
+pub mod serve;

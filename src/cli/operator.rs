@@ -1,0 +1,274 @@
+//! The operator client: `admit`, `attempt`, `clear` (`portcullis.v1.Governor`) and
+//! `inspect`, `unlock`, `revoke-devices`, `spray-status` (`portcullis.v1.Admin`). Exit
+//! status: 0 allow (or done), 1 deny, 2 error; any error is an error, never an allow.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use portcullis::client::Bearer;
+use portcullis::pb;
+use portcullis::pb::admin_client::AdminClient;
+use portcullis::pb::governor_client::GovernorClient;
+use portcullis::pb::{
+    Account, AdmitRequest, ClearAttemptsRequest, ClearReason, Decision, RecordAttemptRequest,
+};
+
+/// How a command reaches a daemon that serves TLS (`[tls]`).
+#[derive(Args)]
+pub struct TlsArgs {
+    /// PEM CA the daemon's certificate must chain to (an `https://` address).
+    #[arg(long, env = "PORTCULLIS_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// PEM client certificate, for mutual TLS (with `--key-file`).
+    #[arg(long, env = "PORTCULLIS_CERT_FILE")]
+    cert_file: Option<PathBuf>,
+    /// PEM private key of `--cert-file`.
+    #[arg(long, env = "PORTCULLIS_KEY_FILE")]
+    key_file: Option<PathBuf>,
+    /// Name the daemon's certificate carries, when not the address's host.
+    #[arg(long)]
+    domain_name: Option<String>,
+}
+
+impl TlsArgs {
+    /// `endpoint` over TLS when `--ca-file` is given. A client certificate without a CA
+    /// is an error rather than silently unused.
+    pub fn apply(
+        self,
+        endpoint: tonic::transport::Endpoint,
+    ) -> Result<tonic::transport::Endpoint, Box<dyn std::error::Error>> {
+        let Some(ca_file) = self.ca_file else {
+            if self.cert_file.is_some() || self.key_file.is_some() {
+                return Err("--cert-file and --key-file need --ca-file".into());
+            }
+            return Ok(endpoint);
+        };
+        let tls = portcullis::client::ClientTls {
+            ca_file,
+            cert_file: self.cert_file,
+            key_file: self.key_file,
+            domain_name: self.domain_name,
+        };
+        Ok(endpoint.tls_config(tls.load()?)?)
+    }
+}
+
+#[derive(Args)]
+pub struct OperatorArgs {
+    /// Realm name.
+    #[arg(long)]
+    realm: String,
+    /// The account identifier as a user would type it; `-` reads one line from stdin,
+    /// which keeps it out of the process list and shell history.
+    #[arg(long)]
+    identifier: String,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+/// How an operator command reaches the daemon.
+#[derive(Args)]
+pub struct DaemonArgs {
+    /// Daemon address.
+    #[arg(long, env = "PORTCULLIS_ADDR", default_value = "http://127.0.0.1:50051")]
+    addr: String,
+    /// Per-call deadline.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    #[command(flatten)]
+    tls: TlsArgs,
+    /// File holding a bearer token (for daemons that authorize callers by token).
+    #[arg(long, env = "PORTCULLIS_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+}
+
+impl DaemonArgs {
+    /// A connected channel (TLS when `--ca-file` is given) and the bearer token to send.
+    async fn connect(
+        self,
+    ) -> Result<(tonic::transport::Channel, Bearer), Box<dyn std::error::Error>> {
+        let endpoint = self.tls.apply(
+            tonic::transport::Endpoint::from_shared(self.addr)?
+                .connect_timeout(self.timeout)
+                .timeout(self.timeout),
+        )?;
+        let bearer = match self.token_file {
+            Some(path) => Bearer::from_file(&path)?,
+            None => Bearer::new(None)?,
+        };
+        Ok((endpoint.connect().await?, bearer))
+    }
+}
+
+#[derive(Args)]
+pub struct SprayStatusArgs {
+    /// Realm name.
+    #[arg(long)]
+    realm: String,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum UnlockReason {
+    OwnerVerified,
+    AttackMitigated,
+    Other,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Reason {
+    PasswordVerified,
+    PasswordResetCompleted,
+}
+
+pub enum Op {
+    Admit,
+    Attempt(String),
+    Clear(Reason),
+    Inspect,
+    Unlock(UnlockReason),
+    RevokeDevices,
+}
+
+/// The operator client. Exit status: 0 allow (or cleared), 1 deny, 2 error. Any error
+/// is reported as an error, never as allow.
+pub async fn operate(args: OperatorArgs, op: Op) -> ExitCode {
+    match call(args, op).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("portcullis: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Error>> {
+    let identifier = if args.identifier == "-" {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        line.trim_end_matches(['\r', '\n']).to_owned()
+    } else {
+        args.identifier
+    };
+    let (channel, bearer) = args.daemon.connect().await?;
+    let account = Some(Account { realm: args.realm, identifier });
+    if matches!(op, Op::Inspect | Op::Unlock(_) | Op::RevokeDevices) {
+        return admin(AdminClient::with_interceptor(channel, bearer), account, op).await;
+    }
+    let mut client = GovernorClient::with_interceptor(channel, bearer);
+    let decision = match op {
+        Op::Admit => client.admit(AdmitRequest { account }).await?.into_inner().decision,
+        Op::Attempt(attempt_id) => {
+            client
+                .record_attempt(RecordAttemptRequest { account, attempt_id })
+                .await?
+                .into_inner()
+                .decision
+        }
+        Op::Clear(reason) => {
+            let reason = match reason {
+                Reason::PasswordVerified => ClearReason::PasswordVerified,
+                Reason::PasswordResetCompleted => ClearReason::PasswordResetCompleted,
+            };
+            client.clear_attempts(ClearAttemptsRequest { account, reason: reason as i32 }).await?;
+            println!("cleared");
+            return Ok(true);
+        }
+        Op::Inspect | Op::Unlock(_) | Op::RevokeDevices => unreachable!("handled by admin()"),
+    };
+    // Anything but an explicit ALLOW, including values this version does not know, is deny.
+    let allowed = decision == Decision::Allow as i32;
+    println!("{}", if allowed { "ALLOW" } else { "DENY" });
+    Ok(allowed)
+}
+
+/// `spray-status`: exit 0 when no fingerprint is over the threshold, 1 when one is, 2 on
+/// an error.
+pub async fn spray_status(args: SprayStatusArgs) -> ExitCode {
+    match spray_status_call(args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("portcullis: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `spray-status` prints the fingerprints over the threshold now and each episode;
+/// `Ok(true)` when none is over the threshold.
+async fn spray_status_call(args: SprayStatusArgs) -> Result<bool, Box<dyn std::error::Error>> {
+    let (channel, bearer) = args.daemon.connect().await?;
+    let mut client = AdminClient::with_interceptor(channel, bearer);
+    let r = client.spray_status(pb::SprayStatusRequest { realm: args.realm }).await?.into_inner();
+    println!("fingerprints_over_threshold: {}", r.fingerprints_over_threshold);
+    let at = |ms: u64| {
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+    };
+    for e in &r.episodes {
+        let ended = if e.ended_unix_ms == 0 {
+            "ongoing".to_owned()
+        } else {
+            at(e.ended_unix_ms).to_string()
+        };
+        println!(
+            "episode: began {} ended {} peak_fingerprints {}",
+            at(e.began_unix_ms),
+            ended,
+            e.peak_fingerprints
+        );
+    }
+    Ok(r.fingerprints_over_threshold == 0)
+}
+
+/// `inspect` prints the door state, failures in the window, step and seconds until the
+/// door reopens; exit 0 when open, 1 when closed. `unlock` prints `unlocked` and
+/// `revoke-devices` `devices revoked`, exit 0.
+async fn admin<S>(
+    mut client: AdminClient<S>,
+    account: Option<Account>,
+    op: Op,
+) -> Result<bool, Box<dyn std::error::Error>>
+where
+    S: tonic::client::GrpcService<tonic::body::Body>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <S::ResponseBody as tonic::codegen::Body>::Error:
+        Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+{
+    match op {
+        Op::Unlock(reason) => {
+            let reason = match reason {
+                UnlockReason::OwnerVerified => pb::UnlockReason::OwnerVerified,
+                UnlockReason::AttackMitigated => pb::UnlockReason::AttackMitigated,
+                UnlockReason::Other => pb::UnlockReason::Other,
+            };
+            client.unlock(pb::UnlockRequest { account, reason: reason as i32 }).await?;
+            println!("unlocked");
+            Ok(true)
+        }
+        Op::RevokeDevices => {
+            client.revoke_devices(pb::RevokeDevicesRequest { account }).await?;
+            println!("devices revoked");
+            Ok(true)
+        }
+        _ => {
+            let r = client.inspect(pb::InspectRequest { account }).await?.into_inner();
+            // Anything but an explicit OPEN, including unknown values, reads as closed.
+            let open = r.door == pb::DoorState::Open as i32;
+            println!(
+                "door: {}\nfailures: {}\nstep: {}\nwindow_seconds: {}\nseconds_until_open: {}",
+                if open { "open" } else { "closed" },
+                r.failures,
+                r.step,
+                r.window_seconds,
+                r.seconds_until_open
+            );
+            Ok(open)
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! `portcullis serve`: parse the configuration once, build the runtime it asks for
+//! (`server.io_threads`), install the signal handlers, start telemetry, validate, build
+//! the daemon, bind, serve until SIGTERM or SIGINT; and `portcullis check-config`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use portcullis::config::{Config, KEY_SECRET_ENV, Overrides, REDIS_PASSWORD_ENV, SentinelConfig};
+use portcullis::telemetry::LogFormat;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "PORTCULLIS_CONFIG")]
+    config: Option<PathBuf>,
+    /// gRPC listen address (overrides `listen`).
+    #[arg(long, env = "PORTCULLIS_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Redis URL (overrides `store.redis_url`); without a Redis shape, the embedded store.
+    #[arg(long, env = "PORTCULLIS_REDIS_URL", hide_env_values = true)]
+    redis_url: Option<String>,
+    /// Redis Cluster seed node URLs, comma-separated (overrides `store.redis_cluster_nodes`).
+    #[arg(
+        long,
+        env = "PORTCULLIS_REDIS_CLUSTER_NODES",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    redis_cluster_nodes: Option<Vec<String>>,
+    /// Sentinel-monitored master name (with `--redis-sentinel-nodes`, overrides
+    /// `store.redis_sentinel`).
+    #[arg(long, env = "PORTCULLIS_REDIS_SENTINEL_MASTER_NAME", requires = "redis_sentinel_nodes")]
+    redis_sentinel_master_name: Option<String>,
+    /// Sentinel URLs, comma-separated (with `--redis-sentinel-master-name`).
+    #[arg(
+        long,
+        env = "PORTCULLIS_REDIS_SENTINEL_NODES",
+        value_delimiter = ',',
+        requires = "redis_sentinel_master_name",
+        hide_env_values = true
+    )]
+    redis_sentinel_nodes: Option<Vec<String>>,
+    /// Embedded store's data directory (overrides `store.data_dir`).
+    #[arg(long, env = "PORTCULLIS_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Admin HTTP listen address for /metrics, /healthz, /readyz (overrides
+    /// `telemetry.admin_listen`); "" disables it.
+    #[arg(long, env = "PORTCULLIS_ADMIN_LISTEN")]
+    admin_listen: Option<String>,
+    /// Log line format on stderr.
+    #[arg(long, env = "PORTCULLIS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+impl ServeArgs {
+    /// The flags that replace the file's values.
+    fn overrides(&self) -> Overrides {
+        let redis_sentinel = self
+            .redis_sentinel_master_name
+            .clone()
+            .zip(self.redis_sentinel_nodes.clone())
+            .map(|(master_name, nodes)| SentinelConfig { master_name, nodes });
+        Overrides {
+            listen: self.listen,
+            redis_url: self.redis_url.clone(),
+            redis_cluster_nodes: self.redis_cluster_nodes.clone(),
+            redis_sentinel,
+            data_dir: self.data_dir.clone(),
+            admin_listen: self.admin_listen.clone(),
+        }
+    }
+}
+
+/// `portcullis check-config FILE`: exit 0 when the file validates, 2 (with the error)
+/// otherwise. It reads every file the configuration names.
+pub fn check_config(file: &Path) -> ExitCode {
+    match load(Some(file), &Overrides::default()) {
+        Ok(_) => {
+            println!("configuration is valid");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("portcullis: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the daemon. The file is parsed once, before the runtime exists, because
+/// `server.io_threads` chooses the runtime; it is validated (which reads the files it
+/// names) inside the runtime, once telemetry can report an error.
+pub fn serve(args: ServeArgs) -> ExitCode {
+    let overrides = args.overrides();
+    let parsed = Config::load(args.config.as_deref(), &overrides);
+    let runtime = match &parsed {
+        Ok(config) => config.server.runtime(),
+        // Only to report the error.
+        Err(_) => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+    };
+    let runtime = match runtime {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("portcullis: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async move {
+        // First: from here on no signal an init system sends ends the process unplanned.
+        portcullis::daemon::reload::install_handlers();
+        let shutdown = shutdown_signal();
+        let telemetry = portcullis::telemetry::init(args.log_format);
+        let code = match parsed {
+            Ok(config) => serve_config(config, args.config, overrides, shutdown).await,
+            Err(e) => {
+                tracing::error!("refusing to start: {}", chain(&e));
+                ExitCode::from(2)
+            }
+        };
+        // Buffered spans are exported before the process exits.
+        telemetry.shutdown().await;
+        code
+    })
+}
+
+/// The configuration of `file` with `overrides` and the environment's secrets, and what
+/// it validates to.
+fn load(
+    file: Option<&Path>,
+    overrides: &Overrides,
+) -> Result<(Config, portcullis::config::Settings), Box<dyn std::error::Error + Send + Sync>> {
+    let config = Config::load(file, overrides)?;
+    let settings = validate(&config)?;
+    Ok((config, settings))
+}
+
+/// `config` validated with the environment's secrets.
+fn validate(
+    config: &Config,
+) -> Result<portcullis::config::Settings, portcullis::config::ConfigError> {
+    config.validate_with(std::env::var(KEY_SECRET_ENV).ok(), std::env::var(REDIS_PASSWORD_ENV).ok())
+}
+
+async fn serve_config(
+    config: Config,
+    file: Option<PathBuf>,
+    overrides: Overrides,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> ExitCode {
+    let settings = match validate(&config) {
+        Ok(settings) => settings,
+        Err(e) => {
+            tracing::error!("refusing to start: {}", chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    // SIGHUP reads the same file, flags and environment again.
+    let source: portcullis::daemon::reload::SettingsSource =
+        std::sync::Arc::new(move || load(file.as_deref(), &overrides));
+    let listen = settings.listen;
+    let admin_listen: Option<SocketAddr> = settings.admin_listen;
+    // The store opens (and the data directory is checked and locked) before the port
+    // is taken: a daemon that cannot count never listens.
+    let daemon = match portcullis::Daemon::new(settings) {
+        Ok(d) => d.with_reload_source(source, config),
+        Err(e) => {
+            tracing::error!("refusing to start: {}", chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = daemon.preflight().await {
+        tracing::error!("refusing to start: {}", chain(&e));
+        return ExitCode::from(2);
+    }
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("cannot listen on {listen}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let daemon = match admin_listen {
+        None => daemon,
+        Some(admin) => match tokio::net::TcpListener::bind(admin).await {
+            Ok(l) => daemon.with_admin_listener(l),
+            Err(e) => {
+                tracing::error!("cannot listen on {admin} (telemetry.admin_listen): {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    match listener.local_addr() {
+        Ok(addr) => tracing::info!("listening on {addr}"),
+        Err(e) => tracing::warn!("listening, address unknown: {e}"),
+    }
+    match daemon.serve(listener, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("daemon stopped: {}", chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes, `: `-separated (each names a setting or a path, never a
+/// secret or an identifier).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// A future that resolves on the first SIGINT or SIGTERM from now on: the handlers are
+/// installed when this is called (first thing in `serve`), so a stop signal during
+/// start-up is not lost, nor does it end the process before its drain.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+        async move {
+            match streams {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                }
+                _ => {
+                    tracing::warn!("no SIGTERM handler: stopping on Ctrl-C only");
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+            tracing::info!("shutdown signal received");
+        }
+    }
+    #[cfg(not(unix))]
+    async move {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutdown signal received");
+    }
+}

@@ -1,0 +1,260 @@
+//! The configuration: a TOML file (`portcullis.toml`), overridden by command-line flags
+//! and their environment variables (`crate::cli`), loaded with figment and validated
+//! into [`Settings`]. Unknown keys are errors, every value is range-checked at
+//! start-up, and an error names the setting and its allowed range. There is
+//! deliberately no setting that turns the throttle off.
+//!
+//! This is the loader and the root only: each section's struct, defaults (beside each
+//! field, `#[default(…)]`) and `validate()` live with the part of the daemon that owns
+//! it, and the example `deploy/portcullis.toml` shows every key with its default
+//! (a test holds the two together):
+//!
+//! | section | owner |
+//! |---|---|
+//! | top level (`listen`, `shutdown_delay`, `allow_plaintext`) | here |
+//! | `[telemetry]` | `crate::telemetry::config` |
+//! | `[store]` | `crate::store::config` |
+//! | `[verify]`, `[realms.NAME.hash]` | `crate::verify::config` |
+//! | `[realms.NAME]` | `crate::realm` |
+//! | `[tls]` | `crate::transport::tls` |
+//! | `[callers.NAME]` | `crate::auth` |
+//! | `[server]` | `crate::transport::limits` |
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
+
+use crate::auth::{CallerConfig, Callers};
+use crate::realm::{RealmConfig, Realms};
+use crate::secret::KeySecret;
+pub use crate::setting::ConfigError;
+use crate::setting::check;
+use crate::store::config::StoreConfig;
+pub use crate::store::config::{KEY_SECRET_ENV, REDIS_PASSWORD_ENV, SentinelConfig, StoreSettings};
+use crate::store::redis::settings::redact_url;
+use crate::telemetry::config::TelemetryConfig;
+use crate::transport::ServerLimits;
+use crate::transport::tls::{ReloadingTls, TlsConfig};
+use crate::verify::VerifySettings;
+use crate::verify::config::VerifyConfig;
+
+/// The file format (`portcullis.toml`). Durations are humantime strings (`"15m"`, `"250ms"`).
+#[derive(Debug, Clone, Serialize, Deserialize, SmartDefault)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// gRPC listen address.
+    #[default(SocketAddr::from(([127, 0, 0, 1], 50051)))]
+    pub listen: SocketAddr,
+    /// After SIGTERM, how long the daemon reports not-ready while still answering calls
+    /// (so load balancers and Kubernetes endpoints stop sending), before it drains.
+    #[default(Duration::from_secs(5))]
+    #[serde(with = "humantime_serde")]
+    pub shutdown_delay: Duration,
+    /// Metrics and health over HTTP.
+    pub telemetry: TelemetryConfig,
+    /// Where the counters live.
+    pub store: StoreConfig,
+    /// The CPU budget and hash ceilings of `Verify`.
+    pub verify: VerifyConfig,
+    /// Realms by name. When the file names none, one realm `default` with the defaults.
+    #[default(default_realms())]
+    pub realms: BTreeMap<String, RealmConfig>,
+    /// Serve without TLS on an address that is not loopback. Passwords then cross the
+    /// network in clear; refused unless set explicitly, and warned about when set.
+    pub allow_plaintext: bool,
+    /// TLS and mutual TLS of the listener (`crate::transport::tls`).
+    pub tls: Option<TlsConfig>,
+    /// Callers by name and what each may call (see `crate::auth`). None: no
+    /// authorization.
+    pub callers: BTreeMap<String, CallerConfig>,
+    /// Limits of the gRPC listener (see `crate::transport`).
+    pub server: ServerLimits,
+}
+
+fn default_realms() -> BTreeMap<String, RealmConfig> {
+    BTreeMap::from([("default".to_owned(), RealmConfig::default())])
+}
+
+/// Values given on the command line (or their environment variables); each one set
+/// replaces the file's value. `Debug` redacts URL passwords.
+#[derive(Clone, Default)]
+pub struct Overrides {
+    /// Replaces `listen`.
+    pub listen: Option<SocketAddr>,
+    /// Replaces `store.redis_url`.
+    pub redis_url: Option<String>,
+    /// Replaces `store.redis_cluster_nodes`.
+    pub redis_cluster_nodes: Option<Vec<String>>,
+    /// Replaces `store.redis_sentinel` (both fields together).
+    pub redis_sentinel: Option<SentinelConfig>,
+    /// Replaces `store.data_dir`.
+    pub data_dir: Option<PathBuf>,
+    /// Replaces `telemetry.admin_listen` (`""` disables the admin listener).
+    pub admin_listen: Option<String>,
+}
+
+impl std::fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overrides")
+            .field("listen", &self.listen)
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("redis_cluster_nodes", &self.redis_cluster_nodes.as_ref().map(Vec::len))
+            .field("redis_sentinel", &self.redis_sentinel.as_ref().map(|s| &s.master_name))
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
+}
+
+/// Everything `run` needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// gRPC listen address (used by `main`; `run` takes an already-bound listener).
+    pub listen: SocketAddr,
+    /// Not-ready-but-serving time after the shutdown signal, before draining (0–5 min).
+    pub shutdown_delay: Duration,
+    /// The admin HTTP listener's address; `None` when disabled. Bound by `main`.
+    pub admin_listen: Option<SocketAddr>,
+    /// The store.
+    pub store: StoreSettings,
+    /// The configured key secret; `None` with the embedded store when none is
+    /// configured: the data directory's own ([`KeySecret::load_or_generate`]).
+    pub secret: Option<KeySecret>,
+    /// The CPU budget and hash ceilings.
+    pub verify: VerifySettings,
+    /// The realms.
+    pub realms: Realms,
+    /// The listener's TLS, loaded (`None`: plain TCP).
+    pub tls: Option<Arc<ReloadingTls>>,
+    /// Plain TCP off loopback was allowed explicitly (`allow_plaintext`).
+    pub allow_plaintext: bool,
+    /// The configured callers (empty: no authorization).
+    pub callers: Arc<Callers>,
+    /// Limits of the gRPC listener.
+    pub server: ServerLimits,
+}
+
+impl Config {
+    /// Reads `path` (when given) over the defaults, then applies `overrides`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] for a missing file, bad TOML, a wrong type or an unknown key.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = path {
+            if !path.is_file() {
+                return Err(ConfigError::invalid(
+                    "--config",
+                    format!("{} is not a readable file", path.display()),
+                ));
+            }
+            // Replace the default realm table rather than merging into it: a file that
+            // names its realms gets exactly those.
+            figment = Figment::new()
+                .merge(Serialized::defaults(Config {
+                    realms: BTreeMap::new(),
+                    ..Config::default()
+                }))
+                .merge(Toml::file_exact(path));
+        }
+        if let Some(listen) = overrides.listen {
+            figment = figment.merge(Serialized::default("listen", listen));
+        }
+        if let Some(url) = &overrides.redis_url {
+            figment = figment.merge(Serialized::default("store.redis_url", url));
+        }
+        if let Some(nodes) = &overrides.redis_cluster_nodes {
+            figment = figment.merge(Serialized::default("store.redis_cluster_nodes", nodes));
+        }
+        if let Some(sentinel) = &overrides.redis_sentinel {
+            figment = figment.merge(Serialized::default("store.redis_sentinel", sentinel));
+        }
+        if let Some(dir) = &overrides.data_dir {
+            figment = figment.merge(Serialized::default("store.data_dir", dir));
+        }
+        if let Some(admin) = &overrides.admin_listen {
+            figment = figment.merge(Serialized::default("telemetry.admin_listen", admin));
+        }
+        let mut config: Config = figment.extract().map_err(|e| ConfigError::Parse(Box::new(e)))?;
+        if config.realms.is_empty() {
+            config.realms = default_realms();
+        }
+        Ok(config)
+    }
+
+    /// Range-checks every value and resolves the key secret, from
+    /// `store.key_secret_file` or else `secret_from_env` (the value of
+    /// [`KEY_SECRET_ENV`], passed in so tests need not touch the process environment).
+    ///
+    /// # Errors
+    /// The first [`ConfigError`] found, naming the setting and its allowed range.
+    pub fn validate(&self, secret_from_env: Option<String>) -> Result<Settings, ConfigError> {
+        self.validate_with(secret_from_env, None)
+    }
+
+    /// As [`Self::validate`], with the value of [`REDIS_PASSWORD_ENV`] too (used when
+    /// `store.redis_password_file` is unset). Each section validates itself beside its
+    /// owner; this only puts them together and checks what crosses sections.
+    ///
+    /// # Errors
+    /// The first [`ConfigError`] found, naming the setting and its allowed range.
+    pub fn validate_with(
+        &self,
+        secret_from_env: Option<String>,
+        redis_password_from_env: Option<String>,
+    ) -> Result<Settings, ConfigError> {
+        let verify = self.verify.validate()?;
+        let realms = self
+            .realms
+            .iter()
+            .map(|(name, r)| r.validate(name, &verify.ceilings))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (store, secret) = self.store.validate(secret_from_env, redis_password_from_env)?;
+        check("shutdown_delay", self.shutdown_delay, Duration::ZERO..=Duration::from_secs(300))?;
+        let admin_listen = self.telemetry.validate()?;
+        self.server.validate(verify.max_password_bytes)?;
+        let tls =
+            match &self.tls {
+                Some(tls) => Some(tls.validate()?.load().map_err(|e| ConfigError::Section {
+                    section: "[tls]: ",
+                    source: Box::new(e),
+                })?),
+                None => None,
+            };
+        if tls.is_none() && !self.listen.ip().is_loopback() && !self.allow_plaintext {
+            return Err(ConfigError::invalid(
+                "listen",
+                format!(
+                    "{} is not a loopback address and [tls] is not set: passwords would cross the network in clear; configure [tls], or set allow_plaintext = true to accept that",
+                    self.listen
+                ),
+            ));
+        }
+        let names: Vec<&str> = self.realms.keys().map(String::as_str).collect();
+        let mutual = self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
+        let callers = Callers::new(&self.callers, &names, mutual)
+            .map_err(|e| ConfigError::Section { section: "", source: Box::new(e) })?;
+        Ok(Settings {
+            listen: self.listen,
+            shutdown_delay: self.shutdown_delay,
+            admin_listen,
+            store,
+            secret,
+            verify,
+            realms: Realms::new(realms),
+            tls,
+            allow_plaintext: self.allow_plaintext,
+            callers: Arc::new(callers),
+            server: self.server,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,297 @@
+//! The configuration as a user writes it: defaults, ranges, shapes, secrets redacted.
+
+use super::*;
+use crate::normalize::Normalization;
+use crate::store::redis::settings::{RedisSettings, RedisShape};
+use crate::verify::hash::{Algorithm, HashParams};
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+fn from_toml(text: &str) -> Result<Settings, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, text).unwrap();
+    Config::load(Some(&path), &Overrides::default())?.validate(Some(SECRET.into()))
+}
+
+fn err(text: &str) -> String {
+    from_toml(text).unwrap_err().to_string()
+}
+
+const REDIS: &str = "[store]\nredis_url = \"redis://127.0.0.1:1\"\n";
+
+#[test]
+fn defaults_match_the_design() {
+    let s = from_toml(REDIS).unwrap();
+    let realm = s.realms.get("default").unwrap();
+    assert_eq!(realm.policy.max_failures, 5);
+    assert_eq!(realm.policy.first_window, Duration::from_secs(900));
+    assert_eq!(realm.policy.max_window, Duration::from_secs(3600));
+    assert_eq!(realm.policy.retention, Duration::from_secs(86400));
+    assert!(!realm.policy.second_factor_required);
+    assert_eq!(realm.normalization, Normalization::Email);
+    assert_eq!(
+        realm.hash_target,
+        HashParams::Argon2 {
+            algorithm: Algorithm::Argon2id,
+            memory_kib: 19456,
+            iterations: 2,
+            parallelism: 1
+        }
+    );
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let g = s.verify.budget;
+    assert_eq!(g.max_concurrent, (cores / 2).max(1));
+    assert_eq!(
+        (g.max_per_client, g.max_wait, g.max_waiters),
+        (1, Duration::from_secs(1), 8 * g.max_concurrent)
+    );
+    assert_eq!(g.max_trusted_waiters, 8 * g.max_concurrent);
+    assert_eq!(realm.device_token_ttl, Duration::from_secs(90 * 24 * 3600));
+}
+
+#[test]
+fn device_token_ttl_is_range_checked() {
+    let e = err(&format!("{REDIS}[realms.default]\ndevice_token_ttl = \"10s\"\n"));
+    assert!(e.contains("realms.default.device_token_ttl"), "{e}");
+    let s = from_toml(&format!("{REDIS}[realms.default]\ndevice_token_ttl = \"7days\"\n"));
+    assert_eq!(s.unwrap().realms.get("default").unwrap().device_token_ttl.as_secs(), 7 * 86400);
+}
+
+#[test]
+fn a_node_list_may_not_mix_plain_and_tls_urls() {
+    let e = err(
+        "[store]\nredis_cluster_nodes = [\"rediss://a:1\", \"redis://b:2\"]\n[realms.default]\n",
+    );
+    assert!(e.contains("store.redis_cluster_nodes") && e.contains("mixes"), "{e}");
+    let e = err(
+        "[store]\nredis_sentinel = { master_name = \"m\", nodes = [\"redis://a:1\", \"rediss://b:2\"] }\n[realms.default]\n",
+    );
+    assert!(e.contains("store.redis_sentinel.nodes") && e.contains("mixes"), "{e}");
+    assert!(from_toml("[store]\nredis_cluster_nodes = [\"rediss://a:1\", \"rediss://b:2\"]\n[realms.default]\n").is_ok());
+}
+
+#[test]
+fn spray_settings_default_and_are_range_checked() {
+    let s = from_toml(REDIS).unwrap();
+    let spray = s.realms.get("default").unwrap().spray;
+    assert_eq!(spray.threshold, 100);
+    assert_eq!(spray.action, crate::spray::SprayAction::Flag);
+    assert_eq!(spray.period, Duration::from_secs(3600));
+    for (line, setting) in [
+        ("spray_threshold = 9", "realms.default.spray_threshold"),
+        ("spray_threshold = 1000001", "realms.default.spray_threshold"),
+        ("spray_period = \"59s\"", "realms.default.spray_period"),
+        ("spray_period = \"8days\"", "realms.default.spray_period"),
+    ] {
+        let e = err(&format!("{REDIS}[realms.default]\n{line}\n"));
+        assert!(e.contains(setting), "{line}: {e}");
+    }
+    let e = err(&format!("{REDIS}[realms.default]\nspray_action = \"block\"\n"));
+    assert!(e.contains("spray_action"), "{e}");
+    let s = from_toml(&format!(
+        "{REDIS}[realms.default]\nspray_threshold = 10\nspray_action = \"reject\"\nspray_period = \"15m\"\n"
+    ));
+    let spray = s.unwrap().realms.get("default").unwrap().spray;
+    assert_eq!(spray.threshold, 10);
+    assert_eq!(spray.action, crate::spray::SprayAction::Reject);
+    assert_eq!(spray.period, Duration::from_secs(900));
+}
+
+#[test]
+fn telemetry_settings_default_and_validate() {
+    let s = from_toml(REDIS).unwrap();
+    assert_eq!(s.admin_listen, Some("127.0.0.1:9464".parse().unwrap()));
+    assert_eq!(s.shutdown_delay, Duration::from_secs(5));
+    let s = from_toml(&format!(
+        "shutdown_delay = \"250ms\"\n[telemetry]\nadmin_listen = \"\"\n{REDIS}"
+    ))
+    .unwrap();
+    assert_eq!((s.admin_listen, s.shutdown_delay), (None, Duration::from_millis(250)));
+    let e = err(&format!("[telemetry]\nadmin_listen = \"localhost\"\n{REDIS}"));
+    assert!(e.contains("telemetry.admin_listen"), "{e}");
+    let e = err(&format!("shutdown_delay = \"10m\"\n{REDIS}"));
+    assert!(e.contains("shutdown_delay") && e.contains("0s–5m"), "{e}");
+}
+
+#[test]
+fn out_of_range_values_name_the_setting_and_range() {
+    let e = err(&format!("{REDIS}[realms.web]\nmax_failures = 101\n"));
+    assert!(e.contains("realms.web.max_failures") && e.contains("1–100"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nmax_failures = 0\n"));
+    assert!(e.contains("realms.web.max_failures"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nfirst_window = \"500ms\"\n"));
+    assert!(e.contains("realms.web.first_window"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nfirst_window = \"2h\"\n"));
+    assert!(e.contains("realms.web.first_window"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nmax_window = \"24h\"\n"));
+    assert!(e.contains("realms.web.max_window") && e.contains("below retention"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nretention = \"30m\"\n"));
+    assert!(e.contains("realms.web."), "{e}");
+    let e = err("[store]\nredis_url = \"redis://x\"\noperation_timeout = \"0s\"\n");
+    assert!(e.contains("store.operation_timeout"), "{e}");
+    let e = err("[store]\nredis_url = \"redis://x\"\npool_size = 0\n");
+    assert!(e.contains("store.pool_size"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web.hash]\nalgorithm = \"bcrypt\"\nbcrypt_cost = 15\n"));
+    assert!(e.contains("realms.web.hash.bcrypt_cost") && e.contains("max_bcrypt_cost (14)"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web.hash]\nargon2_memory_kib = 200000\n"));
+    assert!(e.contains("realms.web.hash.argon2_memory_kib"), "{e}");
+    let e = err(&format!("{REDIS}[verify]\nmax_concurrent = 2\nmax_per_client = 3\n"));
+    assert!(e.contains("verify.max_per_client") && e.contains("max_concurrent (2)"), "{e}");
+    let e = err(&format!("{REDIS}[verify]\nmax_wait = \"2m\"\n"));
+    assert!(e.contains("verify.max_wait"), "{e}");
+    let e = err(&format!("{REDIS}[verify]\nmax_bcrypt_cost = 32\n"));
+    assert!(e.contains("verify.max_bcrypt_cost"), "{e}");
+    let e = err(&format!("{REDIS}[verify]\nmax_password_bytes = 10\n"));
+    assert!(e.contains("verify.max_password_bytes"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web.hash]\nalgorithm = \"md5\"\n"));
+    assert!(e.contains("md5"), "{e}");
+    let e = err(&format!("{REDIS}[realms.\"bad name\"]\n"));
+    assert!(e.contains("realms.bad name"), "{e}");
+}
+
+#[test]
+fn unknown_keys_are_errors() {
+    let e = err(&format!("{REDIS}[realms.web]\nmax_failure = 3\n"));
+    assert!(e.contains("max_failure"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nenabled = false\n"));
+    assert!(e.contains("enabled"), "{e}");
+    let e = err(&format!("{REDIS}throttle_off = true\n"));
+    assert!(e.contains("throttle_off"), "{e}");
+    let e = err("[store]\nredis_url = \"redis://x\"\nkey_secret = \"inline\"\n");
+    assert!(e.contains("key_secret"), "{e}");
+}
+
+#[test]
+fn redis_requires_a_long_enough_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, REDIS).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let e = config.validate(None).unwrap_err().to_string();
+    assert!(e.contains("key_secret_file") && e.contains(KEY_SECRET_ENV), "{e}");
+    let e = config.validate(Some("short".into())).unwrap_err().to_string();
+    assert!(e.contains("at least 32 bytes") && !e.contains("short"), "{e}");
+}
+
+#[test]
+fn secret_is_redacted_in_debug() {
+    let s = from_toml(REDIS).unwrap();
+    assert!(!format!("{s:?}").contains(SECRET));
+}
+
+#[test]
+fn redis_shapes_are_mutually_exclusive_and_checked() {
+    let cluster =
+        "redis_cluster_nodes = [\"redis://127.0.0.1:7000\", \"redis://127.0.0.1:7001\"]\n";
+    let sentinel =
+        "redis_sentinel = { master_name = \"main\", nodes = [\"redis://127.0.0.1:26379\"] }\n";
+    let s = from_toml(&format!("[store]\n{cluster}")).unwrap();
+    assert!(matches!(
+        s.store,
+        StoreSettings::Redis(RedisSettings { shape: RedisShape::Cluster { ref nodes }, .. })
+            if nodes.len() == 2
+    ));
+    let s = from_toml(&format!("[store]\n{sentinel}")).unwrap();
+    assert!(matches!(
+        s.store,
+        StoreSettings::Redis(RedisSettings { shape: RedisShape::Sentinel { ref master_name, .. }, .. })
+            if master_name == "main"
+    ));
+    let e = err(&format!("{REDIS}{cluster}"));
+    assert!(
+        e.contains("store.redis_url, store.redis_cluster_nodes")
+            && e.contains("mutually exclusive"),
+        "{e}"
+    );
+    let e = err(&format!("[store]\n{cluster}{sentinel}"));
+    assert!(e.contains("store.redis_cluster_nodes, store.redis_sentinel"), "{e}");
+    let e = err("[store]\nredis_cluster_nodes = []\n");
+    assert!(e.contains("store.redis_cluster_nodes") && e.contains("no node"), "{e}");
+    let e = err("[store]\nredis_cluster_nodes = [\"http://x\"]\n");
+    assert!(e.contains("store.redis_cluster_nodes"), "{e}");
+    let e = err("[store]\nredis_sentinel = { master_name = \"\", nodes = [\"redis://h\"] }\n");
+    assert!(e.contains("store.redis_sentinel.master_name"), "{e}");
+    let e = err("[store]\nredis_sentinel = { master_name = \"m\", nodes = [] }\n");
+    assert!(e.contains("store.redis_sentinel.nodes"), "{e}");
+    let e = err("[store]\nredis_sentinel = { master_name = \"m\" }\n");
+    assert!(e.contains("nodes"), "{e}");
+    let e = err(&format!("{REDIS}wait_replicas = 65\n"));
+    assert!(e.contains("store.wait_replicas"), "{e}");
+    let e = err(&format!("{REDIS}wait_timeout = \"1s\"\n"));
+    assert!(e.contains("store.wait_timeout") && e.contains("operation_timeout"), "{e}");
+    let s = from_toml(&format!(
+        "{REDIS}allow_eviction = true\nwait_replicas = 1\nwait_timeout = \"50ms\"\n"
+    ))
+    .unwrap();
+    let StoreSettings::Redis(r) = s.store else { panic!("not redis") };
+    assert!(r.allow_eviction);
+    assert_eq!((r.wait_replicas, r.wait_timeout), (1, Duration::from_millis(50)));
+}
+
+#[test]
+fn redis_passwords_are_redacted_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("redis-password");
+    std::fs::write(&file, "filepassword\n").unwrap();
+    let text = format!(
+        "[store]\nredis_url = \"redis://app:urlpassword@127.0.0.1:1/\"\nredis_username = \"app\"\nredis_password_file = {:?}\n",
+        file.display().to_string()
+    );
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, &text).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let settings = config.validate(Some(SECRET.into())).unwrap();
+    let StoreSettings::Redis(r) = &settings.store else { panic!("not redis") };
+    assert_eq!(r.credentials.password.as_deref(), Some("filepassword"));
+    let shown = format!("{config:?} {settings:?}");
+    assert!(!shown.contains("urlpassword") && !shown.contains("filepassword"), "{shown}");
+    let from_env = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let mut from_env = from_env;
+    from_env.store.redis_password_file = None;
+    let settings = from_env.validate_with(Some(SECRET.into()), Some("envpassword".into())).unwrap();
+    assert!(!format!("{settings:?}").contains("envpassword"));
+    let o = Overrides { redis_url: Some("redis://:flagpassword@h".into()), ..Overrides::default() };
+    assert!(!format!("{o:?}").contains("flagpassword"));
+    let e = err("[store]\nredis_url = \"http://:leak@h\"\n");
+    assert!(!e.contains("leak"), "{e}");
+}
+
+#[test]
+fn a_url_in_the_wrong_place_is_not_echoed() {
+    for (setting, line) in [
+        ("store.redis_cluster_nodes", "redis_cluster_nodes = \"rediss://:leakpw@h:1\""),
+        ("store.redis_sentinel", "redis_sentinel = \"rediss://:leakpw@h:1\""),
+        ("store.wait_replicas", "wait_replicas = \"rediss://:leakpw@h:1\""),
+        ("store.redis_url", "redis_url = [\"rediss://:leakpw@h:1\"]"),
+    ] {
+        let e = err(&format!("[store]\n{line}\n"));
+        assert!(e.contains(setting) && !e.contains("leakpw"), "{e}");
+        // Nor in `Debug`, nor anywhere down the error chain (which `serve` logs).
+        let error = from_toml(&format!("[store]\n{line}\n")).unwrap_err();
+        let mut chain = format!("{error:?}");
+        let mut source = std::error::Error::source(&error);
+        while let Some(s) = source {
+            chain.push_str(&s.to_string());
+            source = s.source();
+        }
+        assert!(!chain.contains("leakpw"), "{chain}");
+    }
+}
+
+#[test]
+fn overrides_replace_file_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, format!("listen = \"127.0.0.1:1\"\n{REDIS}")).unwrap();
+    let o = Overrides {
+        listen: Some("127.0.0.1:2".parse().unwrap()),
+        redis_url: Some("redis://127.0.0.1:3".into()),
+        admin_listen: Some(String::new()),
+        ..Overrides::default()
+    };
+    let c = Config::load(Some(&path), &o).unwrap();
+    assert_eq!(c.listen.port(), 2);
+    assert_eq!(c.telemetry.admin_listen, "");
+    assert_eq!(c.store.redis_url.as_deref(), Some("redis://127.0.0.1:3"));
+}

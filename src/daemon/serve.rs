@@ -1,0 +1,173 @@
+//! Serving: the tonic server with its layers (tracing, call tracking, authorization),
+//! every service, health and reflection, the HTTP listener of metrics and health, the
+//! signal handlers, and the drain on shutdown (docs/deployment.md, "Rolling restarts").
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tonic_health::ServingStatus;
+
+use super::{Daemon, RunError, SERVICE_NAME};
+use crate::pb;
+
+/// How often the health task asks the store whether it answers.
+const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long shutdown waits for in-flight calls and open connections after the
+/// shutdown signal; a client that never closes its connection cannot hold the daemon.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+impl Daemon {
+    /// Serves until `shutdown`; see [`super::run`].
+    ///
+    /// # Errors
+    /// [`RunError`] when the server fails.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), RunError> {
+        let Daemon {
+            store,
+            verifier,
+            governor,
+            admin,
+            readiness,
+            shutdown_delay,
+            http_listener,
+            spray_watch,
+            tls,
+            allow_plaintext,
+            callers,
+            limits,
+            reload_source,
+        } = self;
+        spray_watch.spawn_expiry(Duration::from_secs(10));
+        verifier.budget().spawn_memory_release(crate::verify::budget::KEPT_MEMORY_IDLE);
+        let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+        if tls.is_none() && !loopback && allow_plaintext {
+            tracing::warn!(
+                "serving WITHOUT TLS on a non-loopback address (allow_plaintext = true): passwords cross the network in clear"
+            );
+        }
+        if !callers.enforced() && !loopback {
+            tracing::warn!(
+                "no [callers] configured: every connection may call every RPC, Admin included"
+            );
+        }
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_service_status("", ServingStatus::NotServing).await;
+        health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
+        let (stop_health, mut health_stopped) = tokio::sync::watch::channel(false);
+        let health_task = tokio::spawn({
+            let health = health.clone();
+            let readiness = readiness.clone();
+            async move {
+                let mut tick = tokio::time::interval(HEALTH_INTERVAL);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        _ = health_stopped.changed() => break,
+                    }
+                    let ready = store.ready().await.is_ok();
+                    readiness.set_store(ready);
+                    let status =
+                        if ready { ServingStatus::Serving } else { ServingStatus::NotServing };
+                    health.set_service_status("", status).await;
+                    health.set_service_status(SERVICE_NAME, status).await;
+                }
+            }
+        });
+
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()?;
+
+        let (draining, mut drain_started) = tokio::sync::watch::channel(false);
+        let drain_readiness = readiness.clone();
+        let drain = async move {
+            shutdown.await;
+            // Load balancers and Kubernetes endpoints see NOT_SERVING (health and
+            // /readyz) while calls are still answered for shutdown_delay; only then does
+            // the listener close.
+            let _ = stop_health.send(true);
+            let _ = health_task.await;
+            drain_readiness.set_draining();
+            health.set_service_status("", ServingStatus::NotServing).await;
+            health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
+            tracing::info!(
+                shutdown_delay_ms = shutdown_delay.as_millis() as u64,
+                "shutting down: not ready, still serving for shutdown_delay"
+            );
+            tokio::time::sleep(shutdown_delay).await;
+            let _ = draining.send(true);
+            tracing::info!("shutting down: finishing in-flight calls");
+        };
+
+        let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
+        let http_task = http_listener.map(|listener| {
+            if let Ok(addr) = listener.local_addr() {
+                tracing::info!("admin HTTP (metrics, health) at {addr}");
+            }
+            tokio::spawn(crate::telemetry::http::serve(listener, readiness.clone(), async move {
+                let _ = http_stopped.await;
+            }))
+        });
+
+        let watch = tls.clone().map(|t| tokio::spawn(t.watch(std::future::pending())));
+        let tls_for_auth = tls.clone();
+        let callers = crate::auth::CallerTable::new(callers);
+        let reloader = super::reload::Reloader::new(tls.clone(), callers.clone(), reload_source);
+        let signals = tokio::spawn(reloader.handle_signals());
+        let max_message = limits.max_message_bytes();
+        let incoming = crate::transport::incoming(listener, tls, limits);
+        let server = limits
+            .builder()
+            .trace_fn(crate::telemetry::traces::rpc_span)
+            .layer(crate::transport::TrackCallsLayer)
+            .layer(crate::auth::AuthLayer::new(callers, tls_for_auth))
+            // Every service, health and reflection too, decodes at most max_message.
+            .add_service(health_service.max_decoding_message_size(max_message))
+            .add_service(reflection_v1.max_decoding_message_size(max_message))
+            .add_service(reflection_v1alpha.max_decoding_message_size(max_message))
+            .add_service(
+                pb::governor_server::GovernorServer::new(governor)
+                    .max_decoding_message_size(max_message)
+                    .max_encoding_message_size(max_message),
+            )
+            .add_service(
+                pb::admin_server::AdminServer::new(admin)
+                    .max_decoding_message_size(max_message)
+                    .max_encoding_message_size(max_message),
+            )
+            .serve_with_incoming_shutdown(incoming, drain);
+        let grace_expired = async move {
+            let _ = drain_started.wait_for(|started| *started).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        let served = tokio::select! {
+            served = server => served,
+            () = grace_expired => {
+                tracing::warn!("shutdown grace expired with connections still open");
+                Ok(())
+            }
+        };
+        let _ = http_stop.send(());
+        if let Some(task) = http_task
+            && let Ok(Err(e)) = task.await
+        {
+            tracing::warn!("admin listener failed: {e}");
+        }
+        if let Some(watch) = watch {
+            watch.abort();
+        }
+        signals.abort();
+        Ok(served?)
+    }
+}

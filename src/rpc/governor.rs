@@ -1,0 +1,175 @@
+//! `portcullis.v1.Governor`: validate, call the store or the login check, answer
+//! (docs/architecture.md, "The wire contract").
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+use zeroize::Zeroizing;
+
+use super::validate;
+use super::{decision, login_failed, store_unavailable, verdict};
+use crate::login::{LoginRequest, Logins, note_count};
+use crate::pb::governor_server::Governor;
+use crate::pb::{
+    Account, AdmitRequest, AdmitResponse, ClearAttemptsRequest, ClearAttemptsResponse, ClearReason,
+    RecordAttemptRequest, RecordAttemptResponse, VerifyRequest, VerifyResponse,
+};
+use crate::realm::{Realm, Realms};
+use crate::secret::KeySecret;
+use crate::store::Store;
+use crate::store::keys::AccountKey;
+use crate::telemetry::metrics::BAD_HASHES;
+use crate::telemetry::traces::{record_outcome, record_status};
+
+/// How often one `attempt_id` may be replayed through `RecordAttempt` and still get its
+/// first answer; later replays are denied. Two covers the client's retries; without a
+/// bound, a gateway that let end users choose attempt ids would hand them a reusable
+/// ALLOW. (`Verify` never answers a replay with a new comparison: `crate::login`.)
+pub const MAX_REPLAYS: u64 = 2;
+
+/// The `portcullis.v1.Governor` service.
+pub struct GovernorService {
+    realms: Arc<Realms>,
+    store: Arc<dyn Store>,
+    /// Derives account keys; the same secret on every daemon sharing the store.
+    secret: KeySecret,
+    /// The login check of `Verify`.
+    logins: Arc<Logins>,
+}
+
+impl GovernorService {
+    /// A service over `store` for `realms`, checking logins with `logins`.
+    pub fn new(
+        realms: Arc<Realms>,
+        store: Arc<dyn Store>,
+        secret: KeySecret,
+        logins: Arc<Logins>,
+    ) -> Self {
+        Self { realms, store, secret, logins }
+    }
+
+    fn account_key(
+        &self,
+        account: Option<&Account>,
+        extensions: &tonic::Extensions,
+    ) -> Result<(&Realm, AccountKey), Status> {
+        validate::account(&self.realms, &self.secret, account, extensions)
+    }
+
+    async fn verify_call(
+        &self,
+        request: Request<VerifyRequest>,
+    ) -> Result<Response<VerifyResponse>, Status> {
+        let deadline = validate::grpc_deadline(request.metadata());
+        let (_, extensions, req) = request.into_parts();
+        // The password is wiped from memory when the request is done with, whatever way
+        // it ends (tonic's own receive buffer is not ours to wipe).
+        let password = Zeroizing::new(req.password);
+        let (realm, key) = self.account_key(req.account.as_ref(), &extensions)?;
+        let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id)?;
+        let verifier = self.logins.verifier();
+        validate::verify_fields(
+            &req.client_key,
+            &req.device_token,
+            &password,
+            verifier.settings().max_password_bytes,
+        )?;
+        // Checked before counting, so a malformed hash leaves no count to refund.
+        let comparison =
+            verifier.prepare(&realm.name, realm.hash_target, &req.stored_hash).map_err(|e| {
+                tracing::warn!(realm = %realm.name, problem = %e, "a gateway sent an unusable stored hash");
+                metrics::counter!(BAD_HASHES).increment(1);
+                Status::invalid_argument(e.to_string())
+            })?;
+        let login = LoginRequest {
+            realm: realm.clone(),
+            key,
+            password,
+            comparison,
+            stored_hash: req.stored_hash,
+            client_key: req.client_key,
+            device_token: req.device_token,
+            attempt,
+            deadline,
+        };
+        let answer = self.logins.verify(login).await.map_err(login_failed)?;
+        Ok(Response::new(verdict(answer)))
+    }
+
+    async fn clear_call(
+        &self,
+        request: Request<ClearAttemptsRequest>,
+    ) -> Result<Response<ClearAttemptsResponse>, Status> {
+        let req = request.get_ref();
+        let (_, key) = self.account_key(req.account.as_ref(), request.extensions())?;
+        match ClearReason::try_from(req.reason) {
+            Ok(ClearReason::PasswordVerified | ClearReason::PasswordResetCompleted) => {}
+            Ok(ClearReason::Unspecified) | Err(_) => {
+                return Err(Status::invalid_argument(
+                    "reason must be CLEAR_REASON_PASSWORD_VERIFIED or CLEAR_REASON_PASSWORD_RESET_COMPLETED",
+                ));
+            }
+        }
+        self.store.clear(&key).await.map_err(store_unavailable)?;
+        record_outcome("cleared", None);
+        Ok(Response::new(ClearAttemptsResponse {}))
+    }
+}
+
+#[tonic::async_trait]
+impl Governor for GovernorService {
+    async fn admit(
+        &self,
+        request: Request<AdmitRequest>,
+    ) -> Result<Response<AdmitResponse>, Status> {
+        let result = async {
+            let (realm, key) =
+                self.account_key(request.get_ref().account.as_ref(), request.extensions())?;
+            let open = self.store.is_open(&key, &realm.policy).await.map_err(store_unavailable)?;
+            Ok(Response::new(AdmitResponse { decision: decision(open) }))
+        }
+        .await;
+        record_status(&result);
+        result
+    }
+
+    async fn record_attempt(
+        &self,
+        request: Request<RecordAttemptRequest>,
+    ) -> Result<Response<RecordAttemptResponse>, Status> {
+        let result = async {
+            let req = request.get_ref();
+            let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
+            let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id)?;
+            let counted = self
+                .store
+                .record_attempt(&key, attempt.as_ref(), &realm.policy)
+                .await
+                .map_err(store_unavailable)?;
+            let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
+            note_count(realm, &key, &counted, allowed);
+            Ok(Response::new(RecordAttemptResponse { decision: decision(allowed) }))
+        }
+        .await;
+        record_status(&result);
+        result
+    }
+
+    async fn verify(
+        &self,
+        request: Request<VerifyRequest>,
+    ) -> Result<Response<VerifyResponse>, Status> {
+        let result = self.verify_call(request).await;
+        record_status(&result);
+        result
+    }
+
+    async fn clear_attempts(
+        &self,
+        request: Request<ClearAttemptsRequest>,
+    ) -> Result<Response<ClearAttemptsResponse>, Status> {
+        let result = self.clear_call(request).await;
+        record_status(&result);
+        result
+    }
+}

@@ -1,0 +1,143 @@
+//! Request validation, before any store or CPU work (docs/architecture.md, "Validation
+//! first"): the account (its realm configured and open to the caller, its identifier
+//! valid after normalization), the fields of `Verify`, and the caller's deadline. Bad
+//! input is `INVALID_ARGUMENT` with a message naming the field, never a panic and never
+//! a count.
+
+use std::time::{Duration, Instant};
+
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+
+use crate::devices::MAX_DEVICE_TOKEN_BYTES;
+use crate::normalize::normalize;
+use crate::pb::Account;
+use crate::realm::{Realm, Realms};
+use crate::secret::KeySecret;
+use crate::store::keys::{AccountKey, AttemptId, AttemptKey};
+use crate::telemetry::traces::record_realm;
+use crate::verify::MAX_CLIENT_KEY_BYTES;
+
+/// Validates `account` (before any store or CPU work) and derives its key: the account
+/// is present, its realm configured and open to the request's caller
+/// ([`crate::auth::check_realm`]), its identifier valid after normalization. Shared by
+/// `Governor` and `Admin`.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the field: missing account, unknown realm, identifier
+/// empty after normalization or over 320 bytes. `PERMISSION_DENIED` when the caller may
+/// not use the realm.
+pub(crate) fn account<'r>(
+    realms: &'r Realms,
+    secret: &KeySecret,
+    account: Option<&Account>,
+    extensions: &tonic::Extensions,
+) -> Result<(&'r Realm, AccountKey), Status> {
+    let account = account.ok_or_else(|| Status::invalid_argument("account is required"))?;
+    let realm = realms
+        .get(&account.realm)
+        .ok_or_else(|| Status::invalid_argument("account.realm is not a configured realm"))?;
+    record_realm(&realm.name);
+    crate::auth::check_realm(extensions, &realm.name)?;
+    let identifier = normalize(realm.normalization, &account.identifier)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    Ok((realm, AccountKey::new(secret, &realm.name, &identifier)))
+}
+
+/// The store key of the request's `attempt_id`, `None` when it sent none.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming `attempt_id` when it is too long or not printable ASCII.
+pub(crate) fn attempt_key(
+    secret: &KeySecret,
+    key: &AccountKey,
+    attempt_id: &str,
+) -> Result<Option<AttemptKey>, Status> {
+    let id = AttemptId::parse(attempt_id).map_err(Status::invalid_argument)?;
+    Ok(id.map(|id| key.attempt(secret, &id)))
+}
+
+/// The size bounds of `Verify`'s own fields.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the field: `client_key` missing or too long, `device_token`
+/// too long, `password` over `max_password_bytes`.
+pub(crate) fn verify_fields(
+    client_key: &str,
+    device_token: &str,
+    password: &[u8],
+    max_password_bytes: usize,
+) -> Result<(), Status> {
+    if client_key.is_empty() {
+        return Err(Status::invalid_argument("client_key is required"));
+    }
+    if client_key.len() > MAX_CLIENT_KEY_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "client_key is longer than {MAX_CLIENT_KEY_BYTES} bytes"
+        )));
+    }
+    if device_token.len() > MAX_DEVICE_TOKEN_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "device_token is longer than {MAX_DEVICE_TOKEN_BYTES} bytes"
+        )));
+    }
+    if password.len() > max_password_bytes {
+        return Err(Status::invalid_argument(format!(
+            "password is longer than {max_password_bytes} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// The caller's deadline from the `grpc-timeout` header (gRPC over HTTP/2: 1–8 digits
+/// and a unit H, M, S, m, u or n). tonic enforces the header but does not expose it, and
+/// the parse is a few lines, so no library is pulled in for it. A malformed header is
+/// ignored here; tonic answers it.
+pub(crate) fn grpc_deadline(metadata: &MetadataMap) -> Option<Instant> {
+    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    let timeout = match unit {
+        "H" => Duration::from_secs(n.checked_mul(3600)?),
+        "M" => Duration::from_secs(n.checked_mul(60)?),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    };
+    Instant::now().checked_add(timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_timeout(value: &str) -> MetadataMap {
+        let mut m = MetadataMap::new();
+        m.insert("grpc-timeout", value.parse().unwrap());
+        m
+    }
+
+    #[test]
+    fn grpc_timeout_header_is_parsed() {
+        let now = Instant::now();
+        let at = |v: &str| grpc_deadline(&with_timeout(v)).map(|d| d.duration_since(now));
+        let near = |d: Option<Duration>, want: Duration| {
+            d.is_some_and(|d| d >= want && d < want + Duration::from_secs(1))
+        };
+        assert!(near(at("1H"), Duration::from_secs(3600)));
+        assert!(near(at("2M"), Duration::from_secs(120)));
+        assert!(near(at("3S"), Duration::from_secs(3)));
+        assert!(near(at("250m"), Duration::from_millis(250)));
+        assert!(near(at("1000u"), Duration::from_millis(1)));
+        assert!(near(at("5n"), Duration::ZERO));
+        for bad in ["", "S", "123456789S", "10x", "-1S", "1.5S"] {
+            assert_eq!(at(bad), None, "{bad:?}");
+        }
+        assert_eq!(grpc_deadline(&MetadataMap::new()), None);
+    }
+}

@@ -1,0 +1,192 @@
+//! The key secret (docs/architecture.md, "Account keys") and the sub-keys derived from it.
+//! One secret keys every account key, attempt id and device bucket (`store::keys`), and,
+//! through purpose-bound sub-keys, the device tokens (`devices`) and the password
+//! fingerprints of spray detection (`spray`). Every daemon sharing a store uses the same
+//! secret; changing it forgets every count and untrusts every device token.
+//!
+//! It comes from configuration (`store.key_secret_file` or `PORTCULLIS_KEY_SECRET`,
+//! `crate::store::config`), or, for the embedded store when none is configured, from the
+//! data directory, where [`KeySecret::load_or_generate`] makes one on first start.
+
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// File name of the generated key secret inside the data directory (mode 0600).
+pub const SECRET_FILE: &str = "key_secret";
+
+/// The HMAC key for account keys. Every daemon sharing a store uses the same one;
+/// changing it forgets every count. `Debug` is redacted.
+#[derive(Clone)]
+pub struct KeySecret(Vec<u8>);
+
+impl KeySecret {
+    /// Shortest accepted secret, in bytes (the HMAC-SHA-256 output size; RFC 2104 §3).
+    pub const MIN_BYTES: usize = 32;
+
+    /// Wraps raw secret bytes. Length is checked by configuration validation.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
+    /// A secret read from a file: one trailing `\n` (or `\r\n`) is not part of it.
+    pub fn from_file_contents(mut bytes: Vec<u8>) -> Self {
+        if bytes.ends_with(b"\n") {
+            bytes.pop();
+            if bytes.ends_with(b"\r") {
+                bytes.pop();
+            }
+        }
+        Self(bytes)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the secret is empty (never valid).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// HMAC-SHA-256 keyed with the secret itself: account keys and their suffixes
+    /// (`store::keys`) only; every other purpose takes a [`SubKey`].
+    pub(crate) fn mac(&self) -> Hmac<Sha256> {
+        // HMAC accepts keys of any length (RFC 2104), so this cannot fail.
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
+    }
+
+    /// The 32-byte sub-key of `purpose`, `HMAC-SHA-256(secret, "portcullis:v1:subkey\0" ‖
+    /// label)`: domain-separated from account keys (whose input starts with a 4-byte
+    /// length) and from every other purpose, so a value made with one sub-key says
+    /// nothing about another. Every daemon sharing the secret derives the same sub-key.
+    pub fn subkey(&self, purpose: SubKey) -> [u8; 32] {
+        let mut mac = self.mac();
+        mac.update(b"portcullis:v1:subkey\0");
+        mac.update(purpose.label().as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    /// The data directory's secret: read from `data_dir/key_secret`, or, on first start,
+    /// 32 random bytes written there in hex (mode 0600, the directory owner-only),
+    /// with a warning to back it up (losing it forgets every count).
+    ///
+    /// # Errors
+    /// [`SecretError`] naming the path: the directory cannot be created, the file cannot
+    /// be read or written.
+    pub fn load_or_generate(data_dir: &Path) -> Result<Self, SecretError> {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(data_dir)
+            .map_err(|source| SecretError::DataDir { path: data_dir.to_owned(), source })?;
+        let path = data_dir.join(SECRET_FILE);
+        let err = |source| SecretError::File { path: path.clone(), source };
+        match std::fs::read(&path) {
+            Ok(bytes) => return Ok(Self::from_file_contents(bytes)),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e)),
+            Err(_) => {}
+        }
+        let mut raw = [0u8; 32];
+        getrandom::fill(&mut raw).map_err(|e| err(std::io::Error::other(e.to_string())))?;
+        let text = hex::encode(raw);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&path).map_err(err)?;
+        std::io::Write::write_all(&mut file, text.as_bytes()).map_err(err)?;
+        file.sync_all().map_err(err)?;
+        // Its value is never logged; its existence matters: losing the file forgets every count.
+        tracing::warn!(path = %path.display(), "generated a new key secret: back it up with the data directory");
+        Ok(Self::new(text.into_bytes()))
+    }
+}
+
+impl std::fmt::Debug for KeySecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeySecret(<{} bytes redacted>)", self.0.len())
+    }
+}
+
+/// What a sub-key of the key secret is for ([`KeySecret::subkey`]). Each purpose has its
+/// own, so no value made for one says anything about another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubKey {
+    /// Device tokens' tags (`crate::devices`).
+    DeviceToken,
+    /// Password fingerprints of spray detection (`crate::spray`).
+    Spray,
+}
+
+impl SubKey {
+    /// The label the sub-key is derived with; fixed, since changing it changes every
+    /// value made with the sub-key.
+    fn label(self) -> &'static str {
+        match self {
+            SubKey::DeviceToken => "device-token",
+            SubKey::Spray => "spray",
+        }
+    }
+}
+
+/// Why the data directory's key secret could not be had. Names the path, never the
+/// secret.
+#[allow(missing_docs)] // each variant's #[error] message documents it
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("data directory {path:?} cannot be created or written")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("key secret file {path:?} cannot be read or created")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret() -> KeySecret {
+        KeySecret::new(b"0123456789abcdef0123456789abcdef".to_vec())
+    }
+
+    #[test]
+    fn subkeys_are_separated_by_purpose() {
+        assert_ne!(secret().subkey(SubKey::DeviceToken), secret().subkey(SubKey::Spray));
+        assert_eq!(secret().subkey(SubKey::DeviceToken), secret().subkey(SubKey::DeviceToken));
+    }
+
+    #[test]
+    fn secret_file_trailing_newline_is_ignored() {
+        assert_eq!(KeySecret::from_file_contents(b"abc\n".to_vec()).len(), 3);
+        assert_eq!(KeySecret::from_file_contents(b"abc\r\n".to_vec()).len(), 3);
+        assert!(!format!("{:?}", secret()).contains("0123"));
+    }
+
+    #[test]
+    fn a_generated_secret_is_kept_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let first = KeySecret::load_or_generate(&data).unwrap();
+        assert_eq!(first.len(), 64);
+        let again = KeySecret::load_or_generate(&data).unwrap();
+        assert_eq!(again.subkey(SubKey::Spray), first.subkey(SubKey::Spray));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(data.join(SECRET_FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+}
