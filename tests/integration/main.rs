@@ -32,6 +32,7 @@ mod refusal_episodes;
 mod sentinel_store;
 mod signals;
 mod spray;
+mod spray_window;
 mod store_conformance;
 mod store_failures;
 mod store_safety;

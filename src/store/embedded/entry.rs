@@ -1,0 +1,160 @@
+//! How an entry of the embedded store is encoded: a record, an attempt id's answer, a
+//! spray note or count, a device epoch, each with its expiry.
+
+use crate::store::StoreError;
+use crate::throttle::{MAX_STORED_COUNT, MAX_STORED_TIME_MS, Record};
+
+/// An entry as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Entry {
+    Record {
+        record: Record,
+        expires_ms: u64,
+    },
+    Attempt {
+        allowed: bool,
+        window_start_ms: u64,
+        replays: u64,
+        expires_ms: u64,
+    },
+    /// One account key under one password fingerprint (docs/spray.md): the latest
+    /// period (plus one; 0: never) in which a comparison of it failed.
+    Spray {
+        failed: u64,
+        expires_ms: u64,
+    },
+    /// An account's device epoch (docs/devices.md, "Revocation").
+    Epoch {
+        epoch: u64,
+        expires_ms: u64,
+    },
+    /// One password fingerprint's counts (docs/spray.md) for period `period` (plus one)
+    /// and the one before: `[current, previous]` of each.
+    SprayCount {
+        period: u64,
+        counts: [SprayCounts; 2],
+        expires_ms: u64,
+    },
+}
+
+/// One period's spray counts of one fingerprint: how many account keys failed in it, and
+/// how many of those had not failed in the period before.
+/// `|F(p-1) ∪ F(p)| = failed(p-1) + new_failed(p)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SprayCounts {
+    pub(super) failed: u64,
+    pub(super) new_failed: u64,
+}
+
+/// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
+pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
+
+impl Entry {
+    pub(super) fn expires_ms(&self) -> u64 {
+        match *self {
+            Entry::Record { expires_ms, .. }
+            | Entry::Attempt { expires_ms, .. }
+            | Entry::Spray { expires_ms, .. }
+            | Entry::Epoch { expires_ms, .. }
+            | Entry::SprayCount { expires_ms, .. } => expires_ms,
+        }
+    }
+
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(33);
+        match *self {
+            Entry::Record { record, expires_ms } => {
+                out.push(1);
+                out.extend_from_slice(&record.failures.to_le_bytes());
+                out.extend_from_slice(&record.window_start_ms.to_le_bytes());
+                out.extend_from_slice(&u64::from(record.step).to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Attempt { allowed, window_start_ms, replays, expires_ms } => {
+                out.push(2);
+                out.extend_from_slice(&u64::from(allowed).to_le_bytes());
+                out.extend_from_slice(&window_start_ms.to_le_bytes());
+                out.extend_from_slice(&replays.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Spray { failed, expires_ms } => {
+                out.push(3);
+                out.extend_from_slice(&failed.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Epoch { epoch, expires_ms } => {
+                out.push(5);
+                out.extend_from_slice(&epoch.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::SprayCount { period, counts, expires_ms } => {
+                out.push(4);
+                out.extend_from_slice(&period.to_le_bytes());
+                for c in counts {
+                    for n in [c.failed, c.new_failed] {
+                        out.extend_from_slice(&n.to_le_bytes());
+                    }
+                }
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
+        let corrupt = || StoreError::Protocol("corrupt embedded entry".into());
+        let expected = match bytes.first() {
+            Some(4) => SPRAY_COUNT_LEN,
+            _ => 33,
+        };
+        if bytes.len() != expected {
+            return Err(corrupt());
+        }
+        let word = |i: usize| {
+            u64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default())
+        };
+        // Every value within what a daemon writes (src/throttle.rs, MAX_STORED_*):
+        // anything else, edited in by hand or by another program, is a store error.
+        let count = |i: usize| Some(word(i)).filter(|&n| n <= MAX_STORED_COUNT).ok_or_else(corrupt);
+        let time =
+            |i: usize| Some(word(i)).filter(|&t| t <= MAX_STORED_TIME_MS).ok_or_else(corrupt);
+        let counts = |first: usize| -> Result<SprayCounts, StoreError> {
+            Ok(SprayCounts { failed: count(first)?, new_failed: count(first + 1)? })
+        };
+        match bytes[0] {
+            1 => {
+                let record = Record {
+                    failures: word(0),
+                    window_start_ms: word(1),
+                    step: u32::try_from(word(2)).map_err(|_| corrupt())?,
+                };
+                if !record.is_plausible() {
+                    return Err(corrupt());
+                }
+                Ok(Entry::Record { record, expires_ms: word(3) })
+            }
+            2 => Ok(Entry::Attempt {
+                allowed: match word(0) {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(corrupt()),
+                },
+                window_start_ms: time(1)?,
+                replays: count(2)?,
+                expires_ms: word(3),
+            }),
+            3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
+            5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
+            4 => Ok(Entry::SprayCount {
+                period: count(0)?,
+                counts: [counts(1)?, counts(3)?],
+                expires_ms: word(5),
+            }),
+            _ => Err(corrupt()),
+        }
+    }
+}

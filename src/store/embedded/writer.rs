@@ -1,0 +1,445 @@
+//! The writer thread: every operation in order, batched into one durable commit.
+
+use std::path::PathBuf;
+use std::sync::{Arc, mpsc};
+use std::time::Instant;
+
+use redb::{Database, ReadableTable, TableDefinition};
+
+use super::entry::{Entry, SprayCounts};
+use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
+use crate::store::{Counted, Inspection, SprayNote, StoreError};
+use crate::throttle::{self, Policy, Record};
+
+/// key → encoded entry (a record, an attempt id's answer, or one account key's spray
+/// note), with its expiry.
+pub(super) const ENTRIES: TableDefinition<&str, &[u8]> = TableDefinition::new("entries");
+/// (expiry ms, key): the sweep's index.
+pub(super) const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry");
+/// Clock high-water mark and other single values.
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// One operation for the writer thread.
+pub(super) enum Op {
+    IsOpen {
+        record: String,
+        policy: Policy,
+    },
+    Attempt {
+        record: String,
+        /// The device's bucket and its token's epoch, for a device's attempt.
+        device: Option<(String, u64)>,
+        epoch_key: String,
+        epoch_ttl_ms: u64,
+        attempt: Option<String>,
+        /// How long the attempt id's answer is kept (`store.attempt_id_horizon`).
+        attempt_ttl_ms: u64,
+        policy: Policy,
+    },
+    Revoke {
+        epoch_key: String,
+        ttl_ms: u64,
+    },
+    Refund {
+        record: String,
+        attempt: Option<String>,
+        window_start_ms: u64,
+    },
+    Clear {
+        record: String,
+        /// Verify's accept: the account's device epoch to read (and keep so long).
+        epoch: Option<(String, u64)>,
+    },
+    Peek {
+        record: String,
+    },
+    Expiry {
+        key: String,
+    },
+    Inspect {
+        record: String,
+    },
+    Spray {
+        /// The fingerprint's counts ([`SprayKey::count`]).
+        count: String,
+        /// The account's entry under the fingerprint ([`SprayKey::member`]).
+        member: String,
+        note: SprayNote,
+        period_ms: u64,
+        limit: u32,
+    },
+    Ping,
+}
+
+/// What an operation answered.
+pub(super) enum Reply {
+    Open(bool),
+    Counted(Counted),
+    Record(Option<Record>),
+    Expiry(Option<u64>),
+    Inspected(Inspection),
+    Count(u64),
+    Done,
+}
+
+pub(super) type Job = (Op, tokio::sync::oneshot::Sender<Result<Reply, StoreError>>);
+
+pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub(super) fn init(db: &Database) -> Result<u64, BoxError> {
+    let txn = db.begin_write()?;
+    let high_water = {
+        txn.open_table(ENTRIES)?;
+        txn.open_table(EXPIRY)?;
+        let meta = txn.open_table(META)?;
+        meta.get("clock_ms")?.map_or(0, |v| v.value())
+    };
+    txn.commit()?;
+    Ok(high_water)
+}
+
+/// The writer thread's state.
+pub(super) struct Writer {
+    /// `None` after a failed commit: redb refuses every transaction after an I/O error
+    /// until the database is reopened, so the next batch reopens it (a full disk that
+    /// was freed must not stay an outage until a restart).
+    pub(super) db: Option<Database>,
+    /// The database file, for reopening.
+    pub(super) path: PathBuf,
+    pub(super) clock: Arc<dyn Clock>,
+    /// The latest time handed out; time never goes below it.
+    pub(super) high_water: u64,
+    pub(super) last_sweep: Option<Instant>,
+}
+
+impl Writer {
+    pub(super) fn run(mut self, rx: mpsc::Receiver<Job>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            let now = self.now();
+            let sweep = self.last_sweep.is_none_or(|t| t.elapsed() >= SWEEP_INTERVAL);
+            let (ops, replies): (Vec<Op>, Vec<_>) = batch.into_iter().unzip();
+            match self.reopen().and_then(|db| Self::apply(db, &ops, now, sweep)) {
+                Ok(results) => {
+                    if sweep {
+                        self.last_sweep = Some(Instant::now());
+                    }
+                    for (reply, result) in replies.into_iter().zip(results) {
+                        let _ = reply.send(result);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "embedded store commit failed; reopening");
+                    // Closed here (and its lock released), reopened by the next batch.
+                    self.db = None;
+                    let message = e.to_string();
+                    for reply in replies {
+                        let _ = reply.send(Err(StoreError::Embedded(message.clone())));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The open database, reopening it after a failure. A reopen that fails answers
+    /// this batch with the error; the next batch tries again.
+    fn reopen(&mut self) -> Result<&Database, BoxError> {
+        if self.db.is_none() {
+            let db = Database::create(&self.path)?;
+            init(&db)?;
+            tracing::info!("embedded store reopened");
+            self.db = Some(db);
+        }
+        self.db.as_ref().ok_or_else(|| "embedded store is not open".into())
+    }
+
+    fn now(&mut self) -> u64 {
+        self.high_water = self.high_water.max(self.clock.now_ms());
+        self.high_water
+    }
+
+    /// Applies `ops` in one transaction and commits durably. An operation's own error
+    /// (a corrupt entry) answers that operation; a transaction error answers them all.
+    fn apply(
+        db: &Database,
+        ops: &[Op],
+        now: u64,
+        sweep: bool,
+    ) -> Result<Vec<Result<Reply, StoreError>>, BoxError> {
+        let txn = db.begin_write()?;
+        let mut writes = false;
+        let results = {
+            let mut entries = txn.open_table(ENTRIES)?;
+            let mut expiry = txn.open_table(EXPIRY)?;
+            let mut t = Tables { entries: &mut entries, expiry: &mut expiry, now };
+            let mut results = Vec::with_capacity(ops.len());
+            for op in ops {
+                writes |= !matches!(
+                    op,
+                    Op::IsOpen { .. }
+                        | Op::Peek { .. }
+                        | Op::Expiry { .. }
+                        | Op::Inspect { .. }
+                        | Op::Ping
+                        | Op::Spray { note: SprayNote::Check, .. }
+                );
+                results.push(t.apply(op));
+            }
+            if sweep {
+                writes |= t.sweep()? > 0;
+            }
+            if writes {
+                txn.open_table(META)?.insert("clock_ms", now)?;
+            }
+            results
+        };
+        if writes {
+            txn.commit()?;
+        } else {
+            txn.abort()?;
+        }
+        Ok(results)
+    }
+}
+
+pub(super) struct Tables<'a, 't> {
+    pub(super) entries: &'a mut redb::Table<'t, &'static str, &'static [u8]>,
+    pub(super) expiry: &'a mut redb::Table<'t, (u64, &'static str), ()>,
+    pub(super) now: u64,
+}
+
+impl Tables<'_, '_> {
+    fn apply(&mut self, op: &Op) -> Result<Reply, StoreError> {
+        let now = self.now;
+        match op {
+            Op::IsOpen { record, policy } => {
+                Ok(Reply::Open(throttle::is_open(policy, self.record(record)?.as_ref(), now)))
+            }
+            Op::Peek { record } => Ok(Reply::Record(self.record(record)?)),
+            Op::Expiry { key } => Ok(Reply::Expiry(self.get(key)?.map(|e| e.expires_ms()))),
+            Op::Inspect { record } => {
+                Ok(Reply::Inspected(Inspection { record: self.record(record)?, now_ms: now }))
+            }
+            Op::Ping => Ok(Reply::Done),
+            Op::Spray { count, member, note, period_ms, limit } => {
+                self.spray(count, member, *note, *period_ms, *limit).map(Reply::Count)
+            }
+            Op::Clear { record, epoch } => {
+                self.remove(record)?;
+                let Some((epoch_key, ttl_ms)) = epoch else { return Ok(Reply::Done) };
+                let current = self.epoch(epoch_key)?;
+                if current > 0 {
+                    self.put(epoch_key, Entry::Epoch { epoch: current, expires_ms: now + ttl_ms })?;
+                }
+                Ok(Reply::Count(current))
+            }
+            Op::Refund { record, attempt, window_start_ms } => {
+                if let Some(attempt) = attempt {
+                    self.remove(attempt)?;
+                }
+                if let Some(Entry::Record { record: r, expires_ms }) = self.get(record)?
+                    && let Some(r) = throttle::refund(Some(r), *window_start_ms)
+                {
+                    // The expiry stays: it was pushed by the attempt being refunded.
+                    self.put(record, Entry::Record { record: r, expires_ms })?;
+                }
+                Ok(Reply::Done)
+            }
+            Op::Revoke { epoch_key, ttl_ms } => {
+                let epoch = self.epoch(epoch_key)? + 1;
+                self.put(epoch_key, Entry::Epoch { epoch, expires_ms: now + ttl_ms })?;
+                Ok(Reply::Count(epoch))
+            }
+            Op::Attempt {
+                record,
+                device,
+                epoch_key,
+                epoch_ttl_ms,
+                attempt,
+                attempt_ttl_ms,
+                policy,
+            } => {
+                // A device's bucket only under the account's current epoch, which is then
+                // kept (record_attempt.lua); an attempt without a token reads no epoch.
+                let mut counted = record;
+                let mut trusted = false;
+                if let Some((bucket, token_epoch)) = device {
+                    let epoch = self.epoch(epoch_key)?;
+                    if epoch > 0 {
+                        self.put(
+                            epoch_key,
+                            Entry::Epoch { epoch, expires_ms: now + epoch_ttl_ms },
+                        )?;
+                    }
+                    if *token_epoch == epoch {
+                        (counted, trusted) = (bucket, true);
+                    }
+                }
+                if let Some(key) = attempt
+                    && let Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) =
+                        self.get(key)?
+                {
+                    let replays = replays + 1;
+                    self.put(
+                        key,
+                        Entry::Attempt { allowed, window_start_ms, replays, expires_ms },
+                    )?;
+                    return Ok(Reply::Counted(Counted {
+                        allowed,
+                        locked_now: false,
+                        window_start_ms,
+                        replays,
+                        trusted: false,
+                    }));
+                }
+                let out = throttle::attempt(policy, self.record(counted)?, now);
+                let expires_ms = throttle::expiry_ms(policy, &out.record, now);
+                self.put(counted, Entry::Record { record: out.record, expires_ms })?;
+                if let Some(key) = attempt {
+                    let window_start_ms = out.record.window_start_ms;
+                    let entry = Entry::Attempt {
+                        allowed: out.allowed,
+                        window_start_ms,
+                        replays: 0,
+                        expires_ms: now + attempt_ttl_ms,
+                    };
+                    self.put(key, entry)?;
+                }
+                Ok(Reply::Counted(Counted {
+                    allowed: out.allowed,
+                    locked_now: out.locked_now(policy),
+                    window_start_ms: out.record.window_start_ms,
+                    replays: 0,
+                    trusted,
+                }))
+            }
+        }
+    }
+
+    /// The device epoch at `key` (0 when absent).
+    fn epoch(&self, key: &str) -> Result<u64, StoreError> {
+        match self.get(key)? {
+            Some(Entry::Epoch { epoch, .. }) => Ok(epoch),
+            None => Ok(0),
+            Some(_) => Err(StoreError::Protocol("a device epoch key holds another entry".into())),
+        }
+    }
+
+    /// The live entry at `key` (an expired one reads as absent, as in Redis).
+    fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        let Some(bytes) = self.entries.get(key).map_err(embedded)? else { return Ok(None) };
+        let entry = Entry::decode(bytes.value())?;
+        Ok((entry.expires_ms() > self.now).then_some(entry))
+    }
+
+    fn record(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        match self.get(key)? {
+            Some(Entry::Record { record, .. }) => Ok(Some(record)),
+            Some(
+                Entry::Attempt { .. }
+                | Entry::Spray { .. }
+                | Entry::SprayCount { .. }
+                | Entry::Epoch { .. },
+            ) => Err(StoreError::Protocol("a record key holds another entry".into())),
+            None => Ok(None),
+        }
+    }
+
+    /// The embedded form of `spray.lua`, exact and in constant time: one entry per
+    /// (fingerprint, account key), `member` ([`SprayKey::member`]), noting the latest
+    /// period a comparison of it failed in, and one per fingerprint, `count_key`
+    /// ([`SprayKey::count`]), holding [`SprayCounts`] of the current and the previous
+    /// period. The answer is
+    /// `|failed|` over both periods, as on Redis, without reading the members: a count
+    /// over a million accounts costs what one over ten does. `Check` reads the count
+    /// entry only and writes nothing. Both entries expire at the end of the next period.
+    /// `limit` is not needed: the count is exact whatever its size.
+    fn spray(
+        &mut self,
+        count_key: &str,
+        key: &str,
+        note: SprayNote,
+        period_ms: u64,
+        _limit: u32,
+    ) -> Result<u64, StoreError> {
+        if period_ms == 0 {
+            return Err(StoreError::Protocol("spray period must not be 0".into()));
+        }
+        let period = self.now / period_ms;
+        // Periods are stored plus one, so 0 means never.
+        let noted = period + 1;
+        let expires_ms = (period + 2).saturating_mul(period_ms);
+        // [current, previous] as of this period; the clock never goes back.
+        let mut counts = match self.get(count_key)? {
+            Some(Entry::SprayCount { period: held, counts, .. }) if held == noted => counts,
+            Some(Entry::SprayCount { period: held, counts, .. }) if held + 1 == noted => {
+                [SprayCounts::default(), counts[0]]
+            }
+            Some(Entry::SprayCount { .. }) | None => [SprayCounts::default(); 2],
+            Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
+        };
+        let union = |[current, previous]: [SprayCounts; 2]| previous.failed + current.new_failed;
+        if note == SprayNote::Check {
+            return Ok(union(counts));
+        }
+        let last = match self.get(key)? {
+            Some(Entry::Spray { failed, .. }) => failed,
+            Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
+            None => 0,
+        };
+        // New to this period's set; new to the union with the period before (a member
+        // last noted then is in both).
+        counts[0].failed += u64::from(last != noted);
+        counts[0].new_failed += u64::from(last != noted && last + 1 != noted);
+        self.put(key, Entry::Spray { failed: noted, expires_ms })?;
+        self.put(count_key, Entry::SprayCount { period: noted, counts, expires_ms })?;
+        Ok(union(counts))
+    }
+
+    fn put(&mut self, key: &str, entry: Entry) -> Result<(), StoreError> {
+        let old = self.entries.insert(key, entry.encode().as_slice()).map_err(embedded)?;
+        if let Some(old) = old
+            && let Ok(old) = Entry::decode(old.value())
+        {
+            self.expiry.remove((old.expires_ms(), key)).map_err(embedded)?;
+        }
+        self.expiry.insert((entry.expires_ms(), key), ()).map_err(embedded)?;
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &str) -> Result<(), StoreError> {
+        if let Some(old) = self.entries.remove(key).map_err(embedded)?
+            && let Ok(old) = Entry::decode(old.value())
+        {
+            self.expiry.remove((old.expires_ms(), key)).map_err(embedded)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes up to [`SWEEP_LIMIT`] entries whose expiry has passed; returns how many.
+    fn sweep(&mut self) -> Result<usize, StoreError> {
+        let mut due = Vec::new();
+        for item in self.expiry.range::<(u64, &str)>(..).map_err(embedded)? {
+            let (key, _) = item.map_err(embedded)?;
+            let (expires_ms, name) = key.value();
+            if expires_ms > self.now || due.len() >= SWEEP_LIMIT {
+                break;
+            }
+            due.push((expires_ms, name.to_owned()));
+        }
+        for (expires_ms, name) in &due {
+            self.expiry.remove((*expires_ms, name.as_str())).map_err(embedded)?;
+            self.entries.remove(name.as_str()).map_err(embedded)?;
+        }
+        if !due.is_empty() {
+            tracing::debug!(swept = due.len(), "expired entries removed");
+        }
+        Ok(due.len())
+    }
+}
