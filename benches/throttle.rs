@@ -19,29 +19,33 @@
 //! of each runtime from `/proc/self/task`, Redis from `INFO cpu`) and the Redis
 //! commands per call (`INFO commandstats`), which say where the daemon's overhead goes.
 //!
-//! Then outside load tools (`support/load_tools.rs`): `redis-benchmark` runs `EVALSHA` of
-//! the same script straight on Redis, and h2load drives the real `portcullis` binary
-//! (a separate process, on the same Redis) through the team's h2load script
-//! with one hot account, every call counted, at 64 and 16 calls in flight; the table
-//! prints each rate's ratio to the `EVALSHA` figure of the same run. The h2load rows are
-//! skipped with a message when h2load or the script is missing.
+//! Then load tools outside the in-process client (`load_tools`, `h2_load` in
+//! `tests/support`): `redis-benchmark` (shipped with `redis-server`) runs `EVALSHA` of
+//! the same script straight on Redis, and the repository's own HTTP/2 load generator
+//! (`own h2 load tool` rows: h2load's way, C connections × S streams, one pre-encoded
+//! gRPC frame POSTed per call, every answer's `grpc-status` checked) drives the real
+//! `portcullis` binary (a separate process, on the same Redis) with one hot account,
+//! every call counted, at 64 and 16 calls in flight, on a runtime of its own; the table
+//! prints each rate's ratio to the `EVALSHA` figure of the same run. Nothing outside the
+//! repository is needed besides `redis-server` and `redis-benchmark`.
 //! `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
 //!
 //! `PORTCULLIS_BENCH_STORE_TOML`, if set, is added to the daemon's `[store]` table
 //! (for example `pool_size = 64`), to try store settings without editing anything.
-//! `PORTCULLIS_BENCH_IO_THREADS=N` sets `[server] io_threads` of the h2load rows' daemons
+//! `PORTCULLIS_BENCH_IO_THREADS=N` sets `[server] io_threads` of the load-tool rows' daemons
 //! (default: the daemon's own, 1).
 
 use portcullis_test_support as common;
 use portcullis_test_support::bench as support;
-use portcullis_test_support::load_tools;
+use portcullis_test_support::load_tools::{self, SCRIPT_ARGS, commands_per_call, script_keys};
+use portcullis_test_support::proc_cpu::{machine_cpu, threads_cpu};
 
 use std::future::Future;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::{millis, percentile};
+use support::{commandstats, millis, percentile, redis_cpu_seconds};
 
 use portcullis::config::StoreSettings;
 use portcullis::normalize::normalize;
@@ -71,17 +75,6 @@ const MAX_CHANNELS: usize = 8;
 /// Errors quoted per cell when some calls fail.
 const QUOTED_ERRORS: usize = 3;
 
-/// The daemon's defaults for realm `default`, in the order `record_attempt.lua` takes
-/// them: max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step,
-/// device_epoch (-1: no device token), epoch_ttl_ms, attempt_ttl_ms.
-const SCRIPT_ARGS: [i64; 9] = [5, 900_000, 3_600_000, 86_400_000, 1, 2, -1, 7_776_300_000, 300_000];
-
-/// The keys `record_attempt.lua` takes for account `tag` without a device or an
-/// attempt id: the record alone.
-fn script_keys(tag: &str) -> [String; 1] {
-    [format!("portcullis:v2:{{{tag}}}:r")]
-}
-
 /// Row names of the three paths (see the top of this file).
 const SCRIPT_PATH: &str = "script: record_attempt.lua via redis-rs";
 const STORE_PATH: &str = "store: key + RedisStore, in process";
@@ -104,9 +97,6 @@ fn wait_for_sync(replica: &common::RedisServer) {
 }
 const GRPC_PATH: &str = "gRPC: RecordAttempt via the daemon";
 const EMBEDDED_PATH: &str = "gRPC: RecordAttempt via the daemon, embedded store";
-
-/// Commands `record_attempt.lua` runs itself, which `INFO commandstats` also counts.
-const SCRIPT_COMMANDS: [&str; 6] = ["time", "hmget", "hset", "pexpire", "get", "set"];
 
 /// Next account number, shared by every cell of a path so cells do not reuse keys early.
 static NEXT_ACCOUNT: AtomicU64 = AtomicU64::new(0);
@@ -230,13 +220,15 @@ struct Cpu {
 
 impl Cpu {
     async fn now(conn: &mut MultiplexedConnection) -> Self {
-        let (load, daemon) = runtime_threads_cpu();
+        // The two runtimes' threads, by name.
+        let threads = threads_cpu(|name| {
+            ["daemon", "load"].into_iter().find(|runtime| name.starts_with(runtime))
+        });
+        let runtime = |name| threads.get(name).copied().unwrap_or(0.0);
+        let (load, daemon) = (runtime("load"), runtime("daemon"));
         let info: String =
             redis::cmd("INFO").arg("cpu").query_async(conn).await.unwrap_or_default();
-        let redis = info_fields(&info)
-            .filter(|(name, _)| *name == "used_cpu_sys" || *name == "used_cpu_user")
-            .filter_map(|(_, value)| value.parse::<f64>().ok())
-            .sum();
+        let redis = redis_cpu_seconds(&info);
         let (machine_busy, machine_total) = machine_cpu();
         Self { load, daemon, redis, machine_busy, machine_total }
     }
@@ -268,75 +260,11 @@ impl Cpu {
     }
 }
 
-/// `/proc` counts in USER_HZ, which Linux fixes at 100.
-const TICKS_PER_SECOND: f64 = 100.0;
-
-/// Busy and total CPU seconds of the whole machine (all cores) from `/proc/stat`.
-fn machine_cpu() -> (f64, f64) {
-    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
-        return (0.0, 0.0);
-    };
-    let Some(line) = stat.lines().find(|line| line.starts_with("cpu ")) else {
-        return (0.0, 0.0);
-    };
-    // user nice system idle iowait irq softirq steal (guest time is already in user).
-    let ticks: Vec<u64> =
-        line.split_whitespace().skip(1).take(8).filter_map(|v| v.parse().ok()).collect();
-    if ticks.len() < 8 {
-        return (0.0, 0.0);
-    }
-    let total: u64 = ticks.iter().sum();
-    let idle = ticks[3] + ticks[4];
-    ((total - idle) as f64 / TICKS_PER_SECOND, total as f64 / TICKS_PER_SECOND)
-}
-
-/// CPU seconds of this process's threads named `load…` and `daemon…` (the two
-/// runtimes), from `/proc/self/task/*/stat`; zero where `/proc` is not readable.
-fn runtime_threads_cpu() -> (f64, f64) {
-    let (mut load, mut daemon) = (0.0, 0.0);
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return (load, daemon);
-    };
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue;
-        };
-        // "tid (comm) state ...": the name may hold spaces, so split at the last ')'.
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let name = head.split_once('(').map_or("", |(_, name)| name);
-        // utime and stime are fields 14 and 15; `rest` starts at field 3.
-        let ticks: u64 =
-            rest.split_whitespace().skip(11).take(2).filter_map(|v| v.parse::<u64>().ok()).sum();
-        let seconds = ticks as f64 / TICKS_PER_SECOND;
-        if name.starts_with("daemon") {
-            daemon += seconds;
-        } else if name.starts_with("load") {
-            load += seconds;
-        }
-    }
-    (load, daemon)
-}
-
-/// `name:value` lines of an `INFO` reply.
-fn info_fields(info: &str) -> impl Iterator<Item = (&str, &str)> {
-    info.lines().filter_map(|line| line.trim_end().split_once(':'))
-}
-
 /// Calls per command since the last `CONFIG RESETSTAT`, most first.
 async fn redis_commands(conn: &mut MultiplexedConnection) -> Vec<(String, u64)> {
     let info: String =
         redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap_or_default();
-    let mut commands: Vec<(String, u64)> = info_fields(&info)
-        .filter_map(|(name, stats)| {
-            let name = name.strip_prefix("cmdstat_")?;
-            let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-            Some((name.to_owned(), calls.parse().ok()?))
-        })
-        .collect();
-    commands.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    commands
+    commandstats(&info)
 }
 
 /// Runs one cell: `callers.len()` workers, each with one call in flight, for the warm-up
@@ -425,152 +353,68 @@ async fn run_cell<C: Caller>(
     }
 }
 
-/// Calls per h2load run after its warm-up.
-const H2LOAD_REQUESTS: u64 = 100_000;
-/// Unmeasured h2load calls before each run.
-const H2LOAD_WARM_UP: u64 = 10_000;
-/// HTTP/2 connections × streams per connection of each h2load row.
-const H2LOAD_LOADS: [(usize, usize); 2] = [(4, 16), (4, 4)];
+/// Calls per load-tool run after its warm-up.
+const H2_LOAD_CALLS: u64 = 100_000;
+/// Unmeasured calls before each load-tool run, on the same connections.
+const H2_LOAD_WARM_UP: u64 = 10_000;
+/// HTTP/2 connections × streams per connection of each load-tool row.
+const H2_LOAD_SHAPES: [(usize, usize); 2] = [(4, 16), (4, 4)];
+/// Threads of the load tool's runtime (one, as h2load's `-t 1` had it).
+const H2_LOAD_THREADS: usize = 1;
 /// `EVALSHA` calls of the redis-benchmark row, and its clients (as many as the calls
-/// in flight of the first h2load row).
+/// in flight of the first load-tool row).
 const EVALSHA_REQUESTS: u64 = 300_000;
 const EVALSHA_CLIENTS: usize = 64;
 
-/// The load-tool rows, and notes (skips, the tools' own lines).
-async fn tool_rows(
+/// The load-tool rows, and notes (skips, the load tool's own lines). Blocking: the load
+/// tool runs on a runtime of its own, so this runs outside any.
+fn tool_rows(
     redis: &common::RedisServer,
     store_toml: &str,
     data_dir: &std::path::Path,
 ) -> (Vec<load_tools::ToolRow>, Vec<String>) {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
-    let mut probe =
-        redis.client().get_multiplexed_async_connection().await.expect("redis connection");
-
-    // The raw script: loaded once, then EVALSHA on one hot key, as the daemon's calls are.
-    let script = Script::new(portcullis::store::redis::RECORD_ATTEMPT_SOURCE);
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(portcullis::store::redis::RECORD_ATTEMPT_SOURCE)
-        .query_async(&mut probe)
-        .await
-        .expect("SCRIPT LOAD");
-    assert_eq!(sha, script.get_hash());
     eprintln!("redis-benchmark EVALSHA, {EVALSHA_CLIENTS} clients ...");
-    match load_tools::run_redis_benchmark(
-        redis.port,
-        &sha,
-        &script_keys("bench-hot").each_ref().map(String::as_str),
-        &SCRIPT_ARGS,
-        EVALSHA_CLIENTS,
-        EVALSHA_REQUESTS,
-    ) {
-        Ok((rate, p99_ms)) => rows.push(load_tools::ToolRow {
-            path: "redis-benchmark: EVALSHA record_attempt.lua".into(),
-            in_flight: EVALSHA_CLIENTS,
-            rate,
-            p99_ms,
-            cpu_percent: None,
-            commands: String::new(),
-        }),
+    match load_tools::evalsha_row(redis, EVALSHA_CLIENTS, EVALSHA_REQUESTS) {
+        Ok(row) => rows.push(row),
         Err(e) => notes.push(format!("EVALSHA row skipped: {e}")),
     }
 
-    let script_path = match load_tools::h2load_script() {
-        Ok(path) => path,
-        Err(skip) => {
-            eprintln!("{skip}");
-            notes.push(skip);
-            return (rows, notes);
-        }
-    };
-    let body_dir = tempfile::tempdir().expect("tempdir");
-    let body = body_dir.path().join("record_attempt.bin");
-    load_tools::write_record_attempt_body(&body, "default", "hot@example.com");
-    let embedded_dir = data_dir.join("h2load");
+    let frame = load_tools::record_attempt_frame("default", "hot@example.com");
+    let embedded_dir = data_dir.join("h2-load");
     // A `[server]` table after everything else (no config here has one of its own).
     let server = std::env::var("PORTCULLIS_BENCH_IO_THREADS")
         .map(|n| format!("\n[server]\nio_threads = {n}\n"))
         .unwrap_or_default();
     let daemons = [
         (
-            "h2load: RecordAttempt, daemon process, Redis",
+            "own h2 load tool: RecordAttempt, daemon process, Redis",
             common::config_toml(&redis.url(), store_toml) + &server,
         ),
         (
-            "h2load: RecordAttempt, daemon process, embedded store",
+            "own h2 load tool: RecordAttempt, daemon process, embedded store",
             common::embedded_config_toml(&embedded_dir, "") + &server,
         ),
     ];
+    let mut probe = redis.conn();
     for (label, config) in daemons {
         let daemon = common::DaemonProcess::spawn_quiet(&config);
-        for (conns, streams) in H2LOAD_LOADS {
+        for shape @ (conns, streams) in H2_LOAD_SHAPES {
             eprintln!("{label}, {conns}x{streams} in flight ...");
-            let _: redis::RedisResult<()> =
-                redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut probe).await;
-            let run = load_tools::run_h2load(
-                &script_path,
-                daemon.addr,
-                &body,
-                (conns, streams),
-                (H2LOAD_WARM_UP, H2LOAD_REQUESTS),
-                daemon.pid(),
-            );
-            let commands = redis_commands(&mut probe).await;
-            match run {
-                Ok(run) => {
-                    let per_call: Vec<String> = commands
-                        .iter()
-                        .filter(|(name, _)| {
-                            !SCRIPT_COMMANDS.contains(&name.as_str())
-                                && name != "info"
-                                && !name.starts_with("config")
-                        })
-                        .map(|(name, calls)| {
-                            format!("{name} {:.2}", *calls as f64 / run.requests as f64)
-                        })
-                        .collect();
-                    notes.push(run.line.clone());
-                    rows.push(load_tools::ToolRow {
-                        path: label.into(),
-                        in_flight: conns * streams,
-                        rate: run.rate,
-                        p99_ms: run.p99_ms,
-                        cpu_percent: run.cpu_percent,
-                        commands: per_call.join(", "),
-                    });
+            let calls = (H2_LOAD_WARM_UP, H2_LOAD_CALLS);
+            let threads = H2_LOAD_THREADS;
+            match load_tools::h2_load_row(label, &daemon, &frame, shape, calls, threads, &mut probe)
+            {
+                Ok((row, line)) => {
+                    rows.push(row);
+                    notes.push(line);
                 }
                 Err(e) => notes.push(format!("{label} {conns}x{streams}: {e}")),
             }
         }
-        drop(daemon);
     }
     (rows, notes)
-}
-
-fn print_tool_rows(rows: &[load_tools::ToolRow], notes: &[String]) {
-    let evalsha = rows.first().filter(|r| r.path.starts_with("redis-benchmark")).map(|r| r.rate);
-    println!(
-        "\n| load tool path | in flight | calls/s | × EVALSHA | p99 ms | daemon CPU (cores) | \
-         daemon CPU µs/call | Redis commands/call (besides the script's own) |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
-    for row in rows {
-        let ratio = evalsha.map_or("".into(), |e| format!("{:.2}", row.rate / e));
-        let (cores, per_call) = match row.cpu_percent {
-            Some(cpu) => {
-                (format!("{:.2}", cpu / 100.0), format!("{:.1}", cpu / 100.0 * 1e6 / row.rate))
-            }
-            None => (String::new(), String::new()),
-        };
-        println!(
-            "| {} | {} | {:.0} | {} | {:.3} | {} | {} | {} |",
-            row.path, row.in_flight, row.rate, ratio, row.p99_ms, cores, per_call, row.commands
-        );
-    }
-    for note in notes {
-        println!("    {note}");
-    }
 }
 
 fn main() -> ExitCode {
@@ -674,7 +518,7 @@ fn main() -> ExitCode {
     daemon_rt.block_on(embedded.shutdown());
     drop(daemon_rt);
 
-    let (tool_rows, tool_notes) = load_rt.block_on(tool_rows(&redis, &store_toml, data_dir.path()));
+    let (tool_rows, tool_notes) = tool_rows(&redis, &store_toml, data_dir.path());
 
     println!("| path | in flight | calls/s | p50 ms | p99 ms |");
     println!("|---|---:|---:|---:|---:|");
@@ -703,12 +547,7 @@ fn main() -> ExitCode {
     println!("|---|---:|---:|---:|---:|---:|---:|---|");
     for row in &rows {
         let per_call = |seconds: f64| seconds * 1e6 / row.calls.max(1) as f64;
-        let commands: Vec<String> = row
-            .commands
-            .iter()
-            .filter(|(name, _)| !SCRIPT_COMMANDS.contains(&name.as_str()))
-            .map(|(name, calls)| format!("{name} {:.2}", *calls as f64 / row.calls.max(1) as f64))
-            .collect();
+        let commands = commands_per_call(&row.commands, row.calls);
         println!(
             "| {} | {} | {:.1} | {:.1} | {:.1} | {:.0}% | {:.0}% | {} |",
             row.path,
@@ -718,14 +557,14 @@ fn main() -> ExitCode {
             per_call(row.cpu.redis),
             row.cpu.busy_percent(),
             row.cpu.others_percent(),
-            commands.join(", "),
+            commands,
         );
     }
     if !store_toml.is_empty() {
         println!("\nPORTCULLIS_BENCH_STORE_TOML: {store_toml}");
     }
 
-    print_tool_rows(&tool_rows, &tool_notes);
+    load_tools::print_tool_rows(&tool_rows, &tool_notes);
 
     let mut failed = false;
     for row in &rows {

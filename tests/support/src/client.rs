@@ -197,7 +197,7 @@ pub async fn try_attempt(
 }
 
 /// The headers of a unary `RecordAttempt` call to `addr`, for raw HTTP/2 clients (the
-/// abuse patterns of tests/hardening.rs and benches/abuse.rs).
+/// abuse patterns of tests/integration/hardening.rs and benches/abuse.rs).
 pub fn grpc_request(addr: SocketAddr) -> http::Request<()> {
     http::Request::builder()
         .method("POST")

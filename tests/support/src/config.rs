@@ -27,8 +27,8 @@ hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
 "#;
 
 /// Top-level settings of every test daemon: no shutdown delay (tests stop daemons
-/// often; `tests/health.rs` sets its own) and no admin listener (the default port would
-/// be shared by parallel tests; `tests/metrics.rs` and `tests/health.rs` ask for
+/// often; `tests/integration/health.rs` sets its own) and no admin listener (the default port would
+/// be shared by parallel tests; `tests/integration/metrics.rs` and `tests/integration/health.rs` ask for
 /// `127.0.0.1:0` with [`with_admin`]).
 pub const TEST_TOP_LEVEL: &str = "shutdown_delay = \"0s\"\n[telemetry]\nadmin_listen = \"\"\n";
 

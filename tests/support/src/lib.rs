@@ -13,7 +13,12 @@
 //! - [`client`]: [`Client`], [`Caller`], raw gRPC requests.
 //! - [`audit`]: records, keys and their expiry as the store holds them.
 //! - [`pki`]: test certificates made at test time.
-//! - [`bench`], [`load_tools`]: what the benches share (percentiles, outside load tools).
+//! - [`bench`], [`proc_cpu`]: what the benches share (percentiles, Redis `INFO`, CPU
+//!   time from `/proc`).
+//! - [`h2_load`], [`load_tools`]: the own HTTP/2 gRPC load generator, and the throttle
+//!   bench's load-tool rows (it and `redis-benchmark`).
+//! - [`probe`], [`verify_bench`]: what the Verify benches share (the flood's probe
+//!   process, one `Verify` timed against the raw comparison).
 
 #![allow(dead_code, missing_docs)]
 
@@ -23,10 +28,14 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod daemon;
+pub mod h2_load;
 pub mod load_tools;
 pub mod pki;
+pub mod probe;
+pub mod proc_cpu;
 pub mod sentinel;
 pub mod server;
+pub mod verify_bench;
 
 pub use audit::*;
 pub use client::*;

@@ -1,20 +1,52 @@
-//! The throttle bench's rows measured by outside load tools: `h2load` (HTTP/2) against
-//! the real `portcullis` binary through the shared `run_h2load_grpc.sh`, and
-//! `redis-benchmark` running `EVALSHA` of `record_attempt.lua` straight on Redis, so one
-//! run prints the ratio between the daemon and the script it wraps.
-//!
-//! The h2load script is the team's load driver, kept outside this repository: the bench
-//! takes it from `PORTCULLIS_H2LOAD_SCRIPT`, else from the team's usual place beside the
-//! checkout ([`H2LOAD_SCRIPT`]); when it or `h2load` is missing, the rows are skipped with
-//! a message saying so.
+//! The throttle bench's rows measured by load tools outside the in-process client: the
+//! repository's own HTTP/2 load generator ([`crate::h2_load`], h2load's way of loading a
+//! server) against the real `portcullis` binary, and `redis-benchmark` (which ships with
+//! `redis-server`) running `EVALSHA` of `record_attempt.lua` straight on Redis, so one run
+//! prints the ratio between the daemon and the script it wraps; and `record_attempt.lua`'s
+//! keys and arguments as the bench calls it, which its in-process script row shares.
+//! Nothing here needs a tool from outside the repository besides Redis's own.
 
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
 use std::process::Command;
 
-use prost::Message;
+use bytes::Bytes;
 
-/// Where the shared h2load driver is, unless `PORTCULLIS_H2LOAD_SCRIPT` names another.
-const H2LOAD_SCRIPT: &str = "../shared/perf/run_h2load_grpc.sh";
+use crate::h2_load::{self, Load, LoadReport};
+use crate::{DaemonProcess, RedisServer};
+
+/// The method the load-tool rows call.
+pub const RECORD_ATTEMPT_PATH: &str = "/portcullis.v1.Governor/RecordAttempt";
+
+/// The daemon's defaults for realm `default`, in the order `record_attempt.lua` takes
+/// them: max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step,
+/// device_epoch (-1: no device token), epoch_ttl_ms, attempt_ttl_ms.
+pub const SCRIPT_ARGS: [i64; 9] =
+    [5, 900_000, 3_600_000, 86_400_000, 1, 2, -1, 7_776_300_000, 300_000];
+
+/// The keys `record_attempt.lua` takes for account `tag` without a device or an
+/// attempt id: the record alone.
+pub fn script_keys(tag: &str) -> [String; 1] {
+    [format!("portcullis:v2:{{{tag}}}:r")]
+}
+
+/// Commands `record_attempt.lua` runs itself, which `INFO commandstats` also counts.
+pub const SCRIPT_COMMANDS: [&str; 6] = ["time", "hmget", "hset", "pexpire", "get", "set"];
+
+/// `name 0.00` per call of each command in `commands` (from
+/// [`crate::bench::commandstats`]) besides the script's own and a probe's (`INFO`,
+/// `CONFIG`), joined with commas.
+pub fn commands_per_call(commands: &[(String, u64)], calls: u64) -> String {
+    let per_call: Vec<String> = commands
+        .iter()
+        .filter(|(name, _)| {
+            !SCRIPT_COMMANDS.contains(&name.as_str())
+                && name != "info"
+                && !name.starts_with("config")
+        })
+        .map(|(name, n)| format!("{name} {:.2}", *n as f64 / calls.max(1) as f64))
+        .collect();
+    per_call.join(", ")
+}
 
 /// One load-tool measurement.
 pub struct ToolRow {
@@ -24,112 +56,133 @@ pub struct ToolRow {
     pub in_flight: usize,
     /// Calls per second.
     pub rate: f64,
-    /// p99 latency, in ms (h2load: per request; redis-benchmark: its own p99).
+    /// p99 latency, in ms (own h2 load tool: per call; redis-benchmark: its own p99).
     pub p99_ms: f64,
-    /// CPU of the serving process, in percent of one core (h2load rows only).
+    /// CPU of the serving process, in percent of one core (h2 load tool rows only).
     pub cpu_percent: Option<f64>,
     /// Redis commands per call besides the script's own, e.g. `ping 1.00`.
     pub commands: String,
 }
 
-/// The h2load driver script, or why the h2load rows are skipped.
-pub fn h2load_script() -> Result<PathBuf, String> {
-    let script = std::env::var_os("PORTCULLIS_H2LOAD_SCRIPT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(H2LOAD_SCRIPT));
-    if !script.is_file() {
-        return Err(format!("h2load rows skipped: {} not found", script.display()));
-    }
-    let found = Command::new("h2load").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !found {
-        return Err("h2load rows skipped: h2load not found (Debian package nghttp2-client)".into());
-    }
-    Ok(script)
-}
-
-/// Writes a gRPC-framed `RecordAttemptRequest` body (flag byte 0, 4-byte big-endian
-/// length, the protobuf) for one hot account to `path`.
-pub fn write_record_attempt_body(path: &Path, realm: &str, identifier: &str) {
-    let request = portcullis::pb::RecordAttemptRequest {
+/// A gRPC-framed `RecordAttemptRequest` (flag byte 0, 4-byte big-endian length, the
+/// protobuf) for one account, encoded once for every call of a run.
+pub fn record_attempt_frame(realm: &str, identifier: &str) -> Bytes {
+    h2_load::grpc_frame(&portcullis::pb::RecordAttemptRequest {
         account: Some(portcullis::pb::Account {
             realm: realm.into(),
             identifier: identifier.into(),
         }),
         attempt_id: String::new(),
-    };
-    let message = request.encode_to_vec();
-    let mut body = vec![0u8];
-    body.extend_from_slice(&u32::try_from(message.len()).expect("small message").to_be_bytes());
-    body.extend_from_slice(&message);
-    std::fs::write(path, body).expect("write the h2load body");
-}
-
-/// What one `run_h2load_grpc.sh` run printed.
-pub struct H2loadRun {
-    /// Requests per second.
-    pub rate: f64,
-    /// p99, in ms.
-    pub p99_ms: f64,
-    /// CPU of `pid`, in percent of one core.
-    pub cpu_percent: Option<f64>,
-    /// Requests sent, warm-up included (to divide Redis command counts by).
-    pub requests: u64,
-    /// The script's own line, quoted in the bench output.
-    pub line: String,
-}
-
-/// Runs `script` once against `addr` with `conns` × `streams` in flight, `requests`
-/// measured after `warm_up` unmeasured ones, reporting the CPU of `pid`.
-pub fn run_h2load(
-    script: &Path,
-    addr: std::net::SocketAddr,
-    body: &Path,
-    (conns, streams): (usize, usize),
-    (warm_up, requests): (u64, u64),
-    pid: u32,
-) -> Result<H2loadRun, String> {
-    let output = Command::new("bash")
-        .arg(script)
-        .args(["-m", "/portcullis.v1.Governor/RecordAttempt", "-d"])
-        .arg(body)
-        .args(["-a", &addr.to_string()])
-        .args(["-c", &conns.to_string(), "-s", &streams.to_string()])
-        .args(["-n", &requests.to_string(), "-w", &warm_up.to_string(), "-r", "1"])
-        .args(["-l", "recordattempt", "-p", &pid.to_string()])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "{} failed: {}{}",
-            script.display(),
-            stdout,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    // label run req/s mean p50 p90 p99 max status... cpu[pid]=N%
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("recordattempt"))
-        .ok_or_else(|| format!("no result line in: {stdout}"))?;
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let number = |i: usize| -> Result<f64, String> {
-        fields.get(i).and_then(|v| v.parse().ok()).ok_or_else(|| format!("bad line: {line}"))
-    };
-    let cpu_percent = fields
-        .iter()
-        .find_map(|f| f.strip_prefix(&format!("cpu[{pid}]=")))
-        .and_then(|v| v.trim_end_matches('%').parse().ok());
-    if !line.contains(&format!("succeeded={requests}/{requests}")) {
-        return Err(format!("not every request succeeded: {line}"));
-    }
-    Ok(H2loadRun {
-        rate: number(2)?,
-        p99_ms: number(6)?,
-        cpu_percent,
-        requests: warm_up + requests,
-        line: line.to_owned(),
     })
+}
+
+/// `RecordAttempt` with `frame` from the own h2 load tool against `addr`, `conns` ×
+/// `streams` in flight, `calls` measured after `warm_up` unmeasured ones, on `threads`
+/// threads, sampling the CPU of `pid`. An error unless every measured call was answered
+/// with `grpc-status` 0. Blocks; call it outside any tokio runtime.
+pub fn run_h2_load(
+    addr: SocketAddr,
+    frame: &Bytes,
+    (conns, streams): (usize, usize),
+    (warm_up, calls): (u64, u64),
+    threads: usize,
+    pid: u32,
+) -> Result<LoadReport, String> {
+    let report = h2_load::run(&Load {
+        addr,
+        path: RECORD_ATTEMPT_PATH,
+        frame: frame.clone(),
+        // The bench daemons take calls without a bearer token.
+        authorization: None,
+        connections: conns,
+        streams,
+        warm_up,
+        calls,
+        threads,
+        cpu_of: Some(pid),
+    })?;
+    if report.all_ok() {
+        Ok(report)
+    } else {
+        Err(format!("not every call succeeded: {}; {}", report.line(), report.quoted.join("; ")))
+    }
+}
+
+/// The `redis-benchmark` row: `record_attempt.lua` loaded on `redis`, then `requests`
+/// `EVALSHA` calls on one hot key (as the load-tool rows' calls are) from `clients`.
+pub fn evalsha_row(redis: &RedisServer, clients: usize, requests: u64) -> Result<ToolRow, String> {
+    let source = portcullis::store::redis::RECORD_ATTEMPT_SOURCE;
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source)
+        .query(&mut redis.conn())
+        .map_err(|e| format!("SCRIPT LOAD: {e}"))?;
+    let keys = script_keys("bench-hot");
+    let keys = keys.each_ref().map(String::as_str);
+    let (rate, p99_ms) =
+        run_redis_benchmark(redis.port, &sha, &keys, &SCRIPT_ARGS, clients, requests)?;
+    Ok(ToolRow {
+        path: "redis-benchmark: EVALSHA record_attempt.lua".into(),
+        in_flight: clients,
+        rate,
+        p99_ms,
+        cpu_percent: None,
+        commands: String::new(),
+    })
+}
+
+/// One own-h2-load-tool row `label` against `daemon` ([`run_h2_load`]), with the Redis
+/// commands per call that `probe` (a connection to the daemon's Redis, if it has one)
+/// counted, warm-up included. Returns the row and the tool's own line.
+pub fn h2_load_row(
+    label: &str,
+    daemon: &DaemonProcess,
+    frame: &Bytes,
+    (conns, streams): (usize, usize),
+    (warm_up, calls): (u64, u64),
+    threads: usize,
+    probe: &mut redis::Connection,
+) -> Result<(ToolRow, String), String> {
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG").arg("RESETSTAT").query(probe);
+    let run =
+        run_h2_load(daemon.addr, frame, (conns, streams), (warm_up, calls), threads, daemon.pid())?;
+    let info: String = redis::cmd("INFO").arg("commandstats").query(probe).unwrap_or_default();
+    let row = ToolRow {
+        path: label.into(),
+        in_flight: conns * streams,
+        rate: run.rate(),
+        p99_ms: run.p99_ms(),
+        cpu_percent: run.cpu_percent,
+        commands: commands_per_call(&crate::bench::commandstats(&info), run.sent),
+    };
+    Ok((row, format!("{label}, {}", run.line())))
+}
+
+/// The load-tool table: each row's rate, its ratio to the `EVALSHA` row's (when that
+/// comes first), p99, the daemon's CPU and Redis commands per call; then `notes`.
+pub fn print_tool_rows(rows: &[ToolRow], notes: &[String]) {
+    let evalsha = rows.first().filter(|r| r.path.starts_with("redis-benchmark")).map(|r| r.rate);
+    println!(
+        "\n| load tool path | in flight | calls/s | × EVALSHA | p99 ms | daemon CPU (cores) | \
+         daemon CPU µs/call | Redis commands/call (besides the script's own) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    for row in rows {
+        let ratio = evalsha.map_or("".into(), |e| format!("{:.2}", row.rate / e));
+        let (cores, per_call) = match row.cpu_percent {
+            Some(cpu) => {
+                (format!("{:.2}", cpu / 100.0), format!("{:.1}", cpu / 100.0 * 1e6 / row.rate))
+            }
+            None => (String::new(), String::new()),
+        };
+        println!(
+            "| {} | {} | {:.0} | {} | {:.3} | {} | {} | {} |",
+            row.path, row.in_flight, row.rate, ratio, row.p99_ms, cores, per_call, row.commands
+        );
+    }
+    for note in notes {
+        println!("    {note}");
+    }
 }
 
 /// `redis-benchmark -c clients EVALSHA sha N keys… args…` on `port`: calls/s and p99 ms.

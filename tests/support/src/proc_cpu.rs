@@ -34,17 +34,6 @@ pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     read_stat(format!("/proc/{pid}/stat")).map(|(_, _, seconds)| seconds)
 }
 
-/// The first child of this process whose command name is `comm` (e.g. the private
-/// `redis-server`).
-pub fn child_pid(comm: &str) -> Option<u32> {
-    let me = std::process::id();
-    std::fs::read_dir("/proc").ok()?.filter_map(Result::ok).find_map(|entry| {
-        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-        let (name, ppid, _) = read_stat(format!("/proc/{pid}/stat"))?;
-        (ppid == me && name == comm).then_some(pid)
-    })
-}
-
 /// CPU seconds of this process's threads so far, summed per group: `group` maps a
 /// thread's name to its group, `None` leaves the thread out.
 pub fn threads_cpu(group: impl Fn(&str) -> Option<&'static str>) -> BTreeMap<&'static str, f64> {
