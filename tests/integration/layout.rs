@@ -1,0 +1,167 @@
+//! The source layout holds what `src/lib.rs` ("Layout") and docs/architecture.md
+//! ("Layers") say of it: each module uses only the modules listed before it, the list
+//! names every module, no source file is over 600 lines, and the README's layout names
+//! paths that exist.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Longest source file kept (issue 21: one idea a file).
+const MAX_LINES: usize = 600;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level modules of `src/lib.rs`'s Layout section, in its order (the lowest
+/// first).
+fn layout_order() -> Vec<String> {
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let section: Vec<&str> = lib
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .skip_while(|l| *l != "//! # Layout")
+        .collect();
+    assert!(!section.is_empty(), "src/lib.rs has no Layout section");
+    section
+        .iter()
+        .filter_map(|l| l.strip_prefix("//! - [`"))
+        .filter_map(|l| l.split_once("`]").map(|(name, _)| name.to_string()))
+        .collect()
+}
+
+/// `(module, module it uses, where)` for every `crate::NAME` outside comments in `src/`.
+fn uses() -> Vec<(String, String, String)> {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    let mut edges = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(root().join("src")).unwrap();
+        let first = relative.components().next().unwrap().as_os_str().to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        if ["lib", "main", "cli"].contains(&module.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for (at, _) in line.match_indices("crate::") {
+                let used: String = line[at + 7..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if used != module && !used.is_empty() {
+                    let place = format!("{}:{}", relative.display(), n + 1);
+                    edges.push((module.clone(), used, place));
+                }
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn each_module_uses_only_the_modules_listed_before_it() {
+    let order = layout_order();
+    // The contract crate's modules, re-exported at the top: below every other.
+    let contract = ["pb", "codec", "normalize", "client"];
+    let rank = |m: &str| {
+        if contract.contains(&m) {
+            Some(0)
+        } else {
+            order.iter().position(|o| o == m).map(|p| p + 1)
+        }
+    };
+    let mut wrong = Vec::new();
+    for (module, used, place) in uses() {
+        let (Some(from), Some(to)) = (rank(&module), rank(&used)) else {
+            wrong.push(format!("{place}: {module} or {used} is not in the Layout list"));
+            continue;
+        };
+        if to >= from {
+            wrong.push(format!("{place}: {module} uses {used}, listed after it"));
+        }
+    }
+    assert!(wrong.is_empty(), "layering broken:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_layout_lists_every_module_once() {
+    let order = layout_order();
+    let listed: BTreeSet<&str> = order.iter().map(String::as_str).collect();
+    assert_eq!(listed.len(), order.len(), "a module listed twice: {order:?}");
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let declared: BTreeSet<&str> =
+        lib.lines().filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';')).collect();
+    // `pb` is the contract's wire types with the server stubs added in lib.rs itself.
+    let listed_own: BTreeSet<&str> = listed.iter().copied().filter(|m| *m != "pb").collect();
+    assert_eq!(listed_own, declared, "src/lib.rs's Layout and its `pub mod`s differ");
+}
+
+#[test]
+fn the_layering_check_sees_a_use_of_a_later_module() {
+    // The check above reads real uses: the store's use of the throttle rules is one.
+    assert!(uses().iter().any(|(m, u, _)| m == "store" && u == "throttle"));
+}
+
+#[test]
+fn no_source_file_is_over_600_lines() {
+    let mut files = Vec::new();
+    for dir in ["src", "client", "tests", "benches"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    files.push(root().join("build.rs"));
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "target"))
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).unwrap().lines().count();
+            (lines > MAX_LINES).then(|| format!("{} ({lines} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "files over {MAX_LINES} lines: {long:?}");
+}
+
+#[test]
+fn the_readme_layout_names_paths_that_exist_and_every_source_module() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let block: Vec<&str> = readme
+        .split("## Layout")
+        .nth(1)
+        .expect("README has a Layout section")
+        .split("```")
+        .nth(1)
+        .expect("README's Layout section has a block")
+        .lines()
+        .collect();
+    let named: Vec<&str> = block
+        .iter()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for path in &named {
+        assert!(root().join(path).exists(), "README's layout names {path}, which does not exist");
+    }
+    for entry in std::fs::read_dir(root().join("src")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let shown = if root().join("src").join(&name).is_dir() {
+            format!("src/{name}/")
+        } else {
+            format!("src/{name}")
+        };
+        assert!(named.contains(&shown.as_str()), "README's layout does not show {shown}");
+    }
+}
