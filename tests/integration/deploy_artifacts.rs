@@ -478,3 +478,76 @@ fn systemd_unit_is_sandboxed_and_loads_the_key_secret_the_configs_name() {
     let data_dir = toml_of("deploy/config/embedded.toml")["store"]["data_dir"].clone();
     assert_eq!(data_dir.as_str(), Some("/var/lib/portcullis"), "not the StateDirectory");
 }
+
+/// Every key of the configuration, `section.key` (realms under `realms.default`), with its
+/// default as TOML text, from `Config::default()` itself.
+fn default_keys() -> std::collections::BTreeMap<String, String> {
+    fn walk(
+        prefix: &str,
+        table: &toml::Table,
+        out: &mut std::collections::BTreeMap<String, String>,
+    ) {
+        for (key, value) in table {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            match value {
+                toml::Value::Table(inner) => walk(&path, inner, out),
+                other => {
+                    out.insert(path, other.to_string());
+                }
+            }
+        }
+    }
+    let text = toml::to_string(&portcullis::config::Config::default()).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    walk("", &text.parse().unwrap(), &mut out);
+    out
+}
+
+/// The keys `deploy/portcullis.toml` shows, set or commented out (`# key = value`), with
+/// the value written and whether the line is set.
+fn shown_keys() -> std::collections::BTreeMap<String, (String, bool)> {
+    let mut section = String::new();
+    let mut out = std::collections::BTreeMap::new();
+    for line in read("deploy/portcullis.toml").lines() {
+        let set = !line.starts_with('#');
+        let body = line.trim_start_matches('#').trim();
+        if let Some(name) = body.strip_prefix('[').and_then(|b| b.split_once(']')).map(|b| b.0) {
+            section = name.to_string();
+            continue;
+        }
+        let Some((key, value)) = body.split_once(" = ") else { continue };
+        if key.contains(' ') || key.is_empty() {
+            continue; // prose
+        }
+        // The value alone, as TOML reads it (drops a trailing comment).
+        let Ok(parsed) = format!("v = {value}").parse::<toml::Table>() else { continue };
+        let path = if section.is_empty() { key.to_string() } else { format!("{section}.{key}") };
+        out.insert(path, (parsed["v"].to_string(), set));
+    }
+    out
+}
+
+/// Keys whose shipped value is deliberately not the default, each said so in the file.
+const NOT_DEFAULT: &[&str] = &["store.data_dir"];
+
+#[test]
+fn the_reference_config_shows_every_key_with_its_default() {
+    let defaults = default_keys();
+    let shown = shown_keys();
+    assert!(defaults.len() > 40, "the walk found too few keys: {defaults:?}");
+    let missing: Vec<&String> = defaults.keys().filter(|k| !shown.contains_key(*k)).collect();
+    assert!(missing.is_empty(), "deploy/portcullis.toml does not show {missing:?}");
+    for (key, (value, set)) in &shown {
+        if !*set || NOT_DEFAULT.contains(&key.as_str()) {
+            continue;
+        }
+        let default = defaults.get(key).unwrap_or_else(|| panic!("{key} is no setting"));
+        // A duration may be written another way ("90days" for "3months 2days 12h...").
+        let as_duration = |v: &str| humantime::parse_duration(v.trim_matches('"')).ok();
+        if let (Some(a), Some(b)) = (as_duration(value), as_duration(default)) {
+            assert_eq!(a, b, "deploy/portcullis.toml sets {key} to other than its default");
+            continue;
+        }
+        assert_eq!(value, default, "deploy/portcullis.toml sets {key} to other than its default");
+    }
+}
