@@ -184,12 +184,16 @@ async fn a_scripted_run_shows_exactly_its_counts() {
     )
     .expect("the dashboard is JSON");
     let exported: std::collections::BTreeSet<&str> = s.keys().map(|(n, _)| n.as_str()).collect();
-    let queried = queried_metrics(&dashboard);
+    let mut queried = queried_metrics(&dashboard);
     assert!(queried.len() >= 10, "the dashboard queries too little: {queried:?}");
+    // And every metric the alert rules query.
+    let in_rules = crate::deploy_observability::metrics_in_rules();
+    assert!(in_rules.len() >= 5, "the rules query too little: {in_rules:?}");
+    queried.extend(in_rules);
     for metric in &queried {
         assert!(
             exported.contains(metric.as_str()) || metric.starts_with("portcullis_client_"),
-            "the dashboard queries {metric}, which the daemon does not export"
+            "the dashboard or the rules query {metric}, which the daemon does not export"
         );
     }
 }
