@@ -12,7 +12,7 @@ use cli::operator::Op;
 
 /// jemalloc, whose background thread hands freed memory back to the OS within about a
 /// second: under glibc malloc most of a flood's peak stayed resident after it ended
-/// (docs/performance.md, "Memory under a Verify flood").
+/// (docs/performance-log.md; `cargo bench --bench verify_flood` measures it).
 #[cfg(all(unix, not(target_env = "musl")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -132,7 +132,7 @@ pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptO
 /// absent, so it may go when its window ends. Otherwise (a step above 0, an exhausted
 /// window) it is kept for `retention` after this attempt, so the escalation is
 /// remembered. Dropping it at this time and keeping it give the same answers to every
-/// later attempt (`tests/properties.rs`).
+/// later attempt (`tests/integration/properties.rs`).
 pub fn expiry_ms(policy: &Policy, record: &Record, now_ms: u64) -> u64 {
     let forgettable = record.step == 0
         && (record.failures < u64::from(policy.max_failures) || !policy.escalates());

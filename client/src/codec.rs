@@ -4,8 +4,8 @@
 //!
 //! tonic gives each call a decode and an encode buffer of 8 KiB up front. Every message
 //! of this API is a few hundred bytes (a `Verify` at most a few KiB: the buffer grows
-//! when one needs it), so at 10,000 calls in flight those buffers alone were most of the
-//! daemon's memory. 1 KiB holds every usual message without growing.
+//! when one needs it), so with many thousands of calls in flight those buffers alone were most
+//! of the daemon's memory. 1 KiB holds every usual message without growing.
 
 use std::marker::PhantomData;
 

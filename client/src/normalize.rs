@@ -144,7 +144,7 @@ fn email(raw: &str) -> Result<String, IdentifierError> {
     // A bracket anywhere makes it an address literal (no DNS name holds one), judged
     // whole: deciding on the first or last character let `a@ [` or `a@x].` pass as a
     // DNS name whose normalized form (`a@[`, `a@x]`) a second pass then refused
-    // (found by tests/properties.rs).
+    // (found by tests/integration/properties.rs).
     let domain = if domain.contains(['[', ']']) {
         address_literal(domain.trim())?
     } else {
@@ -364,7 +364,7 @@ mod tests {
         // Address literals, one canonical text each.
         assert_eq!(e("a@[192.0.2.1]"), Ok("a@[192.0.2.1]".into()));
         assert_eq!(e("a@ [192.0.2.1] "), Ok("a@[192.0.2.1]".into()), "spaces around it");
-        // IDNA sees the domain as the next pass will (found by tests/properties.rs).
+        // IDNA sees the domain as the next pass will (found by tests/integration/properties.rs).
         let once = e("\u{301}\u{FF20}\u{85}\u{345}").unwrap();
         assert_eq!(e(&once), Ok(once.clone()));
         assert_eq!(e("a@x\u{3002}"), Ok("a@x".into()), "an ideographic full stop at the end");

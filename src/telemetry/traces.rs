@@ -84,7 +84,7 @@ static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// Whether spans are exported. The spans inside a call (store operation, CPU admission,
 /// comparison) exist only for the trace; without an exporter they are not made at all,
 /// since the log layer would otherwise format their fields on every call for nothing
-/// (a quarter of the daemon's CPU per `RecordAttempt`; docs/performance.md). The RPC
+/// (a large share of the daemon's CPU per `RecordAttempt`; docs/performance-log.md). The RPC
 /// span, the logs' context, is always made.
 pub fn exporting() -> bool {
     EXPORTING.load(std::sync::atomic::Ordering::Relaxed)

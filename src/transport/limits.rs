@@ -107,7 +107,7 @@ impl ServerLimits {
     /// one socket write, and so do their Redis scripts. The multi-thread scheduler runs a
     /// woken task next (its LIFO slot), so each call's answer and each script is a write
     /// of its own, and its workers park and wake each other: fewer writes and less CPU
-    /// per call on one thread (docs/performance.md, "One I/O thread").
+    /// per call on one thread (`cargo bench --bench throttle`; docs/performance-log.md).
     ///
     /// # Errors
     /// The I/O error of creating the runtime (its event loop or its threads).

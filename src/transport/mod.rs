@@ -211,7 +211,7 @@ pub fn incoming(
                 continue;
             };
             // TCP_NODELAY: a gRPC answer is a few small frames; Nagle's algorithm held
-            // some back for 40 ms (the throttle bench's p99 at 64 calls in flight).
+            // some back until the peer's delayed ACK (docs/performance-log.md).
             let _ = tcp.set_nodelay(true);
             let tls = tls.as_ref().map(|t| t.current());
             let tx = tx.clone();

@@ -174,10 +174,9 @@ impl StoredHash {
     /// which grows to the largest such hash's block count (`m` rounded down to a multiple
     /// of 4 `p`) and is reused by the next comparison.
     ///
-    /// Why: in the daemon, fresh working memory for every comparison cost 70–95 % more
-    /// than the comparison itself (argon2id m=19456 t=2: 22.5–26.2 ms against
-    /// 11.8–15.0 ms), page faults and the zeroing of new pages (docs/performance.md,
-    /// "Per comparison in the daemon process"). The kept memory is wiped after every
+    /// Why: in the daemon, fresh working memory for every comparison cost nearly as much
+    /// again as the comparison itself, in page faults and the zeroing of new pages
+    /// (docs/performance-log.md; `cargo bench --bench verify_cost` measures it). The kept memory is wiped after every
     /// comparison: with t = 1 the first blocks of each lane would otherwise let anyone
     /// who reads the process's memory check a guess at the password for microseconds of
     /// work (RFC 9106, 3.2). Memory the system refuses is no match.

@@ -20,7 +20,7 @@ async fn bad_input_is_refused_before_any_store_work() {
         ("blank identifier", account("default", " \u{3000}\t "), "", "account.identifier"),
         ("321-byte identifier", account("default", &over), "", "account.identifier"),
         // Over the raw limit (4096 bytes) but under server.max_message_kib; a message over
-        // that is refused before decoding (tests/hardening.rs).
+        // that is refused before decoding (tests/integration/hardening.rs).
         ("huge identifier", account("default", &"x".repeat(5_000)), "", "account.identifier"),
         ("unknown realm", account("nope", "a@example.com"), "", "account.realm"),
         ("empty realm", account("", "a@example.com"), "", "account.realm"),

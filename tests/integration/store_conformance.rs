@@ -318,7 +318,7 @@ async fn concurrent_attempts_count_once_each(b: &dyn Backend) {
 
 /// Spray counts (docs/spray.md): distinct failed accounts per fingerprint, a check that
 /// writes nothing, fingerprints apart, concurrent notes each counted once. (Period
-/// boundaries are tested per backend in tests/spray.rs: the clocks move differently.)
+/// boundaries are tested per backend in tests/integration/spray.rs: the clocks move differently.)
 async fn spray_counts_distinct_failed_accounts(b: &dyn Backend) {
     let store = b.store();
     let fingerprints = SprayFingerprints::new(&secret());

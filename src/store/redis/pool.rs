@@ -2,7 +2,7 @@
 //!
 //! deadpool-redis's managers check every connection on every checkout with `UNWATCH` +
 //! `PING`: two extra commands (one round trip) per script call, which cost the throttle
-//! two thirds of its throughput (docs/performance.md). A multiplexed connection does not
+//! most of its throughput (docs/performance-log.md). A multiplexed connection does not
 //! need that: it is shared, pipelines concurrent requests, and is never left inside a
 //! `MULTI`/`WATCH` (the store sends only scripts). So [`Lean`] wraps a deadpool-redis
 //! manager, keeps its `create` (connection set-up, TLS, credentials, cluster topology,
