@@ -1,6 +1,6 @@
 //! `cargo bench --bench verify_cost`: what one password comparison costs, raw and
-//! through `Verify`. Prints markdown tables; `docs/performance.md` ("Verify") explains
-//! them. (Part 1 of what `benches/verify.rs` measured, once run as
+//! through `Verify`. Prints markdown tables; `docs/performance.md` ("Verify cost")
+//! explains them. (Part 1 of what `benches/verify.rs` measured, once run as
 //! `PORTCULLIS_BENCH_ROWS=cost cargo bench --bench verify`; the flood is
 //! `benches/verify_flood.rs`, the spray cost `benches/spray_cost.rs`.)
 //!
