@@ -102,6 +102,7 @@ async fn victim(addr: SocketAddr, pid: u32, phase: &'static str, abuse: &AtomicU
         let req = RecordAttemptRequest {
             account: common::account("default", &format!("victim-{phase}-{n}@example.com")),
             attempt_id: String::new(),
+            client_key: String::new(),
         };
         match client.0.record_attempt(req).await {
             Ok(_) => latencies.push(t.elapsed()),
@@ -157,6 +158,7 @@ async fn oversized(from: IpAddr, addr: SocketAddr, stop: Arc<AtomicBool>, count:
         let req = RecordAttemptRequest {
             account: common::account("default", &"x".repeat(1 << 20)),
             attempt_id: String::new(),
+            client_key: String::new(),
         };
         let _ = client.record_attempt(req).await;
         count.fetch_add(1, Ordering::Relaxed);

@@ -68,6 +68,7 @@ async fn attempt(c: &mut Client, realm: &str, n: u64, with_id: bool) -> Result<(
     let req = RecordAttemptRequest {
         account: account(realm, &format!("made-up-{n}@example.com")),
         attempt_id: if with_id { uuid::Uuid::new_v4().to_string() } else { String::new() },
+        client_key: String::new(),
     };
     c.0.record_attempt(req).await.map(drop).map_err(|s| s.code())
 }

@@ -1,6 +1,7 @@
 //! `cargo bench --bench throttle`: `RecordAttempt` through the daemon over loopback
 //! gRPC, beside the same Lua script called directly with redis-rs, at 1, 16 and 64
-//! calls in flight. Prints a markdown table; `docs/performance.md` explains it.
+//! calls in flight. Prints markdown tables; `docs/performance.md` ("Throttle")
+//! explains them.
 //!
 //! Three paths, each a layer of the one below it:
 //! 1. `script`: `record_attempt.lua` with the realm's arguments, on one multiplexed
@@ -117,6 +118,7 @@ impl Caller for GrpcCaller {
                 identifier: format!("user{n}@example.com"),
             }),
             attempt_id: String::new(),
+            client_key: String::new(),
         };
         let reply = self
             .0

@@ -52,6 +52,10 @@ pub enum Rpc {
     SprayStatus,
     /// `Admin/RevokeDevices` (operators).
     RevokeDevices,
+    /// `Admin/InspectNetwork` (operators).
+    InspectNetwork,
+    /// `Admin/ReleaseNetwork` (operators).
+    ReleaseNetwork,
 }
 
 impl Rpc {
@@ -67,6 +71,8 @@ impl Rpc {
             "/portcullis.v1.Admin/Unlock" => Rpc::Unlock,
             "/portcullis.v1.Admin/SprayStatus" => Rpc::SprayStatus,
             "/portcullis.v1.Admin/RevokeDevices" => Rpc::RevokeDevices,
+            "/portcullis.v1.Admin/InspectNetwork" => Rpc::InspectNetwork,
+            "/portcullis.v1.Admin/ReleaseNetwork" => Rpc::ReleaseNetwork,
             _ => return None,
         })
     }
@@ -88,7 +94,8 @@ pub struct CallerConfig {
     #[serde(default)]
     pub token_hash_file: Option<PathBuf>,
     /// RPCs it may call: `Admit`, `RecordAttempt`, `Verify`, `ClearAttempts`, and for
-    /// operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`.
+    /// operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`, `InspectNetwork`,
+    /// `ReleaseNetwork`.
     pub rpcs: Vec<Rpc>,
     /// Realms it may name, or `["*"]` for every configured realm.
     pub realms: Vec<String>,

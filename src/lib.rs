@@ -26,6 +26,8 @@
 //!   hashes; `[verify]`.
 //! - [`devices`]: device tokens (OWASP device cookies).
 //! - [`spray`]: password-spray fingerprints and the realm's watch.
+//! - [`network`]: the throttle per client network: client keys to networks, the
+//!   realm's policy, the throttle episodes.
 //! - [`realm`]: realms and their policies; `[realms.NAME]`.
 //! - [`login`]: the `Verify` flow in domain types (count, checks, admission, compare,
 //!   clear or note).
@@ -47,6 +49,7 @@ pub mod config;
 pub mod daemon;
 pub mod devices;
 pub mod login;
+pub mod network;
 pub mod realm;
 pub mod rpc;
 pub mod secret;

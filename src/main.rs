@@ -70,6 +70,11 @@ enum Command {
     },
     /// Operator: revoke every device token of an account (portcullis.v1.Admin/RevokeDevices).
     RevokeDevices(cli::operator::OperatorArgs),
+    /// Operator: a client network's bucket in a realm (portcullis.v1.Admin/InspectNetwork).
+    /// Exit status: 0 a token left (or trusted), 1 throttled, 2 error.
+    InspectNetwork(cli::network::NetworkArgs),
+    /// Operator: fill a client network's bucket (portcullis.v1.Admin/ReleaseNetwork).
+    ReleaseNetwork(cli::network::NetworkArgs),
     /// Operator: a realm's password-spray state (portcullis.v1.Admin/SprayStatus).
     /// Exit status: 0 no fingerprint over the threshold, 1 spraying now, 2 error.
     SprayStatus(cli::operator::SprayStatusArgs),
@@ -104,6 +109,8 @@ fn main() -> ExitCode {
             Command::Unlock { op, reason } => cli::operator::operate(op, Op::Unlock(reason)).await,
             Command::RevokeDevices(op) => cli::operator::operate(op, Op::RevokeDevices).await,
             Command::SprayStatus(args) => cli::operator::spray_status(args).await,
+            Command::InspectNetwork(args) => cli::network::network(args, false).await,
+            Command::ReleaseNetwork(args) => cli::network::network(args, true).await,
             Command::Health(args) => cli::health::health(args).await,
             Command::Serve(_) | Command::CheckConfig { .. } => unreachable!("dispatched above"),
         }

@@ -7,10 +7,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
+use ipnet::IpNet;
+
+use crate::network::{NetworkAction, NetworkPolicy};
 use crate::normalize::Normalization;
 use crate::setting::{Bound, ConfigError, below, between, check};
 use crate::spray::{SprayAction, SprayPolicy};
 use crate::throttle::Policy;
+use crate::throttle::bucket::BucketPolicy;
 use crate::verify::config::HashTargetConfig;
 use crate::verify::hash::{Ceilings, HashParams};
 
@@ -30,6 +34,12 @@ pub struct Realm {
     pub device_token_ttl: std::time::Duration,
     /// Password-spray detection (`docs/spray.md`).
     pub spray: SprayPolicy,
+    /// The throttle per client network (docs/throttle.md, "Per client network").
+    pub network: NetworkPolicy,
+    /// Failures in the account's window from which answers carry `step_up`
+    /// (docs/throttle.md, "Step-up before the lockout"); `None`: never (a realm with
+    /// `max_failures = 1` has no count below its limit).
+    pub step_up_failures: Option<u32>,
 }
 
 impl Realm {
@@ -105,7 +115,37 @@ pub struct RealmConfig {
     #[default(Duration::from_secs(3600))]
     #[serde(with = "humantime_serde")]
     pub spray_period: Duration,
+    /// Failed logins one client network may have across the realm's accounts before its
+    /// bucket is empty, 1–1,000,000 (docs/throttle.md, "Per client network").
+    #[default(100)]
+    pub network_capacity: u32,
+    /// How long an empty network bucket takes to fill again, 1 min – 30 days: one token
+    /// comes back every `network_refill_period / network_capacity` (at least 1 ms).
+    #[default(Duration::from_secs(24 * 3600))]
+    #[serde(with = "humantime_serde")]
+    pub network_refill_period: Duration,
+    /// `"reject"`: an empty bucket refuses the attempt before hashing; `"flag"`: compare,
+    /// and answer `network_throttled`.
+    pub network_action: NetworkAction,
+    /// Prefix length IPv4 client addresses are grouped by, 8–32.
+    #[default(32)]
+    pub network_ipv4_prefix: u8,
+    /// Prefix length IPv6 client addresses are grouped by, 16–128 (a host usually holds
+    /// a whole /64).
+    #[default(64)]
+    pub network_ipv6_prefix: u8,
+    /// CIDRs never throttled by network (a gateway's NAT egress, an office), at most
+    /// 1,000.
+    pub trusted_networks: Vec<IpNet>,
+    /// Failures in the account's window from which every answer carries `step_up`, 1 –
+    /// `max_failures − 1`. Unset: `max_failures − 2`, at least 1 (none when
+    /// `max_failures` is 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_up_failures: Option<u32>,
 }
+
+/// Most entries of `trusted_networks`.
+pub const MAX_TRUSTED_NETWORKS: usize = 1_000;
 
 impl RealmConfig {
     /// The realm `name` with these settings, every range checked; `ceilings` bound its
@@ -147,6 +187,37 @@ impl RealmConfig {
         )?;
         check(&key("spray_threshold"), self.spray_threshold, 10..=1_000_000)?;
         check(&key("spray_period"), self.spray_period, Duration::from_secs(60)..=days(7))?;
+        check(&key("network_capacity"), self.network_capacity, 1..=1_000_000)?;
+        check(
+            &key("network_refill_period"),
+            self.network_refill_period,
+            Duration::from_secs(60)..=days(30),
+        )?;
+        let interval_ms = crate::throttle::duration_ms(self.network_refill_period)
+            / u64::from(self.network_capacity);
+        if interval_ms == 0 {
+            return Err(ConfigError::invalid(
+                key("network_refill_period"),
+                "must be at least network_capacity milliseconds (one token back a millisecond)",
+            ));
+        }
+        check(&key("network_ipv4_prefix"), self.network_ipv4_prefix, 8..=32)?;
+        check(&key("network_ipv6_prefix"), self.network_ipv6_prefix, 16..=128)?;
+        check(&key("trusted_networks"), self.trusted_networks.len(), 0..=MAX_TRUSTED_NETWORKS)?;
+        let step_up_failures = match self.step_up_failures {
+            Some(n) => {
+                between(
+                    &key("step_up_failures"),
+                    n,
+                    Bound::fixed(1),
+                    Bound::setting("max_failures − 1", self.max_failures.saturating_sub(1)),
+                )?;
+                Some(n)
+            }
+            None => {
+                Some(self.max_failures.saturating_sub(2).max(1)).filter(|&n| n < self.max_failures)
+            }
+        };
         Ok(Realm {
             name: name.to_owned(),
             policy: Policy {
@@ -164,6 +235,14 @@ impl RealmConfig {
                 action: self.spray_action,
                 period: self.spray_period,
             },
+            network: NetworkPolicy {
+                bucket: BucketPolicy { capacity: self.network_capacity, interval_ms },
+                action: self.network_action,
+                ipv4_prefix: self.network_ipv4_prefix,
+                ipv6_prefix: self.network_ipv6_prefix,
+                trusted: self.trusted_networks.iter().map(IpNet::trunc).collect(),
+            },
+            step_up_failures,
         })
     }
 }

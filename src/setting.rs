@@ -113,7 +113,7 @@ macro_rules! plain_value {
         }
     )*};
 }
-plain_value!(u32, u64, usize, f64);
+plain_value!(u8, u32, u64, usize, f64);
 
 impl Value for Duration {
     fn text(&self) -> String {

@@ -2,6 +2,10 @@
 //! any store. The Redis Lua scripts (`store/lua/*.lua`) implement exactly these
 //! functions; the embedded store calls them directly. Time is passed in (milliseconds
 //! since the Unix epoch, read from the store's clock), never read here.
+//!
+//! [`bucket`]: the token bucket of the throttle per client network.
+
+pub mod bucket;
 
 use std::time::Duration;
 

@@ -30,7 +30,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Parser;
-use portcullis_client::{Client, ClientConfig, Decision, Login, Normalization, normalize};
+use portcullis_client::{
+    Client, ClientConfig, Decision, Login, Normalization, client_key_from_forwarded, normalize,
+};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -51,6 +53,11 @@ struct Args {
     /// Deadline of one call to the daemon.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     call_timeout: std::time::Duration,
+    /// Proxies of your own in front of this gateway (load balancers, CDNs) that append
+    /// to `X-Forwarded-For`; 0: clients connect directly and the header is ignored
+    /// (docs/client.md, "The client key").
+    #[arg(long, default_value_t = 0)]
+    trusted_proxy_hops: usize,
 }
 
 struct Gateway {
@@ -59,6 +66,8 @@ struct Gateway {
     /// Stored hashes by normalized identifier: the lookup uses the same normalization
     /// as the daemon's counter (email mode, the daemon's default).
     users: HashMap<String, String>,
+    /// `--trusted-proxy-hops`.
+    trusted_proxy_hops: usize,
 }
 
 #[derive(serde::Deserialize)]
@@ -152,6 +161,11 @@ async fn check(
         identifier.as_ref().and_then(|id| gw.users.get(id.as_str())).map_or("", String::as_str);
     let cookie_name = identifier.as_ref().map(|id| device_cookie_name(&gw.realm, id.as_str()));
     let device_token = cookie_name.as_deref().and_then(|name| cookie(headers, name));
+    // The end client's address as our own proxies saw it, never the header's leftmost
+    // (client-chosen) entry.
+    let forwarded: Vec<&str> =
+        headers.get_all("x-forwarded-for").iter().filter_map(|v| v.to_str().ok()).collect();
+    let client_key = client_key_from_forwarded(peer.ip(), &forwarded, gw.trusted_proxy_hops);
     let answer = gw
         .client
         .verify(Login {
@@ -159,15 +173,16 @@ async fn check(
             identifier: &form.username,
             password: form.password.as_bytes(),
             stored_hash: stored,
-            client_key: &peer.ip().to_string(),
+            client_key: &client_key,
             attempt_id: None,
             device_token,
         })
         .await;
     match answer.decision {
-        Decision::Allow if answer.spray_suspected => {
-            // The password is being sprayed across the realm (docs/spray.md) and matched:
-            // the moment to demand a second factor. This example has none, so it answers
+        Decision::Allow if answer.spray_suspected || answer.network_throttled => {
+            // The password is being sprayed across the realm (docs/spray.md), or the
+            // client's network is throttled in a `flag` realm (docs/throttle.md), and it
+            // matched: the moment to demand a second factor. This example has none, so it answers
             // like any failed login (no cookie, the uniform 401); a real gateway sends the
             // user to its second-factor step instead.
             tracing::warn!(
@@ -226,7 +241,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         call_timeout: args.call_timeout,
         ..ClientConfig::default()
     })?;
-    let gateway = Arc::new(Gateway { client, realm: args.realm, users });
+    let gateway = Arc::new(Gateway {
+        client,
+        realm: args.realm,
+        users,
+        trusted_proxy_hops: args.trusted_proxy_hops,
+    });
     let metrics = telemetry.metrics.clone();
     let app = axum::Router::new()
         .route("/login", post(login))

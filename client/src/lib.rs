@@ -33,6 +33,8 @@
 //!
 //! `docs/client.md` has the table of every outcome.
 
+mod answer;
+mod client_key;
 pub mod codec;
 mod config;
 pub mod metrics;
@@ -47,7 +49,11 @@ pub mod pb {
     tonic::include_proto!("portcullis.v1");
 }
 
+pub use answer::{Answer, Decision, Login};
+pub use client_key::client_key_from_forwarded;
 pub use config::{Bearer, ClientConfig, ClientError, ClientTls};
+
+use answer::{decision_answer, failure_answer};
 
 use std::error::Error as _;
 use std::future::Future;
@@ -55,9 +61,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use tonic::{Code, Status};
 use tracing::Instrument;
 
 use crate::metrics::{CLIENT_BREAKER_DENIALS, CLIENT_BREAKER_OPEN, CLIENT_RETRIES};
@@ -67,78 +73,6 @@ use crate::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, Verdict, VerifyRequest,
 };
 use pool::{HealthPolicy, Pick, Pool, RetryBudget};
-
-/// The answer's decision. Every failure is `Deny`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// The daemon explicitly allowed (`DECISION_ALLOW`, `VERDICT_ACCEPT`, or a completed
-    /// `ClearAttempts`).
-    Allow,
-    /// Anything else.
-    Deny,
-}
-
-/// What a call answered.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// Allow or deny; the only field that decides a login.
-    pub decision: Decision,
-    /// On an allowed `Verify` only: store a new hash at the realm's target.
-    pub needs_rehash: bool,
-    /// On a deny only: the daemon refused for capacity or could not be reached or could
-    /// not reach its store, so the same login may succeed later (answer 503 with
-    /// `Retry-After`). `false` for a reject, a closed door and bad input.
-    pub retryable: bool,
-    /// On an allowed `Verify` only: the fresh device token for this account
-    /// (`docs/devices.md`). Keep it on the end user's device (an `HttpOnly; Secure;
-    /// SameSite=Strict` cookie) and send it back in [`Login::device_token`].
-    pub device_token: Option<String>,
-    /// On a `Verify` the daemon answered: the password is being sprayed across this
-    /// realm's accounts (`docs/spray.md`). On an allow, demand a second factor before
-    /// letting the login through; on a deny, nothing changes for the user (the same
-    /// uniform failure), but a gateway may count it.
-    pub spray_suspected: bool,
-}
-
-impl std::fmt::Debug for Answer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The device token is a credential for the device's bucket: never printed.
-        f.debug_struct("Answer")
-            .field("decision", &self.decision)
-            .field("needs_rehash", &self.needs_rehash)
-            .field("retryable", &self.retryable)
-            .field("device_token", &self.device_token.as_ref().map(|_| "<redacted>"))
-            .field("spray_suspected", &self.spray_suspected)
-            .finish()
-    }
-}
-
-impl Answer {
-    fn allow(needs_rehash: bool) -> Self {
-        Self {
-            decision: Decision::Allow,
-            needs_rehash,
-            retryable: false,
-            device_token: None,
-            spray_suspected: false,
-        }
-    }
-
-    fn deny(retryable: bool) -> Self {
-        Self {
-            decision: Decision::Deny,
-            needs_rehash: false,
-            retryable,
-            device_token: None,
-            spray_suspected: false,
-        }
-    }
-
-    /// `decision == Decision::Allow`.
-    pub fn is_allowed(&self) -> bool {
-        self.decision == Decision::Allow
-    }
-}
 
 /// Why a password's record is cleared (docs/architecture.md: nothing else clears it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,26 +212,49 @@ impl Client {
     }
 
     /// `RecordAttempt`: counts one attempt before the gateway compares the hash itself.
-    /// `attempt_id` makes retries idempotent; one is generated when `None`.
+    /// `attempt_id` makes retries idempotent; one is generated when `None`. Without a
+    /// client key: no throttle per client network ([`Self::record_attempt_from`]).
     pub async fn record_attempt(
         &self,
         realm: &str,
         identifier: &str,
         attempt_id: Option<&str>,
     ) -> Answer {
+        self.record_attempt_from(realm, identifier, "", attempt_id).await
+    }
+
+    /// `RecordAttempt` with the end client's `client_key` (its address: see
+    /// [`client_key_from_forwarded`]): the attempt also takes a token of the client
+    /// network's bucket, which [`Self::clear_attempts_from`] gives back when the
+    /// password matched (docs/throttle.md, "Per client network").
+    pub async fn record_attempt_from(
+        &self,
+        realm: &str,
+        identifier: &str,
+        client_key: &str,
+        attempt_id: Option<&str>,
+    ) -> Answer {
         let req = RecordAttemptRequest {
             account: account(realm, identifier),
             attempt_id: attempt_id.map_or_else(new_attempt_id, str::to_owned),
+            client_key: client_key.to_owned(),
         };
         let answer = self
             .call("RecordAttempt", &route_key(realm, identifier), |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
                 req.set_timeout(timeout);
                 crate::trace::inject(req.metadata_mut());
-                async move { c.record_attempt(req).await.map(|r| r.into_inner().decision) }
+                async move { c.record_attempt(req).await.map(|r| r.into_inner()) }
             })
             .await;
-        decision_answer(answer)
+        match answer {
+            Ok(r) => Answer {
+                step_up: r.step_up,
+                network_throttled: r.network_throttled,
+                ..decision_answer(Ok(r.decision))
+            },
+            Err(f) => failure_answer(f),
+        }
     }
 
     /// `Verify`: the whole login check. `stored_hash` is empty for an unknown (or
@@ -327,9 +284,16 @@ impl Client {
             Ok(r) if r.verdict == Verdict::Accept as i32 => Answer {
                 device_token: Some(r.device_token).filter(|t| !t.is_empty()),
                 spray_suspected: r.spray_suspected,
+                step_up: r.step_up,
+                network_throttled: r.network_throttled,
                 ..Answer::allow(r.needs_rehash)
             },
-            Ok(r) => Answer { spray_suspected: r.spray_suspected, ..Answer::deny(false) },
+            Ok(r) => Answer {
+                spray_suspected: r.spray_suspected,
+                step_up: r.step_up,
+                network_throttled: r.network_throttled,
+                ..Answer::deny(false)
+            },
             Err(f) => failure_answer(f),
         }
     }
@@ -341,12 +305,28 @@ impl Client {
         identifier: &str,
         reason: ClearReason,
     ) -> Answer {
+        self.clear_attempts_from(realm, identifier, "", reason).await
+    }
+
+    /// `ClearAttempts` naming the `client_key` of the [`Self::record_attempt_from`]
+    /// whose password matched: with [`ClearReason::PasswordVerified`], its network's
+    /// token is given back.
+    pub async fn clear_attempts_from(
+        &self,
+        realm: &str,
+        identifier: &str,
+        client_key: &str,
+        reason: ClearReason,
+    ) -> Answer {
         let reason = match reason {
             ClearReason::PasswordVerified => crate::pb::ClearReason::PasswordVerified,
             ClearReason::PasswordResetCompleted => crate::pb::ClearReason::PasswordResetCompleted,
         };
-        let req =
-            ClearAttemptsRequest { account: account(realm, identifier), reason: reason as i32 };
+        let req = ClearAttemptsRequest {
+            account: account(realm, identifier),
+            reason: reason as i32,
+            client_key: client_key.to_owned(),
+        };
         let answer = self
             .call("ClearAttempts", &route_key(realm, identifier), |mut c, timeout| {
                 let mut req = tonic::Request::new(req.clone());
@@ -479,32 +459,6 @@ impl Client {
     }
 }
 
-/// The inputs of one `Verify`.
-#[derive(Clone, Copy)]
-pub struct Login<'a> {
-    /// Realm name.
-    pub realm: &'a str,
-    /// What the user typed to name the account.
-    pub identifier: &'a str,
-    /// What the user typed as the password.
-    pub password: &'a [u8],
-    /// The account's stored hash; empty for an unknown or disabled account.
-    pub stored_hash: &'a str,
-    /// The end client's IP or connection identity.
-    pub client_key: &'a str,
-    /// Idempotency id; generated when `None`.
-    pub attempt_id: Option<&'a str>,
-    /// The device token an earlier accept of this account returned to this device,
-    /// if the device has one ([`Answer::device_token`]).
-    pub device_token: Option<&'a str>,
-}
-
-impl std::fmt::Debug for Login<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Login").field("realm", &self.realm).finish_non_exhaustive()
-    }
-}
-
 fn account(realm: &str, identifier: &str) -> Option<Account> {
     Some(Account { realm: realm.to_owned(), identifier: identifier.to_owned() })
 }
@@ -517,22 +471,4 @@ fn route_key(realm: &str, identifier: &str) -> String {
 
 fn new_attempt_id() -> String {
     uuid::Uuid::new_v4().to_string()
-}
-
-/// `DECISION_ALLOW` is the only allow; `DENY`, `UNSPECIFIED` and unknown values deny.
-fn decision_answer(answer: Result<i32, Failure>) -> Answer {
-    match answer {
-        Ok(d) if d == crate::pb::Decision::Allow as i32 => Answer::allow(false),
-        Ok(_) => Answer::deny(false),
-        Err(f) => failure_answer(f),
-    }
-}
-
-/// Every failure is a deny; some are worth trying again later.
-fn failure_answer(failure: Failure) -> Answer {
-    let retryable = match failure {
-        Failure::Answered(s) => matches!(s.code(), Code::ResourceExhausted | Code::Unavailable),
-        Failure::Transport | Failure::Timeout | Failure::BreakerOpen => true,
-    };
-    Answer::deny(retryable)
 }

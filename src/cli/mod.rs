@@ -1,6 +1,7 @@
 //! The commands of the binary besides the dispatch: serving the daemon, the operator
-//! client, the health probe. Each command's arguments live with it.
+//! client (its network commands in [`network`]), the health probe. Each command's arguments live with it.
 
 pub mod health;
+pub mod network;
 pub mod operator;
 pub mod serve;

@@ -86,7 +86,7 @@ pub struct DaemonArgs {
 
 impl DaemonArgs {
     /// A connected channel (TLS when `--ca-file` is given) and the bearer token to send.
-    async fn connect(
+    pub(crate) async fn connect(
         self,
     ) -> Result<(tonic::transport::Channel, Bearer), Box<dyn std::error::Error>> {
         let endpoint = self.tls.apply(
@@ -164,7 +164,11 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
         Op::Admit => client.admit(AdmitRequest { account }).await?.into_inner().decision,
         Op::Attempt(attempt_id) => {
             client
-                .record_attempt(RecordAttemptRequest { account, attempt_id })
+                .record_attempt(RecordAttemptRequest {
+                    account,
+                    attempt_id,
+                    client_key: String::new(),
+                })
                 .await?
                 .into_inner()
                 .decision
@@ -174,7 +178,13 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
                 Reason::PasswordVerified => ClearReason::PasswordVerified,
                 Reason::PasswordResetCompleted => ClearReason::PasswordResetCompleted,
             };
-            client.clear_attempts(ClearAttemptsRequest { account, reason: reason as i32 }).await?;
+            client
+                .clear_attempts(ClearAttemptsRequest {
+                    account,
+                    reason: reason as i32,
+                    client_key: String::new(),
+                })
+                .await?;
             println!("cleared");
             return Ok(true);
         }

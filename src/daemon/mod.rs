@@ -15,11 +15,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::{Settings, StoreSettings};
-use crate::devices::DeviceTokens;
 use crate::login::Logins;
+use crate::network::NetworkWatch;
 use crate::rpc::{AdminService, GovernorService};
 use crate::secret::{KeySecret, SecretError};
-use crate::spray::{SprayFingerprints, SprayWatch};
+use crate::spray::SprayWatch;
 use crate::store::Store;
 use crate::store::embedded::{EmbeddedStore, SystemClock};
 use crate::store::instrumented::InstrumentedStore;
@@ -89,6 +89,8 @@ pub struct Daemon {
     http_listener: Option<TcpListener>,
     /// Spray episodes, closed by a timer when their fingerprints age out.
     spray_watch: Arc<SprayWatch>,
+    /// Throttle episodes of client networks, ended by a periodic walk.
+    network_watch: Arc<NetworkWatch>,
     /// The listener's TLS (`None`: plain TCP), the callers and the listener's limits.
     tls: Option<Arc<transport::tls::ReloadingTls>>,
     allow_plaintext: bool,
@@ -142,12 +144,13 @@ impl Daemon {
         let spray_watch = SprayWatch::new();
         let admin =
             AdminService::new(realms.clone(), store.clone(), secret.clone(), spray_watch.clone());
+        let network_watch = NetworkWatch::new();
         let logins = Arc::new(Logins::new(
             store.clone(),
             verifier.clone(),
-            DeviceTokens::new(&secret),
-            SprayFingerprints::new(&secret),
+            &secret,
             spray_watch.clone(),
+            network_watch.clone(),
         ));
         let governor = GovernorService::new(realms, store.clone(), secret, logins);
         Ok(Self {
@@ -159,6 +162,7 @@ impl Daemon {
             shutdown_delay: settings.shutdown_delay,
             http_listener: None,
             spray_watch,
+            network_watch,
             tls: settings.tls,
             allow_plaintext: settings.allow_plaintext,
             callers: settings.callers,

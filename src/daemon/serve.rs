@@ -37,6 +37,7 @@ impl Daemon {
             shutdown_delay,
             http_listener,
             spray_watch,
+            network_watch,
             tls,
             allow_plaintext,
             callers,
@@ -44,6 +45,7 @@ impl Daemon {
             reload_source,
         } = self;
         spray_watch.spawn_expiry(Duration::from_secs(10));
+        network_watch.spawn_expiry(Duration::from_secs(10));
         verifier.budget().spawn_memory_release(crate::verify::budget::KEPT_MEMORY_IDLE);
         let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
         if tls.is_none() && !loopback && allow_plaintext {

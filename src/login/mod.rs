@@ -1,19 +1,31 @@
-//! The login check of `Verify`, in the domain's own types (no gRPC): the order of work of
-//! docs/verify.md ("The order of work") after the request was validated, and the events
-//! and metrics of counted attempts. `crate::rpc` builds a [`LoginRequest`] from the wire
-//! and turns the [`LoginVerdict`] or [`LoginError`] into the answer.
+//! The login checks, in the domain's own types (no gRPC): `Verify`'s order of work of
+//! docs/verify.md ("The order of work") after the request was validated ([`verify`]),
+//! `RecordAttempt` and `ClearAttempts` with the throttle per client network
+//! ([`record`]), the network's turn and the answers' signals ([`network`]), and the
+//! events and metrics of counted attempts. `crate::rpc` builds a [`LoginRequest`] from
+//! the wire and turns the [`LoginVerdict`] or [`LoginError`] into the answer.
 //!
 //! device token check → CPU budget reservation (a full queue is refused here, before any
 //! store work) → the client's turn (its earlier call has ended) → count, with the spray
-//! check in the same round trip → closed door or replay: reject, no hashing → sprayed
-//! fingerprint in a `reject` realm: reject, no hashing → CPU admission (refused: refund)
-//! → compare → match: clear and accept with a fresh device token; else note the spray
-//! failure and reject. Every answer carries `spray_suspected` as the check read it,
-//! before this call's own note (docs/spray.md, "No oracle").
+//! check and the network's token in the same round trip → network throttled in a
+//! `reject` realm: the count given back, reject, no hashing → closed door or replay:
+//! reject, no hashing → sprayed fingerprint in a `reject` realm: reject, no hashing →
+//! CPU admission (refused: refund) → compare → match: clear and accept with a fresh
+//! device token; else note the spray failure and reject. Every path but a failed
+//! comparison gives the network's token back. Every answer carries `spray_suspected` as
+//! the check read it, before this call's own note (docs/spray.md, "No oracle"), and
+//! `step_up` / `network_throttled` ([`Signals`]).
 //!
 //! A known device's attempt is counted in its own bucket, and its match clears only that
 //! bucket: the account's record, which untrusted clients fill, stays as it is, so the
 //! real user logging in does not hand an attacker a fresh allowance.
+
+pub mod network;
+pub mod record;
+mod verify;
+
+pub use network::Signals;
+pub use record::Recorded;
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -21,14 +33,23 @@ use std::time::{Instant, SystemTime};
 use tracing::Instrument;
 use zeroize::Zeroizing;
 
-use crate::devices::{DeviceTokens, Grant, IssueError, KnownDevice};
+use crate::devices::{DeviceTokens, Grant, IssueError};
+use crate::network::NetworkWatch;
 use crate::realm::Realm;
-use crate::spray::{SprayAction, SprayFingerprints, SprayWatch};
+use crate::secret::KeySecret;
+use crate::spray::{SprayFingerprints, SprayWatch};
 use crate::store::keys::{AccountKey, AttemptKey};
-use crate::store::{Attempt, Counted, DeviceClaim, SprayNote, Store, StoreError};
+use crate::store::{Counted, Store, StoreError};
 use crate::telemetry::metrics::{ATTEMPTS, DEVICE_LOCKOUTS, LOCKOUTS, TRUSTED_CALLS, VERDICTS};
 use crate::verify::budget::{Aborted, Lane, Refusal};
 use crate::verify::{Comparison, Verifier};
+use verify::Job;
+
+/// How often one `attempt_id` may be replayed through `RecordAttempt` and still get its
+/// first answer; later replays are denied. Two covers the client's retries; without a
+/// bound, a gateway that let end users choose attempt ids would hand them a reusable
+/// ALLOW. (`Verify` never answers a replay with a new comparison.)
+pub const MAX_REPLAYS: u64 = 2;
 
 /// One validated `Verify` (`crate::rpc` checked every field before any store or CPU
 /// work).
@@ -43,7 +64,7 @@ pub struct LoginRequest {
     pub comparison: Comparison,
     /// The stored hash as the gateway sent it: what an accept's device token vouches for.
     pub stored_hash: String,
-    /// Who is asking, for the CPU budget.
+    /// Who is asking: for the CPU budget, and the throttle per client network.
     pub client_key: String,
     /// The device token the gateway sent (empty: none).
     pub device_token: String,
@@ -62,14 +83,14 @@ pub enum LoginVerdict {
         needs_rehash: bool,
         /// The fresh device token (docs/devices.md).
         device_token: String,
-        /// The password's fingerprint is being sprayed across the realm.
-        spray_suspected: bool,
+        /// What the answer carries besides.
+        signals: Signals,
     },
-    /// Anything else: a closed door, an unknown identifier, a wrong password, a replay.
-    /// The same whatever the cause.
+    /// Anything else: a closed door, an unknown identifier, a wrong password, a replay,
+    /// a throttled network. The same whatever the cause.
     Reject {
-        /// The password's fingerprint is being sprayed across the realm.
-        spray_suspected: bool,
+        /// What the answer carries besides.
+        signals: Signals,
     },
 }
 
@@ -94,24 +115,37 @@ pub struct Logins {
     store: Arc<dyn Store>,
     /// Dummy hashes, ceilings and the CPU budget.
     verifier: Arc<Verifier>,
+    /// Keys the client networks' buckets.
+    secret: KeySecret,
     /// Issues and checks device tokens.
     devices: DeviceTokens,
     /// Password fingerprints for spray detection.
     fingerprints: SprayFingerprints,
     /// This daemon's view of spraying, shared with the Admin service.
     spray_watch: Arc<SprayWatch>,
+    /// This daemon's throttle episodes of client networks.
+    network_watch: Arc<NetworkWatch>,
 }
 
 impl Logins {
-    /// Login checks against `store`, comparing under `verifier`'s budget.
+    /// Login checks against `store`, comparing under `verifier`'s budget; device tokens,
+    /// spray fingerprints and network buckets keyed by `secret`'s sub-keys.
     pub fn new(
         store: Arc<dyn Store>,
         verifier: Arc<Verifier>,
-        devices: DeviceTokens,
-        fingerprints: SprayFingerprints,
+        secret: &KeySecret,
         spray_watch: Arc<SprayWatch>,
+        network_watch: Arc<NetworkWatch>,
     ) -> Self {
-        Self { store, verifier, devices, fingerprints, spray_watch }
+        Self {
+            store,
+            verifier,
+            secret: secret.clone(),
+            devices: DeviceTokens::new(secret),
+            fingerprints: SprayFingerprints::new(secret),
+            spray_watch,
+            network_watch,
+        }
     }
 
     /// The verifier (the request's hash is parsed by it before a login is checked).
@@ -152,11 +186,14 @@ impl Logins {
             .reserve(&request.client_key, lane)
             .map_err(LoginError::Refused)?;
         let realm_name = realm.name.clone();
+        let network = realm.network.key(&self.secret, &realm.name, &request.client_key);
         let job = Job {
             store: self.store.clone(),
             devices: self.devices.clone(),
             spray: self.fingerprints.key(&realm.name, &request.password),
             spray_watch: self.spray_watch.clone(),
+            network,
+            network_watch: self.network_watch.clone(),
             device,
             ticket,
             request,
@@ -165,125 +202,6 @@ impl Logins {
             tokio::spawn(job.run().in_current_span()).await.map_err(|_| LoginError::Gone)??;
         note_verdict(&realm_name, &verdict);
         Ok(verdict)
-    }
-}
-
-/// One login after its reservation, in its own task.
-struct Job {
-    store: Arc<dyn Store>,
-    devices: DeviceTokens,
-    /// Where the password's fingerprint is counted (docs/spray.md).
-    spray: crate::store::keys::SprayKey,
-    spray_watch: Arc<SprayWatch>,
-    /// The known device, when the token checked out for this account and stored hash:
-    /// the attempt is counted (and refunded, and cleared) in its bucket instead of on
-    /// the account's record, unless the store finds its epoch revoked.
-    device: Option<KnownDevice>,
-    /// The place in the CPU budget, taken before counting. Its client slot is had
-    /// before the count and kept until the job ends (after the clear).
-    ticket: crate::verify::budget::Ticket,
-    request: LoginRequest,
-}
-
-impl Job {
-    async fn run(self) -> Result<LoginVerdict, LoginError> {
-        let Job { store, devices, spray, spray_watch, device, mut ticket, request } = self;
-        let LoginRequest {
-            realm, key, password, comparison, stored_hash, attempt, deadline, ..
-        } = request;
-        // The client's turn first: its earlier call (the same browser's parallel login)
-        // has then been counted, compared and cleared, so this count sees its clear. A
-        // refusal here counted nothing, so there is nothing to refund.
-        ticket.take_turn(deadline).await.map_err(LoginError::Refused)?;
-        // Two commands sent at once, each on a pooled multiplexed connection (on a cluster
-        // each to its own node): one round trip of latency, not two. The check only
-        // reads: an account is noted only after a real comparison failed (below), so
-        // neither a closed door, a refund nor a short deadline notes anything, and no
-        // answer depends on whether this account was counted before.
-        let counting = Attempt {
-            key: &key,
-            device: device.as_ref().map(|d| DeviceClaim { bucket: &d.bucket, epoch: d.epoch }),
-            attempt_id: attempt.as_ref(),
-            policy: &realm.policy,
-            device_epoch_ttl_ms: realm.device_epoch_ttl_ms(),
-        };
-        let (counted, sprayed) = tokio::join!(
-            store.count(&counting),
-            store.note_spray(
-                &spray,
-                &key,
-                SprayNote::Check,
-                realm.spray.period_ms(),
-                realm.spray.threshold
-            ),
-        );
-        let counted = counted?;
-        let suspected = spray_watch.observe(&realm.name, &spray, sprayed?, &realm.spray);
-        // Where it was counted: the device's bucket, or (no token, or a revoked one) the
-        // account's own record.
-        let bucket = match &device {
-            Some(known) if counted.trusted => &known.bucket,
-            _ => &key,
-        };
-        if device.is_some() && !counted.trusted {
-            // A revoked device waits with the untrusted (a full queue refuses it there,
-            // and its count is given back).
-            if let Err(refusal) = ticket.demote() {
-                store.refund(bucket, attempt.as_ref(), counted.window_start_ms).await?;
-                return Err(LoginError::Refused(refusal));
-            }
-        }
-        note_count(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
-        let reject = LoginVerdict::Reject { spray_suspected: suspected };
-        // A replayed attempt_id is rejected without a comparison: comparing again would be
-        // a guess its first call's count does not cover (and after a lockout, a guess
-        // behind a closed door), and refunding it would give back a count that paid for
-        // a real comparison. The id's first call is the one that counted and compared.
-        if !counted.allowed || counted.replays > 0 {
-            return Ok(reject);
-        }
-        // The realm refuses comparisons of a sprayed password: no hashing, and the
-        // attempt stays counted (it was a guess at the account, whoever made it).
-        if suspected && realm.spray.action == SprayAction::Reject {
-            return Ok(reject);
-        }
-        let rpc = tracing::Span::current();
-        let compared = ticket.compare(deadline, move || comparison.run(&password, &rpc)).await;
-        let outcome = match compared {
-            Err(refusal) => {
-                store.refund(bucket, attempt.as_ref(), counted.window_start_ms).await?;
-                return Err(LoginError::Refused(refusal));
-            }
-            Ok(outcome) => outcome?,
-        };
-        if outcome.matched {
-            // The clear answers the account's device epoch, which the fresh token
-            // carries. A token that cannot be made is an error (deny), never an accept
-            // without it; the user logs in again.
-            let epoch = store.accept(bucket, &key, realm.device_epoch_ttl_ms()).await?;
-            let grant = Grant { realm: &realm.name, account: &key, stored_hash: &stored_hash };
-            let device_token = devices.issue(&grant, epoch).inspect_err(|e| {
-                tracing::error!(realm = %realm.name, error = %e, "no device token");
-            })?;
-            return Ok(LoginVerdict::Accept {
-                needs_rehash: outcome.needs_rehash,
-                device_token,
-                spray_suspected: suspected,
-            });
-        }
-        // The spray note names the account, not the device bucket: it counts distinct
-        // accounts. The answer stays the check's.
-        let distinct = store
-            .note_spray(
-                &spray,
-                &key,
-                SprayNote::Failure,
-                realm.spray.period_ms(),
-                realm.spray.threshold,
-            )
-            .await?;
-        spray_watch.noted(&realm.name, &spray, distinct, &realm.spray);
-        Ok(reject)
     }
 }
 

@@ -2,11 +2,13 @@
 //! `Inspect` reads an account key's lockout state, `Unlock` clears its record on an
 //! operator's decision (and, for a mitigated attack, revokes its devices),
 //! `RevokeDevices` revokes every device token of an account (docs/devices.md),
-//! `SprayStatus` reports a realm's password-spray state (docs/spray.md). It shares the listener with `Governor` and has its own permissions
-//! (`Inspect`, `Unlock`, `SprayStatus` in `[callers.NAME] rpcs`).
+//! `SprayStatus` reports a realm's password-spray state (docs/spray.md),
+//! `InspectNetwork` and `ReleaseNetwork` read and fill a client network's bucket
+//! (docs/throttle.md, "Per client network"). It shares the listener with `Governor` and
+//! has its own permissions (each RPC's name in `[callers.NAME] rpcs`).
 //!
 //! Every use is logged with the caller's configured name, the realm and the outcome,
-//! never the identifier or its key. Input is validated exactly as `Governor` validates
+//! never the identifier, its key or a client key (a network by its tag at most). Input is validated exactly as `Governor` validates
 //! it ([`super::validate::account`]), before any store work.
 
 use std::sync::Arc;
@@ -18,18 +20,21 @@ use super::validate::account as validate_account;
 use crate::auth::Authorization;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
-    DoorState, InspectRequest, InspectResponse, RevokeDevicesRequest, RevokeDevicesResponse,
+    DoorState, InspectNetworkRequest, InspectNetworkResponse, InspectRequest, InspectResponse,
+    ReleaseNetworkRequest, ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse,
     SprayStatusRequest, SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
 };
-use crate::realm::Realms;
+use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
 use crate::spray::SprayWatch;
 
-/// The log target of the operator audit lines (docs/security.md, the Admin service): kept as
-/// `portcullis::admin` so a log filter written for earlier releases still selects them.
-const AUDIT_TARGET: &str = "portcullis::admin";
-use crate::store::{Inspection, Store};
+use crate::store::{Inspection, NetworkOp, Store};
 use crate::throttle::{self, Policy};
+
+/// The log target of the operator audit lines (docs/security.md, the Admin service):
+/// kept as `portcullis::admin` so a log filter written for earlier releases still
+/// selects them.
+const AUDIT_TARGET: &str = "portcullis::admin";
 
 /// The `portcullis.v1.Admin` service.
 pub struct AdminService {
@@ -56,6 +61,26 @@ impl AdminService {
 /// Milliseconds since the Unix epoch of `t` (0 before it).
 fn unix_ms(t: std::time::SystemTime) -> u64 {
     t.duration_since(std::time::UNIX_EPOCH).map_or(0, crate::throttle::duration_ms)
+}
+
+/// A realm named by an Admin request: configured and open to the caller.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming `realm`; `PERMISSION_DENIED` for a realm the caller may not
+/// use.
+fn named_realm<'r>(
+    realms: &'r Realms,
+    realm: &str,
+    extensions: &tonic::Extensions,
+) -> Result<&'r Realm, Status> {
+    if realm.is_empty() {
+        return Err(Status::invalid_argument("realm is required"));
+    }
+    let Some(found) = realms.get(realm) else {
+        return Err(Status::invalid_argument("realm is not a configured realm"));
+    };
+    crate::auth::check_realm(extensions, realm)?;
+    Ok(found)
 }
 
 fn caller(extensions: &tonic::Extensions) -> String {
@@ -169,14 +194,8 @@ impl Admin for AdminService {
         request: Request<SprayStatusRequest>,
     ) -> Result<Response<SprayStatusResponse>, Status> {
         let caller = caller(request.extensions());
-        let realm = &request.get_ref().realm;
-        if realm.is_empty() {
-            return Err(Status::invalid_argument("realm is required"));
-        }
-        if self.realms.get(realm).is_none() {
-            return Err(Status::invalid_argument("realm is not a configured realm"));
-        }
-        crate::auth::check_realm(request.extensions(), realm)?;
+        let realm =
+            &named_realm(&self.realms, &request.get_ref().realm, request.extensions())?.name;
         let status = self.spray.status(realm);
         let episodes = status
             .episodes
@@ -194,6 +213,62 @@ impl Admin for AdminService {
             fingerprints_over_threshold: status.fingerprints_over_threshold,
             episodes,
         }))
+    }
+
+    async fn inspect_network(
+        &self,
+        request: Request<InspectNetworkRequest>,
+    ) -> Result<Response<InspectNetworkResponse>, Status> {
+        let caller = caller(request.extensions());
+        let req = request.get_ref();
+        let realm = named_realm(&self.realms, &req.realm, request.extensions())?;
+        super::validate::client_key(&req.client_key, true)?;
+        let capacity = realm.network.bucket.capacity;
+        let Some(key) = realm.network.key(&self.secret, &realm.name, &req.client_key) else {
+            tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: inspect network (trusted)");
+            return Ok(Response::new(InspectNetworkResponse {
+                tokens: capacity,
+                capacity,
+                seconds_until_full: 0,
+                network: String::new(),
+                trusted: true,
+            }));
+        };
+        let state = self
+            .store
+            .network(&key, NetworkOp::Peek, &realm.network.bucket)
+            .await
+            .map_err(store_unavailable)?;
+        tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), tokens = state.tokens, "admin: inspect network");
+        metrics::counter!("portcullis_admin_calls_total", "rpc" => "InspectNetwork", "caller" => caller)
+            .increment(1);
+        Ok(Response::new(InspectNetworkResponse {
+            tokens: state.tokens,
+            capacity,
+            seconds_until_full: state.full_in_ms.div_ceil(1000),
+            network: key.tag().to_owned(),
+            trusted: false,
+        }))
+    }
+
+    async fn release_network(
+        &self,
+        request: Request<ReleaseNetworkRequest>,
+    ) -> Result<Response<ReleaseNetworkResponse>, Status> {
+        let caller = caller(request.extensions());
+        let req = request.get_ref();
+        let realm = named_realm(&self.realms, &req.realm, request.extensions())?;
+        super::validate::client_key(&req.client_key, true)?;
+        if let Some(key) = realm.network.key(&self.secret, &realm.name, &req.client_key) {
+            self.store
+                .network(&key, NetworkOp::Release, &realm.network.bucket)
+                .await
+                .map_err(store_unavailable)?;
+            tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), "admin: released a client network's bucket");
+        }
+        metrics::counter!("portcullis_admin_calls_total", "rpc" => "ReleaseNetwork", "caller" => caller)
+            .increment(1);
+        Ok(Response::new(ReleaseNetworkResponse {}))
     }
 }
 

@@ -8,7 +8,7 @@ use zeroize::Zeroizing;
 
 use super::validate;
 use super::{decision, login_failed, store_unavailable, verdict};
-use crate::login::{LoginRequest, Logins, note_count};
+use crate::login::{LoginRequest, Logins};
 use crate::pb::governor_server::Governor;
 use crate::pb::{
     Account, AdmitRequest, AdmitResponse, ClearAttemptsRequest, ClearAttemptsResponse, ClearReason,
@@ -21,11 +21,7 @@ use crate::store::keys::AccountKey;
 use crate::telemetry::metrics::BAD_HASHES;
 use crate::telemetry::traces::{record_outcome, record_status};
 
-/// How often one `attempt_id` may be replayed through `RecordAttempt` and still get its
-/// first answer; later replays are denied. Two covers the client's retries; without a
-/// bound, a gateway that let end users choose attempt ids would hand them a reusable
-/// ALLOW. (`Verify` never answers a replay with a new comparison: `crate::login`.)
-pub const MAX_REPLAYS: u64 = 2;
+pub use crate::login::MAX_REPLAYS;
 
 /// The `portcullis.v1.Governor` service.
 pub struct GovernorService {
@@ -101,16 +97,22 @@ impl GovernorService {
         request: Request<ClearAttemptsRequest>,
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
         let req = request.get_ref();
-        let (_, key) = self.account_key(req.account.as_ref(), request.extensions())?;
-        match ClearReason::try_from(req.reason) {
-            Ok(ClearReason::PasswordVerified | ClearReason::PasswordResetCompleted) => {}
+        let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
+        validate::client_key(&req.client_key, false)?;
+        // Only a verified password gives its network's token back: a completed reset
+        // says nothing about the attempt's source.
+        let verified_from = match ClearReason::try_from(req.reason) {
+            Ok(ClearReason::PasswordVerified) => {
+                Some(req.client_key.as_str()).filter(|c| !c.is_empty())
+            }
+            Ok(ClearReason::PasswordResetCompleted) => None,
             Ok(ClearReason::Unspecified) | Err(_) => {
                 return Err(Status::invalid_argument(
                     "reason must be CLEAR_REASON_PASSWORD_VERIFIED or CLEAR_REASON_PASSWORD_RESET_COMPLETED",
                 ));
             }
-        }
-        self.store.clear(&key).await.map_err(store_unavailable)?;
+        };
+        self.logins.clear(realm, &key, verified_from).await.map_err(store_unavailable)?;
         record_outcome("cleared", None);
         Ok(Response::new(ClearAttemptsResponse {}))
     }
@@ -141,14 +143,17 @@ impl Governor for GovernorService {
             let req = request.get_ref();
             let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
             let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id)?;
-            let counted = self
-                .store
-                .record_attempt(&key, attempt.as_ref(), &realm.policy)
+            validate::client_key(&req.client_key, false)?;
+            let recorded = self
+                .logins
+                .record_attempt(realm, &key, attempt.as_ref(), &req.client_key)
                 .await
                 .map_err(store_unavailable)?;
-            let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
-            note_count(realm, &key, &counted, allowed);
-            Ok(Response::new(RecordAttemptResponse { decision: decision(allowed) }))
+            Ok(Response::new(RecordAttemptResponse {
+                decision: decision(recorded.allowed),
+                step_up: recorded.signals.step_up,
+                network_throttled: recorded.signals.network_throttled,
+            }))
         }
         .await;
         record_status(&result);

@@ -16,7 +16,7 @@ pub use governor::{GovernorService, MAX_REPLAYS};
 
 use tonic::Status;
 
-use crate::login::{LoginError, LoginVerdict};
+use crate::login::{LoginError, LoginVerdict, Signals};
 use crate::pb::{Decision, Verdict, VerifyResponse};
 use crate::store::StoreError;
 use crate::telemetry::traces::record_outcome;
@@ -32,33 +32,44 @@ pub(crate) fn decision(allowed: bool) -> i32 {
 /// The one place a failed login's answer is built. A closed door, an unknown identifier,
 /// a wrong password (and a disabled account, which a gateway sends as unknown) all get
 /// this value, byte for byte.
-/// Whether the call carried a valid device token is never part of it. `spray_suspected`
-/// depends on the password's fingerprint and the realm only (docs/spray.md), never on
-/// the account, so it tells nothing about the account either.
-pub fn reject(spray_suspected: bool) -> VerifyResponse {
+/// Whether the call carried a valid device token is never part of it. Its [`Signals`]
+/// depend on the password's fingerprint and the realm (`spray_suspected`,
+/// docs/spray.md), the account key's count, kept for every identifier alike
+/// (`step_up`), and the client's network (`network_throttled`), never on whether the
+/// account exists.
+pub fn reject(signals: Signals) -> VerifyResponse {
     VerifyResponse {
         verdict: Verdict::Reject as i32,
         needs_rehash: false,
         device_token: String::new(),
-        spray_suspected,
+        spray_suspected: signals.spray_suspected,
+        step_up: signals.step_up,
+        network_throttled: signals.network_throttled,
     }
 }
 
 /// The answer to a password that matched, with a fresh device token.
-fn accept(needs_rehash: bool, device_token: String, spray_suspected: bool) -> VerifyResponse {
-    VerifyResponse { verdict: Verdict::Accept as i32, needs_rehash, device_token, spray_suspected }
+fn accept(needs_rehash: bool, device_token: String, signals: Signals) -> VerifyResponse {
+    VerifyResponse {
+        verdict: Verdict::Accept as i32,
+        needs_rehash,
+        device_token,
+        spray_suspected: signals.spray_suspected,
+        step_up: signals.step_up,
+        network_throttled: signals.network_throttled,
+    }
 }
 
 /// A login check's verdict as the wire answer ([`accept`] or [`reject`]).
 fn verdict(verdict: LoginVerdict) -> VerifyResponse {
     match verdict {
-        LoginVerdict::Accept { needs_rehash, device_token, spray_suspected } => {
+        LoginVerdict::Accept { needs_rehash, device_token, signals } => {
             record_outcome("accept", None);
-            accept(needs_rehash, device_token, spray_suspected)
+            accept(needs_rehash, device_token, signals)
         }
-        LoginVerdict::Reject { spray_suspected } => {
+        LoginVerdict::Reject { signals } => {
             record_outcome("reject", None);
-            reject(spray_suspected)
+            reject(signals)
         }
     }
 }
@@ -98,11 +109,16 @@ mod tests {
 
     #[test]
     fn reject_is_one_value() {
-        assert_eq!(reject(false), reject(false));
-        assert_eq!(reject(false).verdict, Verdict::Reject as i32);
-        assert!(!reject(false).needs_rehash && !reject(false).spray_suspected);
-        assert!(reject(true).spray_suspected);
-        let from_login = verdict(LoginVerdict::Reject { spray_suspected: false });
-        assert_eq!(from_login, reject(false), "a login's reject is built in one place");
+        let none = Signals::default();
+        assert_eq!(reject(none), reject(none));
+        assert_eq!(reject(none).verdict, Verdict::Reject as i32);
+        assert!(!reject(none).needs_rehash && !reject(none).spray_suspected);
+        assert!(reject(none).device_token.is_empty());
+        assert!(!reject(none).step_up && !reject(none).network_throttled);
+        let all = Signals { spray_suspected: true, step_up: true, network_throttled: true };
+        let flagged = reject(all);
+        assert!(flagged.spray_suspected && flagged.step_up && flagged.network_throttled);
+        let from_login = verdict(LoginVerdict::Reject { signals: all });
+        assert_eq!(from_login, reject(all), "a login's reject is built in one place");
     }
 }

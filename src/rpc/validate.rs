@@ -57,6 +57,24 @@ pub(crate) fn attempt_key(
     Ok(id.map(|id| key.attempt(secret, &id)))
 }
 
+/// A `client_key`: at most [`MAX_CLIENT_KEY_BYTES`]; `required` (`Verify`) or optional
+/// (`RecordAttempt`, `ClearAttempts`, where empty means no network throttle). Any text
+/// is a key: one that is no IP address is a bucket of its own.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming `client_key`: missing where required, too long.
+pub(crate) fn client_key(client_key: &str, required: bool) -> Result<(), Status> {
+    if required && client_key.is_empty() {
+        return Err(Status::invalid_argument("client_key is required"));
+    }
+    if client_key.len() > MAX_CLIENT_KEY_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "client_key is longer than {MAX_CLIENT_KEY_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
 /// The size bounds of `Verify`'s own fields.
 ///
 /// # Errors
@@ -68,14 +86,7 @@ pub(crate) fn verify_fields(
     password: &[u8],
     max_password_bytes: usize,
 ) -> Result<(), Status> {
-    if client_key.is_empty() {
-        return Err(Status::invalid_argument("client_key is required"));
-    }
-    if client_key.len() > MAX_CLIENT_KEY_BYTES {
-        return Err(Status::invalid_argument(format!(
-            "client_key is longer than {MAX_CLIENT_KEY_BYTES} bytes"
-        )));
-    }
+    self::client_key(client_key, true)?;
     if device_token.len() > MAX_DEVICE_TOKEN_BYTES {
         return Err(Status::invalid_argument(format!(
             "device_token is longer than {MAX_DEVICE_TOKEN_BYTES} bytes"

@@ -15,11 +15,12 @@ use async_trait::async_trait;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::keys::{AccountKey, AttemptKey, SprayKey};
-use super::{Attempt, Counted, Inspection, SprayNote, Store, StoreError};
+use super::keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
+use super::{Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
 use crate::throttle::Policy;
+use crate::throttle::bucket::BucketPolicy;
 
 /// A [`Store`] with spans, metrics and refusal episodes around another.
 pub struct InstrumentedStore {
@@ -118,6 +119,15 @@ impl Store for InstrumentedStore {
         limit: u32,
     ) -> Result<u64, StoreError> {
         self.operation("spray", self.inner.note_spray(spray, account, note, period_ms, limit)).await
+    }
+
+    async fn network(
+        &self,
+        key: &NetworkKey,
+        op: NetworkOp,
+        policy: &BucketPolicy,
+    ) -> Result<NetworkState, StoreError> {
+        self.operation("network", self.inner.network(key, op, policy)).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

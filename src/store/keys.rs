@@ -12,6 +12,7 @@
 //! portcullis:v2:{<32 hex digest>}:d:<16 hex>     one known device's bucket (hash f, ws, st)
 //! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
 //! portcullis:v2:{spray:<16 hex realm tag>:<4 hex fingerprint>}:…   spray counts
+//! portcullis:v2:{n:<32 hex digest>}              one client network's bucket (its TAT)
 //! ```
 //!
 //! Spray keys (docs/spray.md) carry the password fingerprint's own hash tag, so the
@@ -180,6 +181,50 @@ impl SprayKey {
     }
 }
 
+/// Where one client network's token bucket lives (docs/throttle.md, "Per client
+/// network"): `portcullis:v2:{n:<32 hex>}`, a keyed digest of (realm, network), so the
+/// stored key holds no address, and its own hash tag (one key: a single-slot script).
+/// `Debug` shows only [`NetworkKey::tag`].
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct NetworkKey {
+    digest: String,
+}
+
+impl NetworkKey {
+    /// The key of `network` (`crate::network::Network::as_text`) in `realm`.
+    pub fn new(secret: &KeySecret, realm: &str, network: &str) -> Self {
+        let mut mac = secret.mac();
+        // Domain separation from account keys (whose input starts with a length),
+        // attempt ids and devices.
+        mac.update(b"network\0");
+        for part in [realm.as_bytes(), network.as_bytes()] {
+            // Both are bounded (a realm name, a client_key of at most 256 bytes).
+            mac.update(&(part.len() as u32).to_be_bytes());
+            mac.update(part);
+        }
+        let digest = mac.finalize().into_bytes();
+        Self { digest: hex::encode(&digest[..ACCOUNT_DIGEST_BYTES]) }
+    }
+
+    /// The store's key.
+    pub fn as_key(&self) -> String {
+        format!("{KEY_PREFIX}{{n:{}}}", self.digest)
+    }
+
+    /// The first 16 hex digits of the digest: what log lines and `Admin/InspectNetwork`
+    /// name a network by, so an operator can match the two without any address being
+    /// logged.
+    pub fn tag(&self) -> &str {
+        &self.digest[..16]
+    }
+}
+
+impl std::fmt::Debug for NetworkKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NetworkKey({})", self.tag())
+    }
+}
+
 /// The store key of one `attempt_id`'s answer ([`AccountKey::attempt`]): built where the
 /// request is read, so a store never needs the key secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,6 +314,18 @@ mod tests {
         assert_ne!(d, k.device(&secret(), &[8; 16]));
         let id = AttemptId::parse("x").unwrap().unwrap();
         assert_eq!(d.attempt(&secret(), &id), k.attempt(&secret(), &id));
+    }
+
+    #[test]
+    fn network_keys_hold_no_address_and_separate_realms() {
+        let n = NetworkKey::new(&secret(), "default", "ip:203.0.113.7/32");
+        let key = n.as_key();
+        assert!(key.starts_with("portcullis:v2:{n:") && key.ends_with('}'), "{key}");
+        assert_eq!(key.len(), "portcullis:v2:{n:".len() + 32 + 1);
+        assert!(!key.contains("203") && !format!("{n:?}").contains("203"));
+        assert_eq!(n.tag(), &key["portcullis:v2:{n:".len()..][..16]);
+        assert_ne!(n, NetworkKey::new(&secret(), "other", "ip:203.0.113.7/32"));
+        assert_ne!(n, NetworkKey::new(&secret(), "default", "ip:203.0.113.8/32"));
     }
 
     #[test]

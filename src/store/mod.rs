@@ -10,8 +10,9 @@ pub mod redis;
 
 use async_trait::async_trait;
 
+use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{Policy, Record};
-use keys::{AccountKey, AttemptKey, SprayKey};
+use keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
 
 /// What a spray call does: read the count, or note an account in one set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +21,42 @@ pub enum SprayNote {
     Check,
     /// The comparison failed: the account joins the fingerprint's failed set.
     Failure,
+}
+
+/// One operation on a client network's token bucket ([`Store::network`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkOp {
+    /// Takes one token, if there is one (before a comparison that may fail).
+    Take,
+    /// Gives one token back (the attempt it was taken for compared nothing or matched).
+    GiveBack,
+    /// Reads the bucket; writes nothing (`Admin/InspectNetwork`).
+    Peek,
+    /// Fills the bucket (`Admin/ReleaseNetwork`).
+    Release,
+}
+
+impl NetworkOp {
+    /// The name the store's script takes, and the metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkOp::Take => "take",
+            NetworkOp::GiveBack => "give",
+            NetworkOp::Peek => "peek",
+            NetworkOp::Release => "release",
+        }
+    }
+}
+
+/// A network bucket after one [`NetworkOp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetworkState {
+    /// [`NetworkOp::Take`] took a token; `false` for every other operation.
+    pub taken: bool,
+    /// Tokens left after the operation (0 ..= capacity).
+    pub tokens: u32,
+    /// Milliseconds until the bucket is full again (0: full).
+    pub full_in_ms: u64,
 }
 
 /// A store operation that did not complete. Never turned into an answer: the service
@@ -102,6 +139,9 @@ pub struct Counted {
     pub allowed: bool,
     /// This attempt closed the door (first refusal of its window): emit the lockout event.
     pub locked_now: bool,
+    /// Attempts the window holds after this one (0 for a replay, which counts nothing):
+    /// what the step-up signal is read from.
+    pub failures: u64,
     /// Store-clock start of the window the attempt was counted in, in ms; a refund
     /// names it so it never reaches into a later window.
     pub window_start_ms: u64,
@@ -176,6 +216,16 @@ pub trait Store: Send + Sync + 'static {
         period_ms: u64,
         limit: u32,
     ) -> Result<u64, StoreError>;
+
+    /// The throttle per client network (docs/throttle.md, "Per client network"): one
+    /// [`NetworkOp`] on `key`'s token bucket, shaped by `policy`, atomically on the
+    /// store's clock ([`crate::throttle::bucket`]'s rules).
+    async fn network(
+        &self,
+        key: &NetworkKey,
+        op: NetworkOp,
+        policy: &BucketPolicy,
+    ) -> Result<NetworkState, StoreError>;
 
     /// `ClearAttempts`: deletes the record.
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;

@@ -37,6 +37,16 @@ pub const SPRAY_FINGERPRINTS_OVER: &str = "portcullis_spray_fingerprints_over_th
 pub const SPRAY_DISTINCT_ACCOUNTS: &str = "portcullis_spray_distinct_accounts";
 /// Counter: password-spray episodes begun, by realm.
 pub const SPRAY_EPISODES: &str = "portcullis_spray_episodes_total";
+/// Counter: attempts that found their client network's bucket empty, by realm and
+/// action (`reject`: refused before hashing; `flag`: answered `network_throttled`);
+/// docs/throttle.md, "Per client network". Never an address as a label.
+pub const NETWORK_THROTTLED: &str = "portcullis_network_throttled_total";
+/// Counter: network throttle episodes begun (a network's first throttled attempt after
+/// a quiet spell), by realm.
+pub const NETWORK_EPISODES: &str = "portcullis_network_episodes_total";
+/// Counter: answers carrying `step_up`, by realm and `reason` (`network`: its bucket is
+/// empty in a `flag` realm; `account`: the window holds `step_up_failures`).
+pub const STEP_UPS: &str = "portcullis_step_up_total";
 /// Counter: stored hashes a gateway sent that could not be used.
 pub const BAD_HASHES: &str = "portcullis_verify_bad_hashes_total";
 /// Gauge: comparisons running now.
@@ -129,6 +139,12 @@ fn describe() {
         "Distinct accounts failing with a Verify's password fingerprint, by realm"
     );
     describe_counter!(SPRAY_EPISODES, "Password-spray episodes begun, by realm");
+    describe_counter!(
+        NETWORK_THROTTLED,
+        "Attempts from a client network with an empty bucket, by realm and action"
+    );
+    describe_counter!(NETWORK_EPISODES, "Network throttle episodes begun, by realm");
+    describe_counter!(STEP_UPS, "Answers asking the gateway to step up, by realm and reason");
     describe_counter!(BAD_HASHES, "Unusable stored hashes sent by gateways");
     describe_gauge!(RUNNING, "Password comparisons running now");
     describe_gauge!(WAITING, "Verify calls waiting for a CPU slot now");

@@ -100,3 +100,86 @@ realms = ["*"]
     }
     assert!(daemon.terminate().await.success());
 }
+
+/// `portcullis inspect-network` / `release-network` through the real binary, with
+/// their own permissions; their audit lines name the network's tag, never the address.
+#[tokio::test]
+async fn network_operators_inspect_and_release_a_bucket_with_their_own_permission() {
+    const NETOPS_TOKEN: &str = "netops-token-0123456789abcdef0123456789ab";
+    let dir = tempfile::tempdir().unwrap();
+    let hash = |t: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(t.as_bytes()));
+    let file = |name: &str, text: &str| portcullis_test_support::pki::write(dir.path(), name, text);
+    let (netops_hashes, ops_hashes, gw_hashes) = (
+        file("netops.sha256", &hash(NETOPS_TOKEN)),
+        file("ops.sha256", &hash(OPERATOR_TOKEN)),
+        file("gw.sha256", &hash(GATEWAY_TOKEN)),
+    );
+    let (netops_token, ops_token) =
+        (file("netops.token", NETOPS_TOKEN), file("ops.token", OPERATOR_TOKEN));
+    let config = format!(
+        r#"
+[callers.netops]
+token_hash_file = {netops_hashes:?}
+rpcs = ["InspectNetwork", "ReleaseNetwork"]
+realms = ["tiny"]
+[callers.helpdesk]
+token_hash_file = {ops_hashes:?}
+rpcs = ["Inspect", "Unlock"]
+realms = ["*"]
+[callers.gateway]
+token_hash_file = {gw_hashes:?}
+rpcs = ["Verify"]
+realms = ["*"]
+[realms.tiny]
+network_capacity = 2
+hash = {{ algorithm = "bcrypt", bcrypt_cost = 4 }}
+"#
+    );
+    let daemon = DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), &config));
+    let mut gw = caller(daemon.addr, None, Some(GATEWAY_TOKEN)).await.unwrap();
+    for n in 0..3 {
+        let request = portcullis::pb::VerifyRequest {
+            account: account("tiny", &format!("n{n}@example.com")),
+            password: b"guess".to_vec(),
+            client_key: "203.0.113.5".into(),
+            ..Default::default()
+        };
+        gw.governor.verify(request).await.unwrap();
+    }
+    let network = |token: &std::path::Path, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(args)
+            .args(["--realm", "tiny", "--client-key", "203.0.113.5"])
+            .args(["--addr", &format!("http://{}", daemon.addr)])
+            .arg("--token-file")
+            .arg(token)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let (code, out) = network(&netops_token, &["inspect-network"]);
+    assert_eq!(code, 1, "an empty bucket exits 1: {out}");
+    assert!(out.contains("tokens: 0") && out.contains("capacity: 2"), "{out}");
+    let tag = out.lines().find_map(|l| l.strip_prefix("network: ")).unwrap().to_owned();
+    assert_eq!(tag.len(), 16, "{out}");
+    // Inspect and Unlock do not include the network RPCs.
+    let (code, out) = network(&ops_token, &["inspect-network"]);
+    assert_eq!(code, 2, "{out}");
+    let (code, out) = network(&ops_token, &["release-network"]);
+    assert_eq!(code, 2, "{out}");
+    let (code, out) = network(&netops_token, &["release-network"]);
+    assert_eq!((code, out.trim()), (0, "released"));
+    let (code, out) = network(&netops_token, &["inspect-network"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("tokens: 2"), "{out}");
+
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let logs = daemon.logs();
+    let uses: Vec<&str> = logs.lines().filter(|l| l.contains("portcullis::admin:")).collect();
+    assert_eq!(uses.len(), 3, "{logs}");
+    assert!(uses.iter().all(|l| l.contains("caller=netops") && l.contains(&tag)), "{logs}");
+    assert!(!logs.contains("203.0.113"), "a log line holds the client's address");
+    assert!(daemon.terminate().await.success());
+}

@@ -21,6 +21,8 @@ const DENY_RETRYABLE: Answer = Answer {
     retryable: true,
     device_token: None,
     spray_suspected: false,
+    step_up: false,
+    network_throttled: false,
 };
 const DENY_FINAL: Answer = Answer {
     decision: Decision::Deny,
@@ -28,6 +30,8 @@ const DENY_FINAL: Answer = Answer {
     retryable: false,
     device_token: None,
     spray_suspected: false,
+    step_up: false,
+    network_throttled: false,
 };
 const ALLOW: Answer = Answer {
     decision: Decision::Allow,
@@ -35,6 +39,8 @@ const ALLOW: Answer = Answer {
     retryable: false,
     device_token: None,
     spray_suspected: false,
+    step_up: false,
+    network_throttled: false,
 };
 
 fn config(endpoints: &[SocketAddr]) -> ClientConfig {
@@ -108,7 +114,7 @@ impl Governor for Fake {
         &self,
         _: Request<RecordAttemptRequest>,
     ) -> Result<Response<RecordAttemptResponse>, Status> {
-        self.decision(|decision| RecordAttemptResponse { decision })
+        self.decision(|decision| RecordAttemptResponse { decision, ..Default::default() })
     }
     async fn verify(&self, r: Request<VerifyRequest>) -> Result<Response<VerifyResponse>, Status> {
         self.keys.lock().unwrap().push(r.into_inner().client_key);
@@ -116,7 +122,7 @@ impl Governor for Fake {
             verdict,
             needs_rehash: false,
             device_token: String::new(),
-            spray_suspected: false,
+            ..Default::default()
         })
     }
     async fn clear_attempts(

@@ -28,6 +28,7 @@ async fn oversized_messages_and_header_lists_are_refused_before_decoding() {
     let req = RecordAttemptRequest {
         account: account("default", &"x".repeat(17 * 1024)),
         attempt_id: String::new(),
+        client_key: String::new(),
     };
     let e = c.0.record_attempt(req).await.unwrap_err();
     assert!(matches!(e.code(), tonic::Code::OutOfRange | tonic::Code::ResourceExhausted), "{e:?}");
@@ -35,6 +36,7 @@ async fn oversized_messages_and_header_lists_are_refused_before_decoding() {
     let mut req = tonic::Request::new(RecordAttemptRequest {
         account: account("default", "h@example.com"),
         attempt_id: String::new(),
+        client_key: String::new(),
     });
     req.metadata_mut().insert("x-padding", "p".repeat(32 * 1024).parse().unwrap());
     assert!(c.0.record_attempt(req).await.is_err());

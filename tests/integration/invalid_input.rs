@@ -34,8 +34,11 @@ async fn bad_input_is_refused_before_any_store_work() {
         ("attempt_id too long", account("default", "a@example.com"), &long_id, "attempt_id"),
     ];
     for (what, acct, attempt_id, field) in &cases {
-        let req =
-            RecordAttemptRequest { account: acct.clone(), attempt_id: attempt_id.to_string() };
+        let req = RecordAttemptRequest {
+            account: acct.clone(),
+            attempt_id: attempt_id.to_string(),
+            client_key: String::new(),
+        };
         let err = c.0.record_attempt(req).await.expect_err(what);
         assert_eq!(err.code(), Code::InvalidArgument, "{what}");
         assert!(err.message().contains(field), "{what}: {:?}", err.message());
@@ -48,6 +51,7 @@ async fn bad_input_is_refused_before_any_store_work() {
             let req = ClearAttemptsRequest {
                 account: acct.clone(),
                 reason: ClearReason::PasswordResetCompleted as i32,
+                client_key: String::new(),
             };
             let err = c.0.clear_attempts(req).await.expect_err(what);
             assert_eq!(err.code(), Code::InvalidArgument, "{what} (clear)");
@@ -61,7 +65,11 @@ async fn bad_input_is_refused_before_any_store_work() {
         .unwrap();
 
     for reason in [ClearReason::Unspecified as i32, 3, -1, 999] {
-        let req = ClearAttemptsRequest { account: account("default", "a@example.com"), reason };
+        let req = ClearAttemptsRequest {
+            account: account("default", "a@example.com"),
+            reason,
+            client_key: String::new(),
+        };
         let err = c.0.clear_attempts(req).await.expect_err("bad reason");
         assert_eq!(err.code(), Code::InvalidArgument);
         assert!(err.message().contains("reason"), "{:?}", err.message());

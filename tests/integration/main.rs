@@ -24,6 +24,7 @@ mod json_logs;
 mod layout;
 mod lockout_schedule;
 mod metrics;
+mod network;
 mod normalization;
 mod properties;
 mod readme_tour;

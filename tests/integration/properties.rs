@@ -19,9 +19,11 @@ use portcullis::pb::{
 use portcullis::rpc::GovernorService;
 use portcullis::spray::SprayWatch;
 use portcullis::store::SprayNote;
+use portcullis::store::keys::NetworkKey;
 use portcullis::store::keys::SprayKey;
 use portcullis::store::keys::{AccountKey, AttemptKey, KeySecret};
-use portcullis::store::{Attempt, Counted, Inspection, Store, StoreError};
+use portcullis::store::{Attempt, Counted, Inspection, NetworkOp, NetworkState, Store, StoreError};
+use portcullis::throttle::bucket::BucketPolicy;
 use portcullis::throttle::{self, Policy};
 use portcullis::verify::hash::{Ceilings, StoredHash};
 use proptest::prelude::*;
@@ -123,6 +125,14 @@ impl Store for CountingStore {
     ) -> Result<u64, StoreError> {
         Err(self.fail())
     }
+    async fn network(
+        &self,
+        _: &NetworkKey,
+        _: NetworkOp,
+        _: &BucketPolicy,
+    ) -> Result<NetworkState, StoreError> {
+        Err(self.fail())
+    }
     async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {
         Err(self.fail())
     }
@@ -155,9 +165,9 @@ fn service(store: Arc<CountingStore>) -> GovernorService {
     let logins = portcullis::login::Logins::new(
         store.clone(),
         verifier,
-        portcullis::devices::DeviceTokens::new(&secret),
-        portcullis::spray::SprayFingerprints::new(&secret),
+        &secret,
         SprayWatch::new(),
+        portcullis::network::NetworkWatch::new(),
     );
     GovernorService::new(Arc::new(settings.realms), store, secret, Arc::new(logins))
 }
@@ -214,8 +224,13 @@ async fn check_requests(
     check!(svc.record_attempt(open(RecordAttemptRequest {
         account: account.clone(),
         attempt_id: attempt_id.clone(),
+        client_key: String::new(),
     })));
-    check!(svc.clear_attempts(open(ClearAttemptsRequest { account: account.clone(), reason })));
+    check!(svc.clear_attempts(open(ClearAttemptsRequest {
+        account: account.clone(),
+        reason,
+        client_key: String::new()
+    })));
     check!(svc.verify(open(VerifyRequest {
         account,
         password,

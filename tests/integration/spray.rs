@@ -7,19 +7,12 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use portcullis::config::{Config, Overrides, Settings};
 use portcullis::pb::admin_client::AdminClient;
 use portcullis::pb::governor_server::Governor;
 use portcullis::pb::{SprayStatusRequest, SprayStatusResponse, Verdict, VerifyRequest};
-use portcullis::rpc::GovernorService;
-use portcullis::spray::SprayWatch;
-use portcullis::store::SprayNote;
 use portcullis::store::embedded::{EmbeddedStore, SystemClock};
-use portcullis::store::keys::SprayKey;
-use portcullis::store::keys::{AccountKey, AttemptKey, KeySecret};
-use portcullis::store::{Attempt, Counted, Inspection, Store, StoreError};
-use portcullis::throttle::Policy;
+use portcullis::store::{SprayNote, Store};
 use portcullis::verify::hash::{HashParams, StoredHash};
 use portcullis_test_support::*;
 use tonic::Code;
@@ -276,58 +269,6 @@ async fn spray_episodes_are_logged_by_realm_alone() {
     }
 }
 
-/// The embedded store with spray notes that fail: every other operation works.
-struct FailingSpray {
-    inner: EmbeddedStore,
-    fail: SprayNote,
-}
-
-#[async_trait]
-impl Store for FailingSpray {
-    async fn is_open(&self, k: &AccountKey, p: &Policy) -> Result<bool, StoreError> {
-        self.inner.is_open(k, p).await
-    }
-    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
-        self.inner.count(attempt).await
-    }
-    async fn revoke_devices(&self, k: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
-        self.inner.revoke_devices(k, ttl_ms).await
-    }
-    async fn refund(
-        &self,
-        k: &AccountKey,
-        id: Option<&AttemptKey>,
-        window_start_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.inner.refund(k, id, window_start_ms).await
-    }
-    async fn note_spray(
-        &self,
-        spray: &SprayKey,
-        account: &AccountKey,
-        note: SprayNote,
-        period_ms: u64,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
-        if note == self.fail {
-            return Err(StoreError::Protocol("spray note failed".into()));
-        }
-        self.inner.note_spray(spray, account, note, period_ms, limit).await
-    }
-    async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
-        self.inner.clear(k).await
-    }
-    async fn accept(&self, b: &AccountKey, k: &AccountKey, ttl: u64) -> Result<u64, StoreError> {
-        self.inner.accept(b, k, ttl).await
-    }
-    async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
-        self.inner.inspect(k).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
-    }
-}
-
 #[tokio::test]
 async fn a_spray_call_that_fails_is_a_deny_even_for_the_right_password() {
     // The check fails on every call, the right password's included; the failure note
@@ -337,26 +278,15 @@ async fn a_spray_call_that_fails_is_a_deny_even_for_the_right_password() {
     {
         let dir = tempfile::tempdir().unwrap();
         let settings = load(&embedded_config_toml(&dir.path().join("cfg"), SPRAY_REALMS));
-        let secret = KeySecret::new(SECRET.as_bytes().to_vec());
         let inner = EmbeddedStore::open(
             &dir.path().join("data"),
             std::time::Duration::from_secs(2),
             Arc::new(SystemClock),
         )
         .unwrap();
-        let targets = settings.realms.iter().map(|r| (r.name.as_str(), &r.hash_target));
-        let verifier =
-            Arc::new(portcullis::verify::Verifier::new(settings.verify, targets).unwrap());
-        let store: Arc<dyn Store> = Arc::new(FailingSpray { inner, fail });
-        let logins = portcullis::login::Logins::new(
-            store.clone(),
-            verifier,
-            portcullis::devices::DeviceTokens::new(&secret),
-            portcullis::spray::SprayFingerprints::new(&secret),
-            SprayWatch::new(),
-        );
-        let service =
-            GovernorService::new(Arc::new(settings.realms), store, secret, Arc::new(logins));
+        let store: Arc<dyn Store> =
+            Arc::new(FaultyStore { inner: Arc::new(inner), fail: Fault::Spray(fail) });
+        let service = governor_over(store, settings);
         let request = VerifyRequest {
             account: account("sprayed", "owner@example.com"),
             password: password.to_vec(),

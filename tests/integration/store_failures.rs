@@ -22,11 +22,18 @@ async fn assert_every_rpc_unavailable(c: &mut Client) {
     let r = c.0.admit(AdmitRequest { account: acct.clone() }).await;
     assert_eq!(r.expect_err("admit answered").code(), Code::Unavailable);
     let r =
-        c.0.record_attempt(RecordAttemptRequest { account: acct.clone(), attempt_id: "x".into() })
-            .await;
+        c.0.record_attempt(RecordAttemptRequest {
+            account: acct.clone(),
+            attempt_id: "x".into(),
+            client_key: String::new(),
+        })
+        .await;
     assert_eq!(r.expect_err("record_attempt answered").code(), Code::Unavailable);
-    let req =
-        ClearAttemptsRequest { account: acct, reason: ClearReason::PasswordResetCompleted as i32 };
+    let req = ClearAttemptsRequest {
+        account: acct,
+        reason: ClearReason::PasswordResetCompleted as i32,
+        client_key: String::new(),
+    };
     let r = c.0.clear_attempts(req).await;
     assert_eq!(r.expect_err("clear answered").code(), Code::Unavailable);
     assert!(started.elapsed() < 3 * ANSWER_WITHIN, "took {:?}", started.elapsed());
@@ -206,6 +213,7 @@ async fn a_demoted_master_is_a_store_error_and_its_connection_is_dropped() {
     let r = c.0.record_attempt(RecordAttemptRequest {
         account: account("default", id),
         attempt_id: String::new(),
+        client_key: String::new(),
     });
     assert_eq!(r.await.expect_err("a READONLY node answered").code(), Code::Unavailable);
     // The connection that saw READONLY is retired: closed, never handed out again.

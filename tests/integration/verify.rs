@@ -2,6 +2,7 @@
 //! and wrong passwords, no hashing behind a closed door, and malformed hashes refused
 //! without work or count.
 
+use portcullis::login::Signals;
 use portcullis::normalize::Normalization;
 use portcullis::pb::{Verdict, VerifyResponse};
 use portcullis::verify::hash::StoredHash;
@@ -83,7 +84,7 @@ async fn unknown_account_and_wrong_password_are_indistinguishable() {
         c.verify("default", "nobody2@example.com", b"right password", "", "c1").await.unwrap();
     assert_eq!(wrong.encode_to_vec(), unknown.encode_to_vec());
     assert_eq!(wrong.encode_to_vec(), unknown2.encode_to_vec());
-    assert_eq!(wrong.encode_to_vec(), portcullis::rpc::reject(false).encode_to_vec());
+    assert_eq!(wrong.encode_to_vec(), portcullis::rpc::reject(Signals::default()).encode_to_vec());
     assert_eq!(daemon.budget().comparisons, 3, "an unknown account skipped the hash work");
 
     let right =
@@ -108,10 +109,12 @@ async fn a_closed_door_rejects_without_hashing_and_a_match_clears() {
         assert_eq!(r.verdict(), Verdict::Reject);
         assert_eq!(daemon.budget().comparisons, n);
     }
-    // The door is shut: even the right password is rejected, and nothing is hashed.
+    // The door is shut: even the right password is rejected, and nothing is hashed
+    // (the answer asks for a step-up: the window is past step_up_failures).
+    let closed = portcullis::rpc::reject(Signals { step_up: true, ..Signals::default() });
     for _ in 0..5 {
         let r = c.verify("fast", id, b"s3cret", &hash, "c").await.unwrap();
-        assert_eq!(r.encode_to_vec(), portcullis::rpc::reject(false).encode_to_vec());
+        assert_eq!(r.encode_to_vec(), closed.encode_to_vec());
     }
     assert_eq!(daemon.budget().comparisons, 5, "a closed door ran a comparison");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 10, "closed-door attempts are counted");

@@ -118,6 +118,7 @@ realms = ["*"]
             .clear_attempts(ClearAttemptsRequest {
                 account: account("default", "v@example.com"),
                 reason: ClearReason::PasswordResetCompleted as i32,
+                client_key: String::new(),
             })
             .await,
         "ClearAttempts",

@@ -106,6 +106,7 @@ async fn a_caller_trace_state_is_bounded_in_exported_spans() {
         let mut request = tonic::Request::new(portcullis::pb::RecordAttemptRequest {
             account: account("default", "traced@example.com"),
             attempt_id: String::new(),
+            client_key: String::new(),
         });
         let parent = format!("00-{trace_id}-00f067aa0ba902b7-01");
         request.metadata_mut().insert("traceparent", parent.parse().unwrap());

@@ -1,5 +1,5 @@
 //! How an entry of the embedded store is encoded: a record, an attempt id's answer, a
-//! spray note or count, a device epoch, each with its expiry.
+//! spray note or count, a device epoch, a network bucket, each with its expiry.
 
 use crate::store::StoreError;
 use crate::throttle::{MAX_STORED_COUNT, MAX_STORED_TIME_MS, Record};
@@ -27,6 +27,11 @@ pub(super) enum Entry {
     Epoch {
         epoch: u64,
         expires_ms: u64,
+    },
+    /// A client network's token bucket (docs/throttle.md, "Per client network"): its
+    /// TAT, which is also when it expires (full again).
+    Bucket {
+        tat_ms: u64,
     },
     /// One password fingerprint's counts (docs/spray.md) for period `period` (plus one)
     /// and the one before: `[current, previous]` of each.
@@ -57,6 +62,7 @@ impl Entry {
             | Entry::Spray { expires_ms, .. }
             | Entry::Epoch { expires_ms, .. }
             | Entry::SprayCount { expires_ms, .. } => expires_ms,
+            Entry::Bucket { tat_ms } => tat_ms,
         }
     }
 
@@ -90,6 +96,13 @@ impl Entry {
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Bucket { tat_ms } => {
+                out.push(6);
+                out.extend_from_slice(&tat_ms.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&tat_ms.to_le_bytes());
             }
             Entry::SprayCount { period, counts, expires_ms } => {
                 out.push(4);
@@ -149,6 +162,7 @@ impl Entry {
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
+            6 if word(0) == word(3) => Ok(Entry::Bucket { tat_ms: time(0)? }),
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,
                 counts: [counts(1)?, counts(3)?],

@@ -27,10 +27,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use redb::Database;
 
-use super::keys::{AccountKey, AttemptKey, SprayKey};
+use super::keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
 use super::{
-    Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, SprayNote, Store, StoreError,
+    Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, NetworkOp, NetworkState, SprayNote,
+    Store, StoreError,
 };
+use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{self, Policy, Record};
 
 mod entry;
@@ -277,6 +279,18 @@ impl Store for EmbeddedStore {
         };
         match self.submit(op).await? {
             Reply::Count(n) => Ok(n),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn network(
+        &self,
+        key: &NetworkKey,
+        op: NetworkOp,
+        policy: &BucketPolicy,
+    ) -> Result<NetworkState, StoreError> {
+        match self.submit(Op::Network { key: key.as_key(), op, policy: *policy }).await? {
+            Reply::Network(state) => Ok(state),
             _ => Err(unexpected()),
         }
     }

@@ -8,7 +8,8 @@ use redb::{Database, ReadableTable, TableDefinition};
 
 use super::entry::{Entry, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
-use crate::store::{Counted, Inspection, SprayNote, StoreError};
+use crate::store::{Counted, Inspection, NetworkOp, NetworkState, SprayNote, StoreError};
+use crate::throttle::bucket::{BucketPolicy, Spent};
 use crate::throttle::{self, Policy, Record};
 
 /// key → encoded entry (a record, an attempt id's answer, or one account key's spray
@@ -68,6 +69,11 @@ pub(super) enum Op {
         period_ms: u64,
         limit: u32,
     },
+    Network {
+        key: String,
+        op: NetworkOp,
+        policy: BucketPolicy,
+    },
     Ping,
 }
 
@@ -79,6 +85,7 @@ pub(super) enum Reply {
     Expiry(Option<u64>),
     Inspected(Inspection),
     Count(u64),
+    Network(NetworkState),
     Done,
 }
 
@@ -188,6 +195,7 @@ impl Writer {
                         | Op::Inspect { .. }
                         | Op::Ping
                         | Op::Spray { note: SprayNote::Check, .. }
+                        | Op::Network { op: NetworkOp::Peek, .. }
                 );
                 results.push(t.apply(op));
             }
@@ -227,6 +235,7 @@ impl Tables<'_, '_> {
                 Ok(Reply::Inspected(Inspection { record: self.record(record)?, now_ms: now }))
             }
             Op::Ping => Ok(Reply::Done),
+            Op::Network { key, op, policy } => self.network(key, *op, policy).map(Reply::Network),
             Op::Spray { count, member, note, period_ms, limit } => {
                 self.spray(count, member, *note, *period_ms, *limit).map(Reply::Count)
             }
@@ -293,6 +302,7 @@ impl Tables<'_, '_> {
                     return Ok(Reply::Counted(Counted {
                         allowed,
                         locked_now: false,
+                        failures: 0,
                         window_start_ms,
                         replays,
                         trusted: false,
@@ -314,6 +324,7 @@ impl Tables<'_, '_> {
                 Ok(Reply::Counted(Counted {
                     allowed: out.allowed,
                     locked_now: out.locked_now(policy),
+                    failures: out.record.failures,
                     window_start_ms: out.record.window_start_ms,
                     replays: 0,
                     trusted,
@@ -345,10 +356,51 @@ impl Tables<'_, '_> {
                 Entry::Attempt { .. }
                 | Entry::Spray { .. }
                 | Entry::SprayCount { .. }
+                | Entry::Bucket { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),
         }
+    }
+
+    /// The embedded form of `network.lua`: [`BucketPolicy`]'s rules on the entry's TAT;
+    /// a refused take and a peek write nothing.
+    fn network(
+        &mut self,
+        key: &str,
+        op: NetworkOp,
+        policy: &BucketPolicy,
+    ) -> Result<NetworkState, StoreError> {
+        let now = self.now;
+        let tat = match self.get(key)? {
+            Some(Entry::Bucket { tat_ms }) => Some(tat_ms),
+            None => None,
+            Some(_) => {
+                return Err(StoreError::Protocol("a network key holds another entry".into()));
+            }
+        };
+        let spent = match op {
+            NetworkOp::Take => policy.take(tat, now),
+            NetworkOp::GiveBack => policy.give_back(tat, now),
+            NetworkOp::Peek => Spent { taken: false, tat_ms: tat },
+            NetworkOp::Release => Spent { taken: false, tat_ms: None },
+        };
+        let writes = match op {
+            NetworkOp::Take => spent.taken,
+            NetworkOp::Peek => false,
+            NetworkOp::GiveBack | NetworkOp::Release => true,
+        };
+        if writes {
+            match spent.tat_ms {
+                Some(tat_ms) => self.put(key, Entry::Bucket { tat_ms })?,
+                None => self.remove(key)?,
+            }
+        }
+        Ok(NetworkState {
+            taken: spent.taken,
+            tokens: policy.tokens(spent.tat_ms, now),
+            full_in_ms: policy.full_in_ms(spent.tat_ms, now),
+        })
     }
 
     /// The embedded form of `spray.lua`, exact and in constant time: one entry per

@@ -22,6 +22,7 @@
 //! `UNAVAILABLE` (fail closed).
 
 mod cluster;
+mod network;
 mod pool;
 mod scripts;
 pub use scripts::RECORD_ATTEMPT_SOURCE;
@@ -37,8 +38,9 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
-use super::keys::{AccountKey, AttemptKey, SprayKey};
-use super::{Attempt, Counted, Inspection, SprayNote, Store, StoreError};
+use super::keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
+use super::{Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError};
+use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{Policy, Record};
 use pool::{LeanPool, Tracked};
 use settings::{RedisSettings, RedisShape};
@@ -461,6 +463,7 @@ impl Store for RedisStore {
             allowed: flag(allowed, "allowed")?,
             // A replay reports failures = -1: never a lockout.
             locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
+            failures: u64::try_from(failures).unwrap_or(0),
             window_start_ms: number(window_start_ms, "window start")?,
             replays: number(replays, "replay count")?,
             trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
@@ -512,6 +515,15 @@ impl Store for RedisStore {
         let count: i64 = self.invoke(&call).await?;
         u64::try_from(count)
             .map_err(|_| StoreError::Protocol("spray returned a negative count".into()))
+    }
+
+    async fn network(
+        &self,
+        key: &NetworkKey,
+        op: NetworkOp,
+        policy: &BucketPolicy,
+    ) -> Result<NetworkState, StoreError> {
+        self.network_op(key, op, policy).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

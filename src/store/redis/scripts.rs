@@ -69,3 +69,8 @@ script!(
     spray,
     "spray.lua"
 );
+script!(
+    /// The throttle per client network: take, give back, read or release a bucket.
+    network,
+    "network.lua"
+);

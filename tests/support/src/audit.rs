@@ -100,5 +100,5 @@ pub fn dbsize(conn: &mut redis::Connection) -> u64 {
 /// password-spray counts (`{spray:…}`, docs/spray.md), which every `Verify` also writes.
 pub fn account_key_count(conn: &mut redis::Connection) -> usize {
     let keys: Vec<String> = redis::cmd("KEYS").arg("portcullis:v2:*").query(conn).unwrap();
-    keys.iter().filter(|k| !k.contains("{spray:")).count()
+    keys.iter().filter(|k| !k.contains("{spray:") && !k.contains("{n:")).count()
 }

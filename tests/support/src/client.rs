@@ -8,8 +8,8 @@ use portcullis::client::Bearer;
 use portcullis::pb::admin_client::AdminClient;
 use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{
-    Account, AdmitRequest, ClearAttemptsRequest, Decision, RecordAttemptRequest, VerifyRequest,
-    VerifyResponse,
+    Account, AdmitRequest, ClearAttemptsRequest, Decision, RecordAttemptRequest,
+    RecordAttemptResponse, VerifyRequest, VerifyResponse,
 };
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -62,9 +62,43 @@ impl Client {
         let req = RecordAttemptRequest {
             account: account(realm, identifier),
             attempt_id: attempt_id.into(),
+            client_key: String::new(),
         };
         let d = self.0.record_attempt(req).await?.into_inner().decision;
         Ok(Decision::try_from(d).expect("daemon sent a known decision"))
+    }
+
+    /// `RecordAttempt` from `client_key` (the throttle per client network); the whole
+    /// response.
+    pub async fn attempt_from(
+        &mut self,
+        realm: &str,
+        identifier: &str,
+        client_key: &str,
+    ) -> Result<RecordAttemptResponse, tonic::Status> {
+        let req = RecordAttemptRequest {
+            account: account(realm, identifier),
+            attempt_id: uuid::Uuid::new_v4().to_string(),
+            client_key: client_key.into(),
+        };
+        Ok(self.0.record_attempt(req).await?.into_inner())
+    }
+
+    /// `ClearAttempts` naming `client_key` (its network's token is given back on
+    /// `CLEAR_REASON_PASSWORD_VERIFIED`).
+    pub async fn clear_from(
+        &mut self,
+        realm: &str,
+        identifier: &str,
+        reason: i32,
+        client_key: &str,
+    ) -> Result<(), tonic::Status> {
+        let req = ClearAttemptsRequest {
+            account: account(realm, identifier),
+            reason,
+            client_key: client_key.into(),
+        };
+        self.0.clear_attempts(req).await.map(drop)
     }
 
     pub async fn admit(
@@ -121,7 +155,11 @@ impl Client {
         reason: i32,
     ) -> Result<(), tonic::Status> {
         self.0
-            .clear_attempts(ClearAttemptsRequest { account: account(realm, identifier), reason })
+            .clear_attempts(ClearAttemptsRequest {
+                account: account(realm, identifier),
+                reason,
+                client_key: String::new(),
+            })
             .await
             .map(drop)
     }
@@ -168,8 +206,11 @@ impl Caller {
         realm: &str,
         identifier: &str,
     ) -> Result<Decision, tonic::Status> {
-        let req =
-            RecordAttemptRequest { account: account(realm, identifier), attempt_id: String::new() };
+        let req = RecordAttemptRequest {
+            account: account(realm, identifier),
+            attempt_id: String::new(),
+            client_key: String::new(),
+        };
         let d = self.governor.record_attempt(req).await?.into_inner().decision;
         Ok(Decision::try_from(d).expect("daemon sent a known decision"))
     }
@@ -181,6 +222,32 @@ impl Caller {
     ) -> Result<portcullis::pb::InspectResponse, tonic::Status> {
         let req = portcullis::pb::InspectRequest { account: account(realm, identifier) };
         Ok(self.admin.inspect(req).await?.into_inner())
+    }
+
+    /// `Admin/InspectNetwork`.
+    pub async fn inspect_network(
+        &mut self,
+        realm: &str,
+        client_key: &str,
+    ) -> Result<portcullis::pb::InspectNetworkResponse, tonic::Status> {
+        let req = portcullis::pb::InspectNetworkRequest {
+            realm: realm.into(),
+            client_key: client_key.into(),
+        };
+        Ok(self.admin.inspect_network(req).await?.into_inner())
+    }
+
+    /// `Admin/ReleaseNetwork`.
+    pub async fn release_network(
+        &mut self,
+        realm: &str,
+        client_key: &str,
+    ) -> Result<(), tonic::Status> {
+        let req = portcullis::pb::ReleaseNetworkRequest {
+            realm: realm.into(),
+            client_key: client_key.into(),
+        };
+        self.admin.release_network(req).await.map(drop)
     }
 }
 

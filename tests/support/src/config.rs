@@ -95,8 +95,19 @@ pub fn config_toml_with_store(store_lines: &str) -> String {
 
 /// Daemon settings from [`config_toml_with_store`].
 pub fn settings_with_store(store_lines: &str) -> Settings {
+    settings_with_store_and(store_lines, "")
+}
+
+/// As [`settings_with_store`], plus `extra` TOML after the `[store]` lines (more realms,
+/// say).
+pub fn settings_with_store_and(store_lines: &str, extra: &str) -> Settings {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("portcullis.toml");
-    std::fs::write(&path, config_toml_with_store(store_lines)).unwrap();
+    let toml = config_toml_with_store(store_lines).replacen(
+        "operation_timeout = \"500ms\"\n",
+        &format!("operation_timeout = \"500ms\"\n{extra}\n"),
+        1,
+    );
+    std::fs::write(&path, toml).unwrap();
     Config::load(Some(&path), &Overrides::default()).unwrap().validate(Some(SECRET.into())).unwrap()
 }

@@ -12,6 +12,7 @@
 //! - [`daemon`]: [`Daemon`] (in-process) and [`DaemonProcess`] (the real binary).
 //! - [`client`]: [`Client`], [`Caller`], raw gRPC requests.
 //! - [`audit`]: records, keys and their expiry as the store holds them.
+//! - [`faulty`]: a store that fails one chosen operation, and a service over it.
 //! - [`pki`]: test certificates made at test time.
 //! - [`bench`], [`proc_cpu`]: what the benches share (percentiles, Redis `INFO`, CPU
 //!   time from `/proc`).
@@ -28,6 +29,7 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod daemon;
+pub mod faulty;
 pub mod h2_load;
 pub mod load_tools;
 pub mod pki;
@@ -42,5 +44,6 @@ pub use client::*;
 pub use cluster::*;
 pub use config::*;
 pub use daemon::*;
+pub use faulty::*;
 pub use sentinel::*;
 pub use server::*;

@@ -73,6 +73,7 @@ pub fn record_attempt_frame(realm: &str, identifier: &str) -> Bytes {
             identifier: identifier.into(),
         }),
         attempt_id: String::new(),
+        client_key: String::new(),
     })
 }
 

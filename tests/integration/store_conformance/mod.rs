@@ -11,12 +11,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::spray::SprayFingerprints;
+use portcullis::store::NetworkOp;
 use portcullis::store::SprayNote;
 use portcullis::store::Store;
 use portcullis::store::embedded::{Clock, EmbeddedStore};
-use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
+use portcullis::store::keys::{AccountKey, AttemptId, KeySecret, NetworkKey};
 use portcullis::store::redis::RedisStore;
 use portcullis::throttle::Policy;
+use portcullis::throttle::bucket::BucketPolicy;
 use portcullis_test_support::*;
 
 const MIN: u64 = 60_000;
@@ -37,6 +39,11 @@ fn secret() -> KeySecret {
 
 fn key(identifier: &str) -> AccountKey {
     AccountKey::new(&secret(), "default", &normalize(Normalization::Email, identifier).unwrap())
+}
+
+/// A lifetime (ms) at most `want` and within 2 s of it (the time the test took).
+fn near(ttl: Option<u64>, want: u64) -> bool {
+    ttl.is_some_and(|t| t <= want && t + 2_000 >= want)
 }
 
 fn id(s: &str) -> AttemptId {
@@ -353,7 +360,6 @@ async fn spray_counts_distinct_failed_accounts(b: &dyn Backend) {
 async fn lifetime_follows_content(b: &dyn Backend) {
     let store = b.store();
     let (p, mfa) = (policy(false), policy(true));
-    let near = |ttl: Option<u64>, want: u64| ttl.is_some_and(|t| t <= want && t + 2_000 >= want);
     let k = key("one-failure@example.com");
     store.record_attempt(&k, Some(&k.attempt(&secret(), &id("a1"))), &p).await.unwrap();
     assert!(near(b.ttl_ms(&k.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
@@ -388,6 +394,64 @@ async fn lifetime_follows_content(b: &dyn Backend) {
         store.record_attempt(&m, None, &mfa).await.unwrap();
     }
     assert!(near(b.ttl_ms(&m.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&m.record()).await);
+}
+
+/// The network bucket (`network.lua`, `throttle::bucket`): a fresh bucket is full,
+/// takes count down and stop at empty without writing, a token given back is there
+/// again, a peek changes nothing, a release fills it, and each key lives until its
+/// bucket is full again.
+async fn network_buckets(b: &dyn Backend) {
+    let store = b.store();
+    // An hour a token: no refill during the test on Redis's real clock.
+    let p = BucketPolicy { capacity: 3, interval_ms: 3_600_000 };
+    let n = NetworkKey::new(&secret(), "default", "ip:203.0.113.7/32");
+    let other = NetworkKey::new(&secret(), "default", "ip:203.0.113.8/32");
+    let op = |key: &NetworkKey, op: NetworkOp| {
+        let store = store.clone();
+        let key = key.clone();
+        async move { store.network(&key, op, &p).await.unwrap() }
+    };
+    let peek = op(&n, NetworkOp::Peek).await;
+    assert_eq!((peek.taken, peek.tokens, peek.full_in_ms), (false, 3, 0));
+    assert_eq!(b.ttl_ms(&n.as_key()).await, None, "a peek wrote");
+    for left in [2, 1, 0] {
+        let took = op(&n, NetworkOp::Take).await;
+        assert!(took.taken);
+        assert_eq!(took.tokens, left);
+    }
+    let full_in = op(&n, NetworkOp::Peek).await.full_in_ms;
+    assert!(near(Some(full_in), 3 * 3_600_000), "{full_in}");
+    assert!(near(b.ttl_ms(&n.as_key()).await, 3 * 3_600_000), "the key outlives its debt");
+    let refused = op(&n, NetworkOp::Take).await;
+    assert!(!refused.taken);
+    assert_eq!(refused.tokens, 0);
+    assert!(near(Some(op(&n, NetworkOp::Peek).await.full_in_ms), 3 * 3_600_000));
+    // Another network is untouched.
+    assert_eq!(op(&other, NetworkOp::Peek).await.tokens, 3);
+    let back = op(&n, NetworkOp::GiveBack).await;
+    assert_eq!((back.taken, back.tokens), (false, 1));
+    assert!(op(&n, NetworkOp::Take).await.taken);
+    let released = op(&n, NetworkOp::Release).await;
+    assert_eq!((released.tokens, released.full_in_ms), (3, 0));
+    assert_eq!(b.ttl_ms(&n.as_key()).await, None, "a full bucket keeps a key");
+    // Giving back to a full bucket leaves it full.
+    assert_eq!(op(&other, NetworkOp::GiveBack).await.tokens, 3);
+}
+
+/// Concurrent takes never spend more than the bucket holds.
+async fn concurrent_takes_stop_at_capacity(b: &dyn Backend) {
+    let store = b.store();
+    let p = BucketPolicy { capacity: 10, interval_ms: 3_600_000 };
+    let n = NetworkKey::new(&secret(), "default", "key:concurrent");
+    let takes = (0..50).map(|_| {
+        let (store, n) = (store.clone(), n.clone());
+        tokio::spawn(async move { store.network(&n, NetworkOp::Take, &p).await.unwrap().taken })
+    });
+    let mut taken = 0;
+    for t in takes {
+        taken += usize::from(t.await.unwrap());
+    }
+    assert_eq!(taken, 10);
 }
 
 macro_rules! conformance {
@@ -426,94 +490,8 @@ conformance!(
     concurrent_attempts_count_once_each,
     spray_counts_distinct_failed_accounts,
     lifetime_follows_content,
+    network_buckets,
+    concurrent_takes_stop_at_capacity,
 );
 
-/// Values a daemon never writes, in a key a script reads, are a store error on every
-/// operation that reads them (deny: the service answers UNAVAILABLE), never an answer.
-/// A failure counter at 2^63 - 1 would otherwise wrap negative and open the door.
-const CORRUPT_RECORDS: [(&str, &str); 9] = [
-    ("f", "9223372036854775807"),
-    ("f", "-1"),
-    ("f", "1.5"),
-    ("f", "nan"),
-    ("f", "inf"),
-    ("f", "five"),
-    ("ws", "-5"),
-    ("ws", "1e20"),
-    ("st", "64"),
-];
-
-async fn every_read_fails(store: &dyn Store, k: &AccountKey, what: &str) {
-    let p = policy(false);
-    assert!(store.record_attempt(k, None, &p).await.is_err(), "record_attempt over {what}");
-    assert!(store.is_open(k, &p).await.is_err(), "admit over {what}");
-    assert!(store.inspect(k).await.is_err(), "inspect over {what}");
-    let refund = store.refund(k, None, 1_800_000_000_000).await;
-    assert!(refund.is_err(), "refund over {what}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
-    let redis = Redis::new();
-    let store = redis.store();
-    let mut conn = redis.server.conn();
-    for (n, (field, value)) in CORRUPT_RECORDS.iter().enumerate() {
-        let k = key(&format!("corrupt{n}@example.com"));
-        assert!(store.record_attempt(&k, None, &policy(false)).await.unwrap().allowed);
-        let _: () =
-            redis::cmd("HSET").arg(k.record()).arg(*field).arg(*value).query(&mut conn).unwrap();
-        every_read_fails(store.as_ref(), &k, &format!("{field}={value}")).await;
-    }
-    // A corrupt attempt_id answer: replaying the id is an error, not its "answer".
-    let k = key("corrupt-id@example.com");
-    let attempt = k.attempt(&secret(), &id("replayed"));
-    store.record_attempt(&k, Some(&attempt), &policy(false)).await.unwrap();
-    let ids: Vec<String> =
-        redis::cmd("KEYS").arg(format!("*{}*:a:*", k.digest())).query(&mut conn).unwrap();
-    assert_eq!(ids.len(), 1);
-    for bad in ["7:1800000000000:0", "1:99999999999999999999:0", "1:1:99999999999999"] {
-        let _: () = redis::cmd("SET").arg(&ids[0]).arg(bad).query(&mut conn).unwrap();
-        let replay = store.record_attempt(&k, Some(&attempt), &policy(false)).await;
-        assert!(replay.is_err(), "replay over {bad}: {replay:?}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
-    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
-    let open = || EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
-    // Record entries as the embedded store encodes them: tag 1, then failures, window
-    // start, step and expiry as little-endian u64s.
-    let record = |failures: u64, ws: u64, step: u64| {
-        let mut bytes = vec![1u8];
-        for word in [failures, ws, step, u64::MAX / 2] {
-            bytes.extend_from_slice(&word.to_le_bytes());
-        }
-        bytes
-    };
-    let corrupt = [
-        ("failures 2^63 - 1", record(i64::MAX as u64, 1_800_000_000_000, 0)),
-        ("failures u64::MAX", record(u64::MAX, 1_800_000_000_000, 0)),
-        ("window start u64::MAX", record(1, u64::MAX, 0)),
-        ("step 64", record(1, 1_800_000_000_000, 64)),
-        ("step u32::MAX + 1", record(1, 1_800_000_000_000, 1 << 32)),
-        ("truncated", vec![1u8, 0, 0]),
-    ];
-    for (n, (what, bytes)) in corrupt.iter().enumerate() {
-        let k = key(&format!("corrupt{n}@example.com"));
-        {
-            let store = open();
-            store.record_attempt(&k, None, &policy(false)).await.unwrap();
-        }
-        {
-            let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();
-            let txn = db.begin_write().unwrap();
-            txn.open_table(ENTRIES).unwrap().insert(k.record().as_str(), bytes.as_slice()).unwrap();
-            txn.commit().unwrap();
-        }
-        let store = open();
-        every_read_fails(&store, &k, what).await;
-    }
-}
+mod corrupt;

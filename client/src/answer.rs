@@ -1,0 +1,132 @@
+//! What a call answers ([`Answer`], its two-valued [`Decision`]), the inputs of a
+//! `Verify` ([`Login`]), and how a daemon's answer or a failure becomes an [`Answer`]:
+//! every failure is a deny.
+
+use tonic::Code;
+
+use crate::Failure;
+
+/// The answer's decision. Every failure is `Deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The daemon explicitly allowed (`DECISION_ALLOW`, `VERDICT_ACCEPT`, or a completed
+    /// `ClearAttempts`).
+    Allow,
+    /// Anything else.
+    Deny,
+}
+
+/// What a call answered.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Allow or deny; the only field that decides a login.
+    pub decision: Decision,
+    /// On an allowed `Verify` only: store a new hash at the realm's target.
+    pub needs_rehash: bool,
+    /// On a deny only: the daemon refused for capacity or could not be reached or could
+    /// not reach its store, so the same login may succeed later (answer 503 with
+    /// `Retry-After`). `false` for a reject, a closed door and bad input.
+    pub retryable: bool,
+    /// On an allowed `Verify` only: the fresh device token for this account
+    /// (`docs/devices.md`). Keep it on the end user's device (an `HttpOnly; Secure;
+    /// SameSite=Strict` cookie) and send it back in [`Login::device_token`].
+    pub device_token: Option<String>,
+    /// On a `Verify` the daemon answered: the password is being sprayed across this
+    /// realm's accounts (`docs/spray.md`). On an allow, demand a second factor before
+    /// letting the login through; on a deny, nothing changes for the user (the same
+    /// uniform failure), but a gateway may count it.
+    pub spray_suspected: bool,
+    /// On a `Verify` or `RecordAttempt` the daemon answered: challenge the end client
+    /// (CAPTCHA, second factor) before its next attempt at this account: the account is
+    /// close to its lockout, or the client's network is throttled (docs/throttle.md,
+    /// "Step-up before the lockout"). Says nothing about whether the account exists.
+    pub step_up: bool,
+    /// On a `Verify` or `RecordAttempt` the daemon answered: the client's network used
+    /// up its bucket of failed logins in a realm whose `network_action` is `flag`.
+    /// Implies `step_up`.
+    pub network_throttled: bool,
+}
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The device token is a credential for the device's bucket: never printed.
+        f.debug_struct("Answer")
+            .field("decision", &self.decision)
+            .field("needs_rehash", &self.needs_rehash)
+            .field("retryable", &self.retryable)
+            .field("device_token", &self.device_token.as_ref().map(|_| "<redacted>"))
+            .field("spray_suspected", &self.spray_suspected)
+            .field("step_up", &self.step_up)
+            .field("network_throttled", &self.network_throttled)
+            .finish()
+    }
+}
+
+impl Answer {
+    pub(crate) fn allow(needs_rehash: bool) -> Self {
+        Self {
+            decision: Decision::Allow,
+            needs_rehash,
+            retryable: false,
+            device_token: None,
+            spray_suspected: false,
+            step_up: false,
+            network_throttled: false,
+        }
+    }
+
+    pub(crate) fn deny(retryable: bool) -> Self {
+        Self { decision: Decision::Deny, retryable, ..Self::allow(false) }
+    }
+
+    /// `decision == Decision::Allow`.
+    pub fn is_allowed(&self) -> bool {
+        self.decision == Decision::Allow
+    }
+}
+
+/// The inputs of one `Verify`.
+#[derive(Clone, Copy)]
+pub struct Login<'a> {
+    /// Realm name.
+    pub realm: &'a str,
+    /// What the user typed to name the account.
+    pub identifier: &'a str,
+    /// What the user typed as the password.
+    pub password: &'a [u8],
+    /// The account's stored hash; empty for an unknown or disabled account.
+    pub stored_hash: &'a str,
+    /// The end client's IP address or connection identity: for the CPU budget's
+    /// per-client ceiling and the throttle per client network. Behind proxies, derive it
+    /// with [`crate::client_key_from_forwarded`].
+    pub client_key: &'a str,
+    /// Idempotency id; generated when `None`.
+    pub attempt_id: Option<&'a str>,
+    /// The device token an earlier accept of this account returned to this device,
+    /// if the device has one ([`Answer::device_token`]).
+    pub device_token: Option<&'a str>,
+}
+
+impl std::fmt::Debug for Login<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login").field("realm", &self.realm).finish_non_exhaustive()
+    }
+}
+
+/// `DECISION_ALLOW` is the only allow; `DENY`, `UNSPECIFIED` and unknown values deny.
+pub(crate) fn decision_answer(answer: Result<i32, Failure>) -> Answer {
+    match answer {
+        Ok(d) if d == crate::pb::Decision::Allow as i32 => Answer::allow(false),
+        Ok(_) => Answer::deny(false),
+        Err(f) => failure_answer(f),
+    }
+}
+
+/// Every failure is a deny; some are worth trying again later.
+pub(crate) fn failure_answer(failure: Failure) -> Answer {
+    let retryable = match failure {
+        Failure::Answered(s) => matches!(s.code(), Code::ResourceExhausted | Code::Unavailable),
+        Failure::Transport | Failure::Timeout | Failure::BreakerOpen => true,
+    };
+    Answer::deny(retryable)
+}

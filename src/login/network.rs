@@ -1,0 +1,106 @@
+//! One attempt's turn at its client network's bucket (docs/throttle.md, "Per client
+//! network"), and the signals every answer of a counted attempt carries.
+//!
+//! A token is *taken before* the comparison, sent in the same round trip as the count,
+//! and *given back* when the attempt turns out to be no failed comparison (a closed
+//! door, a replay, a refusal of the CPU budget, a sprayed password refused unhashed, a
+//! match). Only a failed comparison keeps it spent, and because it was taken first,
+//! concurrent attempts can never spend more than the bucket holds, on any number of
+//! daemons.
+
+use crate::network::{NetworkAction, NetworkWatch};
+use crate::realm::Realm;
+use crate::store::keys::NetworkKey;
+use crate::store::{NetworkOp, Store, StoreError};
+use crate::telemetry::metrics::STEP_UPS;
+
+/// What every answer of a counted attempt carries besides its verdict (the wire's
+/// `spray_suspected`, `step_up` and `network_throttled`). None of them depends on
+/// whether the account exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Signals {
+    /// The password's fingerprint is being sprayed across the realm (docs/spray.md).
+    pub spray_suspected: bool,
+    /// Challenge the client before its next attempt: the account's window holds
+    /// `step_up_failures`, or `network_throttled`.
+    pub step_up: bool,
+    /// The client's network has no token left and the realm flags rather than rejects.
+    pub network_throttled: bool,
+}
+
+/// The signals of an answer: `failures` in the window after this attempt (0 after an
+/// accept, which cleared it), and whether the network is throttled in a `flag` realm.
+/// Meters each step-up by reason.
+pub fn signals(realm: &Realm, spray_suspected: bool, failures: u64, flagged: bool) -> Signals {
+    let near_lockout = realm.step_up_failures.is_some_and(|n| failures >= u64::from(n));
+    if near_lockout {
+        metrics::counter!(STEP_UPS, "realm" => realm.name.clone(), "reason" => "account")
+            .increment(1);
+    }
+    if flagged {
+        metrics::counter!(STEP_UPS, "realm" => realm.name.clone(), "reason" => "network")
+            .increment(1);
+    }
+    Signals { spray_suspected, step_up: near_lockout || flagged, network_throttled: flagged }
+}
+
+/// What the bucket said to one attempt.
+pub struct Turn {
+    /// The bucket; `None`: this attempt is not throttled by network (no client key, a
+    /// trusted network, a valid device token).
+    key: Option<NetworkKey>,
+    /// A token was taken and is held until the attempt's outcome is known.
+    taken: bool,
+}
+
+impl Turn {
+    /// An attempt the network throttle does not apply to.
+    pub fn exempt() -> Self {
+        Self { key: None, taken: false }
+    }
+
+    /// Takes a token of `key`'s bucket (nothing when `key` is `None`).
+    ///
+    /// # Errors
+    /// The store's error: the attempt is then denied (fail closed).
+    pub async fn take(
+        store: &dyn Store,
+        realm: &Realm,
+        key: Option<NetworkKey>,
+    ) -> Result<Self, StoreError> {
+        let Some(key) = key else { return Ok(Self::exempt()) };
+        let state = store.network(&key, NetworkOp::Take, &realm.network.bucket).await?;
+        Ok(Self { key: Some(key), taken: state.taken })
+    }
+
+    /// The bucket had no token: the network is throttled.
+    pub fn throttled(&self) -> bool {
+        self.key.is_some() && !self.taken
+    }
+
+    /// Notes a throttled attempt in the watch (its episode, its metric) and answers
+    /// whether the realm refuses it (`reject`) rather than flags it.
+    pub fn refuses(&self, realm: &Realm, watch: &NetworkWatch) -> bool {
+        let Some(key) = self.key.as_ref().filter(|_| !self.taken) else { return false };
+        watch.throttled(&realm.name, key, &realm.network);
+        realm.network.action == NetworkAction::Reject
+    }
+
+    /// Whether the answer carries `network_throttled`: throttled in a `flag` realm.
+    pub fn flagged(&self, realm: &Realm) -> bool {
+        self.throttled() && realm.network.action == NetworkAction::Flag
+    }
+
+    /// Gives the token back: the attempt was no failed comparison. Nothing when none
+    /// was taken.
+    ///
+    /// # Errors
+    /// The store's error (the caller denies; the token stays spent, the safe side).
+    pub async fn give_back(&mut self, store: &dyn Store, realm: &Realm) -> Result<(), StoreError> {
+        if let Some(key) = self.key.as_ref().filter(|_| self.taken) {
+            store.network(key, NetworkOp::GiveBack, &realm.network.bucket).await?;
+            self.taken = false;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,87 @@
+//! `RecordAttempt` and `ClearAttempts` for gateways that compare hashes themselves,
+//! with the throttle per client network: `RecordAttempt` with a `client_key` takes the
+//! network's token as `Verify` does, before the gateway compares; `ClearAttempts` with
+//! reason `PASSWORD_VERIFIED` and the same `client_key` gives it back (the comparison
+//! matched). A gateway that sends no `client_key` gets no network throttle.
+
+use super::network::{Signals, Turn, signals};
+use super::{Logins, MAX_REPLAYS, note_count};
+use crate::realm::Realm;
+use crate::store::StoreError;
+use crate::store::keys::{AccountKey, AttemptKey};
+
+/// What `RecordAttempt` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// The gateway may compare the password now.
+    pub allowed: bool,
+    /// `step_up` and `network_throttled` (never `spray_suspected`: no password).
+    pub signals: Signals,
+}
+
+impl Logins {
+    /// Counts one attempt of a gateway that hashes itself, and, with a `client_key`,
+    /// takes a token of its network's bucket in the same round trip. A throttled
+    /// network in a `reject` realm is denied and the account's count given back; a
+    /// closed door, a replay or a deny gives the token back (the gateway compares
+    /// nothing).
+    ///
+    /// # Errors
+    /// The store's error (the caller denies).
+    pub async fn record_attempt(
+        &self,
+        realm: &Realm,
+        key: &AccountKey,
+        attempt: Option<&AttemptKey>,
+        client_key: &str,
+    ) -> Result<Recorded, StoreError> {
+        let store = self.store.as_ref();
+        let network = realm.network.key(&self.secret, &realm.name, client_key);
+        let (counted, turn) = tokio::join!(
+            store.record_attempt(key, attempt, &realm.policy),
+            Turn::take(store, realm, network),
+        );
+        let counted = counted?;
+        let mut turn = turn?;
+        if turn.refuses(realm, &self.network_watch) {
+            store.refund(key, attempt, counted.window_start_ms).await?;
+            return Ok(Recorded { allowed: false, signals: Signals::default() });
+        }
+        let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
+        note_count(realm, key, &counted, allowed);
+        // A replay is no new attempt, and a deny leaves nothing to compare.
+        if !allowed || counted.replays > 0 {
+            turn.give_back(store, realm).await?;
+        }
+        let signals = signals(realm, false, counted.failures, turn.flagged(realm));
+        Ok(Recorded { allowed, signals })
+    }
+
+    /// `ClearAttempts`: deletes the record, and with `verified_from` (the `client_key`
+    /// of a `RecordAttempt` whose password matched) gives its network's token back in
+    /// the same round trip.
+    ///
+    /// # Errors
+    /// The store's error (the caller answers `UNAVAILABLE`).
+    pub async fn clear(
+        &self,
+        realm: &Realm,
+        key: &AccountKey,
+        verified_from: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let store = self.store.as_ref();
+        let network = verified_from.and_then(|c| realm.network.key(&self.secret, &realm.name, c));
+        let give_back = async {
+            match &network {
+                Some(n) => store
+                    .network(n, crate::store::NetworkOp::GiveBack, &realm.network.bucket)
+                    .await
+                    .map(drop),
+                None => Ok(()),
+            }
+        };
+        let (cleared, given) = tokio::join!(store.clear(key), give_back);
+        cleared?;
+        given
+    }
+}

@@ -1,0 +1,180 @@
+//! One `Verify` after its reservation in the CPU budget, in its own task (the order of
+//! work in the module docs of [`crate::login`]).
+
+use std::sync::Arc;
+
+use super::network::{Turn, signals};
+use super::{LoginError, LoginRequest, LoginVerdict, note_count};
+use crate::devices::{DeviceTokens, Grant, KnownDevice};
+use crate::network::NetworkWatch;
+use crate::spray::{SprayAction, SprayWatch};
+use crate::store::keys::{NetworkKey, SprayKey};
+use crate::store::{Attempt, DeviceClaim, SprayNote, Store};
+
+/// One login after its reservation, in its own task.
+pub(super) struct Job {
+    pub(super) store: Arc<dyn Store>,
+    pub(super) devices: DeviceTokens,
+    /// Where the password's fingerprint is counted (docs/spray.md).
+    pub(super) spray: SprayKey,
+    pub(super) spray_watch: Arc<SprayWatch>,
+    /// The client network's bucket; `None` for a client key that is never throttled.
+    pub(super) network: Option<NetworkKey>,
+    pub(super) network_watch: Arc<NetworkWatch>,
+    /// The known device, when the token checked out for this account and stored hash:
+    /// the attempt is counted (and refunded, and cleared) in its bucket instead of on
+    /// the account's record, unless the store finds its epoch revoked.
+    pub(super) device: Option<KnownDevice>,
+    /// The place in the CPU budget, taken before counting. Its client slot is had
+    /// before the count and kept until the job ends (after the clear).
+    pub(super) ticket: crate::verify::budget::Ticket,
+    pub(super) request: LoginRequest,
+}
+
+impl Job {
+    pub(super) async fn run(self) -> Result<LoginVerdict, LoginError> {
+        let Job {
+            store,
+            devices,
+            spray,
+            spray_watch,
+            network,
+            network_watch,
+            device,
+            mut ticket,
+            request,
+        } = self;
+        let LoginRequest {
+            realm, key, password, comparison, stored_hash, attempt, deadline, ..
+        } = request;
+        let store = store.as_ref();
+        // The client's turn first: its earlier call (the same browser's parallel login)
+        // has then been counted, compared and cleared, so this count sees its clear. A
+        // refusal here counted nothing, so there is nothing to refund.
+        ticket.take_turn(deadline).await.map_err(LoginError::Refused)?;
+        // Up to three commands sent at once, each on a pooled multiplexed connection (on
+        // a cluster each to its own node): one round trip of latency. The spray check
+        // only reads: an account is noted only after a real comparison failed (below),
+        // so neither a closed door, a refund nor a short deadline notes anything, and no
+        // answer depends on whether this account was counted before. A device token is
+        // never throttled by its network, so it takes no token.
+        let counting = Attempt {
+            key: &key,
+            device: device.as_ref().map(|d| DeviceClaim { bucket: &d.bucket, epoch: d.epoch }),
+            attempt_id: attempt.as_ref(),
+            policy: &realm.policy,
+            device_epoch_ttl_ms: realm.device_epoch_ttl_ms(),
+        };
+        let network_key = if device.is_some() { None } else { network.clone() };
+        let (counted, sprayed, turn) = tokio::join!(
+            store.count(&counting),
+            store.note_spray(
+                &spray,
+                &key,
+                SprayNote::Check,
+                realm.spray.period_ms(),
+                realm.spray.threshold
+            ),
+            Turn::take(store, &realm, network_key),
+        );
+        let counted = counted?;
+        let suspected = spray_watch.observe(&realm.name, &spray, sprayed?, &realm.spray);
+        let mut turn = turn?;
+        // Where it was counted: the device's bucket, or (no token, or a revoked one) the
+        // account's own record.
+        let bucket = match &device {
+            Some(known) if counted.trusted => &known.bucket,
+            _ => &key,
+        };
+        if device.is_some() && !counted.trusted {
+            // A revoked device is an untrusted client: its network pays (one more round
+            // trip, on this rare path only), and it waits with the untrusted (a full
+            // queue refuses it there, and its count is given back).
+            turn = match Turn::take(store, &realm, network).await {
+                Ok(turn) => turn,
+                Err(e) => {
+                    store.refund(bucket, attempt.as_ref(), counted.window_start_ms).await?;
+                    return Err(e.into());
+                }
+            };
+            if let Err(refusal) = ticket.demote() {
+                turn.give_back(store, &realm).await?;
+                store.refund(bucket, attempt.as_ref(), counted.window_start_ms).await?;
+                return Err(LoginError::Refused(refusal));
+            }
+        }
+        // A throttled network in a `reject` realm: refused before any hashing, and the
+        // account's count given back (a blocked attempt is no guess at the account;
+        // its network already paid for the guesses it made).
+        if turn.refuses(&realm, &network_watch) {
+            store.refund(bucket, attempt.as_ref(), counted.window_start_ms).await?;
+            return Ok(LoginVerdict::Reject { signals: signals(&realm, suspected, 0, false) });
+        }
+        let flagged = turn.flagged(&realm);
+        note_count(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
+        let reject =
+            LoginVerdict::Reject { signals: signals(&realm, suspected, counted.failures, flagged) };
+        // A replayed attempt_id is rejected without a comparison: comparing again would be
+        // a guess its first call's count does not cover (and after a lockout, a guess
+        // behind a closed door), and refunding it would give back a count that paid for
+        // a real comparison. The id's first call is the one that counted and compared.
+        if !counted.allowed || counted.replays > 0 {
+            turn.give_back(store, &realm).await?;
+            return Ok(reject);
+        }
+        // The realm refuses comparisons of a sprayed password: no hashing, and the
+        // attempt stays counted (it was a guess at the account, whoever made it).
+        if suspected && realm.spray.action == SprayAction::Reject {
+            turn.give_back(store, &realm).await?;
+            return Ok(reject);
+        }
+        let rpc = tracing::Span::current();
+        let compared = ticket.compare(deadline, move || comparison.run(&password, &rpc)).await;
+        let outcome = match compared {
+            Err(refusal) => {
+                let (refunded, given) = tokio::join!(
+                    store.refund(bucket, attempt.as_ref(), counted.window_start_ms),
+                    turn.give_back(store, &realm),
+                );
+                refunded?;
+                given?;
+                return Err(LoginError::Refused(refusal));
+            }
+            Ok(outcome) => outcome?,
+        };
+        if outcome.matched {
+            // The clear answers the account's device epoch, which the fresh token
+            // carries. A token that cannot be made is an error (deny), never an accept
+            // without it; the user logs in again. A login that succeeded is no failure
+            // of its network: the token goes back in the same round trip.
+            let (epoch, given) = tokio::join!(
+                store.accept(bucket, &key, realm.device_epoch_ttl_ms()),
+                turn.give_back(store, &realm),
+            );
+            let epoch = epoch?;
+            given?;
+            let grant = Grant { realm: &realm.name, account: &key, stored_hash: &stored_hash };
+            let device_token = devices.issue(&grant, epoch).inspect_err(|e| {
+                tracing::error!(realm = %realm.name, error = %e, "no device token");
+            })?;
+            return Ok(LoginVerdict::Accept {
+                needs_rehash: outcome.needs_rehash,
+                device_token,
+                signals: signals(&realm, suspected, 0, flagged),
+            });
+        }
+        // The spray note names the account, not the device bucket: it counts distinct
+        // accounts. The answer stays the check's. The network's token stays spent.
+        let distinct = store
+            .note_spray(
+                &spray,
+                &key,
+                SprayNote::Failure,
+                realm.spray.period_ms(),
+                realm.spray.threshold,
+            )
+            .await?;
+        spray_watch.noted(&realm.name, &spray, distinct, &realm.spray);
+        Ok(reject)
+    }
+}

@@ -1,0 +1,309 @@
+//! The throttle per client network (docs/throttle.md, "Per client network"): credential
+//! stuffing tries one or two passwords at each of many accounts, so no account's own
+//! count ever fills; this bounds what one *source* may fail across a realm's accounts.
+//!
+//! A failed comparison spends one token of a bucket keyed by the client's network in
+//! the realm ([`crate::throttle::bucket`], GCRA; Auth0's suspicious-IP throttling has the
+//! same shape: 100 a day, one back every 14.4 minutes). The network is the request's
+//! `client_key` read as an IP address and cut to a prefix (IPv4 /32 and IPv6 /64 by
+//! default: one host usually holds a whole /64, RFC 6177; Authelia groups the same way);
+//! an IPv4-mapped IPv6 address counts as IPv4, and a `client_key` that is no address is
+//! its own bucket. Addresses in `trusted_networks` (a gateway's own NAT egress, an
+//! office) are never throttled, and neither is a valid device token: a real user on a
+//! known device behind a throttled NAT still logs in.
+//!
+//! What an empty bucket does is the realm's `network_action`: `reject` refuses the
+//! attempt before any hashing and gives the account's count back (Okta ThreatInsight
+//! does not count a blocked request as a failed sign-in), `flag` compares as usual and
+//! answers `network_throttled`, so the gateway can demand a second factor or a CAPTCHA.
+//!
+//! [`NetworkWatch`] is this daemon's view of throttled networks: one log line when a
+//! network's throttle episode begins and one when it ends (with its count), named by
+//! [`NetworkKey::tag`], never by address.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::secret::KeySecret;
+use crate::store::keys::NetworkKey;
+use crate::telemetry::metrics::{NETWORK_EPISODES, NETWORK_THROTTLED};
+use crate::throttle::bucket::BucketPolicy;
+
+/// Most throttle episodes one daemon follows at once; past it a new episode is counted
+/// in the metrics but not logged, so a flood of networks costs bounded memory.
+pub const MAX_EPISODES: usize = 10_000;
+
+/// `realms.NAME.network_action`: what an empty network bucket does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkAction {
+    /// Refuse the attempt with the uniform reject, before any hashing, and give the
+    /// account's count back.
+    #[default]
+    Reject,
+    /// Compare as usual; every answer to the network carries `network_throttled`.
+    Flag,
+}
+
+impl NetworkAction {
+    /// The metric label and the configuration value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkAction::Reject => "reject",
+            NetworkAction::Flag => "flag",
+        }
+    }
+}
+
+/// A realm's network throttle, validated (`crate::realm::RealmConfig::validate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkPolicy {
+    /// The bucket: `network_capacity` tokens, one back every
+    /// `network_refill_period / network_capacity`.
+    pub bucket: BucketPolicy,
+    /// What an empty bucket does.
+    pub action: NetworkAction,
+    /// Prefix length an IPv4 address is grouped by (8–32).
+    pub ipv4_prefix: u8,
+    /// Prefix length an IPv6 address is grouped by (16–128).
+    pub ipv6_prefix: u8,
+    /// Networks never throttled.
+    pub trusted: Vec<IpNet>,
+}
+
+/// Where a `client_key` is throttled: a network of addresses, or the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    /// The address's network at the realm's prefix.
+    Address(IpNet),
+    /// A `client_key` that is no IP address: its own bucket.
+    Key(String),
+}
+
+impl Network {
+    /// The text the bucket's store key is derived from (`ip:203.0.113.0/24`,
+    /// `key:<client_key>`): the two kinds never collide.
+    pub fn as_text(&self) -> String {
+        match self {
+            Network::Address(net) => format!("ip:{net}"),
+            Network::Key(key) => format!("key:{key}"),
+        }
+    }
+}
+
+/// The IP address in a `client_key`: an address (`203.0.113.7`, `2001:db8::1`) or a
+/// socket address (`203.0.113.7:51234`, `[2001:db8::1]:443`, whose port is dropped),
+/// an IPv4-mapped IPv6 address as its IPv4 address. `None`: no address.
+pub fn address_of(client_key: &str) -> Option<IpAddr> {
+    let ip = client_key
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| client_key.parse::<SocketAddr>().ok().map(|s| s.ip()))?;
+    Some(ip.to_canonical())
+}
+
+impl NetworkPolicy {
+    /// The network `client_key` is throttled as, or `None` when it is never throttled:
+    /// an empty key (a `RecordAttempt` that sent none) or an address in
+    /// `trusted_networks`.
+    pub fn network(&self, client_key: &str) -> Option<Network> {
+        if client_key.is_empty() {
+            return None;
+        }
+        let Some(ip) = address_of(client_key) else {
+            return Some(Network::Key(client_key.to_owned()));
+        };
+        if self.trusted.iter().any(|net| net.contains(&ip)) {
+            return None;
+        }
+        let prefix = match ip {
+            IpAddr::V4(_) => self.ipv4_prefix,
+            IpAddr::V6(_) => self.ipv6_prefix,
+        };
+        // The prefix was range-checked at start-up; a failure here is a bug, and the
+        // full address (the narrowest bucket) is the safe side.
+        let net = IpNet::new(ip, prefix).map_or(IpNet::from(ip), |n| n.trunc());
+        Some(Network::Address(net))
+    }
+
+    /// The bucket key of `client_key` in `realm`, `None` when it is never throttled.
+    pub fn key(&self, secret: &KeySecret, realm: &str, client_key: &str) -> Option<NetworkKey> {
+        self.network(client_key).map(|n| NetworkKey::new(secret, realm, &n.as_text()))
+    }
+}
+
+/// One network's throttle episode.
+struct Episode {
+    began: Instant,
+    last: Instant,
+    /// Attempts refused (or flagged) in it.
+    throttled: u64,
+    /// How long without a throttled attempt ends it: one token's refill.
+    quiet: Duration,
+}
+
+/// This daemon's throttle episodes, by (realm, network tag). Cheap to share behind an
+/// `Arc`.
+#[derive(Default)]
+pub struct NetworkWatch {
+    episodes: Mutex<HashMap<(String, String), Episode>>,
+}
+
+impl NetworkWatch {
+    /// An empty watch.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Notes one attempt that found `key`'s bucket empty in `realm`: the metric by
+    /// action, and the episode's first line when it is the first.
+    pub fn throttled(&self, realm: &str, key: &NetworkKey, policy: &NetworkPolicy) {
+        ::metrics::counter!(NETWORK_THROTTLED, "realm" => realm.to_owned(), "action" => policy.action.as_str())
+            .increment(1);
+        let now = Instant::now();
+        let mut episodes = self.episodes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(episode) = episodes.get_mut(&(realm.to_owned(), key.tag().to_owned())) {
+            episode.last = now;
+            episode.throttled += 1;
+            return;
+        }
+        ::metrics::counter!(NETWORK_EPISODES, "realm" => realm.to_owned()).increment(1);
+        if episodes.len() >= MAX_EPISODES {
+            return;
+        }
+        let quiet = Duration::from_millis(policy.bucket.interval_ms).max(Duration::from_secs(1));
+        episodes.insert(
+            (realm.to_owned(), key.tag().to_owned()),
+            Episode { began: now, last: now, throttled: 1, quiet },
+        );
+        tracing::warn!(
+            realm,
+            network = key.tag(),
+            action = policy.action.as_str(),
+            "network throttle episode began: a client network used up its bucket of failed \
+             logins (network_capacity)"
+        );
+    }
+
+    /// Ends the episodes with no throttled attempt for one token's refill, one line each.
+    pub fn expire(&self, now: Instant) {
+        let mut episodes = self.episodes.lock().unwrap_or_else(|e| e.into_inner());
+        episodes.retain(|(realm, tag), e| {
+            if now.duration_since(e.last) < e.quiet {
+                return true;
+            }
+            let lasted = Duration::from_secs(e.last.duration_since(e.began).as_secs());
+            tracing::info!(
+                realm = realm.as_str(),
+                network = tag.as_str(),
+                throttled = e.throttled,
+                lasted = %humantime::format_duration(lasted),
+                "network throttle episode ended"
+            );
+            false
+        });
+    }
+
+    /// Episodes going on now.
+    pub fn open(&self) -> usize {
+        self.episodes.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Runs [`Self::expire`] every `interval` until the watch is dropped.
+    pub fn spawn_expiry(self: &Arc<Self>, interval: Duration) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                let Some(watch) = weak.upgrade() else { return };
+                watch.expire(Instant::now());
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(trusted: &[&str]) -> NetworkPolicy {
+        NetworkPolicy {
+            bucket: BucketPolicy { capacity: 100, interval_ms: 864_000 },
+            action: NetworkAction::Reject,
+            ipv4_prefix: 32,
+            ipv6_prefix: 64,
+            trusted: trusted.iter().map(|t| t.parse().unwrap()).collect(),
+        }
+    }
+
+    fn text(p: &NetworkPolicy, client_key: &str) -> Option<String> {
+        p.network(client_key).map(|n| n.as_text())
+    }
+
+    #[test]
+    fn addresses_are_grouped_by_prefix_and_other_keys_are_their_own() {
+        let p = policy(&[]);
+        assert_eq!(text(&p, "203.0.113.7").as_deref(), Some("ip:203.0.113.7/32"));
+        assert_eq!(text(&p, "203.0.113.7:51234").as_deref(), Some("ip:203.0.113.7/32"));
+        assert_eq!(text(&p, "::ffff:203.0.113.7").as_deref(), Some("ip:203.0.113.7/32"));
+        assert_eq!(text(&p, "2001:db8:1:2::1").as_deref(), Some("ip:2001:db8:1:2::/64"));
+        assert_eq!(text(&p, "[2001:db8:1:2:ffff::9]:443"), text(&p, "2001:db8:1:2::1"));
+        assert_ne!(text(&p, "2001:db8:1:3::1"), text(&p, "2001:db8:1:2::1"));
+        assert_eq!(text(&p, "session-42").as_deref(), Some("key:session-42"));
+        // Not an address: a bucket of its own, never a panic.
+        for odd in ["999.1.1.1", "1.2.3.4/24", "::g", "[::1]", "fe80::1%eth0", " 1.2.3.4"] {
+            assert!(matches!(p.network(odd), Some(Network::Key(_))), "{odd}");
+        }
+        assert_eq!(p.network(""), None);
+        let wide = NetworkPolicy { ipv4_prefix: 24, ..policy(&[]) };
+        assert_eq!(text(&wide, "203.0.113.7").as_deref(), Some("ip:203.0.113.0/24"));
+    }
+
+    #[test]
+    fn trusted_networks_are_never_throttled() {
+        let p = policy(&["10.0.0.0/8", "2001:db8:ff::/48"]);
+        assert_eq!(p.network("10.1.2.3"), None);
+        assert_eq!(p.network("::ffff:10.1.2.3"), None);
+        assert_eq!(p.network("2001:db8:ff:1::5"), None);
+        assert!(p.network("11.1.2.3").is_some());
+    }
+
+    #[test]
+    fn keys_separate_realms_and_networks_and_hold_no_address() {
+        let secret = KeySecret::new(vec![7; 32]);
+        let p = policy(&[]);
+        let a = p.key(&secret, "default", "203.0.113.7").unwrap();
+        assert_eq!(Some(&a), p.key(&secret, "default", "203.0.113.7:1").as_ref());
+        assert_ne!(Some(&a), p.key(&secret, "other", "203.0.113.7").as_ref());
+        // An address and a client_key spelling the same text are different buckets.
+        assert_ne!(
+            p.key(&secret, "default", "ip:203.0.113.7/32"),
+            p.key(&secret, "default", "203.0.113.7")
+        );
+        assert!(!a.as_key().contains("203"));
+    }
+
+    #[test]
+    fn an_episode_is_logged_once_and_ends_after_a_quiet_refill() {
+        let watch = NetworkWatch::default();
+        let secret = KeySecret::new(vec![7; 32]);
+        let p =
+            NetworkPolicy { bucket: BucketPolicy { capacity: 2, interval_ms: 1 }, ..policy(&[]) };
+        let key = p.key(&secret, "default", "203.0.113.7").unwrap();
+        for _ in 0..5 {
+            watch.throttled("default", &key, &p);
+        }
+        assert_eq!(watch.open(), 1);
+        watch.expire(Instant::now());
+        assert_eq!(watch.open(), 1, "one second is the shortest quiet spell");
+        watch.expire(Instant::now() + Duration::from_secs(2));
+        assert_eq!(watch.open(), 0);
+    }
+}

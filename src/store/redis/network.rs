@@ -1,0 +1,40 @@
+//! The Redis side of the throttle per client network: one `network.lua` call per
+//! operation on the bucket's own key (one hash tag: one node on a cluster).
+
+use super::{RedisStore, scripts};
+use crate::store::keys::NetworkKey;
+use crate::store::{NetworkOp, NetworkState, StoreError};
+use crate::throttle::bucket::BucketPolicy;
+
+impl RedisStore {
+    /// [`crate::store::Store::network`] on Redis. A take waits for `store.wait_replicas`
+    /// as a counted attempt does (it bounds guesses); the other operations do not.
+    pub(super) async fn network_op(
+        &self,
+        key: &NetworkKey,
+        op: NetworkOp,
+        policy: &BucketPolicy,
+    ) -> Result<NetworkState, StoreError> {
+        let mut call = scripts::network().key(key.as_key());
+        call.arg(op.as_str()).arg(policy.capacity).arg(policy.interval_ms);
+        let reply: Vec<i64> = match op {
+            NetworkOp::Take => self.invoke_counted(&call).await?,
+            _ => self.invoke(&call).await?,
+        };
+        let [taken, tokens, full_in_ms] = reply[..] else {
+            return Err(StoreError::Protocol(format!("network returned {} values", reply.len())));
+        };
+        let taken = match taken {
+            1 => op == NetworkOp::Take,
+            0 => false,
+            other => return Err(StoreError::Protocol(format!("network taken={other}"))),
+        };
+        let tokens = u32::try_from(tokens)
+            .ok()
+            .filter(|&t| t <= policy.capacity)
+            .ok_or_else(|| StoreError::Protocol("network returned tokens out of range".into()))?;
+        let full_in_ms = u64::try_from(full_in_ms)
+            .map_err(|_| StoreError::Protocol("network returned a negative time".into()))?;
+        Ok(NetworkState { taken, tokens, full_in_ms })
+    }
+}

@@ -1,0 +1,110 @@
+//! A store that fails one chosen operation and passes every other to a real one, and a
+//! `Governor` service over it: for the tests that hold that a failed store operation is
+//! a deny (fail closed), never an answer.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use portcullis::config::Settings;
+use portcullis::network::NetworkWatch;
+use portcullis::rpc::GovernorService;
+use portcullis::secret::KeySecret;
+use portcullis::spray::SprayWatch;
+use portcullis::store::keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
+use portcullis::store::{
+    Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError,
+};
+use portcullis::throttle::Policy;
+use portcullis::throttle::bucket::BucketPolicy;
+
+/// The operation a [`FaultyStore`] fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// `note_spray` with this note.
+    Spray(SprayNote),
+    /// `network` with this operation.
+    Network(NetworkOp),
+}
+
+/// `inner`, except that the operation `fail` names is a [`StoreError`].
+pub struct FaultyStore {
+    pub inner: Arc<dyn Store>,
+    pub fail: Fault,
+}
+
+fn injected() -> StoreError {
+    StoreError::Protocol("injected fault".into())
+}
+
+#[async_trait]
+impl Store for FaultyStore {
+    async fn is_open(&self, k: &AccountKey, p: &Policy) -> Result<bool, StoreError> {
+        self.inner.is_open(k, p).await
+    }
+    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
+        self.inner.count(attempt).await
+    }
+    async fn revoke_devices(&self, k: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
+        self.inner.revoke_devices(k, ttl_ms).await
+    }
+    async fn refund(
+        &self,
+        k: &AccountKey,
+        id: Option<&AttemptKey>,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.inner.refund(k, id, window_start_ms).await
+    }
+    async fn note_spray(
+        &self,
+        spray: &SprayKey,
+        account: &AccountKey,
+        note: SprayNote,
+        period_ms: u64,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        if self.fail == Fault::Spray(note) {
+            return Err(injected());
+        }
+        self.inner.note_spray(spray, account, note, period_ms, limit).await
+    }
+    async fn network(
+        &self,
+        key: &NetworkKey,
+        op: NetworkOp,
+        policy: &BucketPolicy,
+    ) -> Result<NetworkState, StoreError> {
+        if self.fail == Fault::Network(op) {
+            return Err(injected());
+        }
+        self.inner.network(key, op, policy).await
+    }
+    async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
+        self.inner.clear(k).await
+    }
+    async fn accept(&self, b: &AccountKey, k: &AccountKey, ttl: u64) -> Result<u64, StoreError> {
+        self.inner.accept(b, k, ttl).await
+    }
+    async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
+        self.inner.inspect(k).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+}
+
+/// A `Governor` service over `store` with `settings`' realms and CPU budget and the
+/// test key secret, called directly (no listener).
+pub fn governor_over(store: Arc<dyn Store>, settings: Settings) -> GovernorService {
+    let secret = KeySecret::new(crate::SECRET.as_bytes().to_vec());
+    let targets = settings.realms.iter().map(|r| (r.name.as_str(), &r.hash_target));
+    let verifier = Arc::new(portcullis::verify::Verifier::new(settings.verify, targets).unwrap());
+    let logins = portcullis::login::Logins::new(
+        store.clone(),
+        verifier,
+        &secret,
+        SprayWatch::new(),
+        NetworkWatch::new(),
+    );
+    GovernorService::new(Arc::new(settings.realms), store, secret, Arc::new(logins))
+}
