@@ -1,5 +1,5 @@
 //! Identifier normalization: the rule is parity with the account lookup (docs/architecture.md,
-//! "Account keys and normalization"). Two spellings that reach one account must reach
+//! "Account keys"). Two spellings that reach one account must reach
 //! one counter, so a gateway should use [`normalize`] for its own lookup too.
 //!
 //! Every mode is idempotent: `normalize(m, normalize(m, x)?)? == normalize(m, x)?`.

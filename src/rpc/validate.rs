@@ -1,5 +1,5 @@
-//! Request validation, before any store or CPU work (docs/architecture.md, "Validation
-//! first"): the account (its realm configured and open to the caller, its identifier
+//! Request validation, before any store or CPU work (docs/architecture.md, "The
+//! wire contract": validation first): the account (its realm configured and open to the caller, its identifier
 //! valid after normalization), the fields of `Verify`, and the caller's deadline. Bad
 //! input is `INVALID_ARGUMENT` with a message naming the field, never a panic and never
 //! a count.

@@ -170,7 +170,7 @@ impl SprayKey {
     }
 
     /// The embedded store's entry of one account key under this fingerprint
-    /// (docs/spray.md, "The embedded store"): `<prefix>member:<account digest>`.
+    /// (docs/spray.md, "Where it lives"): `<prefix>member:<account digest>`.
     pub fn member(&self, account: &AccountKey) -> String {
         format!("{}member:{}", self.prefix(), account.digest())
     }

@@ -1,5 +1,5 @@
-//! Refusal episodes: how a flood of refusals reaches the log as a few lines (docs/architecture.md,
-//! "Telemetry"; the idea is Culvert's). The first refusal after a quiet period opens an
+//! Refusal episodes: how a flood of refusals reaches the log as a few lines (docs/observability.md,
+//! "Refusal episodes"; the idea is Culvert's). The first refusal after a quiet period opens an
 //! episode: one warning line naming its reason, and the [`EPISODE_OPEN`] gauge at 1.
 //! Refusals while it is open are only counted. When no refusal came for a quiet
 //! interval the episode closes with one summary line: the count by reason and how long

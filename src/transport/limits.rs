@@ -1,5 +1,5 @@
 //! `[server]`: the limits of the gRPC listener, their defaults and ranges, and the
-//! runtime and tonic builder they make (docs/security.md, "Limits").
+//! runtime and tonic builder they make (docs/security.md, "Limits: `[server]`").
 
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ pub struct ServerLimits {
     /// Streams one connection's client may reset (RST_STREAM frames it sends): this many
     /// at once, and this many a minute after; one more closes the connection. h2's
     /// `max_pending_accept_reset_streams` bounds only resets of streams not yet accepted,
-    /// at once, which a reset loop stays under (docs/security.md, "Abusive clients").
+    /// at once, which a reset loop stays under (docs/security.md, "Abusive clients: what one connection can cost").
     #[default(200)]
     pub max_client_resets_per_minute: u32,
     /// Messages over `max_message_kib` refused on one connection; the refusal that

@@ -1,5 +1,5 @@
-//! The CPU budget: who may run a password-hash comparison, and when (docs/architecture.md,
-//! "Verify: the CPU budget").
+//! The CPU budget: who may run a password-hash comparison, and when (docs/verify.md,
+//! "The CPU budget (per daemon)").
 //!
 //! - a global ceiling of `max_concurrent` comparisons, run on a dedicated pool of exactly
 //!   that many threads (never on the async runtime);

@@ -136,3 +136,40 @@ fn dashboard_is_json_with_a_query_in_every_panel() {
         }
     }
 }
+
+/// Every metric the code names (`"portcullis_…"` in `src/` and `client/src/`) is
+/// described in docs/observability.md.
+#[test]
+fn every_metric_the_code_names_is_documented() {
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(std::fs::read_to_string(path).unwrap());
+            }
+        }
+    }
+    let mut sources = Vec::new();
+    walk(&repo("src"), &mut sources);
+    walk(&repo("client/src"), &mut sources);
+    let docs = std::fs::read_to_string(repo("docs/observability.md")).unwrap();
+    let mut named = std::collections::BTreeSet::new();
+    for text in &sources {
+        for (at, _) in text.match_indices("\"portcullis_") {
+            let name: String = text[at + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            named.insert(name);
+        }
+    }
+    // Not metrics: the client crate's name and the reflection descriptor set's.
+    named.remove("portcullis_client");
+    named.remove("portcullis_descriptor");
+    assert!(named.len() > 30, "too few metric names found: {named:?}");
+    let missing: Vec<&String> =
+        named.iter().filter(|n| !docs.contains(&format!("`{n}`"))).collect();
+    assert!(missing.is_empty(), "docs/observability.md does not describe {missing:?}");
+}

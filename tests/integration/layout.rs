@@ -165,3 +165,72 @@ fn the_readme_layout_names_paths_that_exist_and_every_source_module() {
         assert!(named.contains(&shown.as_str()), "README's layout does not show {shown}");
     }
 }
+
+/// Every `X.md, "Heading"` (or `X.md ("Heading"`) in the repository names a heading that
+/// X has, so a reference to a section never dangles after a rename.
+#[test]
+fn references_to_doc_sections_name_headings_that_exist() {
+    let docs = root().join("docs");
+    let mut headings = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&docs).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let titles: BTreeSet<String> = text
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .map(|l| l.trim_start_matches('#').trim().to_owned())
+            .collect();
+        headings.insert(path.file_name().unwrap().to_string_lossy().into_owned(), titles);
+    }
+    let mut files = Vec::new();
+    for dir in ["src", "client", "tests", "benches", "docs", "deploy", "proto"] {
+        collect(&root().join(dir), &mut files);
+    }
+    files.push(root().join("README.md"));
+    let mut dangling = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        // Comments wrap: join continuation lines so a title split over two reads whole.
+        let joined = text
+            .lines()
+            .map(|l| l.trim_start().trim_start_matches(['/', '!', '#', '-', ' ']))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for (at, _) in joined.match_indices(".md") {
+            let name_start = joined[..at]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+                .map_or(0, |i| i + 1);
+            let doc = format!("{}.md", &joined[name_start..at]);
+            let Some(titles) = headings.get(&doc) else { continue };
+            let rest = &joined[at + 3..];
+            let rest = rest.strip_prefix(')').unwrap_or(rest);
+            let Some(rest) = rest.strip_prefix(", \"").or_else(|| rest.strip_prefix(" (\"")) else {
+                continue;
+            };
+            let Some(end) = rest.find('"') else { continue };
+            let title = &rest[..end];
+            if !titles.contains(title) {
+                dangling.push(format!("{}: {doc}, \"{title}\"", file.display()));
+            }
+        }
+    }
+    assert!(
+        dangling.is_empty(),
+        "references to sections that do not exist:\n{}",
+        dangling.join("\n")
+    );
+}
+
+/// Every file under `dir` that is text the repository ships (sources, docs, config).
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else if path.extension().is_some_and(|e| {
+            ["rs", "md", "toml", "proto", "lua", "yml", "yaml"].contains(&e.to_str().unwrap_or(""))
+        }) {
+            out.push(path);
+        }
+    }
+}
