@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use support::{millis, percentile};
 
 use common::verify_bench::{
-    ARGON2_TARGET_KIB, Case, PASSWORD, RUNS, WRONG_PASSWORD, argon2id_target, time_case,
+    ARGON2_TARGET_KIB, Case, PASSWORD, RUNS, WARM_RUNS, WRONG_PASSWORD, argon2id_target, time_case,
 };
 use portcullis::pb::Verdict;
 use portcullis::verify::hash::{Algorithm, HashParams, StoredHash};
@@ -240,14 +240,75 @@ fn main() -> ExitCode {
         let params = describe(&argon2id_hash.params());
         cost_rows.push(CostRow { label: label.into(), params, raw, rpc, cpu });
     }
+    eprintln!("cost: a repeated wrong password ...");
+    let repeats = time_repeats(&client_rt, &mut client, &argon2id_hash);
     eprintln!("cost: at load ...");
     let at_load = time_at_load(&client_rt, &client, &argon2id_hash);
     drop(client);
     drop(daemon);
     print_cost(&cost_rows);
+    print_repeats(repeats);
     print_at_load(&at_load);
     println!("\nLoad average after the run: {}.", common::proc_cpu::load_average());
     ExitCode::SUCCESS
+}
+
+/// A repeated wrong password (docs/throttle.md, "Repeated passwords") against a new one,
+/// alternated, both on the argon2id target: each round, a new wrong password on a fresh
+/// account from a fresh client, then the password one client was already refused with,
+/// again on its account. Both answers must be the same bytes. Answers `(new, repeat)`
+/// times.
+fn time_repeats(
+    rt: &tokio::runtime::Runtime,
+    client: &mut common::Client,
+    hash: &StoredHash,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let stored = hash.as_str();
+    let call = |client: &mut common::Client, identifier: &str, client_key: &str| {
+        let started = Instant::now();
+        let answer = rt
+            .block_on(client.verify("default", identifier, WRONG_PASSWORD, stored, client_key))
+            .unwrap_or_else(|s| panic!("repeat: Verify failed: {:?} {}", s.code(), s.message()));
+        assert_eq!(answer.verdict, Verdict::Reject as i32, "repeat: not a reject");
+        (started.elapsed(), answer)
+    };
+    // The refusal the repeats repeat.
+    call(client, "repeated@example.com", "bench-repeat");
+    let (mut new, mut repeat) = (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS));
+    for i in 0..WARM_RUNS + RUNS {
+        let (took_new, first) =
+            call(client, &format!("new-wrong-{i}@example.com"), &format!("bench-new-{i}"));
+        let (took_repeat, again) = call(client, "repeated@example.com", "bench-repeat");
+        assert_eq!(first, again, "repeat: a repeat answered other bytes than a new guess");
+        if i >= WARM_RUNS {
+            new.push(took_new);
+            repeat.push(took_repeat);
+        }
+    }
+    (new, repeat)
+}
+
+/// The repeat table: medians, p99s and the KS statistic of the two samples.
+fn print_repeats((mut new, mut repeat): (Vec<Duration>, Vec<Duration>)) {
+    new.sort();
+    repeat.sort();
+    let secs = |d: &[Duration]| d.iter().map(Duration::as_secs_f64).collect::<Vec<_>>();
+    let ks = support::ks_statistic(&mut secs(&new), &mut secs(&repeat));
+    let critical = 1.949 * (2.0 / RUNS as f64).sqrt();
+    println!(
+        "\n## A repeated wrong password (argon2id target, {RUNS} rounds, alternated with a new one)\n"
+    );
+    println!("| attempt | median ms | p99 ms |");
+    println!("|---|---:|---:|");
+    for (label, d) in [("new wrong password (compared)", &new), ("repeat (not compared)", &repeat)]
+    {
+        let (p50, p99) = (millis(percentile(d, 500)), millis(percentile(d, 990)));
+        println!("| {label} | {p50:.2} | {p99:.2} |");
+    }
+    println!(
+        "\nKS D = {ks:.3} (critical at α = 0.001: {critical:.3}): the repeat is told apart by \
+         time, but only by the client that was refused with it (docs/throttle.md)."
+    );
 }
 
 /// The per-comparison table: raw and `Verify` times per row; what `Verify` adds to the

@@ -26,6 +26,7 @@
 //!   hashes; `[verify]`.
 //! - [`devices`]: device tokens (OWASP device cookies).
 //! - [`spray`]: password-spray fingerprints and the realm's watch.
+//! - [`repeat`]: repeated wrong passwords: the keyed fingerprints and their lists.
 //! - [`network`]: the throttle per client network: client keys to networks, the
 //!   realm's policy, the throttle episodes.
 //! - [`realm`]: realms and their policies; `[realms.NAME]`.
@@ -51,6 +52,7 @@ pub mod devices;
 pub mod login;
 pub mod network;
 pub mod realm;
+pub mod repeat;
 pub mod rpc;
 pub mod secret;
 pub mod setting;

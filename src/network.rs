@@ -131,6 +131,14 @@ impl NetworkPolicy {
         Some(Network::Address(net))
     }
 
+    /// The client `client_key` names for per-client state, trusted or not: its network's
+    /// text (an address at the realm's prefix, or the key itself). What a repeat list is
+    /// kept per (docs/throttle.md, "Repeated passwords").
+    pub fn scope(&self, client_key: &str) -> String {
+        let untrusted = NetworkPolicy { trusted: Vec::new(), ..self.clone() };
+        untrusted.network(client_key).map_or_else(|| "key:".to_owned(), |n| n.as_text())
+    }
+
     /// The bucket key of `client_key` in `realm`, `None` when it is never throttled.
     pub fn key(&self, secret: &KeySecret, realm: &str, client_key: &str) -> Option<NetworkKey> {
         self.network(client_key).map(|n| NetworkKey::new(secret, realm, &n.as_text()))

@@ -11,6 +11,7 @@ use ipnet::IpNet;
 
 use crate::network::{NetworkAction, NetworkPolicy};
 use crate::normalize::Normalization;
+use crate::repeat::RepeatPolicy;
 use crate::setting::{Bound, ConfigError, below, between, check};
 use crate::spray::{SprayAction, SprayPolicy};
 use crate::throttle::Policy;
@@ -40,6 +41,8 @@ pub struct Realm {
     /// (docs/throttle.md, "Step-up before the lockout"); `None`: never (a realm with
     /// `max_failures = 1` has no count below its limit).
     pub step_up_failures: Option<u32>,
+    /// Repeated wrong passwords (docs/throttle.md, "Repeated passwords").
+    pub repeat: RepeatPolicy,
 }
 
 impl Realm {
@@ -142,6 +145,14 @@ pub struct RealmConfig {
     /// `max_failures` is 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_up_failures: Option<u32>,
+    /// Refused passwords remembered per client and account in the window, whose repeats
+    /// are not counted again, 0–16; 0: every attempt counts (docs/throttle.md,
+    /// "Repeated passwords").
+    #[default(3)]
+    pub repeat_list_length: u32,
+    /// Bytes kept of each refused password's keyed fingerprint, 2–8.
+    #[default(4)]
+    pub repeat_fingerprint_bytes: u8,
 }
 
 /// Most entries of `trusted_networks`.
@@ -204,6 +215,8 @@ impl RealmConfig {
         check(&key("network_ipv4_prefix"), self.network_ipv4_prefix, 8..=32)?;
         check(&key("network_ipv6_prefix"), self.network_ipv6_prefix, 16..=128)?;
         check(&key("trusted_networks"), self.trusted_networks.len(), 0..=MAX_TRUSTED_NETWORKS)?;
+        check(&key("repeat_list_length"), self.repeat_list_length, 0..=16)?;
+        check(&key("repeat_fingerprint_bytes"), self.repeat_fingerprint_bytes, 2..=8)?;
         let step_up_failures = match self.step_up_failures {
             Some(n) => {
                 between(
@@ -243,6 +256,10 @@ impl RealmConfig {
                 trusted: self.trusted_networks.iter().map(IpNet::trunc).collect(),
             },
             step_up_failures,
+            repeat: RepeatPolicy {
+                list_length: self.repeat_list_length,
+                fingerprint_bytes: self.repeat_fingerprint_bytes,
+            },
         })
     }
 }

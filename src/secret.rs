@@ -1,8 +1,9 @@
 //! The key secret (docs/architecture.md, "Account keys") and the sub-keys derived from it.
 //! One secret keys every account key, attempt id and device bucket (`store::keys`), and,
-//! through purpose-bound sub-keys, the device tokens (`devices`) and the password
-//! fingerprints of spray detection (`spray`). Every daemon sharing a store uses the same
-//! secret; changing it forgets every count and untrusts every device token.
+//! through purpose-bound sub-keys, the device tokens (`devices`), the password
+//! fingerprints of spray detection (`spray`) and of refused passwords (`repeat`). Every
+//! daemon sharing a store uses the same secret; changing it forgets every count and
+//! untrusts every device token.
 //!
 //! It comes from configuration (`store.key_secret_file` or `PORTCULLIS_KEY_SECRET`,
 //! `crate::store::config`), or, for the embedded store when none is configured, from the
@@ -121,6 +122,8 @@ pub enum SubKey {
     DeviceToken,
     /// Password fingerprints of spray detection (`crate::spray`).
     Spray,
+    /// Fingerprints of refused passwords, per account and client (`crate::repeat`).
+    Repeat,
 }
 
 impl SubKey {
@@ -130,6 +133,7 @@ impl SubKey {
         match self {
             SubKey::DeviceToken => "device-token",
             SubKey::Spray => "spray",
+            SubKey::Repeat => "repeat",
         }
     }
 }

@@ -39,15 +39,20 @@ pub struct Policy {
     pub second_factor_required: bool,
 }
 
-/// One account key's record: `{failures, window_start, step}` in docs/architecture.md.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One account key's record: `{failures, window_start, step}` in docs/architecture.md,
+/// and the repeats forgiven in the window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Record {
-    /// Attempts counted in the current window, including refused ones.
+    /// Attempts counted in the current window, including refused ones: with repeats
+    /// forgiven, the distinct guesses (docs/throttle.md, "Repeated passwords").
     pub failures: u64,
     /// Store-clock time the current window started, in ms since the Unix epoch.
     pub window_start_ms: u64,
     /// Exhausted windows in a row; sets the current window's length.
     pub step: u32,
+    /// Attempts in the current window that repeated a password this client had already
+    /// been refused with, and were not counted ([`forgive`]).
+    pub repeats: u64,
 }
 
 /// The answer to one counted attempt.
@@ -65,6 +70,7 @@ impl Record {
     /// as an error.
     pub fn is_plausible(&self) -> bool {
         self.failures <= MAX_STORED_COUNT
+            && self.repeats <= MAX_STORED_COUNT
             && self.window_start_ms <= MAX_STORED_TIME_MS
             && self.step <= MAX_STORED_STEP
     }
@@ -117,16 +123,31 @@ pub fn duration_ms(d: Duration) -> u64 {
 /// Counts one attempt at store time `now_ms` (steps 1–4 of docs/architecture.md). A record that
 /// expired is passed as `None`.
 pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptOutcome {
-    let mut r = record.unwrap_or(Record { failures: 0, window_start_ms: now_ms, step: 0 });
+    let mut r = record.unwrap_or(Record { window_start_ms: now_ms, ..Record::default() });
     if window_over(policy, &r, now_ms) {
         if r.failures >= u64::from(policy.max_failures) && policy.escalates() {
             r.step = (r.step + 1).min(policy.max_step());
         }
         r.failures = 0;
+        r.repeats = 0;
         r.window_start_ms = now_ms;
     }
     r.failures += 1;
     AttemptOutcome { allowed: r.failures <= u64::from(policy.max_failures), record: r }
+}
+
+/// A repeated wrong password at store time `now_ms` (docs/throttle.md, "Repeated
+/// passwords"): an attempt whose password this client was already refused with in the
+/// record's current window is not counted. It may proceed when the door is open (the
+/// next attempt would be allowed), and the window's repeats go up by one. `None` when
+/// the window is over: the attempt is then counted as any other ([`attempt`]), so a
+/// repeat never carries over into a new window.
+pub fn forgive(policy: &Policy, record: &Record, now_ms: u64) -> Option<AttemptOutcome> {
+    if window_over(policy, record, now_ms) {
+        return None;
+    }
+    let allowed = record.failures < u64::from(policy.max_failures);
+    Some(AttemptOutcome { allowed, record: Record { repeats: record.repeats + 1, ..*record } })
 }
 
 /// When a record counted at store time `now_ms` may be dropped, in ms since the Unix
@@ -251,8 +272,24 @@ mod tests {
     }
 
     #[test]
+    fn a_repeat_is_not_counted_and_never_outlives_its_window() {
+        let p = defaults();
+        let r = Record { failures: 4, window_start_ms: 0, step: 0, repeats: 0 };
+        let f = forgive(&p, &r, 1000).unwrap();
+        assert!(f.allowed);
+        assert_eq!((f.record.failures, f.record.repeats), (4, 1));
+        // At the limit a repeat is refused like any attempt behind a closed door.
+        let full = Record { failures: 5, ..r };
+        assert!(!forgive(&p, &full, 1000).unwrap().allowed);
+        // After the window, it is counted (and the new window forgets the repeats).
+        assert_eq!(forgive(&p, &f.record, 15 * MIN), None);
+        let counted = attempt(&p, Some(f.record), 15 * MIN);
+        assert_eq!((counted.record.failures, counted.record.repeats), (1, 0));
+    }
+
+    #[test]
     fn refund_only_touches_its_window() {
-        let r = Record { failures: 3, window_start_ms: 10, step: 1 };
+        let r = Record { failures: 3, window_start_ms: 10, step: 1, repeats: 0 };
         assert_eq!(refund(Some(r), 10).unwrap().failures, 2);
         assert_eq!(refund(Some(r), 11).unwrap().failures, 3);
         assert_eq!(refund(None, 10), None);

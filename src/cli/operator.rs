@@ -271,9 +271,10 @@ where
             // Anything but an explicit OPEN, including unknown values, reads as closed.
             let open = r.door == pb::DoorState::Open as i32;
             println!(
-                "door: {}\nfailures: {}\nstep: {}\nwindow_seconds: {}\nseconds_until_open: {}",
+                "door: {}\nfailures: {}\nrepeats_forgiven: {}\nstep: {}\nwindow_seconds: {}\nseconds_until_open: {}",
                 if open { "open" } else { "closed" },
                 r.failures,
+                r.repeats_forgiven,
                 r.step,
                 r.window_seconds,
                 r.seconds_until_open

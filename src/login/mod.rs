@@ -10,9 +10,11 @@
 //! check and the network's token in the same round trip → network throttled in a
 //! `reject` realm: the count given back, reject, no hashing → closed door or replay:
 //! reject, no hashing → sprayed fingerprint in a `reject` realm: reject, no hashing →
-//! CPU admission (refused: refund) → compare → match: clear and accept with a fresh
-//! device token; else note the spray failure and reject. Every path but a failed
-//! comparison gives the network's token back. Every answer carries `spray_suspected` as
+//! a repeat of a refused password (read in the count's step, not counted): the failure
+//! notes and reject, no hashing → CPU admission (refused: refund) → compare → match:
+//! clear and accept with a fresh device token; else note the spray failure and the
+//! refused password's fingerprint, and reject. Every path but a failed comparison gives
+//! the network's token back. Every answer carries `spray_suspected` as
 //! the check read it, before this call's own note (docs/spray.md, "No oracle"), and
 //! `step_up` / `network_throttled` ([`Signals`]).
 //!
@@ -36,6 +38,7 @@ use zeroize::Zeroizing;
 use crate::devices::{DeviceTokens, Grant, IssueError};
 use crate::network::NetworkWatch;
 use crate::realm::Realm;
+use crate::repeat::RepeatFingerprints;
 use crate::secret::KeySecret;
 use crate::spray::{SprayFingerprints, SprayWatch};
 use crate::store::keys::{AccountKey, AttemptKey};
@@ -121,6 +124,8 @@ pub struct Logins {
     devices: DeviceTokens,
     /// Password fingerprints for spray detection.
     fingerprints: SprayFingerprints,
+    /// Fingerprints of refused passwords, per bucket and client.
+    repeats: RepeatFingerprints,
     /// This daemon's view of spraying, shared with the Admin service.
     spray_watch: Arc<SprayWatch>,
     /// This daemon's throttle episodes of client networks.
@@ -143,6 +148,7 @@ impl Logins {
             secret: secret.clone(),
             devices: DeviceTokens::new(secret),
             fingerprints: SprayFingerprints::new(secret),
+            repeats: RepeatFingerprints::new(secret),
             spray_watch,
             network_watch,
         }
@@ -187,6 +193,23 @@ impl Logins {
             .map_err(LoginError::Refused)?;
         let realm_name = realm.name.clone();
         let network = realm.network.key(&self.secret, &realm.name, &request.client_key);
+        // The client's list of refused passwords: the known device's bucket, or the
+        // account's record for this client's network.
+        let repeat = realm.repeat.is_on().then(|| {
+            let (bucket, scope) = match &device {
+                Some(known) => (&known.bucket, "device".to_owned()),
+                None => (&request.key, realm.network.scope(&request.client_key)),
+            };
+            let list = self.repeats.list(bucket, &scope);
+            let fingerprint = self.repeats.fingerprint(
+                &realm.name,
+                &list,
+                &request.stored_hash,
+                &request.password,
+                realm.repeat.fingerprint_bytes,
+            );
+            (list, fingerprint)
+        });
         let job = Job {
             store: self.store.clone(),
             devices: self.devices.clone(),
@@ -194,6 +217,7 @@ impl Logins {
             spray_watch: self.spray_watch.clone(),
             network,
             network_watch: self.network_watch.clone(),
+            repeat,
             device,
             ticket,
             request,

@@ -7,9 +7,11 @@ use super::network::{Turn, signals};
 use super::{LoginError, LoginRequest, LoginVerdict, note_count};
 use crate::devices::{DeviceTokens, Grant, KnownDevice};
 use crate::network::NetworkWatch;
+use crate::realm::Realm;
 use crate::spray::{SprayAction, SprayWatch};
-use crate::store::keys::{NetworkKey, SprayKey};
-use crate::store::{Attempt, DeviceClaim, SprayNote, Store};
+use crate::store::keys::{AccountKey, NetworkKey, RepeatKey, SprayKey};
+use crate::store::{Attempt, DeviceClaim, RepeatClaim, SprayNote, Store};
+use crate::telemetry::metrics::REPEATS;
 
 /// One login after its reservation, in its own task.
 pub(super) struct Job {
@@ -21,6 +23,9 @@ pub(super) struct Job {
     /// The client network's bucket; `None` for a client key that is never throttled.
     pub(super) network: Option<NetworkKey>,
     pub(super) network_watch: Arc<NetworkWatch>,
+    /// The client's refused-password list and this password's fingerprint on it; `None`
+    /// in a realm that counts every attempt.
+    pub(super) repeat: Option<(RepeatKey, u64)>,
     /// The known device, when the token checked out for this account and stored hash:
     /// the attempt is counted (and refunded, and cleared) in its bucket instead of on
     /// the account's record, unless the store finds its epoch revoked.
@@ -40,6 +45,7 @@ impl Job {
             spray_watch,
             network,
             network_watch,
+            repeat,
             device,
             mut ticket,
             request,
@@ -64,6 +70,9 @@ impl Job {
             attempt_id: attempt.as_ref(),
             policy: &realm.policy,
             device_epoch_ttl_ms: realm.device_epoch_ttl_ms(),
+            repeat: repeat
+                .as_ref()
+                .map(|(list, fingerprint)| RepeatClaim { list, fingerprint: *fingerprint }),
         };
         let network_key = if device.is_some() { None } else { network.clone() };
         let (counted, sprayed, turn) = tokio::join!(
@@ -111,7 +120,16 @@ impl Job {
             return Ok(LoginVerdict::Reject { signals: signals(&realm, suspected, 0, false) });
         }
         let flagged = turn.flagged(&realm);
-        note_count(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
+        if counted.repeat {
+            // A password this client was refused with, against this stored hash, in
+            // this window: not counted, and not its network's failure either (the phone
+            // retrying an old password must not throttle its own network). Its token
+            // goes back here, once, whichever way the answer goes.
+            metrics::counter!(REPEATS, "realm" => realm.name.clone()).increment(1);
+            turn.give_back(store, &realm).await?;
+        } else {
+            note_count(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
+        }
         let reject =
             LoginVerdict::Reject { signals: signals(&realm, suspected, counted.failures, flagged) };
         // A replayed attempt_id is rejected without a comparison: comparing again would be
@@ -126,6 +144,18 @@ impl Job {
         // attempt stays counted (it was a guess at the account, whoever made it).
         if suspected && realm.spray.action == SprayAction::Reject {
             turn.give_back(store, &realm).await?;
+            return Ok(reject);
+        }
+        // A repeat is not compared again: the same password against the same stored
+        // hash has one answer, which this client was given in this window. Only this
+        // client (its network, or its device) on this bucket can meet its own list, so
+        // the saved hash time tells it nothing it does not know, and an endless retry
+        // costs no CPU (docs/throttle.md, "Repeated passwords"). It is a failure from
+        // here on, as a new wrong password: the same notes, the same answer.
+        if counted.repeat {
+            let distinct =
+                note_failure(store, &spray, &key, bucket, repeat.as_ref(), &realm).await?;
+            spray_watch.noted(&realm.name, &spray, distinct, &realm.spray);
             return Ok(reject);
         }
         let rpc = tracing::Span::current();
@@ -163,18 +193,43 @@ impl Job {
                 signals: signals(&realm, suspected, 0, flagged),
             });
         }
-        // The spray note names the account, not the device bucket: it counts distinct
-        // accounts. The answer stays the check's. The network's token stays spent.
-        let distinct = store
-            .note_spray(
-                &spray,
-                &key,
-                SprayNote::Failure,
-                realm.spray.period_ms(),
-                realm.spray.threshold,
-            )
-            .await?;
+        let distinct = note_failure(store, &spray, &key, bucket, repeat.as_ref(), &realm).await?;
         spray_watch.noted(&realm.name, &spray, distinct, &realm.spray);
         Ok(reject)
     }
+}
+
+/// A failed comparison (or a repeat of one): the password's spray note and its place
+/// first on this client's list of refused passwords, in one round trip. Answers the
+/// spray note's count of distinct accounts. The spray note names the account, not the
+/// device bucket: it counts distinct accounts. The network's token stays spent (a
+/// repeat's was given back).
+async fn note_failure(
+    store: &dyn Store,
+    spray: &SprayKey,
+    account: &AccountKey,
+    bucket: &AccountKey,
+    repeat: Option<&(RepeatKey, u64)>,
+    realm: &Realm,
+) -> Result<u64, LoginError> {
+    let note_repeat = async {
+        match repeat {
+            Some((list, fingerprint)) => {
+                store.note_repeat(bucket, list, *fingerprint, realm.repeat.list_length).await
+            }
+            None => Ok(()),
+        }
+    };
+    let (distinct, noted) = tokio::join!(
+        store.note_spray(
+            spray,
+            account,
+            SprayNote::Failure,
+            realm.spray.period_ms(),
+            realm.spray.threshold,
+        ),
+        note_repeat,
+    );
+    noted?;
+    Ok(distinct?)
 }

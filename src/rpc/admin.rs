@@ -98,6 +98,7 @@ pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
             step: 0,
             seconds_until_open: 0,
             window_seconds: policy.window_ms(0) / 1000,
+            repeats_forgiven: 0,
         };
     };
     let window = policy.window_ms(record.step);
@@ -110,6 +111,7 @@ pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
         step: record.step,
         seconds_until_open: if open { 0 } else { (window_end - now).div_ceil(1000) },
         window_seconds: window / 1000,
+        repeats_forgiven: if over { 0 } else { record.repeats },
     }
 }
 
@@ -296,7 +298,9 @@ mod tests {
         let t = 1_700_000_000_000;
         let none = at(None, t);
         assert_eq!((none.door, none.failures, none.seconds_until_open), (1, 0, 0));
-        let r = |failures, ago, step| Some(Record { failures, window_start_ms: t - ago, step });
+        let r = |failures, ago, step| {
+            Some(Record { failures, window_start_ms: t - ago, step, repeats: 0 })
+        };
         let open = at(r(3, 1000, 0), t);
         assert_eq!((open.door, open.failures, open.seconds_until_open), (1, 3, 0));
         let closed = at(r(6, 1000, 0), t);

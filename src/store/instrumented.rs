@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
+use super::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use super::{Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
@@ -128,6 +128,16 @@ impl Store for InstrumentedStore {
         policy: &BucketPolicy,
     ) -> Result<NetworkState, StoreError> {
         self.operation("network", self.inner.network(key, op, policy)).await
+    }
+
+    async fn note_repeat(
+        &self,
+        bucket: &AccountKey,
+        list: &RepeatKey,
+        fingerprint: u64,
+        max_len: u32,
+    ) -> Result<(), StoreError> {
+        self.operation("repeat", self.inner.note_repeat(bucket, list, fingerprint, max_len)).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

@@ -11,6 +11,7 @@
 //! portcullis:v2:{<32 hex digest>}:a:<16 hex>     one attempt_id's answer (a retry horizon)
 //! portcullis:v2:{<32 hex digest>}:d:<16 hex>     one known device's bucket (hash f, ws, st)
 //! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
+//! portcullis:v2:{<32 hex digest>}:p:<16 hex>     one client's refused-password list
 //! portcullis:v2:{spray:<16 hex realm tag>:<4 hex fingerprint>}:…   spray counts
 //! portcullis:v2:{n:<32 hex digest>}              one client network's bucket (its TAT)
 //! ```
@@ -112,6 +113,22 @@ impl AccountKey {
         let digest = mac.finalize().into_bytes();
         let suffix = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
         AttemptKey(format!("{KEY_PREFIX}{{{}}}:a:{suffix}", self.digest))
+    }
+
+    /// `portcullis:v2:{<digest>}:p:<16 hex>`: the list of passwords one client (its
+    /// `scope`: a device bucket's or a client network's text) was refused with on this
+    /// bucket (docs/throttle.md, "Repeated passwords"), in the same hash tag as the
+    /// record, so the count reads it in the same script. The suffix is a keyed digest:
+    /// it names no client.
+    pub fn repeats(&self, secret: &KeySecret, scope: &str) -> RepeatKey {
+        let mut mac = secret.mac();
+        mac.update(b"repeat\0");
+        mac.update(self.device.as_deref().unwrap_or("").as_bytes());
+        mac.update(b"\0");
+        mac.update(scope.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        let suffix = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
+        RepeatKey(format!("{KEY_PREFIX}{{{}}}:p:{suffix}", self.digest))
     }
 
     /// The hex digest (the hash tag's contents).
@@ -225,6 +242,18 @@ impl std::fmt::Debug for NetworkKey {
     }
 }
 
+/// The store key of one client's refused-password list on one bucket
+/// ([`AccountKey::repeats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepeatKey(String);
+
+impl RepeatKey {
+    /// The key as the store names it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The store key of one `attempt_id`'s answer ([`AccountKey::attempt`]): built where the
 /// request is read, so a store never needs the key secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,6 +355,17 @@ mod tests {
         assert_eq!(n.tag(), &key["portcullis:v2:{n:".len()..][..16]);
         assert_ne!(n, NetworkKey::new(&secret(), "other", "ip:203.0.113.7/32"));
         assert_ne!(n, NetworkKey::new(&secret(), "default", "ip:203.0.113.8/32"));
+    }
+
+    #[test]
+    fn repeat_lists_share_the_hash_tag_and_separate_clients_and_buckets() {
+        let k = key("default", "alice@example.com");
+        let list = k.repeats(&secret(), "ip:203.0.113.7/32");
+        assert!(list.as_str().starts_with(&format!("portcullis:v2:{{{}}}:p:", k.digest())));
+        assert!(!list.as_str().contains("203"));
+        assert_ne!(list, k.repeats(&secret(), "ip:203.0.113.8/32"));
+        let d = k.device(&secret(), &[7; 16]);
+        assert_ne!(list, d.repeats(&secret(), "ip:203.0.113.7/32"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{Policy, Record};
-use keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
+use keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 
 /// What a spray call does: read the count, or note an account in one set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +99,20 @@ pub struct Attempt<'a> {
     /// `device_token_ttl` plus the clock skew a token check allows, in ms (a token this
     /// attempt's accept issues lives that long).
     pub device_epoch_ttl_ms: u64,
+    /// The password's fingerprint in its client's refused-password list: an attempt
+    /// whose fingerprint is on the list for the bucket's current window is not counted
+    /// (docs/throttle.md, "Repeated passwords"). `None`: every attempt counts.
+    pub repeat: Option<RepeatClaim<'a>>,
+}
+
+/// One attempt's claim to be a repeat ([`Attempt::repeat`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RepeatClaim<'a> {
+    /// The client's list on the bucket the attempt is counted in (the device's, or the
+    /// account's).
+    pub list: &'a RepeatKey,
+    /// The password's keyed, truncated fingerprint (`crate::repeat`).
+    pub fingerprint: u64,
 }
 
 impl<'a> Attempt<'a> {
@@ -108,7 +122,14 @@ impl<'a> Attempt<'a> {
         attempt_id: Option<&'a AttemptKey>,
         policy: &'a Policy,
     ) -> Self {
-        Self { key, device: None, attempt_id, policy, device_epoch_ttl_ms: DEFAULT_EPOCH_TTL_MS }
+        Self {
+            key,
+            device: None,
+            attempt_id,
+            policy,
+            device_epoch_ttl_ms: DEFAULT_EPOCH_TTL_MS,
+            repeat: None,
+        }
     }
 }
 
@@ -151,6 +172,10 @@ pub struct Counted {
     /// The attempt was counted in its device's bucket (its claim's epoch is current);
     /// `false` for every other attempt, a revoked device's included.
     pub trusted: bool,
+    /// The attempt repeated a password its client was refused with in this window: it
+    /// was not counted (`failures` is the window's count without it), and `allowed`
+    /// says whether the door is open.
+    pub repeat: bool,
 }
 
 /// What the operator's `Inspect` reads: an account key's record and the store's clock,
@@ -226,6 +251,18 @@ pub trait Store: Send + Sync + 'static {
         op: NetworkOp,
         policy: &BucketPolicy,
     ) -> Result<NetworkState, StoreError>;
+
+    /// A comparison failed: puts `fingerprint` first on `list`, the client's list on
+    /// `bucket` (the record the attempt was counted in), keeping at most `max_len`
+    /// fingerprints, bound to the bucket's current window and expiring with its record
+    /// (a bucket without a record notes nothing). Writes nothing else.
+    async fn note_repeat(
+        &self,
+        bucket: &AccountKey,
+        list: &RepeatKey,
+        fingerprint: u64,
+        max_len: u32,
+    ) -> Result<(), StoreError>;
 
     /// `ClearAttempts`: deletes the record.
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;

@@ -47,6 +47,9 @@ pub const NETWORK_EPISODES: &str = "portcullis_network_episodes_total";
 /// Counter: answers carrying `step_up`, by realm and `reason` (`network`: its bucket is
 /// empty in a `flag` realm; `account`: the window holds `step_up_failures`).
 pub const STEP_UPS: &str = "portcullis_step_up_total";
+/// Counter: `Verify` attempts that repeated a password their client was refused with in
+/// the window, and were not counted (docs/throttle.md, "Repeated passwords"), by realm.
+pub const REPEATS: &str = "portcullis_repeats_forgiven_total";
 /// Counter: stored hashes a gateway sent that could not be used.
 pub const BAD_HASHES: &str = "portcullis_verify_bad_hashes_total";
 /// Gauge: comparisons running now.
@@ -145,6 +148,10 @@ fn describe() {
     );
     describe_counter!(NETWORK_EPISODES, "Network throttle episodes begun, by realm");
     describe_counter!(STEP_UPS, "Answers asking the gateway to step up, by realm and reason");
+    describe_counter!(
+        REPEATS,
+        "Verify attempts repeating a refused password, not counted, by realm"
+    );
     describe_counter!(BAD_HASHES, "Unusable stored hashes sent by gateways");
     describe_gauge!(RUNNING, "Password comparisons running now");
     describe_gauge!(WAITING, "Verify calls waiting for a CPU slot now");

@@ -121,9 +121,12 @@ async fn tokens_that_are_not_valid_for_this_account_change_nothing() {
 
     // Each is counted on the account, as if absent, with the same bytes as no token (but
     // for step_up, which the growing count sets from the third failure on).
+    // (Distinct guesses: a repeated wrong password would be forgiven, throttle.md.)
     let plain = c.verify(REALM, victim, b"guess", &hash, "x").await.unwrap();
-    for (what, token) in &untrusted[..4] {
-        let r = c.verify_with_device(REALM, victim, b"guess", &hash, "x", token).await.unwrap();
+    for (n, (what, token)) in untrusted[..4].iter().enumerate() {
+        let guess = format!("guess-{n}");
+        let r = c.verify_with_device(REALM, victim, guess.as_bytes(), &hash, "x", token);
+        let r = r.await.unwrap();
         let r = VerifyResponse { step_up: false, ..r };
         assert_eq!(r.encode_to_vec(), plain.encode_to_vec(), "{what} token changed the answer");
     }
@@ -156,8 +159,9 @@ async fn a_stolen_token_buys_only_its_own_bucket() {
 
     // Guessing with the stolen token: max_failures (5) guesses, then its bucket closes.
     for n in 0..5 {
-        let r = c.verify_with_device(REALM, victim, b"guess", &hash, "thief", &stolen).await;
-        assert!(is_reject(&r.unwrap()), "guess {n}");
+        let guess = format!("guess-{n}");
+        let r = c.verify_with_device(REALM, victim, guess.as_bytes(), &hash, "thief", &stolen);
+        assert!(is_reject(&r.await.unwrap()), "guess {n}");
     }
     let r = c.verify_with_device(REALM, victim, PASSWORD, &hash, "thief", &stolen).await;
     assert!(is_reject(&r.unwrap()), "a closed device bucket let the right password in");
@@ -254,11 +258,14 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     let victim = "stolen-laptop@example.com";
     let old_hash = stored_hash();
     let token = c.verify(REALM, victim, PASSWORD, &old_hash, "home").await.unwrap().device_token;
-    // One wrong guess carrying `token` with `hash` as the stored hash.
-    let guess_with = |c: &mut Client, hash: String, token: String| {
+    // Wrong guess `n` carrying `token` with `hash` as the stored hash (distinct guesses:
+    // a repeated wrong password would be forgiven, throttle.md).
+    let guess_with = |c: &mut Client, hash: String, token: String, n: usize| {
         let mut c = c.clone();
         async move {
-            c.verify_with_device(REALM, victim, b"guess", &hash, "thief", &token).await.unwrap()
+            let guess = format!("guess-{n}");
+            let r = c.verify_with_device(REALM, victim, guess.as_bytes(), &hash, "thief", &token);
+            r.await.unwrap()
         }
     };
 
@@ -269,8 +276,8 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
         .unwrap()
         .as_str()
         .to_owned();
-    for _ in 0..5 {
-        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), token.clone()).await));
+    for n in 0..5 {
+        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), token.clone(), n).await));
     }
     assert_eq!(
         c.admit(REALM, victim).await.unwrap(),
@@ -291,8 +298,8 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     ops.revoke_devices(portcullis::pb::RevokeDevicesRequest { account: account(REALM, victim) })
         .await
         .unwrap();
-    for _ in 0..5 {
-        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), fresh.clone()).await));
+    for n in 0..5 {
+        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), fresh.clone(), n).await));
     }
     assert_eq!(
         c.admit(REALM, victim).await.unwrap(),
@@ -310,8 +317,8 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     let current =
         c.verify(REALM, victim, new_password, &new_hash, "home").await.unwrap().device_token;
     // It is trusted now: its guesses fill its own bucket, not the account's.
-    for _ in 0..5 {
-        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), current.clone()).await));
+    for n in 0..5 {
+        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), current.clone(), n).await));
     }
     assert_eq!(c.admit(REALM, victim).await.unwrap(), portcullis::pb::Decision::Allow);
     ops.unlock(portcullis::pb::UnlockRequest {
@@ -320,8 +327,8 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     })
     .await
     .unwrap();
-    for _ in 0..5 {
-        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), current.clone()).await));
+    for n in 0..5 {
+        assert!(is_reject(&guess_with(&mut c, new_hash.clone(), current.clone(), n).await));
     }
     assert_eq!(
         c.admit(REALM, victim).await.unwrap(),

@@ -32,6 +32,7 @@ mod redis_commands;
 mod redis_credentials;
 mod redis_tls;
 mod refusal_episodes;
+mod repeats;
 mod sentinel_store;
 mod signals;
 mod spray;

@@ -123,13 +123,15 @@ async fn a_scripted_run_shows_exactly_its_counts() {
     );
     // Store latency by operation: 6 + 2 Verify counts + the failed one; one clear (the
     // accept); the two Verify counts' spray notes and the accept's match note; each
-    // Verify's network token and the accept's give-back; no admit, no refund.
+    // Verify's network token and the accept's give-back; the reject's repeat-list note;
+    // no admit, no refund.
     let store_count = "portcullis_store_operation_seconds_count";
     assert_eq!(v(store_count, &[("operation", "record_attempt")]), 9.0);
     assert_eq!(v(store_count, &[("operation", "clear")]), 1.0);
     assert_eq!(v(store_count, &[("operation", "spray")]), 3.0);
     assert_eq!(v(store_count, &[("operation", "network")]), 3.0);
-    assert_eq!(family(&s, store_count).len(), 4, "{text}");
+    assert_eq!(v(store_count, &[("operation", "repeat")]), 1.0);
+    assert_eq!(family(&s, store_count).len(), 5, "{text}");
     // Each Verify count's spray answer, by realm; nothing was sprayed.
     let spray = "portcullis_spray_distinct_accounts_count";
     assert_eq!(v(spray, &[("realm", "fast")]), 2.0, "{text}");

@@ -19,9 +19,9 @@ use portcullis::pb::{
 use portcullis::rpc::GovernorService;
 use portcullis::spray::SprayWatch;
 use portcullis::store::SprayNote;
-use portcullis::store::keys::NetworkKey;
 use portcullis::store::keys::SprayKey;
 use portcullis::store::keys::{AccountKey, AttemptKey, KeySecret};
+use portcullis::store::keys::{NetworkKey, RepeatKey};
 use portcullis::store::{Attempt, Counted, Inspection, NetworkOp, NetworkState, Store, StoreError};
 use portcullis::throttle::bucket::BucketPolicy;
 use portcullis::throttle::{self, Policy};
@@ -131,6 +131,15 @@ impl Store for CountingStore {
         _: NetworkOp,
         _: &BucketPolicy,
     ) -> Result<NetworkState, StoreError> {
+        Err(self.fail())
+    }
+    async fn note_repeat(
+        &self,
+        _: &AccountKey,
+        _: &RepeatKey,
+        _: u64,
+        _: u32,
+    ) -> Result<(), StoreError> {
         Err(self.fail())
     }
     async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {

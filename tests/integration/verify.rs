@@ -105,7 +105,9 @@ async fn a_closed_door_rejects_without_hashing_and_a_match_clears() {
     let key = record_key("fast", Normalization::Email, id);
 
     for n in 1..=5 {
-        let r = c.verify("fast", id, b"guess", &hash, "c").await.unwrap();
+        // Distinct guesses: a repeated wrong password would be forgiven (throttle.md).
+        let guess = format!("guess-{n}");
+        let r = c.verify("fast", id, guess.as_bytes(), &hash, "c").await.unwrap();
         assert_eq!(r.verdict(), Verdict::Reject);
         assert_eq!(daemon.budget().comparisons, n);
     }
@@ -284,7 +286,8 @@ async fn a_replayed_attempt_id_is_never_compared_again() {
 
     // Lock the door with fresh ids; an old id replayed with the right password stays shut.
     for n in 2..=6 {
-        verify_with_id(&mut c, id, b"wrong", hash, "c", &format!("id-{n}")).await.unwrap();
+        let guess = format!("wrong-{n}");
+        verify_with_id(&mut c, id, guess.as_bytes(), hash, "c", &format!("id-{n}")).await.unwrap();
     }
     assert_eq!(c.admit("fast", id).await.unwrap(), portcullis::pb::Decision::Deny);
     for old in ["same-id", "id-2"] {

@@ -1,5 +1,6 @@
 //! How an entry of the embedded store is encoded: a record, an attempt id's answer, a
-//! spray note or count, a device epoch, a network bucket, each with its expiry.
+//! spray note or count, a device epoch, a network bucket, a repeat list, each with its
+//! expiry.
 
 use crate::store::StoreError;
 use crate::throttle::{MAX_STORED_COUNT, MAX_STORED_TIME_MS, Record};
@@ -28,6 +29,15 @@ pub(super) enum Entry {
         epoch: u64,
         expires_ms: u64,
     },
+    /// One client's refused-password fingerprints on one bucket (docs/throttle.md,
+    /// "Repeated passwords"), newest first, bound to the record's window start and
+    /// expiring with it.
+    Repeats {
+        window_start_ms: u64,
+        fingerprints: [u64; MAX_REPEATS],
+        len: u8,
+        expires_ms: u64,
+    },
     /// A client network's token bucket (docs/throttle.md, "Per client network"): its
     /// TAT, which is also when it expires (full again).
     Bucket {
@@ -51,6 +61,9 @@ pub(super) struct SprayCounts {
     pub(super) new_failed: u64,
 }
 
+/// Most fingerprints an [`Entry::Repeats`] holds (`repeat_list_length` is at most this).
+pub(super) const MAX_REPEATS: usize = 16;
+
 /// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
 pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
 
@@ -61,7 +74,8 @@ impl Entry {
             | Entry::Attempt { expires_ms, .. }
             | Entry::Spray { expires_ms, .. }
             | Entry::Epoch { expires_ms, .. }
-            | Entry::SprayCount { expires_ms, .. } => expires_ms,
+            | Entry::SprayCount { expires_ms, .. }
+            | Entry::Repeats { expires_ms, .. } => expires_ms,
             Entry::Bucket { tat_ms } => tat_ms,
         }
     }
@@ -75,6 +89,20 @@ impl Entry {
                 out.extend_from_slice(&record.window_start_ms.to_le_bytes());
                 out.extend_from_slice(&u64::from(record.step).to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
+                // The repeats only when there are some: most records never have one.
+                if record.repeats > 0 {
+                    out.extend_from_slice(&record.repeats.to_le_bytes());
+                }
+            }
+            Entry::Repeats { window_start_ms, fingerprints, len, expires_ms } => {
+                out.push(7);
+                out.extend_from_slice(&window_start_ms.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+                for fp in &fingerprints[..usize::from(len).min(MAX_REPEATS)] {
+                    out.extend_from_slice(&fp.to_le_bytes());
+                }
             }
             Entry::Attempt { allowed, window_start_ms, replays, expires_ms } => {
                 out.push(2);
@@ -120,11 +148,19 @@ impl Entry {
 
     pub(super) fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
         let corrupt = || StoreError::Protocol("corrupt embedded entry".into());
-        let expected = match bytes.first() {
-            Some(4) => SPRAY_COUNT_LEN,
-            _ => 33,
+        let fits = match bytes.first() {
+            Some(4) => bytes.len() == SPRAY_COUNT_LEN,
+            // A record with repeats carries one more word.
+            Some(1) => bytes.len() == 33 || bytes.len() == 41,
+            // A repeat list: the fixed words, then its fingerprints.
+            Some(7) => {
+                bytes.len() >= 33
+                    && (bytes.len() - 33).is_multiple_of(8)
+                    && (bytes.len() - 33) / 8 <= MAX_REPEATS
+            }
+            _ => bytes.len() == 33,
         };
-        if bytes.len() != expected {
+        if !fits {
             return Err(corrupt());
         }
         let word = |i: usize| {
@@ -144,6 +180,7 @@ impl Entry {
                     failures: word(0),
                     window_start_ms: word(1),
                     step: u32::try_from(word(2)).map_err(|_| corrupt())?,
+                    repeats: if bytes.len() == 41 { word(4) } else { 0 },
                 };
                 if !record.is_plausible() {
                     return Err(corrupt());
@@ -163,6 +200,19 @@ impl Entry {
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
             6 if word(0) == word(3) => Ok(Entry::Bucket { tat_ms: time(0)? }),
+            7 => {
+                let len = (bytes.len() - 33) / 8;
+                let mut fingerprints = [0u64; MAX_REPEATS];
+                for (i, fp) in fingerprints.iter_mut().enumerate().take(len) {
+                    *fp = word(4 + i);
+                }
+                Ok(Entry::Repeats {
+                    window_start_ms: time(0)?,
+                    fingerprints,
+                    len: u8::try_from(len).map_err(|_| corrupt())?,
+                    expires_ms: word(3),
+                })
+            }
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,
                 counts: [counts(1)?, counts(3)?],

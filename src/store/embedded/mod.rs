@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use redb::Database;
 
-use super::keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
+use super::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use super::{
     Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, NetworkOp, NetworkState, SprayNote,
     Store, StoreError,
@@ -238,6 +238,7 @@ impl Store for EmbeddedStore {
             attempt: attempt.attempt_id.map(|k| k.as_str().to_owned()),
             attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
             policy: *attempt.policy,
+            repeat: attempt.repeat.map(|r| (r.list.as_str().to_owned(), r.fingerprint)),
         };
         match self.submit(op).await? {
             Reply::Counted(c) => Ok(c),
@@ -293,6 +294,22 @@ impl Store for EmbeddedStore {
             Reply::Network(state) => Ok(state),
             _ => Err(unexpected()),
         }
+    }
+
+    async fn note_repeat(
+        &self,
+        bucket: &AccountKey,
+        list: &RepeatKey,
+        fingerprint: u64,
+        max_len: u32,
+    ) -> Result<(), StoreError> {
+        let op = Op::NoteRepeat {
+            record: bucket.record(),
+            list: list.as_str().to_owned(),
+            fingerprint,
+            max_len,
+        };
+        self.submit(op).await.map(drop)
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::entry::{Entry, SprayCounts};
+use super::entry::{Entry, MAX_REPEATS, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
 use crate::store::{Counted, Inspection, NetworkOp, NetworkState, SprayNote, StoreError};
 use crate::throttle::bucket::{BucketPolicy, Spent};
@@ -36,6 +36,16 @@ pub(super) enum Op {
         /// How long the attempt id's answer is kept (`store.attempt_id_horizon`).
         attempt_ttl_ms: u64,
         policy: Policy,
+        /// The client's refused-password list on the counted bucket, and the password's
+        /// fingerprint.
+        repeat: Option<(String, u64)>,
+    },
+    /// A failed comparison's fingerprint onto the client's list of the bucket `record`.
+    NoteRepeat {
+        record: String,
+        list: String,
+        fingerprint: u64,
+        max_len: u32,
     },
     Revoke {
         epoch_key: String,
@@ -273,6 +283,7 @@ impl Tables<'_, '_> {
                 attempt,
                 attempt_ttl_ms,
                 policy,
+                repeat,
             } => {
                 // A device's bucket only under the account's current epoch, which is then
                 // kept (record_attempt.lua); an attempt without a token reads no epoch.
@@ -306,9 +317,38 @@ impl Tables<'_, '_> {
                         window_start_ms,
                         replays,
                         trusted: false,
+                        repeat: false,
                     }));
                 }
-                let out = throttle::attempt(policy, self.record(counted)?, now);
+                let current = self.record(counted)?;
+                // A repeat of a refused password in the record's window: not counted
+                // (record_attempt.lua, src/throttle.rs::forgive).
+                if let (Some(r), Some((list, fingerprint))) = (current, repeat)
+                    && self.on_list(list, r.window_start_ms, *fingerprint)?
+                    && let Some(out) = throttle::forgive(policy, &r, now)
+                {
+                    let expires_ms = self.get(counted)?.map_or(now, |e| e.expires_ms());
+                    self.put(counted, Entry::Record { record: out.record, expires_ms })?;
+                    if let Some(key) = attempt {
+                        let entry = Entry::Attempt {
+                            allowed: out.allowed,
+                            window_start_ms: r.window_start_ms,
+                            replays: 0,
+                            expires_ms: now + attempt_ttl_ms,
+                        };
+                        self.put(key, entry)?;
+                    }
+                    return Ok(Reply::Counted(Counted {
+                        allowed: out.allowed,
+                        locked_now: false,
+                        failures: r.failures,
+                        window_start_ms: r.window_start_ms,
+                        replays: 0,
+                        trusted,
+                        repeat: true,
+                    }));
+                }
+                let out = throttle::attempt(policy, current, now);
                 let expires_ms = throttle::expiry_ms(policy, &out.record, now);
                 self.put(counted, Entry::Record { record: out.record, expires_ms })?;
                 if let Some(key) = attempt {
@@ -328,9 +368,59 @@ impl Tables<'_, '_> {
                     window_start_ms: out.record.window_start_ms,
                     replays: 0,
                     trusted,
+                    repeat: false,
                 }))
             }
+            Op::NoteRepeat { record, list, fingerprint, max_len } => {
+                self.note_repeat(record, list, *fingerprint, *max_len).map(|()| Reply::Done)
+            }
         }
+    }
+
+    /// Whether `fingerprint` is on the repeat list at `list` for the window that started
+    /// at `window_start_ms`.
+    fn on_list(
+        &self,
+        list: &str,
+        window_start_ms: u64,
+        fingerprint: u64,
+    ) -> Result<bool, StoreError> {
+        match self.get(list)? {
+            Some(Entry::Repeats { window_start_ms: ws, fingerprints, len, .. }) => Ok(ws
+                == window_start_ms
+                && fingerprints[..usize::from(len).min(MAX_REPEATS)].contains(&fingerprint)),
+            None => Ok(false),
+            Some(_) => Err(StoreError::Protocol("a repeat key holds another entry".into())),
+        }
+    }
+
+    /// The embedded form of `repeat.lua`: `fingerprint` first on `list`, at most
+    /// `max_len` kept, bound to the bucket's window and expiring with its record; no
+    /// record, no note.
+    fn note_repeat(
+        &mut self,
+        record: &str,
+        list: &str,
+        fingerprint: u64,
+        max_len: u32,
+    ) -> Result<(), StoreError> {
+        let Some(Entry::Record { record: r, expires_ms }) = self.get(record)? else {
+            return Ok(());
+        };
+        let mut kept = vec![fingerprint];
+        if let Some(Entry::Repeats { window_start_ms, fingerprints, len, .. }) = self.get(list)?
+            && window_start_ms == r.window_start_ms
+        {
+            let old = fingerprints[..usize::from(len).min(MAX_REPEATS)].iter();
+            kept.extend(old.filter(|&&fp| fp != fingerprint));
+        }
+        kept.truncate(usize::try_from(max_len).unwrap_or(MAX_REPEATS).clamp(1, MAX_REPEATS));
+        let mut fingerprints = [0u64; MAX_REPEATS];
+        fingerprints[..kept.len()].copy_from_slice(&kept);
+        let len = u8::try_from(kept.len()).unwrap_or(0);
+        let entry =
+            Entry::Repeats { window_start_ms: r.window_start_ms, fingerprints, len, expires_ms };
+        self.put(list, entry)
     }
 
     /// The device epoch at `key` (0 when absent).
@@ -357,6 +447,7 @@ impl Tables<'_, '_> {
                 | Entry::Spray { .. }
                 | Entry::SprayCount { .. }
                 | Entry::Bucket { .. }
+                | Entry::Repeats { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),

@@ -1,7 +1,7 @@
 -- admit.lua: is this account key's door open? Reads, never writes
 -- (src/throttle.rs::is_open is the same rule in Rust).
 --
--- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st)
+-- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st; rp)
 -- ARGV[1]  max_failures
 -- ARGV[2]  first_window_ms
 -- ARGV[3]  max_window_ms

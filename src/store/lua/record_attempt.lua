@@ -3,13 +3,17 @@
 -- src/throttle.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
 -- conformance tests hold the two together).
 --
--- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st)
+-- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st; rp)
 -- and only for an attempt that carries a device token (ARGV[7] >= 0):
--- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st)
+-- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st; rp)
 -- KEYS[3]  device epoch    portcullis:v2:{<digest>}:e          (string; absent: 0)
--- then, when the gateway sent an attempt_id (the last key):
+-- then, when the gateway sent an attempt_id:
 -- KEYS[2] or KEYS[4]       portcullis:v2:{<digest>}:a:<16 hex>
 --                          "<allowed>:<window_start_ms>:<replays>" of the first call
+-- then, when ARGV[10] names a fingerprint (the last key):
+--                          portcullis:v2:{<digest>}:p:<16 hex>   the client's refused
+--                          passwords on the counted bucket: "<ws>|,<fp>,<fp>,"
+--                          (repeat.lua writes it)
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
 -- ARGV[3]  max_window_ms
@@ -22,8 +26,15 @@
 --                             (device_token_ttl + clock skew)
 -- ARGV[9]  attempt_ttl_ms     how long an attempt_id's answer is kept (the retry horizon,
 --                             store.attempt_id_horizon)
+-- ARGV[10] fingerprint        the password's repeat fingerprint (4-16 hex); '' none
 --
--- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0)}.
+-- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
+-- repeat (1|0)}.
+-- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle.rs::forgive): the
+-- fingerprint is on the client's list for the counted record's current window. It is
+-- not counted: allowed while failures < max_failures, the record's forgiven count 'rp'
+-- goes up, nothing else changes. A window that is over, or no record, counts it as
+-- any attempt.
 -- A device's attempt is counted in its bucket (trusted = 1) only while its token's
 -- epoch is the account's epoch; after an operator revoked the account's devices (a
 -- higher epoch) it is counted on the account's own record, as any untrusted attempt.
@@ -40,12 +51,13 @@
 -- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, -1, 7776300000, 300000),
 -- store time T, no device, one key:
 --   no record          -> record {f=1, ws=T, st=0}, PTTL 900000 (the rest of its window),
---                         returns {1, 1, 0, T, 0, 0}
+--                         returns {1, 1, 0, T, 0, 0, 0}
 --   5th call at T+1s   -> {f=5}: exhausted, PTTL 86400000 (kept for the retention)
---   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0}           (door closed)
+--   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0}        (door closed)
 --   call at T+900s     -> window over and exhausted: {f=1, ws=T+900000, st=1}, kept
 -- A device token with epoch 0 while the account's epoch is 1: counted on KEYS[1],
--- trusted 0.
+-- trusted 0. With fingerprint 'ab12cd34' and the list "T|,ab12cd34," at T+3s and
+-- {f=4}: not counted, {rp=1}, returns {1, 4, 0, T, 0, 0, 1}.
 --
 -- Time comes from Redis TIME, never from a daemon: replicas' clocks disagree.
 -- A script and not MULTI/EXEC: a key can expire between the commands of a
@@ -61,6 +73,7 @@ local max_step = tonumber(ARGV[6])
 local token_epoch = tonumber(ARGV[7])
 local epoch_ttl = tonumber(ARGV[8])
 local attempt_ttl = tonumber(ARGV[9])
+local fingerprint = ARGV[10] or ''
 assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
 assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
 assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
@@ -70,11 +83,21 @@ assert(max_step and max_step >= 0 and max_step < 64, 'max_step must be in 0..63'
 assert(token_epoch and token_epoch >= -1, 'device_epoch must be a number or -1')
 assert(epoch_ttl and epoch_ttl >= 1000, 'epoch_ttl_ms must be >= 1000')
 assert(attempt_ttl and attempt_ttl >= 1000, 'attempt_ttl_ms must be >= 1000')
+assert(fingerprint == '' or (#fingerprint >= 4 and #fingerprint <= 16
+  and not string.find(fingerprint, '[^0-9a-f]')), 'fingerprint must be 4-16 hex digits or empty')
 local device = token_epoch >= 0
 local fixed = 1
 if device then fixed = 3 end
+local list_key = nil
+if fingerprint ~= '' then
+  list_key = KEYS[#KEYS]
+  fixed = fixed + 1
+end
 assert(#KEYS == fixed or #KEYS == fixed + 1, 'record_attempt: wrong number of keys')
-local attempt_key = KEYS[fixed + 1]
+local attempt_key = nil
+if #KEYS == fixed + 1 then
+  if list_key then attempt_key = KEYS[#KEYS - 1] else attempt_key = KEYS[#KEYS] end
+end
 
 -- Where the attempt is counted: a device's bucket only under the account's current
 -- device epoch, which is then kept (it must outlive every token issued under it).
@@ -100,23 +123,43 @@ if attempt_key then
     replays = stored(replays, MAX_COUNT, 'attempt record') + 1
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays), 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays, 0}
+    return {tonumber(allowed), -1, -1, ws, replays, 0, 0}
   end
 end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local rec = redis.call('HMGET', record, 'f', 'ws', 'st')
-local failures, ws, step = 0, now, 0
+local rec = redis.call('HMGET', record, 'f', 'ws', 'st', 'rp')
+local failures, ws, step, repeats = 0, now, 0, 0
 if rec[1] then
   failures = stored(rec[1], MAX_COUNT, 'record')
   ws = stored(rec[2], MAX_TIME_MS, 'record')
   step = stored(rec[3], MAX_STEP, 'record')
+  if rec[4] then repeats = stored(rec[4], MAX_COUNT, 'record') end
 end
 
 local window = math.min(first_window * (2 ^ step), max_window)
+if rec[1] and list_key and now - ws < window then
+  local held = redis.call('GET', list_key)
+  if held then
+    local list_ws, fps = string.match(held, '^(%d+)|(,.*)$')
+    if not list_ws then error('corrupt repeat list') end
+    if stored(list_ws, MAX_TIME_MS, 'repeat list') == ws
+        and string.find(fps, ',' .. fingerprint .. ',', 1, true) then
+      redis.call('HSET', record, 'rp', string.format('%d', repeats + 1))
+      local allowed = 0
+      if failures < max_failures then allowed = 1 end
+      if attempt_key then
+        redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
+          'PX', attempt_ttl)
+      end
+      return {allowed, failures, step, ws, 0, trusted, 1}
+    end
+  end
+end
 if now - ws >= window then
+  if rec[4] then redis.call('HDEL', record, 'rp') end
   if failures >= max_failures and escalate == 1 then
     step = math.min(step + 1, max_step)
   end
@@ -142,4 +185,4 @@ if attempt_key then
   redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
     'PX', attempt_ttl)
 end
-return {allowed, failures, step, ws, 0, trusted}
+return {allowed, failures, step, ws, 0, trusted, 0}

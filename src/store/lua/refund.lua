@@ -2,7 +2,7 @@
 -- CPU budget refused it (it was not a guess; docs/throttle.md, "The rules").
 -- src/throttle.rs::refund is the same rule in Rust.
 --
--- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st)
+-- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st; rp)
 -- KEYS[2]  optional     portcullis:v2:{<digest>}:a:<16 hex>
 --                       deleted, so the gateway's retry with the same
 --                       attempt_id is counted afresh

@@ -22,8 +22,10 @@
 //! `UNAVAILABLE` (fail closed).
 
 mod cluster;
+mod info;
 mod network;
 mod pool;
+mod repeat;
 mod scripts;
 pub use scripts::RECORD_ATTEMPT_SOURCE;
 mod sentinel;
@@ -38,10 +40,11 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
-use super::keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
+use super::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use super::{Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError};
 use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{Policy, Record};
+use info::{NON_EVICTING_POLICIES, eviction_policies, fullest_node, info_text, node_texts};
 use pool::{LeanPool, Tracked};
 use settings::{RedisSettings, RedisShape};
 
@@ -157,62 +160,6 @@ pub fn retires_connection(error: &RedisError) -> bool {
 fn install_crypto_provider() {
     // An error only says a default is installed already: that one stays.
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// `maxmemory-policy` values under which Redis never deletes a key to make room.
-const NON_EVICTING_POLICIES: [&str; 1] = ["noeviction"];
-
-/// `used_memory` and `maxmemory` (0: no limit) of the node whose use is nearest its
-/// limit, in bytes, from each node's `INFO memory` text: what the
-/// [`MEMORY_USED_GAUGE`] and [`MEMORY_LIMIT_GAUGE`] report. A node without a limit
-/// counts as nearest only when no node has one.
-fn fullest_node(texts: &[String]) -> Option<(u64, u64)> {
-    let field = |text: &str, name: &str| {
-        text.lines().find_map(|l| l.trim_end().strip_prefix(name)?.parse::<u64>().ok())
-    };
-    texts
-        .iter()
-        .filter_map(|t| Some((field(t, "used_memory:")?, field(t, "maxmemory:").unwrap_or(0))))
-        .max_by(|&(u1, m1), &(u2, m2)| {
-            // Nodes with a limit by their share of it, above nodes without, by use.
-            let share = |used: u64, limit: u64| used as f64 / limit as f64;
-            match (m1 > 0, m2 > 0) {
-                (true, true) => share(u1, m1).total_cmp(&share(u2, m2)),
-                (false, false) => u1.cmp(&u2),
-                (limited, _) => limited.cmp(&!limited),
-            }
-        })
-}
-
-/// Each node's part of an `INFO` reply: one string, or a cluster's map of node to string.
-fn node_texts(value: &redis::Value) -> Vec<String> {
-    match value {
-        redis::Value::Map(entries) => entries.iter().map(|(_, v)| info_text(v)).collect(),
-        other => vec![info_text(other)],
-    }
-}
-
-/// Every `maxmemory_policy:` value in `INFO` text (one per node answering).
-fn eviction_policies(info: &str) -> Vec<String> {
-    info.lines()
-        .filter_map(|l| l.trim_end().strip_prefix("maxmemory_policy:"))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The text of an `INFO` reply: one string, or (a cluster's answer from every master) a
-/// map of node to string.
-fn info_text(value: &redis::Value) -> String {
-    match value {
-        redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        redis::Value::VerbatimString { text, .. } => text.clone(),
-        redis::Value::SimpleString(text) => text.clone(),
-        redis::Value::Map(entries) => {
-            entries.iter().map(|(_, v)| info_text(v)).collect::<Vec<_>>().join("\n")
-        }
-        redis::Value::Array(items) => items.iter().map(info_text).collect::<Vec<_>>().join("\n"),
-        _ => String::new(),
-    }
 }
 
 impl RedisStore {
@@ -431,6 +378,9 @@ impl Store for RedisStore {
         if let Some(attempt_key) = attempt.attempt_id {
             call.key(attempt_key.as_str());
         }
+        if let Some(repeat) = &attempt.repeat {
+            call.key(repeat.list.as_str());
+        }
         // -1: no device token (the script then reads no epoch).
         let device_epoch =
             attempt.device.map_or(-1, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX));
@@ -442,9 +392,11 @@ impl Store for RedisStore {
             .arg(policy.max_step())
             .arg(device_epoch)
             .arg(attempt.device_epoch_ttl_ms)
-            .arg(self.attempt_ttl_ms);
+            .arg(self.attempt_ttl_ms)
+            .arg(attempt.repeat.map_or_else(String::new, |r| repeat::hex(r.fingerprint)));
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
-        let [allowed, failures, _step, window_start_ms, replays, trusted] = reply[..] else {
+        let [allowed, failures, _step, window_start_ms, replays, trusted, repeat] = reply[..]
+        else {
             return Err(StoreError::Protocol(format!(
                 "record_attempt returned {} values",
                 reply.len()
@@ -467,6 +419,7 @@ impl Store for RedisStore {
             window_start_ms: number(window_start_ms, "window start")?,
             replays: number(replays, "replay count")?,
             trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
+            repeat: flag(repeat, "repeat")? && attempt.repeat.is_some(),
         })
     }
 
@@ -526,6 +479,16 @@ impl Store for RedisStore {
         self.network_op(key, op, policy).await
     }
 
+    async fn note_repeat(
+        &self,
+        bucket: &AccountKey,
+        list: &RepeatKey,
+        fingerprint: u64,
+        max_len: u32,
+    ) -> Result<(), StoreError> {
+        self.note_repeat_op(bucket, list, fingerprint, max_len).await
+    }
+
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
         let call = scripts::clear().key(key.record());
         let _reply: Vec<i64> = self.invoke(&call).await?;
@@ -551,7 +514,7 @@ impl Store for RedisStore {
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
         let call = scripts::inspect().key(key.record());
         let reply: Vec<i64> = self.invoke(&call).await?;
-        let [exists, failures, window_start_ms, step, now_ms] = reply[..] else {
+        let [exists, failures, window_start_ms, step, now_ms, repeats] = reply[..] else {
             return Err(StoreError::Protocol(format!("inspect returned {} values", reply.len())));
         };
         let field = |v: i64, name: &str| {
@@ -564,6 +527,7 @@ impl Store for RedisStore {
                 window_start_ms: field(window_start_ms, "window start")?,
                 step: u32::try_from(step)
                     .map_err(|_| StoreError::Protocol("inspect: step out of range".into()))?,
+                repeats: field(repeats, "repeats")?,
             }),
             other => return Err(StoreError::Protocol(format!("inspect exists={other}"))),
         };
@@ -573,23 +537,5 @@ impl Store for RedisStore {
     /// Health: the store answers `INFO` and its eviction policy is safe (or allowed).
     async fn ping(&self) -> Result<(), StoreError> {
         self.check_safety().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_fullest_node_is_the_one_nearest_its_limit() {
-        let node =
-            |used: u64, max: u64| format!("# Memory\r\nused_memory:{used}\r\nmaxmemory:{max}\r\n");
-        assert_eq!(
-            fullest_node(&[node(100, 1000), node(900, 1000), node(5000, 0)]),
-            Some((900, 1000))
-        );
-        assert_eq!(fullest_node(&[node(100, 0), node(300, 0)]), Some((300, 0)));
-        assert_eq!(fullest_node(&[node(10, 100), node(50, 100_000)]), Some((10, 100)));
-        assert_eq!(fullest_node(&["no memory section".to_owned()]), None);
     }
 }

@@ -74,3 +74,8 @@ script!(
     network,
     "network.lua"
 );
+script!(
+    /// A failed comparison's password onto its client's refused-password list.
+    repeat,
+    "repeat.lua"
+);

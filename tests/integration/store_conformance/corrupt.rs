@@ -1,5 +1,8 @@
 //! Values a daemon never writes are store errors on both backends, never answers.
 
+use portcullis::store::keys::RepeatKey;
+use portcullis::store::{Attempt, RepeatClaim};
+
 use super::*;
 
 /// Values a daemon never writes, in a key a script reads, are a store error on every
@@ -26,6 +29,15 @@ async fn every_read_fails(store: &dyn Store, k: &AccountKey, what: &str) {
     assert!(refund.is_err(), "refund over {what}");
 }
 
+/// A count claiming a repeat on `list`, and a note onto it, both fail over a corrupt list.
+async fn every_repeat_read_fails(store: &dyn Store, k: &AccountKey, list: &RepeatKey, what: &str) {
+    let p = policy(false);
+    let claim = RepeatClaim { list, fingerprint: 0xaa11 };
+    let attempt = Attempt { repeat: Some(claim), ..Attempt::new(k, None, &p) };
+    assert!(store.count(&attempt).await.is_err(), "count over the repeat list {what}");
+    assert!(store.note_repeat(k, list, 0xaa11, 3).await.is_err(), "note over {what}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
     let redis = Redis::new();
@@ -49,6 +61,15 @@ async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
         let _: () = redis::cmd("SET").arg(&ids[0]).arg(bad).query(&mut conn).unwrap();
         let replay = store.record_attempt(&k, Some(&attempt), &policy(false)).await;
         assert!(replay.is_err(), "replay over {bad}: {replay:?}");
+    }
+    // A corrupt repeat list: a count that reads it, and a note, are errors (a garbled
+    // list must never forgive, nor be overwritten as if empty).
+    let k = key("corrupt-list@example.com");
+    let list = k.repeats(&secret(), "ip:203.0.113.7/32");
+    store.record_attempt(&k, None, &policy(false)).await.unwrap();
+    for bad in ["garbage", "x|,aa11,", "99999999999999999999|,aa11,", "-1|,aa11,"] {
+        let _: () = redis::cmd("SET").arg(list.as_str()).arg(bad).query(&mut conn).unwrap();
+        every_repeat_read_fails(store.as_ref(), &k, &list, bad).await;
     }
     // A corrupt network bucket: every operation on it is an error (a take would
     // otherwise read it as full).
@@ -100,6 +121,37 @@ async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
         }
         let store = open();
         every_read_fails(&store, &k, what).await;
+    }
+    // A corrupt repeat list (tag 7: window start, two zero words, expiry, then at most
+    // 16 fingerprints).
+    let k = key("corrupt-list@example.com");
+    let list = k.repeats(&secret(), "ip:203.0.113.7/32");
+    let repeats = |ws: u64, fingerprints: usize, tail: usize| {
+        let mut bytes = vec![7u8];
+        for word in [ws, 0, 0, u64::MAX / 2] {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        bytes.extend(std::iter::repeat_n(0xaa, fingerprints * 8 + tail));
+        bytes
+    };
+    {
+        let store = open();
+        store.record_attempt(&k, None, &policy(false)).await.unwrap();
+    }
+    for (what, bytes) in [
+        ("a torn fingerprint", repeats(1_800_000_000_000, 2, 3)),
+        ("17 fingerprints", repeats(1_800_000_000_000, 17, 0)),
+        ("window start u64::MAX", repeats(u64::MAX, 1, 0)),
+        ("truncated", vec![7u8, 1, 2]),
+    ] {
+        {
+            let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(ENTRIES).unwrap().insert(list.as_str(), bytes.as_slice()).unwrap();
+            txn.commit().unwrap();
+        }
+        let store = open();
+        every_repeat_read_fails(&store, &k, &list, what).await;
     }
     // A corrupt network bucket (tag 6: TAT and expiry must agree and be a time).
     let n = NetworkKey::new(&secret(), "default", "key:corrupt");

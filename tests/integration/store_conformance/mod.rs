@@ -492,6 +492,10 @@ conformance!(
     lifetime_follows_content,
     network_buckets,
     concurrent_takes_stop_at_capacity,
+    repeat_lists,
+    concurrent_new_fingerprints_allow_max_failures,
 );
 
 mod corrupt;
+mod repeats;
+use repeats::{concurrent_new_fingerprints_allow_max_failures, repeat_lists};

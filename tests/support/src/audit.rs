@@ -97,8 +97,11 @@ pub fn dbsize(conn: &mut redis::Connection) -> u64 {
 }
 
 /// Keys of account keys (records, attempt ids, device buckets): every key but the
-/// password-spray counts (`{spray:…}`, docs/spray.md), which every `Verify` also writes.
+/// password-spray counts (`{spray:…}`, docs/spray.md), the network buckets (`{n:…}`) and
+/// the repeat lists (`:p:`, docs/throttle.md), which a failed `Verify` also writes.
 pub fn account_key_count(conn: &mut redis::Connection) -> usize {
     let keys: Vec<String> = redis::cmd("KEYS").arg("portcullis:v2:*").query(conn).unwrap();
-    keys.iter().filter(|k| !k.contains("{spray:") && !k.contains("{n:")).count()
+    keys.iter()
+        .filter(|k| !k.contains("{spray:") && !k.contains("{n:") && !k.contains("}:p:"))
+        .count()
 }

@@ -44,3 +44,24 @@ pub fn commandstats(info: &str) -> Vec<(String, u64)> {
     commands.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     commands
 }
+
+/// Two-sample Kolmogorov–Smirnov statistic D: the largest distance between the samples'
+/// empirical distribution functions (sorts both). Two samples of sizes n and m differ at
+/// significance α when D > c(α)·√((n+m)/(n·m)), c(0.001) = 1.949. A few lines, so no
+/// statistics crate.
+pub fn ks_statistic(a: &mut [f64], b: &mut [f64]) -> f64 {
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let (mut i, mut j, mut d) = (0, 0, 0f64);
+    while i < a.len() && j < b.len() {
+        let x = a[i].min(b[j]);
+        while i < a.len() && a[i] <= x {
+            i += 1;
+        }
+        while j < b.len() && b[j] <= x {
+            j += 1;
+        }
+        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
+    }
+    d
+}

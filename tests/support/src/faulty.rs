@@ -10,7 +10,7 @@ use portcullis::network::NetworkWatch;
 use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
 use portcullis::spray::SprayWatch;
-use portcullis::store::keys::{AccountKey, AttemptKey, NetworkKey, SprayKey};
+use portcullis::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use portcullis::store::{
     Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError,
 };
@@ -24,6 +24,8 @@ pub enum Fault {
     Spray(SprayNote),
     /// `network` with this operation.
     Network(NetworkOp),
+    /// `note_repeat`.
+    NoteRepeat,
 }
 
 /// `inner`, except that the operation `fail` names is a [`StoreError`].
@@ -78,6 +80,18 @@ impl Store for FaultyStore {
             return Err(injected());
         }
         self.inner.network(key, op, policy).await
+    }
+    async fn note_repeat(
+        &self,
+        bucket: &AccountKey,
+        list: &RepeatKey,
+        fingerprint: u64,
+        max_len: u32,
+    ) -> Result<(), StoreError> {
+        if self.fail == Fault::NoteRepeat {
+            return Err(injected());
+        }
+        self.inner.note_repeat(bucket, list, fingerprint, max_len).await
     }
     async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
         self.inner.clear(k).await

@@ -1,0 +1,102 @@
+//! Repeat lists (docs/throttle.md, "Repeated passwords") on both backends: a fingerprint
+//! on its client's list is forgiven only in the window it was noted in, on that list,
+//! never past a closed door, never after a clear; the list keeps the newest and lives
+//! with its record.
+
+use portcullis::store::keys::RepeatKey;
+use portcullis::store::{Attempt, Counted, RepeatClaim};
+
+use super::*;
+
+async fn count(b: &dyn Backend, k: &AccountKey, list: &RepeatKey, fingerprint: u64) -> Counted {
+    let p = policy(false);
+    let attempt =
+        Attempt { repeat: Some(RepeatClaim { list, fingerprint }), ..Attempt::new(k, None, &p) };
+    b.store().count(&attempt).await.unwrap()
+}
+
+pub(super) async fn repeat_lists(b: &dyn Backend) {
+    let store = b.store();
+    let k = key("repeat@example.com");
+    let phone = k.repeats(&secret(), "ip:203.0.113.7/32");
+    let other = k.repeats(&secret(), "ip:198.51.100.1/32");
+
+    // Not yet noted: counted. Noted: forgiven, allowed, not counted, the window's
+    // repeats go up.
+    let first = count(b, &k, &phone, 0xaa11).await;
+    assert!(!first.repeat && first.allowed);
+    assert_eq!(first.failures, 1);
+    // No list is written by a count, and a note on a bucket without a record writes none.
+    assert_eq!(b.ttl_ms(phone.as_str()).await, None, "a count wrote a repeat list");
+    let absent = key("absent@example.com");
+    let absent_list = absent.repeats(&secret(), "ip:203.0.113.7/32");
+    store.note_repeat(&absent, &absent_list, 0xaa11, 3).await.unwrap();
+    assert_eq!(b.ttl_ms(absent_list.as_str()).await, None, "a note without a record wrote");
+    store.note_repeat(&k, &phone, 0xaa11, 3).await.unwrap();
+    let record_ttl = b.ttl_ms(&k.record()).await;
+    assert!(near(b.ttl_ms(phone.as_str()).await, record_ttl.unwrap()), "list outlives record");
+    for n in 1..=4 {
+        let again = count(b, &k, &phone, 0xaa11).await;
+        assert!(again.repeat && again.allowed, "repeat {n}");
+        assert_eq!(again.failures, 1);
+    }
+    assert_eq!(b.record(&k).await, Some((1, 0)), "a repeat was counted");
+    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().repeats, 4);
+    // On another client's list the same fingerprint is a new guess.
+    assert!(!count(b, &k, &other, 0xaa11).await.repeat);
+    assert_eq!(b.record(&k).await, Some((2, 0)));
+
+    // The list keeps the newest max_len; a noted fingerprint moves first.
+    for fp in [0xbb22, 0xcc33, 0xaa11, 0xdd44] {
+        store.note_repeat(&k, &phone, fp, 3).await.unwrap();
+    }
+    assert!(!count(b, &k, &phone, 0xbb22).await.repeat, "the oldest was kept");
+    for fp in [0xaa11, 0xcc33, 0xdd44] {
+        assert!(count(b, &k, &phone, fp).await.repeat, "{fp:x} was dropped");
+    }
+    assert_eq!(b.record(&k).await, Some((3, 0)));
+
+    // Behind a closed door a repeat is refused, and still not counted.
+    let closing = [0x1001, 0x1002];
+    for fp in closing {
+        assert!(count(b, &k, &phone, fp).await.allowed);
+    }
+    let behind = count(b, &k, &phone, 0xaa11).await;
+    assert!(behind.repeat && !behind.allowed);
+    assert_eq!(b.record(&k).await, Some((5, 0)), "a repeat behind a closed door was counted");
+
+    // A clear (an accept) forgets the list.
+    store.clear(&k).await.unwrap();
+    let fresh = count(b, &k, &phone, 0xaa11).await;
+    assert!(!fresh.repeat);
+    assert_eq!(fresh.failures, 1);
+
+    // A new window forgets it, and its repeats.
+    store.note_repeat(&k, &phone, 0xaa11, 3).await.unwrap();
+    assert!(count(b, &k, &phone, 0xaa11).await.repeat);
+    b.advance(&k, 15 * MIN).await;
+    let later = count(b, &k, &phone, 0xaa11).await;
+    assert!(!later.repeat && later.allowed);
+    assert_eq!(later.failures, 1);
+    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().repeats, 0);
+}
+
+/// Repeats never loosen the atomic limit: 50 concurrent counts of fingerprints noted on
+/// no list allow exactly `max_failures`.
+pub(super) async fn concurrent_new_fingerprints_allow_max_failures(b: &dyn Backend) {
+    let k = key("repeat-race@example.com");
+    let mut calls = tokio::task::JoinSet::new();
+    for n in 0..50u64 {
+        let (store, k) = (b.store(), k.clone());
+        calls.spawn(async move {
+            let list = k.repeats(&secret(), &format!("ip:203.0.113.{n}/32"));
+            let p = policy(false);
+            let claim = RepeatClaim { list: &list, fingerprint: 0x5000 + n };
+            let attempt = Attempt { repeat: Some(claim), ..Attempt::new(&k, None, &p) };
+            store.count(&attempt).await.unwrap().allowed
+        });
+    }
+    let allowed = calls.join_all().await.into_iter().filter(|a| *a).count();
+    assert_eq!(allowed, 5);
+    assert_eq!(b.record(&k).await, Some((50, 0)));
+}
