@@ -44,6 +44,9 @@ pub enum Rpc {
     Verify,
     /// `Governor/ClearAttempts`.
     ClearAttempts,
+    /// `Governor/CheckPassword` (set and change time, docs/breach.md): its own
+    /// permission, so a login gateway need not be able to test passwords at will.
+    CheckPassword,
     /// `Admin/Inspect` (operators).
     Inspect,
     /// `Admin/Unlock` (operators).
@@ -67,6 +70,7 @@ impl Rpc {
             "/portcullis.v1.Governor/RecordAttempt" => Rpc::RecordAttempt,
             "/portcullis.v1.Governor/Verify" => Rpc::Verify,
             "/portcullis.v1.Governor/ClearAttempts" => Rpc::ClearAttempts,
+            "/portcullis.v1.Governor/CheckPassword" => Rpc::CheckPassword,
             "/portcullis.v1.Admin/Inspect" => Rpc::Inspect,
             "/portcullis.v1.Admin/Unlock" => Rpc::Unlock,
             "/portcullis.v1.Admin/SprayStatus" => Rpc::SprayStatus,
@@ -93,8 +97,8 @@ pub struct CallerConfig {
     /// never configured here.
     #[serde(default)]
     pub token_hash_file: Option<PathBuf>,
-    /// RPCs it may call: `Admit`, `RecordAttempt`, `Verify`, `ClearAttempts`, and for
-    /// operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`, `InspectNetwork`,
+    /// RPCs it may call: `Admit`, `RecordAttempt`, `Verify`, `ClearAttempts`,
+    /// `CheckPassword`, and for operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`, `InspectNetwork`,
     /// `ReleaseNetwork`.
     pub rpcs: Vec<Rpc>,
     /// Realms it may name, or `["*"]` for every configured realm.

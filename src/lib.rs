@@ -29,6 +29,8 @@
 //! - [`repeat`]: repeated wrong passwords: the keyed fingerprints and their lists.
 //! - [`network`]: the throttle per client network: client keys to networks, the
 //!   realm's policy, the throttle episodes.
+//! - [`breach`]: breached passwords: the filter file, its builder, the list in force
+//!   and its reload, the set-time check; `[breach]`.
 //! - [`realm`]: realms and their policies; `[realms.NAME]`.
 //! - [`login`]: the `Verify` flow in domain types (count, checks, admission, compare,
 //!   clear or note).
@@ -46,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod breach;
 pub mod config;
 pub mod daemon;
 pub mod devices;

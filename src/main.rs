@@ -81,6 +81,11 @@ enum Command {
     /// Ask the daemon's grpc.health.v1 service; exit 0 only on SERVING (a container
     /// HEALTHCHECK). Exit status: 0 serving, 1 not serving, 2 error.
     Health(cli::health::HealthArgs),
+    /// The breached-password filter (docs/breach.md).
+    BreachFilter {
+        #[command(subcommand)]
+        command: cli::breach::BreachCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
         // The daemon makes its own runtime, from its configuration (`server.io_threads`).
         Command::Serve(args) => return cli::serve::serve(args),
         Command::CheckConfig { file } => return cli::serve::check_config(&file),
+        Command::BreachFilter { command } => return cli::breach::breach_filter(command),
         other => other,
     };
     let runtime = match tokio::runtime::Runtime::new() {
@@ -112,7 +118,9 @@ fn main() -> ExitCode {
             Command::InspectNetwork(args) => cli::network::network(args, false).await,
             Command::ReleaseNetwork(args) => cli::network::network(args, true).await,
             Command::Health(args) => cli::health::health(args).await,
-            Command::Serve(_) | Command::CheckConfig { .. } => unreachable!("dispatched above"),
+            Command::Serve(_) | Command::CheckConfig { .. } | Command::BreachFilter { .. } => {
+                unreachable!("dispatched above")
+            }
         }
     })
 }

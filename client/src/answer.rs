@@ -45,6 +45,10 @@ pub struct Answer {
     /// up its bucket of failed logins in a realm whose `network_action` is `flag`.
     /// Implies `step_up`.
     pub network_throttled: bool,
+    /// On an allowed `Verify` only: the password is in the daemon's breach filter
+    /// (docs/breach.md). Let the login through, then force a password change (NIST SP
+    /// 800-63B: a compromised password must be changed).
+    pub password_breached: bool,
 }
 
 impl std::fmt::Debug for Answer {
@@ -58,6 +62,7 @@ impl std::fmt::Debug for Answer {
             .field("spray_suspected", &self.spray_suspected)
             .field("step_up", &self.step_up)
             .field("network_throttled", &self.network_throttled)
+            .field("password_breached", &self.password_breached)
             .finish()
     }
 }
@@ -72,6 +77,7 @@ impl Answer {
             spray_suspected: false,
             step_up: false,
             network_throttled: false,
+            password_breached: false,
         }
     }
 

@@ -286,6 +286,7 @@ impl Client {
                 spray_suspected: r.spray_suspected,
                 step_up: r.step_up,
                 network_throttled: r.network_throttled,
+                password_breached: r.password_breached,
                 ..Answer::allow(r.needs_rehash)
             },
             Ok(r) => Answer {

@@ -192,8 +192,9 @@ fn address_literal(domain: &str) -> Result<String, IdentifierError> {
 /// a fold can produce a string NFKC changes again), as in Unicode's `NFKC_Casefold`,
 /// which also removes `Default_Ignorable_Code_Point` characters (zero-width spaces, soft
 /// hyphens, bidi controls, byte order marks): invisible, so two spellings that look the
-/// same must reach one counter.
-fn caseless(s: &str) -> String {
+/// same must reach one counter. Public for comparisons that must ignore case and
+/// compatibility forms the same way (the daemon's context words of a password check).
+pub fn caseless(s: &str) -> String {
     // ASCII holds no default-ignorable code point, NFKC leaves it unchanged and case
     // folding maps only A–Z (to a–z): the same answer as the Unicode path, without its six
     // passes (`caseless_is_ascii_lowercase_on_ascii` checks every pair of ASCII characters).

@@ -76,8 +76,13 @@ impl ServeArgs {
 /// `portcullis check-config FILE`: exit 0 when the file validates, 2 (with the error)
 /// otherwise. It reads every file the configuration names.
 pub fn check_config(file: &Path) -> ExitCode {
-    match load(Some(file), &Overrides::default()) {
-        Ok(_) => {
+    // The breach filter file is read as `serve` would, so a missing or broken one is
+    // found here too.
+    let checked = load(Some(file), &Overrides::default()).and_then(|(_, settings)| {
+        portcullis::breach::BreachList::load(&settings.breach).map(drop).map_err(Into::into)
+    });
+    match checked {
+        Ok(()) => {
             println!("configuration is valid");
             ExitCode::SUCCESS
         }

@@ -19,6 +19,7 @@
 //! | `[tls]` | `crate::transport::tls` |
 //! | `[callers.NAME]` | `crate::auth` |
 //! | `[server]` | `crate::transport::limits` |
+//! | `[breach]` | `crate::breach::config` |
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
 use crate::auth::{CallerConfig, Callers};
+use crate::breach::{BreachConfig, BreachSettings};
 use crate::realm::{RealmConfig, Realms};
 use crate::secret::KeySecret;
 pub use crate::setting::ConfigError;
@@ -76,6 +78,8 @@ pub struct Config {
     pub callers: BTreeMap<String, CallerConfig>,
     /// Limits of the gRPC listener (see `crate::transport`).
     pub server: ServerLimits,
+    /// The breached-password filter and service words (see `crate::breach`).
+    pub breach: BreachConfig,
 }
 
 fn default_realms() -> BTreeMap<String, RealmConfig> {
@@ -138,6 +142,9 @@ pub struct Settings {
     pub callers: Arc<Callers>,
     /// Limits of the gRPC listener.
     pub server: ServerLimits,
+    /// The breached-password filter's file and the service words (docs/breach.md); the
+    /// daemon loads the file when it starts.
+    pub breach: BreachSettings,
 }
 
 impl Config {
@@ -236,6 +243,7 @@ impl Config {
                 ),
             ));
         }
+        let breach = self.breach.validate()?;
         let names: Vec<&str> = self.realms.keys().map(String::as_str).collect();
         let mutual = self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
         let callers = Callers::new(&self.callers, &names, mutual)
@@ -252,6 +260,7 @@ impl Config {
             allow_plaintext: self.allow_plaintext,
             callers: Arc::new(callers),
             server: self.server,
+            breach,
         })
     }
 }

@@ -51,6 +51,8 @@ pub enum RunError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the verifier could not be built")]
     Verifier(#[from] verify::VerifierError),
+    #[error("the breach filter could not be loaded")]
+    Breach(#[from] crate::breach::FilterError),
 }
 
 /// Serves `portcullis.v1.Governor`, `portcullis.v1.Admin`, `grpc.health.v1.Health` and
@@ -98,6 +100,8 @@ pub struct Daemon {
     limits: transport::ServerLimits,
     /// Where SIGHUP reads the configuration again, and the configuration in force.
     reload_source: Option<(reload::SettingsSource, config::Config)>,
+    /// The breached-password filter in force, reloaded on change and on SIGHUP.
+    breach: Arc<crate::breach::BreachList>,
 }
 
 impl Daemon {
@@ -106,9 +110,11 @@ impl Daemon {
     /// CPU budget's thread pool, the login check and the services.
     ///
     /// # Errors
-    /// [`RunError::Secret`] or [`RunError::Embedded`] (naming the path at fault),
-    /// [`RunError::Store`] or [`RunError::Verifier`].
+    /// [`RunError::Breach`], [`RunError::Secret`] or [`RunError::Embedded`] (naming the
+    /// path at fault), [`RunError::Store`] or [`RunError::Verifier`].
     pub fn new(settings: Settings) -> Result<Self, RunError> {
+        // First: a missing or broken filter file stops the start, naming the file.
+        let breach = Arc::new(crate::breach::BreachList::load(&settings.breach)?);
         let secret = match (settings.secret, &settings.store) {
             (Some(secret), _) => secret,
             (None, StoreSettings::Embedded { data_dir, .. }) => {
@@ -145,13 +151,16 @@ impl Daemon {
         let admin =
             AdminService::new(realms.clone(), store.clone(), secret.clone(), spray_watch.clone());
         let network_watch = NetworkWatch::new();
-        let logins = Arc::new(Logins::new(
-            store.clone(),
-            verifier.clone(),
-            &secret,
-            spray_watch.clone(),
-            network_watch.clone(),
-        ));
+        let logins = Arc::new(
+            Logins::new(
+                store.clone(),
+                verifier.clone(),
+                &secret,
+                spray_watch.clone(),
+                network_watch.clone(),
+            )
+            .with_breach(breach.clone()),
+        );
         let governor = GovernorService::new(realms, store.clone(), secret, logins);
         Ok(Self {
             store,
@@ -168,6 +177,7 @@ impl Daemon {
             callers: settings.callers,
             limits: settings.server,
             reload_source: None,
+            breach,
         })
     }
 

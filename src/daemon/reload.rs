@@ -2,8 +2,8 @@
 //! sends besides SIGTERM and SIGINT (docs/deployment.md, "Signals and reloads").
 //!
 //! - **SIGHUP never ends the daemon.** It reloads what can change without a restart, in
-//!   every configuration: the listener's TLS files (`[tls]`), and the callers
-//!   (`[callers]`) with their token files. With the configuration file the daemon was
+//!   every configuration: the listener's TLS files (`[tls]`), the breach filter file
+//!   (`[breach] filter_file`), and the callers (`[callers]`) with their token files. With the configuration file the daemon was
 //!   started from (`portcullis serve --config`), that file is read and validated again,
 //!   whole: an invalid file is refused with an error log and *everything* stays as it
 //!   was; a valid one puts its `[callers]` in force for every request from then on (on
@@ -21,6 +21,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::auth::CallerTable;
+use crate::breach::BreachList;
 use crate::config::{Config, Settings};
 use crate::transport::tls::ReloadingTls;
 
@@ -34,6 +35,9 @@ pub type SettingsSource = Arc<
 /// The reloadable parts of a running daemon.
 pub struct Reloader {
     tls: Option<Arc<ReloadingTls>>,
+    /// The breach filter, read again on every reload (it logs and counts its own
+    /// outcome; a broken file keeps the filter in force and refuses nothing else).
+    breach: Arc<BreachList>,
     callers: Arc<CallerTable>,
     /// The configuration file's source and the configuration in force, when the daemon
     /// was started from one.
@@ -58,11 +62,12 @@ impl Reloader {
     /// and where the configuration came from (`None`: not from a file).
     pub fn new(
         tls: Option<Arc<ReloadingTls>>,
+        breach: Arc<BreachList>,
         callers: Arc<CallerTable>,
         source: Option<(SettingsSource, Config)>,
     ) -> Arc<Self> {
         let source = source.map(|(source, running)| (source, Mutex::new(running)));
-        Arc::new(Self { tls, callers, source })
+        Arc::new(Self { tls, breach, callers, source })
     }
 
     /// One reload (SIGHUP), logged and counted in `portcullis_config_reloads_total` by
@@ -88,6 +93,7 @@ impl Reloader {
     }
 
     async fn try_reload(&self) -> Reloaded {
+        self.breach.reload_blocking(true).await;
         let mut last_failure = None;
         let tls_ok = match &self.tls {
             Some(tls) => tls.clone().reload_logged(true, &mut last_failure).await,

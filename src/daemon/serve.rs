@@ -43,6 +43,7 @@ impl Daemon {
             callers,
             limits,
             reload_source,
+            breach,
         } = self;
         spray_watch.spawn_expiry(Duration::from_secs(10));
         network_watch.spawn_expiry(Duration::from_secs(10));
@@ -125,7 +126,9 @@ impl Daemon {
         let watch = tls.clone().map(|t| tokio::spawn(t.watch(std::future::pending())));
         let tls_for_auth = tls.clone();
         let callers = crate::auth::CallerTable::new(callers);
-        let reloader = super::reload::Reloader::new(tls.clone(), callers.clone(), reload_source);
+        let breach_watch = tokio::spawn(breach.clone().watch(std::future::pending()));
+        let reloader =
+            super::reload::Reloader::new(tls.clone(), breach, callers.clone(), reload_source);
         let signals = tokio::spawn(reloader.handle_signals());
         let max_message = limits.max_message_bytes();
         let incoming = crate::transport::incoming(listener, tls, limits);
@@ -169,6 +172,7 @@ impl Daemon {
         if let Some(watch) = watch {
             watch.abort();
         }
+        breach_watch.abort();
         signals.abort();
         Ok(served?)
     }

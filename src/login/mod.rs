@@ -35,6 +35,7 @@ use std::time::{Instant, SystemTime};
 use tracing::Instrument;
 use zeroize::Zeroizing;
 
+use crate::breach::BreachList;
 use crate::devices::{DeviceTokens, Grant, IssueError};
 use crate::network::NetworkWatch;
 use crate::realm::Realm;
@@ -86,6 +87,8 @@ pub enum LoginVerdict {
         needs_rehash: bool,
         /// The fresh device token (docs/devices.md).
         device_token: String,
+        /// The password is in the breach filter (docs/breach.md).
+        password_breached: bool,
         /// What the answer carries besides.
         signals: Signals,
     },
@@ -128,6 +131,8 @@ pub struct Logins {
     repeats: RepeatFingerprints,
     /// This daemon's view of spraying, shared with the Admin service.
     spray_watch: Arc<SprayWatch>,
+    /// The breached-password filter accepts are screened against.
+    breach: Arc<BreachList>,
     /// This daemon's throttle episodes of client networks.
     network_watch: Arc<NetworkWatch>,
 }
@@ -151,7 +156,18 @@ impl Logins {
             repeats: RepeatFingerprints::new(secret),
             spray_watch,
             network_watch,
+            breach: Arc::new(BreachList::disabled()),
         }
+    }
+
+    /// Screens accepted passwords against `breach` (docs/breach.md).
+    pub fn with_breach(self, breach: Arc<BreachList>) -> Self {
+        Self { breach, ..self }
+    }
+
+    /// The breach list in force (shared with `CheckPassword` and the reloads).
+    pub fn breach(&self) -> &Arc<BreachList> {
+        &self.breach
     }
 
     /// The verifier (the request's hash is parsed by it before a login is checked).
@@ -217,6 +233,7 @@ impl Logins {
             spray_watch: self.spray_watch.clone(),
             network,
             network_watch: self.network_watch.clone(),
+            breach: self.breach.clone(),
             repeat,
             device,
             ticket,

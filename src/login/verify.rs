@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use super::network::{Turn, signals};
 use super::{LoginError, LoginRequest, LoginVerdict, note_count};
+use crate::breach::BreachList;
 use crate::devices::{DeviceTokens, Grant, KnownDevice};
 use crate::network::NetworkWatch;
 use crate::realm::Realm;
 use crate::spray::{SprayAction, SprayWatch};
 use crate::store::keys::{AccountKey, NetworkKey, RepeatKey, SprayKey};
 use crate::store::{Attempt, DeviceClaim, RepeatClaim, SprayNote, Store};
-use crate::telemetry::metrics::REPEATS;
+use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS};
 
 /// One login after its reservation, in its own task.
 pub(super) struct Job {
@@ -23,6 +24,8 @@ pub(super) struct Job {
     /// The client network's bucket; `None` for a client key that is never throttled.
     pub(super) network: Option<NetworkKey>,
     pub(super) network_watch: Arc<NetworkWatch>,
+    /// Accepted passwords are looked up in it.
+    pub(super) breach: Arc<BreachList>,
     /// The client's refused-password list and this password's fingerprint on it; `None`
     /// in a realm that counts every attempt.
     pub(super) repeat: Option<(RepeatKey, u64)>,
@@ -45,6 +48,7 @@ impl Job {
             spray_watch,
             network,
             network_watch,
+            breach,
             repeat,
             device,
             mut ticket,
@@ -159,7 +163,15 @@ impl Job {
             return Ok(reject);
         }
         let rpc = tracing::Span::current();
-        let compared = ticket.compare(deadline, move || comparison.run(&password, &rpc)).await;
+        // On a match only, the breach lookup, on the hashing thread while the password
+        // is there: one SHA-1 and three memory reads, no store work.
+        let compared = ticket
+            .compare(deadline, move || {
+                let outcome = comparison.run(&password, &rpc);
+                let breached = outcome.matched && breach.is_breached(&password);
+                (outcome, breached)
+            })
+            .await;
         let outcome = match compared {
             Err(refusal) => {
                 let (refunded, given) = tokio::join!(
@@ -172,6 +184,7 @@ impl Job {
             }
             Ok(outcome) => outcome?,
         };
+        let (outcome, password_breached) = outcome;
         if outcome.matched {
             // The clear answers the account's device epoch, which the fresh token
             // carries. A token that cannot be made is an error (deny), never an accept
@@ -187,9 +200,13 @@ impl Job {
             let device_token = devices.issue(&grant, epoch).inspect_err(|e| {
                 tracing::error!(realm = %realm.name, error = %e, "no device token");
             })?;
+            if password_breached {
+                metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
+            }
             return Ok(LoginVerdict::Accept {
                 needs_rehash: outcome.needs_rehash,
                 device_token,
+                password_breached,
                 signals: signals(&realm, suspected, 0, flagged),
             });
         }

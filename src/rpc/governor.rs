@@ -8,17 +8,19 @@ use zeroize::Zeroizing;
 
 use super::validate;
 use super::{decision, login_failed, store_unavailable, verdict};
+use crate::breach::PasswordCheck;
 use crate::login::{LoginRequest, Logins};
 use crate::pb::governor_server::Governor;
 use crate::pb::{
-    Account, AdmitRequest, AdmitResponse, ClearAttemptsRequest, ClearAttemptsResponse, ClearReason,
+    Account, AdmitRequest, AdmitResponse, CheckPasswordRequest, CheckPasswordResponse,
+    ClearAttemptsRequest, ClearAttemptsResponse, ClearReason, PasswordCheckReason,
     RecordAttemptRequest, RecordAttemptResponse, VerifyRequest, VerifyResponse,
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
 use crate::store::Store;
 use crate::store::keys::AccountKey;
-use crate::telemetry::metrics::BAD_HASHES;
+use crate::telemetry::metrics::{BAD_HASHES, PASSWORD_CHECKS};
 use crate::telemetry::traces::{record_outcome, record_status};
 
 pub use crate::login::MAX_REPLAYS;
@@ -116,10 +118,51 @@ impl GovernorService {
         record_outcome("cleared", None);
         Ok(Response::new(ClearAttemptsResponse {}))
     }
+
+    async fn check_password_call(
+        &self,
+        request: Request<CheckPasswordRequest>,
+    ) -> Result<Response<CheckPasswordResponse>, Status> {
+        let (_, extensions, req) = request.into_parts();
+        let password = Zeroizing::new(req.password);
+        let (realm, identifier) =
+            validate::identifier(&self.realms, req.account.as_ref(), &extensions)?;
+        let max = self.logins.verifier().settings().max_password_bytes;
+        if password.is_empty() {
+            return Err(Status::invalid_argument("password is required"));
+        }
+        if password.len() > max {
+            return Err(Status::invalid_argument(format!("password is longer than {max} bytes")));
+        }
+        let text = std::str::from_utf8(&password)
+            .map_err(|_| Status::invalid_argument("password is not UTF-8"))?;
+        // No filter: the check cannot be made, and "acceptable" would be a lie.
+        let found = self.logins.breach().check(text, &identifier).ok_or_else(|| {
+            Status::failed_precondition("no breach filter is configured ([breach] filter_file)")
+        })?;
+        metrics::counter!(PASSWORD_CHECKS, "realm" => realm.name.clone(), "reason" => found.label())
+            .increment(1);
+        record_outcome(found.label(), None);
+        let reason = match found {
+            PasswordCheck::Breached => PasswordCheckReason::Breached,
+            PasswordCheck::ContextWord => PasswordCheckReason::ContextWord,
+            PasswordCheck::Acceptable => PasswordCheckReason::Ok,
+        };
+        Ok(Response::new(CheckPasswordResponse { reason: reason as i32 }))
+    }
 }
 
 #[tonic::async_trait]
 impl Governor for GovernorService {
+    async fn check_password(
+        &self,
+        request: Request<CheckPasswordRequest>,
+    ) -> Result<Response<CheckPasswordResponse>, Status> {
+        let result = self.check_password_call(request).await;
+        record_status(&result);
+        result
+    }
+
     async fn admit(
         &self,
         request: Request<AdmitRequest>,

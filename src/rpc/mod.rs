@@ -45,11 +45,17 @@ pub fn reject(signals: Signals) -> VerifyResponse {
         spray_suspected: signals.spray_suspected,
         step_up: signals.step_up,
         network_throttled: signals.network_throttled,
+        password_breached: false,
     }
 }
 
 /// The answer to a password that matched, with a fresh device token.
-fn accept(needs_rehash: bool, device_token: String, signals: Signals) -> VerifyResponse {
+fn accept(
+    needs_rehash: bool,
+    device_token: String,
+    password_breached: bool,
+    signals: Signals,
+) -> VerifyResponse {
     VerifyResponse {
         verdict: Verdict::Accept as i32,
         needs_rehash,
@@ -57,15 +63,16 @@ fn accept(needs_rehash: bool, device_token: String, signals: Signals) -> VerifyR
         spray_suspected: signals.spray_suspected,
         step_up: signals.step_up,
         network_throttled: signals.network_throttled,
+        password_breached,
     }
 }
 
 /// A login check's verdict as the wire answer ([`accept`] or [`reject`]).
 fn verdict(verdict: LoginVerdict) -> VerifyResponse {
     match verdict {
-        LoginVerdict::Accept { needs_rehash, device_token, signals } => {
+        LoginVerdict::Accept { needs_rehash, device_token, password_breached, signals } => {
             record_outcome("accept", None);
-            accept(needs_rehash, device_token, signals)
+            accept(needs_rehash, device_token, password_breached, signals)
         }
         LoginVerdict::Reject { signals } => {
             record_outcome("reject", None);

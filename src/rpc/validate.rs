@@ -10,7 +10,7 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use crate::devices::MAX_DEVICE_TOKEN_BYTES;
-use crate::normalize::normalize;
+use crate::normalize::{NormalizedIdentifier, normalize};
 use crate::pb::Account;
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
@@ -33,6 +33,20 @@ pub(crate) fn account<'r>(
     account: Option<&Account>,
     extensions: &tonic::Extensions,
 ) -> Result<(&'r Realm, AccountKey), Status> {
+    let (realm, identifier) = self::identifier(realms, account, extensions)?;
+    Ok((realm, AccountKey::new(secret, &realm.name, &identifier)))
+}
+
+/// As [`account`], the normalized identifier instead of its key (`CheckPassword`,
+/// whose context words include it).
+///
+/// # Errors
+/// As [`account`].
+pub(crate) fn identifier<'r>(
+    realms: &'r Realms,
+    account: Option<&Account>,
+    extensions: &tonic::Extensions,
+) -> Result<(&'r Realm, NormalizedIdentifier), Status> {
     let account = account.ok_or_else(|| Status::invalid_argument("account is required"))?;
     let realm = realms
         .get(&account.realm)
@@ -41,7 +55,7 @@ pub(crate) fn account<'r>(
     crate::auth::check_realm(extensions, &realm.name)?;
     let identifier = normalize(realm.normalization, &account.identifier)
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    Ok((realm, AccountKey::new(secret, &realm.name, &identifier)))
+    Ok((realm, identifier))
 }
 
 /// The store key of the request's `attempt_id`, `None` when it sent none.

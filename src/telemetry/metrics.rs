@@ -50,6 +50,16 @@ pub const STEP_UPS: &str = "portcullis_step_up_total";
 /// Counter: `Verify` attempts that repeated a password their client was refused with in
 /// the window, and were not counted (docs/throttle.md, "Repeated passwords"), by realm.
 pub const REPEATS: &str = "portcullis_repeats_forgiven_total";
+/// Counter: `Verify` accepts whose password is in the breach filter (docs/breach.md),
+/// by realm.
+pub const BREACHED_ACCEPTS: &str = "portcullis_breached_accepts_total";
+/// Counter: `CheckPassword` answers, by realm and reason (`ok`, `breached`,
+/// `context_word`).
+pub const PASSWORD_CHECKS: &str = "portcullis_password_checks_total";
+/// Gauge: distinct entries of the breach filter in use (0: none loaded).
+pub const BREACH_ENTRIES: &str = "portcullis_breach_filter_entries";
+/// Counter: breach filter reloads, by outcome (`ok`, `refused`).
+pub const BREACH_RELOADS: &str = "portcullis_breach_filter_reloads_total";
 /// Counter: stored hashes a gateway sent that could not be used.
 pub const BAD_HASHES: &str = "portcullis_verify_bad_hashes_total";
 /// Gauge: comparisons running now.
@@ -148,6 +158,13 @@ fn describe() {
     );
     describe_counter!(NETWORK_EPISODES, "Network throttle episodes begun, by realm");
     describe_counter!(STEP_UPS, "Answers asking the gateway to step up, by realm and reason");
+    describe_counter!(
+        BREACHED_ACCEPTS,
+        "Verify accepts of a password in the breach filter, by realm"
+    );
+    describe_counter!(PASSWORD_CHECKS, "CheckPassword answers, by realm and reason");
+    describe_gauge!(BREACH_ENTRIES, "Distinct entries of the breach filter in use");
+    describe_counter!(BREACH_RELOADS, "Breach filter reloads, by outcome");
     describe_counter!(
         REPEATS,
         "Verify attempts repeating a refused password, not counted, by realm"

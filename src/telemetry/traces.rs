@@ -150,11 +150,12 @@ const GOVERNOR: &str = "portcullis.v1.Governor";
 
 /// The methods of [`GOVERNOR`]: wire name and span name. A fixed table, so a caller's
 /// path never becomes a span name.
-const METHODS: [(&str, &str); 4] = [
+const METHODS: [(&str, &str); 5] = [
     ("Admit", "portcullis.v1.Governor/Admit"),
     ("RecordAttempt", "portcullis.v1.Governor/RecordAttempt"),
     ("Verify", "portcullis.v1.Governor/Verify"),
     ("ClearAttempts", "portcullis.v1.Governor/ClearAttempts"),
+    ("CheckPassword", "portcullis.v1.Governor/CheckPassword"),
 ];
 
 /// The server span of one `portcullis.v1.Governor` call (for tonic's `trace_fn`), a

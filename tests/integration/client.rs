@@ -23,6 +23,7 @@ const DENY_RETRYABLE: Answer = Answer {
     spray_suspected: false,
     step_up: false,
     network_throttled: false,
+    password_breached: false,
 };
 const DENY_FINAL: Answer = Answer {
     decision: Decision::Deny,
@@ -32,6 +33,7 @@ const DENY_FINAL: Answer = Answer {
     spray_suspected: false,
     step_up: false,
     network_throttled: false,
+    password_breached: false,
 };
 const ALLOW: Answer = Answer {
     decision: Decision::Allow,
@@ -41,6 +43,7 @@ const ALLOW: Answer = Answer {
     spray_suspected: false,
     step_up: false,
     network_throttled: false,
+    password_breached: false,
 };
 
 fn config(endpoints: &[SocketAddr]) -> ClientConfig {
@@ -130,6 +133,12 @@ impl Governor for Fake {
         _: Request<ClearAttemptsRequest>,
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
         self.decision(|_| ClearAttemptsResponse {})
+    }
+    async fn check_password(
+        &self,
+        _: Request<portcullis::pb::CheckPasswordRequest>,
+    ) -> Result<Response<portcullis::pb::CheckPasswordResponse>, Status> {
+        Err(Status::unimplemented("not faked"))
     }
 }
 

@@ -5,6 +5,7 @@
 //! `tests/process_global/`, a binary of their own.
 
 mod admin;
+mod breach;
 mod client;
 mod cluster_store;
 mod concurrency;

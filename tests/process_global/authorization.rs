@@ -128,6 +128,16 @@ realms = ["*"]
         "Admit",
     );
     denied(web.attempt("default", "v@example.com").await, "RecordAttempt");
+    // Testing passwords at will is its own permission, not Verify's.
+    denied(
+        web.governor
+            .check_password(portcullis::pb::CheckPasswordRequest {
+                account: account("default", "v@example.com"),
+                password: b"a new password".to_vec(),
+            })
+            .await,
+        "CheckPassword",
+    );
     denied(web.governor.verify(verify("fast")).await, "Verify on another realm");
     denied(web.inspect("default", "v@example.com").await, "Admin/Inspect");
     denied(
@@ -163,7 +173,7 @@ realms = ["*"]
 
     // Counted by configured caller name; an unknown caller has none.
     let counts = refusals.0.lock().unwrap().clone();
-    assert_eq!(counts.get("caller=login-web,code=permission_denied"), Some(&6), "{counts:?}");
+    assert_eq!(counts.get("caller=login-web,code=permission_denied"), Some(&7), "{counts:?}");
     assert_eq!(counts.get("caller=helpdesk,code=permission_denied"), Some(&2), "{counts:?}");
     assert_eq!(counts.get("caller=-,code=unauthenticated"), Some(&3), "{counts:?}");
     assert!(counts.keys().all(|k| !k.contains("token")), "{counts:?}");

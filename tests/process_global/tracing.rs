@@ -4,7 +4,8 @@
 //! (`OTEL_EXPORTER_OTLP_ENDPOINT` pointing at it, flushed when it shuts down). The
 //! client span is the parent of the daemon's RPC span, which is the parent of the store
 //! span and, for Verify, of the CPU admission and comparison spans. No exported span
-//! name or attribute contains the identifier, its key digest, the password or the hash.
+//! name or attribute contains the identifier, its key digest, the password, the hash or
+//! the password's SHA-1 (the daemon screens it against a breach filter).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -145,10 +146,18 @@ async fn a_caller_trace_state_is_bounded_in_exported_spans() {
 async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
     let (collector, endpoint) = start_collector().await;
 
-    // The daemon, exporting to it.
+    // The daemon, exporting to it, with a breach filter that lists the password (so the
+    // accept and a CheckPassword find it: neither may export it, nor its SHA-1).
     let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let sha1 = hex::encode_upper(<sha1::Sha1 as sha1::Digest>::digest(PASSWORD.as_bytes()));
+    std::fs::write(dir.path().join("corpus.txt"), format!("{sha1}:3\n")).unwrap();
+    let filter = dir.path().join("breach.filter");
+    let options = portcullis::breach::build::BuildOptions::default();
+    portcullis::breach::build::build(&dir.path().join("corpus.txt"), &filter, &options).unwrap();
+    let breach = format!("[breach]\nfilter_file = {:?}\n", filter.to_str().unwrap());
     let daemon = DaemonProcess::spawn_with_env(
-        &config_toml(&redis.url(), ""),
+        &config_toml(&redis.url(), &breach),
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint), ("OTEL_SERVICE_NAME", "portcullis-test")],
     );
 
@@ -186,7 +195,21 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
         attempt_id: None,
         device_token: None,
     };
-    assert!(client.verify(login).await.is_allowed());
+    let answer = client.verify(login).await;
+    assert!(answer.is_allowed() && answer.password_breached, "{answer:?}");
+    let mut governor =
+        portcullis::pb::governor_client::GovernorClient::connect(format!("http://{}", daemon.addr))
+            .await
+            .unwrap();
+    let checked = governor
+        .check_password(portcullis::pb::CheckPasswordRequest {
+            account: account("fast", ID),
+            password: PASSWORD.as_bytes().to_vec(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(checked.reason, portcullis::pb::PasswordCheckReason::Breached as i32);
 
     // Flush both sides: the client's provider, and the daemon's on SIGTERM.
     tokio::task::spawn_blocking(move || provider.shutdown()).await.unwrap().unwrap();
@@ -198,7 +221,7 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
             .iter()
             .filter(|(svc, s)| svc == "portcullis-test" && s.kind == SpanKind::Server as i32)
             .count();
-        if daemon_rpcs >= 2 && spans.iter().filter(|(svc, _)| svc == "gateway").count() >= 2 {
+        if daemon_rpcs >= 3 && spans.iter().filter(|(svc, _)| svc == "gateway").count() >= 2 {
             break spans;
         }
         assert!(Instant::now() < deadline, "spans did not arrive: {spans:#?}");
@@ -260,8 +283,21 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
     let normalized = ID.to_lowercase();
     let key = record_key("fast", portcullis::normalize::Normalization::Email, ID);
     let digest = key.split(['{', '}']).nth(1).unwrap().to_owned();
-    let needles =
-        [ID, &normalized, "victim", &digest, &digest[..16], PASSWORD, &hash, "$2b$", "$2y$"];
+    let (sha1_lower, key_prefix) = (sha1.to_lowercase(), sha1[..16].to_lowercase());
+    let needles = [
+        ID,
+        &normalized,
+        "victim",
+        &digest,
+        &digest[..16],
+        PASSWORD,
+        &hash,
+        "$2b$",
+        "$2y$",
+        &sha1,
+        &sha1_lower,
+        &key_prefix,
+    ];
     for (_, span) in &spans {
         let mut exported = vec![span.name.to_lowercase()];
         for a in &span.attributes {
