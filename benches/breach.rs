@@ -15,6 +15,10 @@
 //!    lookup's share is as large as it gets) at 16 calls in flight, each caller its own
 //!    client key; rounds alternate between the daemons, so drift hits both alike.
 //! 4. **CheckPassword**: its rate at 16 in flight on the daemon with the filter.
+//!
+//! `PORTCULLIS_BENCH_ROWS=rate` runs only `Verify`'s rate on a daemon without a filter
+//! (accepts, wrong passwords, repeats), which any build serves: with
+//! `PORTCULLIS_BINARY=PATH` for a before/after.
 
 use portcullis_test_support as common;
 
@@ -36,6 +40,9 @@ const IN_FLIGHT: usize = 16;
 const ROUND: Duration = Duration::from_secs(4);
 /// Rounds per daemon in the Verify rows.
 const ROUNDS: usize = 3;
+/// Every bench daemon's queue holds the callers in flight (the default, 8 × max_concurrent,
+/// would refuse some of them).
+const VERIFY_TOML: &str = "[verify]\nmax_waiters = 64\n";
 /// The listed password the Verify rows accept.
 const LISTED: &str = "Summer2026!";
 
@@ -91,24 +98,91 @@ where
     })
 }
 
+/// Which `Verify` a rate row sends.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// The listed password, accepted; `password_breached` as given.
+    Accept { breached: bool },
+    /// A wrong password on a fresh account from a fresh client key each call.
+    Wrong,
+    /// One wrong password again and again, one account and client key per caller: after
+    /// its first call, every call is a repeat (docs/throttle.md, "Repeated passwords").
+    Repeat,
+}
+
 fn verify_rate(
     rt: &tokio::runtime::Runtime,
     daemon: &common::DaemonProcess,
     hash: &str,
-    breached: bool,
+    kind: Kind,
 ) -> f64 {
     let client = rt.block_on(common::Client::connect(daemon.addr));
     let hash = hash.to_owned();
+    let tag = uuid::Uuid::new_v4();
     rate(rt, move |worker, n| {
         let (mut c, hash) = (client.clone(), hash.clone());
         async move {
-            let id = format!("breach-bench-{worker}-{n}@example.com");
-            let from = format!("10.9.{worker}.1");
-            let r = c.verify("fast", &id, LISTED.as_bytes(), &hash, &from).await.expect("Verify");
-            assert_eq!(r.verdict, Verdict::Accept as i32, "not accepted");
-            assert_eq!(r.password_breached, breached, "password_breached");
+            let (id, from, password) = match kind {
+                Kind::Accept { .. } => (
+                    format!("accept-{tag}-{worker}-{n}@x.example"),
+                    format!("10.9.{worker}.1"),
+                    LISTED,
+                ),
+                Kind::Wrong => (
+                    format!("wrong-{tag}-{worker}-{n}@x.example"),
+                    format!("10.8.{worker}.{}", n % 250),
+                    "wrong",
+                ),
+                Kind::Repeat => (
+                    format!("repeat-{tag}-{worker}@x.example"),
+                    format!("10.7.{worker}.1"),
+                    "wrong",
+                ),
+            };
+            let r = c.verify("fast", &id, password.as_bytes(), &hash, &from).await.expect("Verify");
+            match kind {
+                Kind::Accept { breached } => {
+                    assert_eq!(r.verdict, Verdict::Accept as i32, "not accepted");
+                    assert_eq!(r.password_breached, breached, "password_breached");
+                }
+                Kind::Wrong | Kind::Repeat => assert_eq!(r.verdict, Verdict::Reject as i32),
+            }
         }
     })
+}
+
+/// `PORTCULLIS_BENCH_ROWS=rate`: `Verify`'s rate alone, on a daemon without a filter
+/// (any build, `PORTCULLIS_BINARY`), for a before/after: accepts, wrong passwords and
+/// repeats, alternated over [`ROUNDS`] rounds.
+fn rates_only() -> ExitCode {
+    let redis = common::RedisServer::start();
+    let daemon =
+        common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), VERIFY_TOML));
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let hash = bcrypt::hash(LISTED, 4).expect("hash");
+    let kinds = [
+        ("accept", Kind::Accept { breached: false }),
+        ("wrong password", Kind::Wrong),
+        ("repeated wrong password", Kind::Repeat),
+    ];
+    let mut rows = vec![Vec::new(); kinds.len()];
+    for _ in 0..ROUNDS {
+        for (row, (_, kind)) in rows.iter_mut().zip(kinds) {
+            row.push(verify_rate(&rt, &daemon, &hash, kind));
+        }
+    }
+    println!(
+        "## Verify rate (bcrypt cost 4, {IN_FLIGHT} in flight, {ROUNDS} rounds of {} s, alternated)\n",
+        ROUND.as_secs()
+    );
+    println!("| calls | calls/s (median) | rounds |");
+    println!("|---|---:|---|");
+    for ((label, _), row) in kinds.iter().zip(rows) {
+        let shown = row.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(", ");
+        println!("| {label} | {:.0} | {shown} |", median(row));
+    }
+    println!("\nLoad average after the run: {}.", common::proc_cpu::load_average());
+    ExitCode::SUCCESS
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -117,6 +191,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> ExitCode {
+    if std::env::var("PORTCULLIS_BENCH_ROWS").as_deref() == Ok("rate") {
+        return rates_only();
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let corpus = dir.path().join("corpus.txt");
     let filter_path = dir.path().join("breach.filter");
@@ -166,16 +243,18 @@ fn main() -> ExitCode {
     drop(filter);
 
     let redis = common::RedisServer::start();
-    let breach = format!("[breach]\nfilter_file = {:?}\n", filter_path.to_str().unwrap());
+    let breach =
+        format!("{VERIFY_TOML}[breach]\nfilter_file = {:?}\n", filter_path.to_str().unwrap());
     let with = common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), &breach));
-    let without = common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), ""));
+    let without =
+        common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), VERIFY_TOML));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let hash = bcrypt::hash(LISTED, 4).expect("hash");
     eprintln!("breach: Verify with and without the filter ...");
     let (mut on, mut off) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        on.push(verify_rate(&rt, &with, &hash, true));
-        off.push(verify_rate(&rt, &without, &hash, false));
+        on.push(verify_rate(&rt, &with, &hash, Kind::Accept { breached: true }));
+        off.push(verify_rate(&rt, &without, &hash, Kind::Accept { breached: false }));
     }
     let (on_m, off_m) = (median(on.clone()), median(off.clone()));
     println!(

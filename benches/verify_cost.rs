@@ -92,7 +92,7 @@ const AT_LOAD_RUNS: usize = 30;
 
 /// `Verify` at load against the raw comparison back to back, alternated
 /// [`AT_LOAD_ROUNDS`] times: [`AT_LOAD_RUNS`] raw comparisons in a loop, then as many accepted
-/// `Verify` calls from [`AT_LOAD_IN_FLIGHT`] callers with one client key on one account
+/// `Verify` calls from [`AT_LOAD_IN_FLIGHT`] callers, each its own client key, on one account
 /// (each accept clears it, so it never locks). Returns ms per comparison, raw and
 /// `Verify`, per round.
 fn time_at_load(
@@ -113,8 +113,12 @@ fn time_at_load(
             let start = Instant::now();
             rt.block_on(async {
                 let mut callers = tokio::task::JoinSet::new();
-                for _ in 0..AT_LOAD_IN_FLIGHT {
+                for caller in 0..AT_LOAD_IN_FLIGHT {
                     let (mut client, stored) = (client.clone(), hash.as_str().to_owned());
+                    // A client key per caller: one client's calls take turns (docs/verify.md,
+                    // "Parallel logins"), which would leave the hashing thread idle
+                    // between them.
+                    let client_key = format!("bench-load-{caller}");
                     callers.spawn(async move {
                         for _ in 0..per_caller {
                             let answer = client
@@ -123,7 +127,7 @@ fn time_at_load(
                                     "at-load@example.com",
                                     PASSWORD,
                                     &stored,
-                                    "bench-load",
+                                    &client_key,
                                 )
                                 .await
                                 .unwrap_or_else(|s| {

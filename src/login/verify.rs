@@ -127,10 +127,9 @@ impl Job {
         if counted.repeat {
             // A password this client was refused with, against this stored hash, in
             // this window: not counted, and not its network's failure either (the phone
-            // retrying an old password must not throttle its own network). Its token
-            // goes back here, once, whichever way the answer goes.
+            // retrying an old password must not throttle its own network): its token
+            // goes back on every path below.
             metrics::counter!(REPEATS, "realm" => realm.name.clone()).increment(1);
-            turn.give_back(store, &realm).await?;
         } else {
             note_count(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
         }
@@ -157,9 +156,12 @@ impl Job {
         // costs no CPU (docs/throttle.md, "Repeated passwords"). It is a failure from
         // here on, as a new wrong password: the same notes, the same answer.
         if counted.repeat {
-            let distinct =
-                note_failure(store, &spray, &key, bucket, repeat.as_ref(), &realm).await?;
-            spray_watch.noted(&realm.name, &spray, distinct, &realm.spray);
+            let (given, distinct) = tokio::join!(
+                turn.give_back(store, &realm),
+                note_failure(store, &spray, &key, bucket, repeat.as_ref(), &realm),
+            );
+            given?;
+            spray_watch.noted(&realm.name, &spray, distinct?, &realm.spray);
             return Ok(reject);
         }
         let rpc = tracing::Span::current();

@@ -107,3 +107,47 @@ async fn one_script_call_per_operation_and_no_connection_checks() {
     );
     daemon.shutdown().await;
 }
+
+/// A `Verify` is five scripts and nothing else, in two round trips of scripts sent
+/// together: the count, the spray check and the network's token; then, on an accept, the
+/// clear and the token's give-back, or, on a reject, the spray failure note and the
+/// refused password's repeat note (docs/verify.md, "The order of work"). The same for a
+/// known and an unknown account. A repeat of a refused password is six, still in two
+/// round trips: its token goes back beside the notes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verify_is_five_scripts_whatever_its_verdict() {
+    let redis = RedisServer::start();
+    let mut probe = redis.conn();
+    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let mut c = daemon.client().await;
+    let hash = bcrypt::hash("right", 4).unwrap();
+    // Loads every script a Verify uses (a first EVALSHA answers NOSCRIPT).
+    c.verify("fast", "warm-up@example.com", b"right", &hash, "192.0.2.1").await.unwrap();
+    c.verify("fast", "warm-up@example.com", b"wrong", &hash, "192.0.2.1").await.unwrap();
+    const CALLS: u64 = 20;
+    for (what, password, stored) in [
+        ("accept", &b"right"[..], hash.as_str()),
+        ("wrong password", b"wrong", hash.as_str()),
+        ("unknown account", b"wrong", ""),
+    ] {
+        reset_stats(&mut probe);
+        for i in 0..CALLS {
+            let id = format!("{what}-{i}@example.com");
+            c.verify("fast", &id, password, stored, &format!("198.51.100.{i}")).await.unwrap();
+        }
+        let calls = command_calls(&mut probe);
+        assert_eq!(calls.get("evalsha"), Some(&(5 * CALLS)), "{what}: {calls:?}");
+        // (The other counts are the scripts' own commands.)
+        for check in ["ping", "unwatch", "watch", "multi", "exec"] {
+            assert!(!calls.contains_key(check), "{what}: {check} sent: {calls:?}");
+        }
+    }
+    reset_stats(&mut probe);
+    for _ in 0..CALLS {
+        c.verify("fast", "repeat@example.com", b"wrong", &hash, "203.0.113.1").await.unwrap();
+    }
+    let calls = command_calls(&mut probe);
+    // The first is a new wrong password; the others repeat it.
+    assert_eq!(calls.get("evalsha"), Some(&(5 + 6 * (CALLS - 1))), "repeats: {calls:?}");
+    daemon.shutdown().await;
+}
