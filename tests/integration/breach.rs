@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use portcullis::breach::build::{BuildOptions, build};
 use portcullis::breach::{BreachFilter, FALSE_POSITIVE_RATE};
 use portcullis::pb::governor_client::GovernorClient;
-use portcullis::pb::{CheckPasswordRequest, PasswordCheckReason, Verdict, VerifyResponse};
+use portcullis::pb::{CheckPasswordRequest, PasswordCheckReason, Verdict};
 use portcullis_test_support::*;
 use prost::Message;
 use sha1::Digest;
@@ -163,10 +163,6 @@ fn breach_toml(filter: &Path, extra: &str) -> String {
         "[breach]\nfilter_file = {:?}\nreload_interval = \"1s\"\nservice_words = [\"Portcullis\", \"acme\"]\n{extra}",
         filter.to_str().unwrap()
     )
-}
-
-fn verdict(r: &VerifyResponse) -> Verdict {
-    Verdict::try_from(r.verdict).unwrap()
 }
 
 async fn check(

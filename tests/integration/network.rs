@@ -39,17 +39,9 @@ fn hash() -> String {
     StoredHash::generate(RIGHT, &HashParams::Bcrypt { cost: 4 }).unwrap().as_str().to_owned()
 }
 
-fn verdict(r: &VerifyResponse) -> Verdict {
-    Verdict::try_from(r.verdict).unwrap()
-}
-
 /// A daemon on the embedded store, or on a fresh Redis, with [`NETWORK_REALMS`].
 async fn daemon(redis: Option<&RedisServer>, dir: &tempfile::TempDir) -> Daemon {
-    let settings = match redis {
-        Some(r) => settings(&r.url(), NETWORK_REALMS),
-        None => embedded_settings_with(&dir.path().join("data"), NETWORK_REALMS),
-    };
-    Daemon::start(settings).await
+    Daemon::on(redis, dir.path(), NETWORK_REALMS).await
 }
 
 async fn one_source_at_300_accounts(d: &Daemon) {

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use base64::Engine;
 use md5::Digest;
+use portcullis::pb::Verdict;
 use portcullis::pb::governor_server::Governor;
-use portcullis::pb::{Verdict, VerifyResponse};
 use portcullis::verify::hash::{HashParams, StoredHash};
 use portcullis_test_support::bench::ks_statistic;
 use portcullis_test_support::*;
@@ -35,16 +35,9 @@ fn hash_of(password: &[u8]) -> String {
     StoredHash::generate(password, &HashParams::Bcrypt { cost: 4 }).unwrap().as_str().to_owned()
 }
 
-fn verdict(r: &VerifyResponse) -> Verdict {
-    Verdict::try_from(r.verdict).unwrap()
-}
-
+/// A daemon on the embedded store, or on a fresh Redis, with [`REALMS`].
 async fn daemon(redis: Option<&RedisServer>, dir: &tempfile::TempDir) -> Daemon {
-    let settings = match redis {
-        Some(r) => settings(&r.url(), REALMS),
-        None => embedded_settings_with(&dir.path().join("data"), REALMS),
-    };
-    Daemon::start(settings).await
+    Daemon::on(redis, dir.path(), REALMS).await
 }
 
 async fn retries_never_lock_but_distinct_guesses_do(d: &Daemon) {

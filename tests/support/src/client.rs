@@ -274,3 +274,8 @@ pub fn grpc_request(addr: SocketAddr) -> http::Request<()> {
         .body(())
         .unwrap()
 }
+
+/// A `Verify` answer's verdict (an unknown value panics: a test's daemon never sends one).
+pub fn verdict(r: &portcullis::pb::VerifyResponse) -> portcullis::pb::Verdict {
+    portcullis::pb::Verdict::try_from(r.verdict).expect("a known verdict")
+}

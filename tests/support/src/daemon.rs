@@ -47,6 +47,16 @@ impl Daemon {
         Self { addr, verifier, stop: Some(stop), task: Some(task) }
     }
 
+    /// A daemon with [`REALMS_TOML`] and `extra` on `redis` (`Some`), or on an embedded
+    /// store in `dir/data`: for behaviour every store must show alike.
+    pub async fn on(redis: Option<&RedisServer>, dir: &Path, extra: &str) -> Self {
+        let settings = match redis {
+            Some(r) => settings(&r.url(), extra),
+            None => embedded_settings_with(&dir.join("data"), extra),
+        };
+        Self::start(settings).await
+    }
+
     pub async fn client(&self) -> Client {
         Client::connect(self.addr).await
     }
