@@ -91,6 +91,32 @@ impl Answer {
     }
 }
 
+/// What `CheckPassword` found for a new password (docs/breach.md). Only `Acceptable`
+/// accepts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PasswordCheck {
+    /// Neither in the breach filter nor holding a context word.
+    Acceptable,
+    /// In the breach filter: ask for another password.
+    Breached,
+    /// Holds the identifier, its part before `@` or a service word: ask for another.
+    ContextWord,
+    /// The check was not made (no filter configured, the daemon unreachable, any other
+    /// failure): refuse the password; `retryable` says whether the same check may succeed
+    /// later.
+    Unchecked {
+        /// Capacity or reachability, not the password.
+        retryable: bool,
+    },
+}
+
+impl PasswordCheck {
+    /// `self == PasswordCheck::Acceptable`.
+    pub fn is_acceptable(&self) -> bool {
+        *self == PasswordCheck::Acceptable
+    }
+}
+
 /// The inputs of one `Verify`.
 #[derive(Clone, Copy)]
 pub struct Login<'a> {

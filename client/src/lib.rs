@@ -49,7 +49,7 @@ pub mod pb {
     tonic::include_proto!("portcullis.v1");
 }
 
-pub use answer::{Answer, Decision, Login};
+pub use answer::{Answer, Decision, Login, PasswordCheck};
 pub use client_key::client_key_from_forwarded;
 pub use config::{Bearer, ClientConfig, ClientError, ClientTls};
 
@@ -299,6 +299,40 @@ impl Client {
         }
     }
 
+    /// `CheckPassword`, at set and change time (docs/breach.md): whether `password` may
+    /// become `identifier`'s new password. Only [`PasswordCheck::Acceptable`] accepts it;
+    /// every failure (no filter configured, the daemon unreachable, an unknown reason) is
+    /// [`PasswordCheck::Unchecked`], which a gateway treats as a refusal (or retries when
+    /// `retryable`). Our copy of the password is wiped.
+    pub async fn check_password(
+        &self,
+        realm: &str,
+        identifier: &str,
+        password: &[u8],
+    ) -> PasswordCheck {
+        let mut req = crate::pb::CheckPasswordRequest {
+            account: account(realm, identifier),
+            password: password.to_vec(),
+        };
+        let answer = self
+            .call("CheckPassword", &route_key(realm, identifier), |mut c, timeout| {
+                let mut req = tonic::Request::new(req.clone());
+                req.set_timeout(timeout);
+                crate::trace::inject(req.metadata_mut());
+                async move { c.check_password(req).await.map(|r| r.into_inner()) }
+            })
+            .await;
+        zeroize::Zeroize::zeroize(&mut req.password);
+        use crate::pb::PasswordCheckReason as Reason;
+        match answer.map(|r| Reason::try_from(r.reason)) {
+            Ok(Ok(Reason::Ok)) => PasswordCheck::Acceptable,
+            Ok(Ok(Reason::Breached)) => PasswordCheck::Breached,
+            Ok(Ok(Reason::ContextWord)) => PasswordCheck::ContextWord,
+            Ok(Ok(Reason::Unspecified) | Err(_)) => PasswordCheck::Unchecked { retryable: false },
+            Err(f) => PasswordCheck::Unchecked { retryable: failure_answer(f).retryable },
+        }
+    }
+
     /// `ClearAttempts`: `Allow` when the daemon cleared the record.
     pub async fn clear_attempts(
         &self,
@@ -373,6 +407,7 @@ impl Client {
             "Admit" => "portcullis.v1.Governor/Admit",
             "RecordAttempt" => "portcullis.v1.Governor/RecordAttempt",
             "Verify" => "portcullis.v1.Governor/Verify",
+            "CheckPassword" => "portcullis.v1.Governor/CheckPassword",
             _ => "portcullis.v1.Governor/ClearAttempts",
         };
         let span = tracing::info_span!(

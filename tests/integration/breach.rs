@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use portcullis::breach::build::{BuildOptions, build};
 use portcullis::breach::{BreachFilter, FALSE_POSITIVE_RATE};
+use portcullis::client::PasswordCheck::{Breached, ContextWord, Unchecked};
 use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{CheckPasswordRequest, PasswordCheckReason, Verdict};
 use portcullis_test_support::*;
@@ -233,14 +234,43 @@ async fn verify_flags_a_breached_password_on_accept_only_and_check_password_name
     }
     let e = check(&mut g, "", b"whatever").await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    // The gateway library: only Acceptable accepts.
+    let library = gateway_client(d.addr);
+    assert_eq!(library.check_password("fast", "a@example.com", b"password1").await, Breached);
+    assert_eq!(
+        library.check_password("fast", "alice@example.com", b"alice2026!").await,
+        ContextWord
+    );
+    assert!(
+        library.check_password("fast", "a@example.com", UNLISTED.as_bytes()).await.is_acceptable()
+    );
+    assert_eq!(
+        library.check_password("fast", "a@example.com", b"").await,
+        Unchecked { retryable: false },
+        "bad input"
+    );
+    let addr = d.addr;
     d.shutdown().await;
+    let gone = library.check_password("fast", "a@example.com", UNLISTED.as_bytes()).await;
+    assert_eq!(gone, Unchecked { retryable: true }, "an unreachable daemon: {addr}");
 
     // Without a filter the check cannot be made: FAILED_PRECONDITION, never "ok".
     let d = Daemon::start(embedded_settings(&dir.path().join("data2"))).await;
     let mut g = GovernorClient::connect(format!("http://{}", d.addr)).await.unwrap();
     let e = check(&mut g, "alice@example.com", UNLISTED.as_bytes()).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    let unchecked = gateway_client(d.addr).check_password("fast", "a@example.com", b"x1").await;
+    assert_eq!(unchecked, Unchecked { retryable: false });
     d.shutdown().await;
+}
+
+fn gateway_client(addr: std::net::SocketAddr) -> portcullis::client::Client {
+    portcullis::client::Client::new(portcullis::client::ClientConfig {
+        endpoints: vec![format!("http://{addr}")],
+        call_timeout: Duration::from_secs(2),
+        ..portcullis::client::ClientConfig::default()
+    })
+    .unwrap()
 }
 
 /// `serve` and `check-config` refuse a missing or broken filter file, naming it.
