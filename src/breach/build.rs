@@ -15,6 +15,9 @@ use xorf::BinaryFuse16;
 
 use super::file::{FilterWriter, SHARDS};
 
+/// The longest corpus line read, in bytes (a line is 40 hex digits, `:` and a count).
+const MAX_LINE_BYTES: usize = 256;
+
 /// What to build.
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
@@ -82,6 +85,9 @@ fn parse_line(line: &[u8]) -> Result<Option<(u64, u64)>, &'static str> {
         Some(at) => (&line[..at], Some(&line[at + 1..])),
         None => (line, None),
     };
+    if count.is_some_and(|c| c.is_empty() || !c.iter().all(u8::is_ascii_digit)) {
+        return Err("the count after ':' is not a whole number");
+    }
     if digest.len() != 40 || !digest.iter().all(u8::is_ascii_hexdigit) {
         return Err("not a SHA-1 in hex (40 digits)");
     }
@@ -122,6 +128,13 @@ pub fn build(from: &Path, out: &Path, options: &BuildOptions) -> Result<Built, B
         let path = path.to_owned();
         move |source| BuildError::Io { path: path.clone(), source }
     };
+    // The corpus must survive a mistyped command.
+    if let (Ok(a), Ok(b)) = (std::fs::canonicalize(from), std::fs::canonicalize(out))
+        && a == b
+    {
+        let source = std::io::Error::other("--out names the corpus itself");
+        return Err(BuildError::Io { path: out.to_owned(), source });
+    }
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
         _ => PathBuf::from("."),
@@ -150,11 +163,17 @@ pub fn build(from: &Path, out: &Path, options: &BuildOptions) -> Result<Built, B
     let (mut lines, mut below) = (0u64, 0u64);
     loop {
         line.clear();
-        let n = reader.read_until(b'\n', &mut line).map_err(io(from))?;
+        // At most one line's worth: a file without newlines must not fill the memory.
+        let mut bounded = (&mut reader).take(MAX_LINE_BYTES as u64 + 1);
+        let n = bounded.read_until(b'\n', &mut line).map_err(io(from))?;
         if n == 0 {
             break;
         }
         number += 1;
+        if n > MAX_LINE_BYTES {
+            let problem = "longer than 256 bytes (not a corpus line)";
+            return Err(BuildError::Line { path: from.to_owned(), line: number, problem });
+        }
         read_bytes += n as u64;
         if number % 65_536 == 0 {
             bar.set_position(read_bytes);
@@ -242,5 +261,7 @@ mod tests {
         }
         assert!(parse_line(format!("{sha}:lots").as_bytes()).is_err());
         assert!(parse_line(format!("{sha}:-1").as_bytes()).is_err());
+        assert!(parse_line(format!("{sha}:+5").as_bytes()).is_err());
+        assert!(parse_line(format!("{sha}:").as_bytes()).is_err());
     }
 }

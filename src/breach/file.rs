@@ -130,6 +130,10 @@ impl BreachFilter {
     pub fn load(path: &Path) -> Result<Self, FilterError> {
         let read_error = |source| FilterError::Read { path: path.to_owned(), source };
         let invalid = |problem: String| FilterError::Invalid { path: path.to_owned(), problem };
+        // Only a regular file: opening a FIFO (or a device) would block or never end.
+        if !std::fs::metadata(path).map_err(read_error)?.is_file() {
+            return Err(invalid("not a regular file".into()));
+        }
         let file = std::fs::File::open(path).map_err(read_error)?;
         let bytes = file.metadata().map_err(read_error)?.len();
         let mut reader =
@@ -226,6 +230,10 @@ fn check_shard(keys: u64, fingerprints: u64, d: &Descriptor) -> Result<(), Strin
     }
     if fingerprints != count_length + 2 * length {
         return Err("fingerprint count does not match the descriptor".into());
+    }
+    // xorf computes positions in u32: every one must fit.
+    if fingerprints > u64::from(u32::MAX) {
+        return Err("more fingerprints than a shard can address".into());
     }
     if keys > fingerprints {
         return Err("more keys than fingerprints".into());

@@ -111,7 +111,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         // First: from here on no signal an init system sends ends the process unplanned.
         portcullis::daemon::reload::install_handlers();
         let shutdown = shutdown_signal();
@@ -126,7 +126,11 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         // Buffered spans are exported before the process exits.
         telemetry.shutdown().await;
         code
-    })
+    });
+    // A file read stuck in the kernel (a hung network mount under a reloaded file) must
+    // not keep a drained daemon from exiting.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 /// The configuration of `file` with `overrides` and the environment's secrets, and what

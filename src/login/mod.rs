@@ -209,14 +209,13 @@ impl Logins {
             .map_err(LoginError::Refused)?;
         let realm_name = realm.name.clone();
         let network = realm.network.key(&self.secret, &realm.name, &request.client_key);
-        // The client's list of refused passwords: the known device's bucket, or the
-        // account's record for this client's network.
+        // The client's list of refused passwords: always its network's on the account,
+        // with or without a device token (which the store may find revoked, making the
+        // caller an untrusted client: a list per token would then be shared with
+        // whoever else holds it). The store honours it only for the window of the
+        // bucket the attempt is counted in.
         let repeat = realm.repeat.is_on().then(|| {
-            let (bucket, scope) = match &device {
-                Some(known) => (&known.bucket, "device".to_owned()),
-                None => (&request.key, realm.network.scope(&request.client_key)),
-            };
-            let list = self.repeats.list(bucket, &scope);
+            let list = self.repeats.list(&request.key, &realm.network.scope(&request.client_key));
             let fingerprint = self.repeats.fingerprint(
                 &realm.name,
                 &list,

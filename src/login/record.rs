@@ -44,7 +44,11 @@ impl Logins {
         let counted = counted?;
         let mut turn = turn?;
         if turn.refuses(realm, &self.network_watch) {
-            store.refund(key, attempt, counted.window_start_ms).await?;
+            // Only a count this call added: a replay's first call counted, and giving
+            // it back here would erase a failure that call paid for.
+            if counted.added() {
+                store.refund(key, attempt, counted.window_start_ms).await?;
+            }
             return Ok(Recorded { allowed: false, signals: Signals::default() });
         }
         let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;

@@ -10,8 +10,8 @@ use crate::devices::{DeviceTokens, Grant, KnownDevice};
 use crate::network::NetworkWatch;
 use crate::realm::Realm;
 use crate::spray::{SprayAction, SprayWatch};
-use crate::store::keys::{AccountKey, NetworkKey, RepeatKey, SprayKey};
-use crate::store::{Attempt, DeviceClaim, RepeatClaim, SprayNote, Store};
+use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
+use crate::store::{Attempt, Counted, DeviceClaim, RepeatClaim, SprayNote, Store, StoreError};
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS};
 
 /// One login after its reservation, in its own task.
@@ -106,21 +106,23 @@ impl Job {
             turn = match Turn::take(store, &realm, network).await {
                 Ok(turn) => turn,
                 Err(e) => {
-                    store.refund(bucket, attempt.as_ref(), counted.window_start_ms).await?;
+                    refund_if_added(store, bucket, attempt.as_ref(), &counted).await?;
                     return Err(e.into());
                 }
             };
             if let Err(refusal) = ticket.demote() {
                 turn.give_back(store, &realm).await?;
-                store.refund(bucket, attempt.as_ref(), counted.window_start_ms).await?;
+                refund_if_added(store, bucket, attempt.as_ref(), &counted).await?;
                 return Err(LoginError::Refused(refusal));
             }
         }
         // A throttled network in a `reject` realm: refused before any hashing, and the
         // account's count given back (a blocked attempt is no guess at the account;
-        // its network already paid for the guesses it made).
+        // its network already paid for the guesses it made). Only a count this call
+        // added: a replay or a repeat added none, and giving one back would erase a
+        // failure an earlier call paid for.
         if turn.refuses(&realm, &network_watch) {
-            store.refund(bucket, attempt.as_ref(), counted.window_start_ms).await?;
+            refund_if_added(store, bucket, attempt.as_ref(), &counted).await?;
             return Ok(LoginVerdict::Reject { signals: signals(&realm, suspected, 0, false) });
         }
         let flagged = turn.flagged(&realm);
@@ -216,6 +218,19 @@ impl Job {
         spray_watch.noted(&realm.name, &spray, distinct, &realm.spray);
         Ok(reject)
     }
+}
+
+/// Gives back the count this call added, if it added one ([`Counted::added`]).
+async fn refund_if_added(
+    store: &dyn Store,
+    bucket: &AccountKey,
+    attempt: Option<&AttemptKey>,
+    counted: &Counted,
+) -> Result<(), StoreError> {
+    if counted.added() {
+        store.refund(bucket, attempt, counted.window_start_ms).await?;
+    }
+    Ok(())
 }
 
 /// A failed comparison (or a repeat of one): the password's spray note and its place

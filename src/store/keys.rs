@@ -116,7 +116,7 @@ impl AccountKey {
     }
 
     /// `portcullis:v2:{<digest>}:p:<16 hex>`: the list of passwords one client (its
-    /// `scope`: a device bucket's or a client network's text) was refused with on this
+    /// `scope`: its client network's text) was refused with on this
     /// bucket (docs/throttle.md, "Repeated passwords"), in the same hash tag as the
     /// record, so the count reads it in the same script. The suffix is a keyed digest:
     /// it names no client.

@@ -178,6 +178,15 @@ pub struct Counted {
     pub repeat: bool,
 }
 
+impl Counted {
+    /// Whether this call added to a count: not a replay of an `attempt_id` (its first
+    /// call counted), not a forgiven repeat. Only such a call may be refunded: a refund
+    /// of any other would give back a failure some earlier call paid for.
+    pub fn added(&self) -> bool {
+        self.replays == 0 && !self.repeat
+    }
+}
+
 /// What the operator's `Inspect` reads: an account key's record and the store's clock,
 /// at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -157,6 +157,30 @@ fn a_damaged_file_is_refused_whatever_the_damage() {
         let e = BreachFilter::load(&damaged).unwrap_err().to_string();
         assert!(e.contains("damaged.filter"), "{what}: the error does not name the file: {e}");
     }
+    // Not a regular file: refused at once, never opened (a FIFO would block the reload,
+    // and with it SIGHUP and shutdown).
+    let fifo = dir.path().join("fifo.filter");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for path in [fifo, dir.path().to_owned()] {
+        let e = BreachFilter::load(&path).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+}
+
+#[test]
+fn the_builder_keeps_the_corpus_and_bounds_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus.txt");
+    write_corpus(&corpus, KNOWN.iter().map(|p| (*p).to_owned()));
+    let before = std::fs::read(&corpus).unwrap();
+    let e = build(&corpus, &corpus, &BuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("the corpus itself"), "{e}");
+    assert_eq!(std::fs::read(&corpus).unwrap(), before, "the corpus was overwritten");
+    // A file without newlines is refused at its first line, not read into memory whole.
+    let long = dir.path().join("long.txt");
+    std::fs::write(&long, "A".repeat(1 << 20)).unwrap();
+    let e = build(&long, &dir.path().join("x.filter"), &BuildOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("line 1") && e.to_string().contains("longer"), "{e}");
 }
 
 fn breach_toml(filter: &Path, extra: &str) -> String {

@@ -330,3 +330,85 @@ async fn a_failed_repeat_note_is_a_deny() {
     let status = service.verify(request).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
 }
+
+/// A call that added no count gives none back: a repeat (forgiven, not counted) or a
+/// replayed `attempt_id` from a throttled network in a `reject` realm is refused, and
+/// the failures earlier calls paid for stay. (Giving one back per call let a throttled
+/// network drain an account's count while others guessed: unlimited guesses.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_networks_repeats_and_replays_give_back_nothing() {
+    const TIGHT: &str = r#"
+[realms.tight]
+hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
+network_capacity = 1
+"#;
+    for redis in [Some(RedisServer::start()), None] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Daemon::on(redis.as_ref(), dir.path(), TIGHT).await;
+        let hash = hash_of(RIGHT);
+        let mut c = d.client().await;
+        let mut ops = caller(d.addr, None, None).await.unwrap();
+        let victim = "victim@example.com";
+        // The throttled network's one guess, compared and counted: its token is spent.
+        c.verify("tight", victim, b"first guess", &hash, "203.0.113.9").await.unwrap();
+        for n in 1..=4 {
+            let (guess, from) = (format!("guess {n}"), format!("198.51.100.{n}"));
+            c.verify("tight", victim, guess.as_bytes(), &hash, &from).await.unwrap();
+        }
+        assert_eq!(ops.inspect("tight", victim).await.unwrap().failures, 5);
+        // Its repeats now: refused by its network, and no failure given back.
+        for _ in 0..5 {
+            let r = c.verify("tight", victim, b"first guess", &hash, "203.0.113.9").await;
+            assert_eq!(verdict(&r.unwrap()), Verdict::Reject);
+        }
+        assert_eq!(ops.inspect("tight", victim).await.unwrap().failures, 5, "a repeat refunded");
+        let r = c.verify("tight", victim, RIGHT, &hash, "192.0.2.200").await.unwrap();
+        assert_eq!(verdict(&r), Verdict::Reject, "the door reopened");
+
+        // A gateway's retry of a RecordAttempt from a network that is throttled now.
+        let id = "retry@example.com";
+        let record = |c: &mut Client| {
+            let mut c = c.clone();
+            async move {
+                let req = portcullis::pb::RecordAttemptRequest {
+                    account: account("tight", id),
+                    attempt_id: "a1".into(),
+                    client_key: "203.0.113.77".into(),
+                };
+                c.0.record_attempt(req).await.unwrap().into_inner().decision
+            }
+        };
+        assert_eq!(record(&mut c).await, portcullis::pb::Decision::Allow as i32);
+        assert_eq!(record(&mut c).await, portcullis::pb::Decision::Deny as i32);
+        assert_eq!(ops.inspect("tight", id).await.unwrap().failures, 1, "a replay refunded");
+        d.shutdown().await;
+    }
+}
+
+/// A revoked device token is an untrusted client: its list is its network's, so a thief
+/// holding the token elsewhere finds nothing the user was refused with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_tokens_holders_do_not_share_a_list() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(Some(&redis), &dir).await;
+    let hash = hash_of(RIGHT);
+    let mut c = d.client().await;
+    let mut ops = caller(d.addr, None, None).await.unwrap();
+    let user = "dana@example.com";
+    let token = c.verify("rep", user, RIGHT, &hash, "198.51.100.1").await.unwrap().device_token;
+    ops.admin
+        .revoke_devices(portcullis::pb::RevokeDevicesRequest { account: account("rep", user) })
+        .await
+        .unwrap();
+    let typo = b"correct horse battery stapel";
+    let r = c.verify_with_device("rep", user, typo, &hash, "198.51.100.1", &token).await;
+    assert_eq!(verdict(&r.unwrap()), Verdict::Reject);
+    let before = d.budget().comparisons;
+    let r = c.verify_with_device("rep", user, typo, &hash, "203.0.113.66", &token).await;
+    assert_eq!(verdict(&r.unwrap()), Verdict::Reject);
+    assert_eq!(d.budget().comparisons - before, 1, "the thief's try was not compared");
+    let seen = ops.inspect("rep", user).await.unwrap();
+    assert_eq!((seen.failures, seen.repeats_forgiven), (2, 0));
+    d.shutdown().await;
+}
