@@ -49,7 +49,7 @@ pub const FALSE_POSITIVE_RATE: f64 = 1.0 / 65_536.0;
 #[derive(Debug, thiserror::Error)]
 pub enum FilterError {
     /// The file could not be read.
-    #[error("breach filter {path}: {source}")]
+    #[error("breach filter {path} could not be read")]
     Read {
         /// The file.
         path: PathBuf,
@@ -182,6 +182,10 @@ impl BreachFilter {
         }
         if total_keys != entries {
             return Err(invalid("the shards' keys do not add up to its entries".into()));
+        }
+        // An empty filter would call every password acceptable: a mistake, never a list.
+        if entries == 0 {
+            return Err(invalid("holds no entries".into()));
         }
         let mut shards = Vec::with_capacity(SHARDS);
         let mut buffer = vec![0u8; 1 << 16];

@@ -49,7 +49,11 @@ impl Logins {
             if counted.added() {
                 store.refund(key, attempt, counted.window_start_ms).await?;
             }
-            return Ok(Recorded { allowed: false, signals: Signals::default() });
+            let failures = counted.failures_without_this();
+            return Ok(Recorded {
+                allowed: false,
+                signals: signals(realm, false, failures, false),
+            });
         }
         let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
         note_count(realm, key, &counted, allowed);

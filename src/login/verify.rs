@@ -123,7 +123,11 @@ impl Job {
         // failure an earlier call paid for.
         if turn.refuses(&realm, &network_watch) {
             refund_if_added(store, bucket, attempt.as_ref(), &counted).await?;
-            return Ok(LoginVerdict::Reject { signals: signals(&realm, suspected, 0, false) });
+            // The account's step-up stands on what its window still holds.
+            let failures = counted.failures_without_this();
+            return Ok(LoginVerdict::Reject {
+                signals: signals(&realm, suspected, failures, false),
+            });
         }
         let flagged = turn.flagged(&realm);
         if counted.repeat {

@@ -185,6 +185,12 @@ impl Counted {
     pub fn added(&self) -> bool {
         self.replays == 0 && !self.repeat
     }
+
+    /// The failures the window holds once this call's own count, if it added one, is
+    /// given back: what a refused call's step-up signal is read from.
+    pub fn failures_without_this(&self) -> u64 {
+        if self.added() { self.failures.saturating_sub(1) } else { self.failures }
+    }
 }
 
 /// What the operator's `Inspect` reads: an account key's record and the store's clock,

@@ -176,6 +176,14 @@ fn the_builder_keeps_the_corpus_and_bounds_a_line() {
     let e = build(&corpus, &corpus, &BuildOptions::default()).unwrap_err().to_string();
     assert!(e.contains("the corpus itself"), "{e}");
     assert_eq!(std::fs::read(&corpus).unwrap(), before, "the corpus was overwritten");
+    // An empty corpus (or one --min-count empties) makes no filter: it would accept all.
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, "\r\n\n").unwrap();
+    let e = build(&empty, &dir.path().join("e.filter"), &BuildOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("no entry"), "{e}");
+    let options = BuildOptions { min_count: 1_000, ..BuildOptions::default() };
+    assert!(build(&corpus, &dir.path().join("e.filter"), &options).is_err());
+    assert!(!dir.path().join("e.filter").exists());
     // A file without newlines is refused at its first line, not read into memory whole.
     let long = dir.path().join("long.txt");
     std::fs::write(&long, "A".repeat(1 << 20)).unwrap();

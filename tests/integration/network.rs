@@ -363,3 +363,27 @@ async fn a_throttle_episode_is_one_log_line_without_the_address() {
         assert!(!logs.contains(needle), "a log line holds {needle:?}");
     }
 }
+
+/// A throttled network's reject still carries the account's step-up: the window keeps
+/// the failures it held (`tiny`: 3 tokens, step-up from 3 failures), for a known and an
+/// unknown account alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_reject_keeps_the_accounts_step_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(None, &dir).await;
+    let hash = hash();
+    let mut c = d.client().await;
+    let accounts = [
+        ("known@example.com", hash.as_str(), "203.0.113.1"),
+        ("ghost@example.com", "", "203.0.113.2"),
+    ];
+    for (id, stored, from) in accounts {
+        for n in 1..=5 {
+            let guess = format!("guess {n}");
+            let r = c.verify("tiny", id, guess.as_bytes(), stored, from).await.unwrap();
+            assert_eq!(verdict(&r), Verdict::Reject);
+            assert_eq!(r.step_up, n >= 3, "{id}, failure {n}");
+        }
+    }
+    d.shutdown().await;
+}
