@@ -114,6 +114,12 @@ impl BreachList {
             .collect();
         let mut list = Self { service_words: words, ..Self::disabled() };
         list.reload_interval = settings.reload_interval;
+        // Exported from the start, so an alert on a refused reload has a series to
+        // watch, and dashboards see 0 entries without a filter.
+        for outcome in ["ok", "refused"] {
+            metrics::counter!(BREACH_RELOADS, "outcome" => outcome).increment(0);
+        }
+        metrics::gauge!(BREACH_ENTRIES).set(0.0);
         if let Some(path) = &settings.filter_file {
             let before =
                 stamp(path).map_err(|source| FilterError::Read { path: path.clone(), source })?;

@@ -160,6 +160,7 @@ async fn a_scripted_run_shows_exactly_its_counts() {
                     "reason",
                     "operation",
                     "algorithm",
+                    "outcome",
                     "le",
                     "quantile"
                 ]
