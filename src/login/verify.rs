@@ -157,7 +157,7 @@ impl Job {
         }
         // A repeat is not compared again: the same password against the same stored
         // hash has one answer, which this client was given in this window. Only this
-        // client (its network, or its device) on this bucket can meet its own list, so
+        // client (its network) on this account can meet its own list, so
         // the saved hash time tells it nothing it does not know, and an endless retry
         // costs no CPU (docs/throttle.md, "Repeated passwords"). It is a failure from
         // here on, as a new wrong password: the same notes, the same answer.
