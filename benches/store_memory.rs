@@ -40,8 +40,8 @@ const FAST_REALM: &str =
 
 fn used_memory(redis: &RedisServer) -> u64 {
     let info: String = redis::cmd("INFO").arg("memory").query(&mut redis.conn()).unwrap();
-    info.lines()
-        .find_map(|l| l.trim_end().strip_prefix("used_memory:")?.parse().ok())
+    portcullis_test_support::bench::info_fields(&info)
+        .find_map(|(name, value)| (name == "used_memory").then(|| value.parse().ok()).flatten())
         .expect("used_memory")
 }
 
@@ -57,8 +57,7 @@ fn baseline() -> bool {
 /// The daemon's configuration: the tests' realms plus [`FAST_REALM`], and (unless
 /// measuring a build before it) a 10-second retry horizon.
 fn daemon_config(redis: &RedisServer) -> String {
-    let horizon = if baseline() { "" } else { "attempt_id_horizon = \"10s\"\n" };
-    config_toml(&redis.url(), &format!("{horizon}{FAST_REALM}"))
+    config_toml(&redis.url(), &format!("{}{FAST_REALM}", horizon()))
         .replace("operation_timeout = \"300ms\"", "operation_timeout = \"2s\"")
 }
 
@@ -84,19 +83,7 @@ async fn bytes_per_identifier() {
         attempt(&mut c, "default", u64::MAX, with_id).await.unwrap();
         let before = used_memory(&redis);
         const N: u64 = 20_000;
-        let tasks: Vec<_> = (0..16)
-            .map(|t| {
-                let mut c = c.clone();
-                tokio::spawn(async move {
-                    for n in (t..N).step_by(16) {
-                        attempt(&mut c, "default", n, with_id).await.unwrap();
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
+        made_up(&c, N, with_id).await;
         let per = (used_memory(&redis) - before) as f64 / N as f64;
         let mut conn = redis.conn();
         let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
@@ -197,6 +184,28 @@ async fn flood(daemon: &DaemonProcess, gauge: impl Fn() -> (u64, String)) {
     }
 }
 
+/// `RecordAttempt` for made-up identifiers 0..`n`, 16 at a time.
+async fn made_up(c: &Client, n: u64, with_id: bool) {
+    let tasks: Vec<_> = (0..16)
+        .map(|t| {
+            let mut c = c.clone();
+            tokio::spawn(async move {
+                for i in (t..n).step_by(16) {
+                    attempt(&mut c, "default", i, with_id).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+/// The retry horizon the bench's daemons run with: 10 s (none for a build before it).
+fn horizon() -> &'static str {
+    if baseline() { "" } else { "attempt_id_horizon = \"10s\"\n" }
+}
+
 async fn sustained_flood() {
     println!(
         "\n## A sustained flood: {RATE} made-up identifiers a second with attempt ids, 2-second windows, 8 MB noeviction Redis\n"
@@ -213,32 +222,19 @@ async fn embedded() {
     println!(
         "\n## The embedded store: its file per made-up identifier, and under a sustained flood\n"
     );
-    let horizon = if baseline() { "" } else { "attempt_id_horizon = \"10s\"\n" };
     let size = |dir: &std::path::Path| {
         std::fs::metadata(dir.join("portcullis.redb")).map_or(0, |m| m.len())
     };
     let dir = tempfile::tempdir().unwrap();
     let daemon = DaemonProcess::spawn_quiet(&embedded_config_toml(
         dir.path(),
-        &format!("{horizon}{FAST_REALM}"),
+        &format!("{}{FAST_REALM}", horizon()),
     ));
     let mut c = daemon.client().await;
     attempt(&mut c, "default", u64::MAX, true).await.unwrap();
     let before = size(dir.path());
     const N: u64 = 20_000;
-    let tasks: Vec<_> = (0..16)
-        .map(|t| {
-            let mut c = c.clone();
-            tokio::spawn(async move {
-                for n in (t..N).step_by(16) {
-                    attempt(&mut c, "default", n, true).await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+    made_up(&c, N, true).await;
     println!(
         "file growth per made-up identifier with an attempt id (20,000): {:.1} bytes\n",
         (size(dir.path()) - before) as f64 / N as f64
@@ -247,7 +243,7 @@ async fn embedded() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = DaemonProcess::spawn_quiet(&embedded_config_toml(
         dir.path(),
-        &format!("{horizon}{FAST_REALM}"),
+        &format!("{}{FAST_REALM}", horizon()),
     ));
     flood(&daemon, || (size(dir.path()), "-".to_owned())).await;
     assert!(daemon.terminate().await.success());

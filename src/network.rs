@@ -112,15 +112,30 @@ impl NetworkPolicy {
     /// an empty key (a `RecordAttempt` that sent none) or an address in
     /// `trusted_networks`.
     pub fn network(&self, client_key: &str) -> Option<Network> {
+        let ip = address_of(client_key);
+        if ip.is_some_and(|ip| self.trusted.iter().any(|net| net.contains(&ip))) {
+            return None;
+        }
+        self.group(client_key, ip)
+    }
+
+    /// The client `client_key` names for per-client state, trusted or not: its network's
+    /// text (an address at the realm's prefix, or the key itself). What a repeat list is
+    /// kept per (docs/throttle.md, "Repeated passwords").
+    pub fn scope(&self, client_key: &str) -> String {
+        self.group(client_key, address_of(client_key))
+            .map_or_else(|| "key:".to_owned(), |n| n.as_text())
+    }
+
+    /// `client_key`'s network whether trusted or not (`ip`: its address, if any);
+    /// `None` for an empty key.
+    fn group(&self, client_key: &str, ip: Option<IpAddr>) -> Option<Network> {
         if client_key.is_empty() {
             return None;
         }
-        let Some(ip) = address_of(client_key) else {
+        let Some(ip) = ip else {
             return Some(Network::Key(client_key.to_owned()));
         };
-        if self.trusted.iter().any(|net| net.contains(&ip)) {
-            return None;
-        }
         let prefix = match ip {
             IpAddr::V4(_) => self.ipv4_prefix,
             IpAddr::V6(_) => self.ipv6_prefix,
@@ -129,14 +144,6 @@ impl NetworkPolicy {
         // full address (the narrowest bucket) is the safe side.
         let net = IpNet::new(ip, prefix).map_or(IpNet::from(ip), |n| n.trunc());
         Some(Network::Address(net))
-    }
-
-    /// The client `client_key` names for per-client state, trusted or not: its network's
-    /// text (an address at the realm's prefix, or the key itself). What a repeat list is
-    /// kept per (docs/throttle.md, "Repeated passwords").
-    pub fn scope(&self, client_key: &str) -> String {
-        let untrusted = NetworkPolicy { trusted: Vec::new(), ..self.clone() };
-        untrusted.network(client_key).map_or_else(|| "key:".to_owned(), |n| n.as_text())
     }
 
     /// The bucket key of `client_key` in `realm`, `None` when it is never throttled.

@@ -56,6 +56,21 @@ impl AdminService {
     ) -> Self {
         Self { realms, store, secret, spray }
     }
+
+    /// The request's account, validated and keyed exactly as `Governor` does it.
+    fn account(
+        &self,
+        account: Option<&crate::pb::Account>,
+        extensions: &tonic::Extensions,
+    ) -> Result<(&Realm, crate::store::keys::AccountKey), Status> {
+        validate_account(&self.realms, &self.secret, account, extensions)
+    }
+}
+
+/// Counts one answered Admin call by RPC and caller name (`portcullis_admin_calls_total`).
+fn count_call(rpc: &'static str, caller: String) {
+    metrics::counter!("portcullis_admin_calls_total", "rpc" => rpc, "caller" => caller)
+        .increment(1);
 }
 
 /// Milliseconds since the Unix epoch of `t` (0 before it).
@@ -122,17 +137,12 @@ impl Admin for AdminService {
         request: Request<InspectRequest>,
     ) -> Result<Response<InspectResponse>, Status> {
         let caller = caller(request.extensions());
-        let (realm, key) = validate_account(
-            &self.realms,
-            &self.secret,
-            request.get_ref().account.as_ref(),
-            request.extensions(),
-        )?;
+        let (realm, key) =
+            self.account(request.get_ref().account.as_ref(), request.extensions())?;
         let read = self.store.inspect(&key).await.map_err(store_unavailable)?;
         let answer = inspection(&realm.policy, &read);
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, door = ?DoorState::try_from(answer.door).ok(), "admin: inspect");
-        metrics::counter!("portcullis_admin_calls_total", "rpc" => "Inspect", "caller" => caller)
-            .increment(1);
+        count_call("Inspect", caller);
         Ok(Response::new(answer))
     }
 
@@ -142,12 +152,7 @@ impl Admin for AdminService {
     ) -> Result<Response<UnlockResponse>, Status> {
         let caller = caller(request.extensions());
         let req = request.get_ref();
-        let (realm, key) = validate_account(
-            &self.realms,
-            &self.secret,
-            req.account.as_ref(),
-            request.extensions(),
-        )?;
+        let (realm, key) = self.account(req.account.as_ref(), request.extensions())?;
         let reason = match UnlockReason::try_from(req.reason) {
             Ok(UnlockReason::Unspecified) | Err(_) => {
                 return Err(Status::invalid_argument(
@@ -165,8 +170,7 @@ impl Admin for AdminService {
                 .map_err(store_unavailable)?;
         }
         tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), "admin: unlock cleared an account key's record");
-        metrics::counter!("portcullis_admin_calls_total", "rpc" => "Unlock", "caller" => caller)
-            .increment(1);
+        count_call("Unlock", caller);
         Ok(Response::new(UnlockResponse {}))
     }
 
@@ -175,19 +179,14 @@ impl Admin for AdminService {
         request: Request<RevokeDevicesRequest>,
     ) -> Result<Response<RevokeDevicesResponse>, Status> {
         let caller = caller(request.extensions());
-        let (realm, key) = validate_account(
-            &self.realms,
-            &self.secret,
-            request.get_ref().account.as_ref(),
-            request.extensions(),
-        )?;
+        let (realm, key) =
+            self.account(request.get_ref().account.as_ref(), request.extensions())?;
         self.store
             .revoke_devices(&key, realm.device_epoch_ttl_ms())
             .await
             .map_err(store_unavailable)?;
         tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: revoked an account's device tokens");
-        metrics::counter!("portcullis_admin_calls_total", "rpc" => "RevokeDevices", "caller" => caller)
-            .increment(1);
+        count_call("RevokeDevices", caller);
         Ok(Response::new(RevokeDevicesResponse {}))
     }
 
@@ -209,8 +208,7 @@ impl Admin for AdminService {
             })
             .collect();
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm, "admin: spray status");
-        metrics::counter!("portcullis_admin_calls_total", "rpc" => "SprayStatus", "caller" => caller)
-            .increment(1);
+        count_call("SprayStatus", caller);
         Ok(Response::new(SprayStatusResponse {
             fingerprints_over_threshold: status.fingerprints_over_threshold,
             episodes,
@@ -242,8 +240,7 @@ impl Admin for AdminService {
             .await
             .map_err(store_unavailable)?;
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), tokens = state.tokens, "admin: inspect network");
-        metrics::counter!("portcullis_admin_calls_total", "rpc" => "InspectNetwork", "caller" => caller)
-            .increment(1);
+        count_call("InspectNetwork", caller);
         Ok(Response::new(InspectNetworkResponse {
             tokens: state.tokens,
             capacity,
@@ -268,8 +265,7 @@ impl Admin for AdminService {
                 .map_err(store_unavailable)?;
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), "admin: released a client network's bucket");
         }
-        metrics::counter!("portcullis_admin_calls_total", "rpc" => "ReleaseNetwork", "caller" => caller)
-            .increment(1);
+        count_call("ReleaseNetwork", caller);
         Ok(Response::new(ReleaseNetworkResponse {}))
     }
 }

@@ -377,6 +377,20 @@ impl Tables<'_, '_> {
         }
     }
 
+    /// The repeat list at `list` if it is bound to the window that started at
+    /// `window_start_ms`: its fingerprints, newest first (none when absent or of another
+    /// window). Another kind of entry there is a store error, as on Redis.
+    fn list_of(&self, list: &str, window_start_ms: u64) -> Result<Vec<u64>, StoreError> {
+        match self.get(list)? {
+            Some(Entry::Repeats { window_start_ms: ws, fingerprints, len, .. }) => {
+                let held = &fingerprints[..usize::from(len).min(MAX_REPEATS)];
+                Ok(if ws == window_start_ms { held.to_vec() } else { Vec::new() })
+            }
+            None => Ok(Vec::new()),
+            Some(_) => Err(StoreError::Protocol("a repeat key holds another entry".into())),
+        }
+    }
+
     /// Whether `fingerprint` is on the repeat list at `list` for the window that started
     /// at `window_start_ms`.
     fn on_list(
@@ -385,13 +399,7 @@ impl Tables<'_, '_> {
         window_start_ms: u64,
         fingerprint: u64,
     ) -> Result<bool, StoreError> {
-        match self.get(list)? {
-            Some(Entry::Repeats { window_start_ms: ws, fingerprints, len, .. }) => Ok(ws
-                == window_start_ms
-                && fingerprints[..usize::from(len).min(MAX_REPEATS)].contains(&fingerprint)),
-            None => Ok(false),
-            Some(_) => Err(StoreError::Protocol("a repeat key holds another entry".into())),
-        }
+        Ok(self.list_of(list, window_start_ms)?.contains(&fingerprint))
     }
 
     /// The embedded form of `repeat.lua`: `fingerprint` first on `list`, at most
@@ -404,16 +412,15 @@ impl Tables<'_, '_> {
         fingerprint: u64,
         max_len: u32,
     ) -> Result<(), StoreError> {
-        let Some(Entry::Record { record: r, expires_ms }) = self.get(record)? else {
-            return Ok(());
+        let (r, expires_ms) = match self.get(record)? {
+            Some(Entry::Record { record, expires_ms }) => (record, expires_ms),
+            None => return Ok(()),
+            Some(_) => return Err(StoreError::Protocol("a record key holds another entry".into())),
         };
         let mut kept = vec![fingerprint];
-        if let Some(Entry::Repeats { window_start_ms, fingerprints, len, .. }) = self.get(list)?
-            && window_start_ms == r.window_start_ms
-        {
-            let old = fingerprints[..usize::from(len).min(MAX_REPEATS)].iter();
-            kept.extend(old.filter(|&&fp| fp != fingerprint));
-        }
+        kept.extend(
+            self.list_of(list, r.window_start_ms)?.into_iter().filter(|&fp| fp != fingerprint),
+        );
         kept.truncate(usize::try_from(max_len).unwrap_or(MAX_REPEATS).clamp(1, MAX_REPEATS));
         let mut fingerprints = [0u64; MAX_REPEATS];
         fingerprints[..kept.len()].copy_from_slice(&kept);

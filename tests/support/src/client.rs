@@ -154,14 +154,7 @@ impl Client {
         identifier: &str,
         reason: i32,
     ) -> Result<(), tonic::Status> {
-        self.0
-            .clear_attempts(ClearAttemptsRequest {
-                account: account(realm, identifier),
-                reason,
-                client_key: String::new(),
-            })
-            .await
-            .map(drop)
+        self.clear_from(realm, identifier, reason, "").await
     }
 }
 
