@@ -41,9 +41,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::secret::{keyed_mac, update_framed};
 use crate::store::keys::{AccountKey, KeySecret};
 
 /// Longest `device_token` a request may carry, in bytes; a longer one is
@@ -113,16 +114,13 @@ impl DeviceTokens {
     }
 
     fn tag(&self, grant: &Grant<'_>, body: &[u8]) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
-            .expect("HMAC takes any key length");
+        let mut mac = keyed_mac(&self.key);
         mac.update(DOMAIN);
         // Realm names are at most 64 bytes (configuration), stored hashes far below
         // u32::MAX (the request's size limit).
-        mac.update(&(grant.realm.len() as u32).to_be_bytes());
-        mac.update(grant.realm.as_bytes());
+        update_framed(&mut mac, grant.realm.as_bytes());
         mac.update(grant.account.digest().as_bytes());
-        mac.update(&(grant.stored_hash.len() as u32).to_be_bytes());
-        mac.update(grant.stored_hash.as_bytes());
+        update_framed(&mut mac, grant.stored_hash.as_bytes());
         mac.update(body);
         mac
     }

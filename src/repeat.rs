@@ -19,10 +19,9 @@
 //! shared by everyone holding it. The list is bound to the window of the bucket the
 //! attempt was counted in (the device's, or the account's).
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+use hmac::Mac;
 
-use crate::secret::{KeySecret, SubKey};
+use crate::secret::{KeySecret, SubKey, keyed_mac, update_framed};
 use crate::store::keys::{AccountKey, RepeatKey};
 
 /// A realm's repeat settings, validated.
@@ -86,14 +85,10 @@ impl RepeatFingerprints {
         password: &[u8],
         bytes: u8,
     ) -> u64 {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
-            .expect("HMAC takes any key length");
+        let mut mac = keyed_mac(&self.key);
         mac.update(b"repeat\0");
         for part in [realm.as_bytes(), list.as_str().as_bytes(), stored_hash.as_bytes()] {
-            // Each is bounded (a realm name, a store key, a stored hash within its
-            // ceiling).
-            mac.update(&(part.len() as u32).to_be_bytes());
-            mac.update(part);
+            update_framed(&mut mac, part);
         }
         mac.update(password);
         let digest = mac.finalize().into_bytes();

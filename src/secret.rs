@@ -22,6 +22,22 @@ pub const SECRET_FILE: &str = "key_secret";
 #[derive(Clone)]
 pub struct KeySecret(Vec<u8>);
 
+/// HMAC-SHA-256 under `key`: the secret itself ([`KeySecret::mac`]) or one of its
+/// sub-keys ([`KeySecret::subkey`]).
+pub fn keyed_mac(key: &[u8]) -> Hmac<Sha256> {
+    // HMAC accepts keys of any length (RFC 2104), so this cannot fail.
+    <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key length")
+}
+
+/// Adds `part` to `mac` after its length (4 bytes, big-endian), so that consecutive
+/// parts cannot run into each other. Every part a caller frames is bounded far below
+/// `u32::MAX` (a realm name, an identifier, a store key, a stored hash within its
+/// ceiling).
+pub fn update_framed(mac: &mut Hmac<Sha256>, part: &[u8]) {
+    mac.update(&(part.len() as u32).to_be_bytes());
+    mac.update(part);
+}
+
 impl KeySecret {
     /// Shortest accepted secret, in bytes (the HMAC-SHA-256 output size; RFC 2104 §3).
     pub const MIN_BYTES: usize = 32;
@@ -55,8 +71,7 @@ impl KeySecret {
     /// HMAC-SHA-256 keyed with the secret itself: account keys and their suffixes
     /// (`store::keys`) only; every other purpose takes a [`SubKey`].
     pub(crate) fn mac(&self) -> Hmac<Sha256> {
-        // HMAC accepts keys of any length (RFC 2104), so this cannot fail.
-        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
+        keyed_mac(&self.0)
     }
 
     /// The 32-byte sub-key of `purpose`, `HMAC-SHA-256(secret, "portcullis:v1:subkey\0" ‖

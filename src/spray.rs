@@ -27,11 +27,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::secret::KeySecret;
+use crate::secret::{KeySecret, keyed_mac, update_framed};
 use crate::store::keys::SprayKey;
 use crate::telemetry::metrics::{
     SPRAY_DISTINCT_ACCOUNTS, SPRAY_EPISODES, SPRAY_FINGERPRINTS_OVER, SPRAY_SUSPECTED,
@@ -104,7 +104,7 @@ impl SprayFingerprints {
     }
 
     fn mac(&self) -> Hmac<Sha256> {
-        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key).expect("HMAC takes any key length")
+        keyed_mac(&self.key)
     }
 
     /// The spray key of `password` in `realm`: `HMAC(key, "password\0" ‖ len(realm) ‖
@@ -114,8 +114,7 @@ impl SprayFingerprints {
         let mut mac = self.mac();
         mac.update(b"password\0");
         // Realm names are at most 64 bytes.
-        mac.update(&(realm.len() as u32).to_be_bytes());
-        mac.update(realm.as_bytes());
+        update_framed(&mut mac, realm.as_bytes());
         mac.update(password);
         let digest = mac.finalize().into_bytes();
         let fingerprint = u16::from_be_bytes([digest[0], digest[1]]);

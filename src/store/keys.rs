@@ -27,6 +27,8 @@
 
 use hmac::Mac;
 
+use crate::secret::update_framed;
+
 use crate::normalize::NormalizedIdentifier;
 pub use crate::secret::KeySecret;
 
@@ -59,11 +61,9 @@ impl AccountKey {
     /// Derives the key; `realm` is the configured realm name.
     pub fn new(secret: &KeySecret, realm: &str, identifier: &NormalizedIdentifier) -> Self {
         let mut mac = secret.mac();
-        for part in [realm.as_bytes(), identifier.as_str().as_bytes()] {
-            // Both parts are bounded (64 and 320 bytes), far below u32::MAX.
-            mac.update(&(part.len() as u32).to_be_bytes());
-            mac.update(part);
-        }
+        // Both parts are bounded (64 and 320 bytes).
+        update_framed(&mut mac, realm.as_bytes());
+        update_framed(&mut mac, identifier.as_str().as_bytes());
         let digest = mac.finalize().into_bytes();
         Self { digest: hex::encode(&digest[..ACCOUNT_DIGEST_BYTES]), device: None }
     }
@@ -214,11 +214,9 @@ impl NetworkKey {
         // Domain separation from account keys (whose input starts with a length),
         // attempt ids and devices.
         mac.update(b"network\0");
-        for part in [realm.as_bytes(), network.as_bytes()] {
-            // Both are bounded (a realm name, a client_key of at most 256 bytes).
-            mac.update(&(part.len() as u32).to_be_bytes());
-            mac.update(part);
-        }
+        // Both are bounded (a realm name, a client_key of at most 256 bytes).
+        update_framed(&mut mac, realm.as_bytes());
+        update_framed(&mut mac, network.as_bytes());
         let digest = mac.finalize().into_bytes();
         Self { digest: hex::encode(&digest[..ACCOUNT_DIGEST_BYTES]) }
     }
