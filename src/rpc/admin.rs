@@ -226,6 +226,7 @@ impl Admin for AdminService {
         let capacity = realm.network.bucket.capacity;
         let Some(key) = realm.network.key(&self.secret, &realm.name, &req.client_key) else {
             tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: inspect network (trusted)");
+            count_call("InspectNetwork", caller);
             return Ok(Response::new(InspectNetworkResponse {
                 tokens: capacity,
                 capacity,
