@@ -3,9 +3,11 @@
 //! functions; the embedded store calls them directly. Time is passed in (milliseconds
 //! since the Unix epoch, read from the store's clock), never read here.
 //!
-//! [`bucket`]: the token bucket of the throttle per client network.
+//! [`bucket`]: the token bucket of the throttle per client network; [`repeats`]: a
+//! client's list of refused passwords.
 
 pub mod bucket;
+pub mod repeats;
 
 use std::time::Duration;
 
@@ -51,7 +53,8 @@ pub struct Record {
     /// Exhausted windows in a row; sets the current window's length.
     pub step: u32,
     /// Attempts in the current window that repeated a password this client had already
-    /// been refused with, and were not counted ([`forgive`]).
+    /// been refused with, and were not counted ([`forgive`]): forgiven without a
+    /// comparison, or compared again ([`repeats::RepeatMatch`]).
     pub repeats: u64,
 }
 
@@ -138,10 +141,11 @@ pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptO
 
 /// A repeated wrong password at store time `now_ms` (docs/throttle.md, "Repeated
 /// passwords"): an attempt whose password this client was already refused with in the
-/// record's current window is not counted. It may proceed when the door is open (the
-/// next attempt would be allowed), and the window's repeats go up by one. `None` when
-/// the window is over: the attempt is then counted as any other ([`attempt`]), so a
-/// repeat never carries over into a new window.
+/// record's current window is not counted, whether its list entry forgives it unseen or
+/// asks for a comparison ([`repeats::RepeatList::claim`]). It may proceed when the door
+/// is open (the next attempt would be allowed), and the window's repeats go up by one.
+/// `None` when the window is over: the attempt is then counted as any other
+/// ([`attempt`]), so a repeat never carries over into a new window.
 pub fn forgive(policy: &Policy, record: &Record, now_ms: u64) -> Option<AttemptOutcome> {
     if window_over(policy, record, now_ms) {
         return None;

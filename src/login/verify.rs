@@ -132,10 +132,13 @@ impl Job {
         let flagged = turn.flagged(&realm);
         if counted.repeat {
             // A password this client was refused with, against this stored hash, in
-            // this window: not counted, and not its network's failure either (the phone
-            // retrying an old password must not throttle its own network): its token
-            // goes back on every path below.
-            metrics::counter!(REPEATS, "realm" => realm.name.clone()).increment(1);
+            // this window: not counted. Forgiven unseen (the first match on its list
+            // entry), it is not its network's failure either (the phone retrying an old
+            // password must not throttle its own network): its token goes back on every
+            // path below. A recheck is compared below and pays as any comparison.
+            if !counted.recheck {
+                metrics::counter!(REPEATS, "realm" => realm.name.clone()).increment(1);
+            }
         } else {
             note_count(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
         }
@@ -155,16 +158,20 @@ impl Job {
             turn.give_back(store, &realm).await?;
             return Ok(reject);
         }
-        // A repeat is not compared again: the same password against the same stored
-        // hash has one answer, which this client was given in this window. Only this
-        // client (its network) on this account can meet its own list, so
-        // the saved hash time tells it nothing it does not know, and an endless retry
-        // costs no CPU (docs/throttle.md, "Repeated passwords"). It is a failure from
-        // here on, as a new wrong password: the same notes, the same answer.
-        if counted.repeat {
+        // A repeat is not compared again, once: the same password against the same
+        // stored hash has one answer, which this client was given in this window. Only
+        // this client (its network) on this account can meet its own list, so the saved
+        // hash time tells it nothing it does not know (docs/throttle.md, "Repeated
+        // passwords"). It is a failure from here on, as a new wrong password: the same
+        // spray note, the same answer; its list entry was already marked forgiven and
+        // moved first by the count, so it is not noted again (that would re-arm it).
+        // A match on an entry already forgiven (a recheck) is compared below: a
+        // truncated fingerprint may be the right password's, which must not be refused
+        // unseen twice in a row.
+        if counted.repeat && !counted.recheck {
             let (given, distinct) = tokio::join!(
                 turn.give_back(store, &realm),
-                note_failure(store, &spray, &key, bucket, repeat.as_ref(), &realm),
+                note_failure(store, &spray, &key, bucket, None, &realm),
             );
             given?;
             spray_watch.noted(&realm.name, &spray, distinct?, &realm.spray);
@@ -182,8 +189,12 @@ impl Job {
             .await;
         let outcome = match compared {
             Err(refusal) => {
+                // A recheck added no count: only its attempt_id is forgotten (a refund
+                // in a window that never starts gives back nothing), so a retry is
+                // compared afresh instead of replaying this refusal.
+                let window = if counted.added() { counted.window_start_ms } else { NO_WINDOW };
                 let (refunded, given) = tokio::join!(
-                    store.refund(bucket, attempt.as_ref(), counted.window_start_ms),
+                    store.refund(bucket, attempt.as_ref(), window),
                     turn.give_back(store, &realm),
                 );
                 refunded?;
@@ -224,6 +235,10 @@ impl Job {
     }
 }
 
+/// A window start no record holds (above `crate::throttle::MAX_STORED_TIME_MS`): a
+/// refund naming it gives back no failure and only forgets the attempt id.
+const NO_WINDOW: u64 = u64::MAX;
+
 /// Gives back the count this call added, if it added one ([`Counted::added`]).
 async fn refund_if_added(
     store: &dyn Store,
@@ -237,10 +252,11 @@ async fn refund_if_added(
     Ok(())
 }
 
-/// A failed comparison (or a repeat of one): the password's spray note and its place
-/// first on this client's list of refused passwords, in one round trip. Answers the
-/// spray note's count of distinct accounts. The spray note names the account, not the
-/// device bucket: it counts distinct accounts. The network's token stays spent (a
+/// A failed comparison (or a forgiven repeat of one, with `repeat` `None`): the
+/// password's spray note and, with `repeat`, its place first on this client's list of
+/// refused passwords, not forgiven (re-armed), in one round trip. Answers the spray
+/// note's count of distinct accounts. The spray note names the account, not the device
+/// bucket: it counts distinct accounts. The network's token stays spent (a forgiven
 /// repeat's was given back).
 async fn note_failure(
     store: &dyn Store,

@@ -176,6 +176,11 @@ pub struct Counted {
     /// was not counted (`failures` is the window's count without it), and `allowed`
     /// says whether the door is open.
     pub repeat: bool,
+    /// Only with `repeat`: the list entry it matched was already forgiven once without a
+    /// comparison ([`crate::throttle::repeats::RepeatMatch::Recheck`]), so this attempt,
+    /// still not counted, is compared (a truncated fingerprint may be the right
+    /// password's). `false`: a repeat is answered without a comparison.
+    pub recheck: bool,
 }
 
 impl Counted {

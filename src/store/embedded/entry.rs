@@ -31,10 +31,14 @@ pub(super) enum Entry {
     },
     /// One client's refused-password fingerprints on one bucket (docs/throttle.md,
     /// "Repeated passwords"), newest first, bound to the record's window start and
-    /// expiring with it.
+    /// expiring with it. Bit `i` of `marks`: entry `i` was already forgiven once without
+    /// a comparison (`crate::throttle::repeats`). Encoded as tag 7, the window start,
+    /// the marks, a zero word, the expiry, then the fingerprints (marks at or above bit
+    /// `len` are a corrupt entry; a list written before marks existed has 0 there).
     Repeats {
         window_start_ms: u64,
         fingerprints: [u64; MAX_REPEATS],
+        marks: u16,
         len: u8,
         expires_ms: u64,
     },
@@ -62,7 +66,7 @@ pub(super) struct SprayCounts {
 }
 
 /// Most fingerprints an [`Entry::Repeats`] holds (`repeat_list_length` is at most this).
-pub(super) const MAX_REPEATS: usize = 16;
+pub(super) const MAX_REPEATS: usize = crate::throttle::repeats::MAX_REPEAT_LIST;
 
 /// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
 pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
@@ -94,10 +98,10 @@ impl Entry {
                     out.extend_from_slice(&record.repeats.to_le_bytes());
                 }
             }
-            Entry::Repeats { window_start_ms, fingerprints, len, expires_ms } => {
+            Entry::Repeats { window_start_ms, fingerprints, marks, len, expires_ms } => {
                 out.push(7);
                 out.extend_from_slice(&window_start_ms.to_le_bytes());
-                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&u64::from(marks).to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
                 for fp in &fingerprints[..usize::from(len).min(MAX_REPEATS)] {
@@ -206,9 +210,15 @@ impl Entry {
                 for (i, fp) in fingerprints.iter_mut().enumerate().take(len) {
                     *fp = word(4 + i);
                 }
+                // Only the first `len` bits may be set.
+                let marks = u16::try_from(word(1))
+                    .ok()
+                    .filter(|&m| u32::from(m) >> len == 0)
+                    .ok_or_else(corrupt)?;
                 Ok(Entry::Repeats {
                     window_start_ms: time(0)?,
                     fingerprints,
+                    marks,
                     len: u8::try_from(len).map_err(|_| corrupt())?,
                     expires_ms: word(3),
                 })

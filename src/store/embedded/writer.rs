@@ -10,6 +10,7 @@ use super::entry::{Entry, MAX_REPEATS, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
 use crate::store::{Counted, Inspection, NetworkOp, NetworkState, SprayNote, StoreError};
 use crate::throttle::bucket::{BucketPolicy, Spent};
+use crate::throttle::repeats::{RepeatEntry, RepeatList, RepeatMatch};
 use crate::throttle::{self, Policy, Record};
 
 /// key → encoded entry (a record, an attempt id's answer, or one account key's spray
@@ -318,15 +319,22 @@ impl Tables<'_, '_> {
                         replays,
                         trusted: false,
                         repeat: false,
+                        recheck: false,
                     }));
                 }
                 let current = self.record(counted)?;
-                // A repeat of a refused password in the record's window: not counted
-                // (record_attempt.lua, src/throttle.rs::forgive).
+                // A repeat of a refused password in the record's window: not counted;
+                // forgiven unseen once, then compared (record_attempt.lua,
+                // src/throttle.rs::forgive, src/throttle/repeats.rs).
                 if let (Some(r), Some((list, fingerprint))) = (current, repeat)
-                    && self.on_list(list, r.window_start_ms, *fingerprint)?
                     && let Some(out) = throttle::forgive(policy, &r, now)
+                    && let Some((mut held, list_expires_ms)) =
+                        self.list_of(list, r.window_start_ms)?
+                    && let Some(found) = held.claim(*fingerprint)
                 {
+                    if found == RepeatMatch::Forgiven {
+                        self.put_list(list, r.window_start_ms, &held, list_expires_ms)?;
+                    }
                     let expires_ms = self.get(counted)?.map_or(now, |e| e.expires_ms());
                     self.put(counted, Entry::Record { record: out.record, expires_ms })?;
                     if let Some(key) = attempt {
@@ -346,6 +354,7 @@ impl Tables<'_, '_> {
                         replays: 0,
                         trusted,
                         repeat: true,
+                        recheck: found == RepeatMatch::Recheck,
                     }));
                 }
                 let out = throttle::attempt(policy, current, now);
@@ -369,6 +378,7 @@ impl Tables<'_, '_> {
                     replays: 0,
                     trusted,
                     repeat: false,
+                    recheck: false,
                 }))
             }
             Op::NoteRepeat { record, list, fingerprint, max_len } => {
@@ -377,34 +387,53 @@ impl Tables<'_, '_> {
         }
     }
 
-    /// The repeat list at `list` if it is bound to the window that started at
-    /// `window_start_ms`: its fingerprints, newest first (none when absent or of another
-    /// window). Another kind of entry there is a store error, as on Redis.
-    fn list_of(&self, list: &str, window_start_ms: u64) -> Result<Vec<u64>, StoreError> {
+    /// The repeat list at `list` and its expiry, if it is bound to the window that
+    /// started at `window_start_ms` (`None` when absent or of another window). Another
+    /// kind of entry there is a store error, as on Redis.
+    fn list_of(
+        &self,
+        list: &str,
+        window_start_ms: u64,
+    ) -> Result<Option<(RepeatList, u64)>, StoreError> {
         match self.get(list)? {
-            Some(Entry::Repeats { window_start_ms: ws, fingerprints, len, .. }) => {
+            Some(Entry::Repeats { window_start_ms: ws, fingerprints, marks, len, expires_ms }) => {
                 let held = &fingerprints[..usize::from(len).min(MAX_REPEATS)];
-                Ok(if ws == window_start_ms { held.to_vec() } else { Vec::new() })
+                let entries = held
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &fingerprint)| RepeatEntry {
+                        fingerprint,
+                        forgiven: marks & (1 << i) != 0,
+                    })
+                    .collect();
+                Ok((ws == window_start_ms).then_some((RepeatList { entries }, expires_ms)))
             }
-            None => Ok(Vec::new()),
+            None => Ok(None),
             Some(_) => Err(StoreError::Protocol("a repeat key holds another entry".into())),
         }
     }
 
-    /// Whether `fingerprint` is on the repeat list at `list` for the window that started
-    /// at `window_start_ms`.
-    fn on_list(
-        &self,
+    /// Writes `held` at `list`, bound to the window that started at `window_start_ms`.
+    fn put_list(
+        &mut self,
         list: &str,
         window_start_ms: u64,
-        fingerprint: u64,
-    ) -> Result<bool, StoreError> {
-        Ok(self.list_of(list, window_start_ms)?.contains(&fingerprint))
+        held: &RepeatList,
+        expires_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut fingerprints = [0u64; MAX_REPEATS];
+        let mut marks = 0u16;
+        for (i, e) in held.entries.iter().take(MAX_REPEATS).enumerate() {
+            fingerprints[i] = e.fingerprint;
+            marks |= u16::from(e.forgiven) << i;
+        }
+        let len = u8::try_from(held.entries.len().min(MAX_REPEATS)).unwrap_or(0);
+        self.put(list, Entry::Repeats { window_start_ms, fingerprints, marks, len, expires_ms })
     }
 
-    /// The embedded form of `repeat.lua`: `fingerprint` first on `list`, at most
-    /// `max_len` kept, bound to the bucket's window and expiring with its record; no
-    /// record, no note.
+    /// The embedded form of `repeat.lua` ([`RepeatList::note`]): `fingerprint` first on
+    /// `list` and not forgiven, at most `max_len` kept, bound to the bucket's window and
+    /// expiring with its record; no record, no note.
     fn note_repeat(
         &mut self,
         record: &str,
@@ -417,17 +446,10 @@ impl Tables<'_, '_> {
             None => return Ok(()),
             Some(_) => return Err(StoreError::Protocol("a record key holds another entry".into())),
         };
-        let mut kept = vec![fingerprint];
-        kept.extend(
-            self.list_of(list, r.window_start_ms)?.into_iter().filter(|&fp| fp != fingerprint),
-        );
-        kept.truncate(usize::try_from(max_len).unwrap_or(MAX_REPEATS).clamp(1, MAX_REPEATS));
-        let mut fingerprints = [0u64; MAX_REPEATS];
-        fingerprints[..kept.len()].copy_from_slice(&kept);
-        let len = u8::try_from(kept.len()).unwrap_or(0);
-        let entry =
-            Entry::Repeats { window_start_ms: r.window_start_ms, fingerprints, len, expires_ms };
-        self.put(list, entry)
+        let mut held =
+            self.list_of(list, r.window_start_ms)?.map(|(held, _)| held).unwrap_or_default();
+        held.note(fingerprint, max_len);
+        self.put_list(list, r.window_start_ms, &held, expires_ms)
     }
 
     /// The device epoch at `key` (0 when absent).

@@ -17,3 +17,33 @@ end
 -- Bounds of stored values (src/throttle.rs, MAX_STORED_*): failures and replays, a
 -- time in ms (about the year 5138), a step.
 local MAX_COUNT, MAX_TIME_MS, MAX_STEP = 1e12, 1e14, 63
+-- repeat_list(held): a client's refused-password list as repeat.lua and
+-- record_attempt.lua write it (src/throttle/repeats.rs is the same list in Rust):
+-- "<window_start_ms>|,<entry>,<entry>," newest first, each entry a fingerprint of 4-16
+-- lowercase hex digits followed by '*' when a match on it was already forgiven once
+-- without a comparison, at most 16 entries. Returns the window start and two arrays:
+-- fingerprints and marks (true: forgiven). Anything else is 'corrupt repeat list'.
+-- Example: "1800000000000|,ab12*,cd34," -> 1800000000000, {'ab12', 'cd34'}, {true, false}
+local function repeat_list(held)
+  local list_ws, body = string.match(held, '^(%d+)|,(.*)$')
+  if not list_ws or string.find(body, '[^0-9a-f*,]') or (body ~= '' and string.sub(body, -1) ~= ',') then
+    error('corrupt repeat list')
+  end
+  local fps, marks = {}, {}
+  for item in string.gmatch(body, '([^,]*),') do
+    local fp, mark = string.match(item, '^([0-9a-f]+)(%*?)$')
+    if not fp or #fp < 4 or #fp > 16 or #fps >= 16 then error('corrupt repeat list') end
+    fps[#fps + 1] = fp
+    marks[#marks + 1] = mark == '*'
+  end
+  return stored(list_ws, MAX_TIME_MS, 'repeat list'), fps, marks
+end
+-- The text of a list (the inverse of repeat_list).
+local function repeat_text(ws, fps, marks)
+  local out = {}
+  for i = 1, #fps do
+    if marks[i] then out[i] = fps[i] .. '*' else out[i] = fps[i] end
+  end
+  if #out == 0 then return string.format('%d', ws) .. '|,' end
+  return string.format('%d', ws) .. '|,' .. table.concat(out, ',') .. ','
+end

@@ -12,8 +12,10 @@
 --                          "<allowed>:<window_start_ms>:<replays>" of the first call
 -- then, when ARGV[10] names a fingerprint (the last key):
 --                          portcullis:v2:{<digest>}:p:<16 hex>   the client's refused
---                          passwords on the counted bucket: "<ws>|,<fp>,<fp>,"
---                          (repeat.lua writes it)
+--                          passwords on the counted bucket: "<ws>|,<fp>[*],<fp>[*],"
+--                          newest first, '*': already forgiven once without a
+--                          comparison (repeat.lua writes it, this script marks it;
+--                          prelude.lua, repeat_list)
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
 -- ARGV[3]  max_window_ms
@@ -29,12 +31,16 @@
 -- ARGV[10] fingerprint        the password's repeat fingerprint (4-16 hex); '' none
 --
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
--- repeat (1|0)}.
--- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle.rs::forgive): the
--- fingerprint is on the client's list for the counted record's current window. It is
--- not counted: allowed while failures < max_failures, the record's forgiven count 'rp'
--- goes up, nothing else changes. A window that is over, or no record, counts it as
--- any attempt.
+-- repeat (0|1|2)}.
+-- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle.rs::forgive and
+-- src/throttle/repeats.rs::RepeatList::claim): the fingerprint is on the client's list
+-- for the counted record's current window. It is not counted: allowed while failures <
+-- max_failures, the record's repeat count 'rp' goes up. An entry without a mark
+-- forgives it (repeat = 1: not compared) and is marked and moved first; a marked entry
+-- (already forgiven once) leaves the list as it is and answers repeat = 2: the daemon
+-- compares it (a truncated fingerprint may be the right password's), and a failed
+-- comparison re-arms the entry (repeat.lua). A window that is over, or no record,
+-- counts it as any attempt.
 -- A device's attempt is counted in its bucket (trusted = 1) only while its token's
 -- epoch is the account's epoch; after an operator revoked the account's devices (a
 -- higher epoch) it is counted on the account's own record, as any untrusted attempt.
@@ -56,8 +62,10 @@
 --   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0}        (door closed)
 --   call at T+900s     -> window over and exhausted: {f=1, ws=T+900000, st=1}, kept
 -- A device token with epoch 0 while the account's epoch is 1: counted on KEYS[1],
--- trusted 0. With fingerprint 'ab12cd34' and the list "T|,ab12cd34," at T+3s and
--- {f=4}: not counted, {rp=1}, returns {1, 4, 0, T, 0, 0, 1}.
+-- trusted 0. With fingerprint 'ab12cd34' and the list "T|,ee55,ab12cd34," at T+3s and
+-- {f=4}: not counted, {rp=1}, the list "T|,ab12cd34*,ee55,", returns
+-- {1, 4, 0, T, 0, 0, 1}; the same again: not counted, {rp=2}, the list unchanged,
+-- returns {1, 4, 0, T, 0, 0, 2} (compare it).
 --
 -- Time comes from Redis TIME, never from a daemon: replicas' clocks disagree.
 -- A script and not MULTI/EXEC: a key can expire between the commands of a
@@ -143,10 +151,24 @@ local window = math.min(first_window * (2 ^ step), max_window)
 if rec[1] and list_key and now - ws < window then
   local held = redis.call('GET', list_key)
   if held then
-    local list_ws, fps = string.match(held, '^(%d+)|(,.*)$')
-    if not list_ws then error('corrupt repeat list') end
-    if stored(list_ws, MAX_TIME_MS, 'repeat list') == ws
-        and string.find(fps, ',' .. fingerprint .. ',', 1, true) then
+    local list_ws, fps, marks = repeat_list(held)
+    local at = nil
+    if list_ws == ws then
+      for i = 1, #fps do
+        if fps[i] == fingerprint then at = i break end
+      end
+    end
+    if at then
+      local kind = 2
+      if not marks[at] then
+        -- Forgiven once without a comparison: marked, and first.
+        kind = 1
+        table.remove(fps, at)
+        table.remove(marks, at)
+        table.insert(fps, 1, fingerprint)
+        table.insert(marks, 1, true)
+        redis.call('SET', list_key, repeat_text(ws, fps, marks), 'KEEPTTL')
+      end
       redis.call('HSET', record, 'rp', string.format('%d', repeats + 1))
       local allowed = 0
       if failures < max_failures then allowed = 1 end
@@ -154,7 +176,7 @@ if rec[1] and list_key and now - ws < window then
         redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
           'PX', attempt_ttl)
       end
-      return {allowed, failures, step, ws, 0, trusted, 1}
+      return {allowed, failures, step, ws, 0, trusted, kind}
     end
   end
 end

@@ -419,7 +419,15 @@ impl Store for RedisStore {
             window_start_ms: number(window_start_ms, "window start")?,
             replays: number(replays, "replay count")?,
             trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
-            repeat: flag(repeat, "repeat")? && attempt.repeat.is_some(),
+            // 1: forgiven without a comparison; 2: a repeat to compare (record_attempt.lua).
+            repeat: matches!(repeat, 1 | 2) && attempt.repeat.is_some(),
+            recheck: match repeat {
+                0 | 1 => false,
+                2 => attempt.repeat.is_some(),
+                other => {
+                    return Err(StoreError::Protocol(format!("record_attempt repeat={other}")));
+                }
+            },
         })
     }
 

@@ -67,7 +67,18 @@ async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
     let k = key("corrupt-list@example.com");
     let list = k.repeats(&secret(), "ip:203.0.113.7/32");
     store.record_attempt(&k, None, &policy(false)).await.unwrap();
-    for bad in ["garbage", "x|,aa11,", "99999999999999999999|,aa11,", "-1|,aa11,"] {
+    let ws = store.inspect(&k).await.unwrap().record.unwrap().window_start_ms;
+    let mut bad_lists: Vec<String> =
+        ["garbage", "x|,aa11,", "99999999999999999999|,aa11,", "-1|,aa11,"]
+            .map(String::from)
+            .into();
+    // Of the record's own window: a torn mark, a mark alone, a short or a long
+    // fingerprint, a missing comma, 17 entries.
+    for body in [",aa11**,", ",*,", ",aa1,", ",aa11aa11aa11aa11a,", ",aa11", ",aa11*x,"] {
+        bad_lists.push(format!("{ws}|{body}"));
+    }
+    bad_lists.push(format!("{ws}|,{}", "aa11,".repeat(17)));
+    for bad in &bad_lists {
         let _: () = redis::cmd("SET").arg(list.as_str()).arg(bad).query(&mut conn).unwrap();
         every_repeat_read_fails(store.as_ref(), &k, &list, bad).await;
     }
@@ -122,18 +133,19 @@ async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
         let store = open();
         every_read_fails(&store, &k, what).await;
     }
-    // A corrupt repeat list (tag 7: window start, two zero words, expiry, then at most
-    // 16 fingerprints).
+    // A corrupt repeat list (tag 7: window start, the forgiven marks (bit i: entry i),
+    // a zero word, expiry, then at most 16 fingerprints).
     let k = key("corrupt-list@example.com");
     let list = k.repeats(&secret(), "ip:203.0.113.7/32");
-    let repeats = |ws: u64, fingerprints: usize, tail: usize| {
+    let marked = |ws: u64, marks: u64, fingerprints: usize, tail: usize| {
         let mut bytes = vec![7u8];
-        for word in [ws, 0, 0, u64::MAX / 2] {
+        for word in [ws, marks, 0, u64::MAX / 2] {
             bytes.extend_from_slice(&word.to_le_bytes());
         }
         bytes.extend(std::iter::repeat_n(0xaa, fingerprints * 8 + tail));
         bytes
     };
+    let repeats = |ws: u64, fingerprints: usize, tail: usize| marked(ws, 0, fingerprints, tail);
     {
         let store = open();
         store.record_attempt(&k, None, &policy(false)).await.unwrap();
@@ -143,6 +155,8 @@ async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
         ("17 fingerprints", repeats(1_800_000_000_000, 17, 0)),
         ("window start u64::MAX", repeats(u64::MAX, 1, 0)),
         ("truncated", vec![7u8, 1, 2]),
+        ("a mark past the list", marked(1_800_000_000_000, 0b100, 2, 0)),
+        ("marks above 16 bits", marked(1_800_000_000_000, 1 << 16, 1, 0)),
     ] {
         {
             let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();

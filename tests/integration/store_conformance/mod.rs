@@ -493,9 +493,12 @@ conformance!(
     network_buckets,
     concurrent_takes_stop_at_capacity,
     repeat_lists,
+    repeat_lists_follow_the_twin,
     concurrent_new_fingerprints_allow_max_failures,
 );
 
 mod corrupt;
 mod repeats;
-use repeats::{concurrent_new_fingerprints_allow_max_failures, repeat_lists};
+use repeats::{
+    concurrent_new_fingerprints_allow_max_failures, repeat_lists, repeat_lists_follow_the_twin,
+};
