@@ -10,6 +10,20 @@
 //! file of `name:$argon2id$...` PHC strings. Every failed login gets one uniform 401; a
 //! daemon that refuses for capacity or cannot be reached gets a 503 with `Retry-After`.
 //!
+//! What the answer's signals do here, as a careful gateway would (docs/client.md):
+//!
+//! | answer | response |
+//! |---|---|
+//! | `network_throttled` (a `flag` realm), any verdict | the challenge page (a CAPTCHA): the same bytes for a right and a wrong password, so a throttled network learns nothing |
+//! | deny with `step_up` (the account is near its lockout) | the challenge page: an unknown account gets it at the same count |
+//! | deny | the uniform 401, the same for a wrong password and an unknown account |
+//! | allow with `spray_suspected` or `step_up` | the second-factor page: no session, no device cookie yet |
+//! | allow with `password_breached` | the session (device cookie), then `303` to the password change page |
+//! | allow | `welcome` and the device cookie |
+//!
+//! The example has no CAPTCHA provider, second factor or sessions: the pages say where a
+//! real gateway puts them.
+//!
 //! Known devices (OWASP device cookies): a successful login sets the device token the
 //! daemon returned as an `HttpOnly; Secure; SameSite=Strict` cookie named for the account,
 //! and the next login to that account sends it back, so this browser keeps logging in
@@ -79,6 +93,48 @@ struct LoginForm {
 /// Every failed login: same status, headers and body, whatever failed.
 fn unauthorized() -> Response {
     (StatusCode::UNAUTHORIZED, "invalid username or password\n").into_response()
+}
+
+/// The end client must pass a challenge (a CAPTCHA) before its next attempt: its network
+/// is throttled, or the account is near its lockout. The same bytes whatever the verdict
+/// and whether the account exists, so it tells an attacker nothing about the password.
+/// A real gateway renders its CAPTCHA widget here and, on the next `POST /login`, checks
+/// the widget's token with its provider *before* calling `Verify`, so an unsolved
+/// challenge costs no guess; after a solved one, a matching password from a throttled
+/// network still goes to the second factor.
+fn challenge() -> Response {
+    let mut r =
+        (StatusCode::UNAUTHORIZED, "solve the challenge, then sign in again\n").into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// The password matched, but the daemon asks for more (a sprayed password, a step-up):
+/// no session and no device cookie until a second factor passes. A real gateway keeps
+/// a short-lived pending-login record here and sends the user to its TOTP or WebAuthn
+/// step; the device cookie is set once that succeeds.
+fn second_factor() -> Response {
+    let mut r = (StatusCode::UNAUTHORIZED, "second factor required\n").into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Where a login with a breached password is sent (docs/breach.md): the user is in, and
+/// must choose a new password before anything else.
+const PASSWORD_CHANGE: &str = "/password/change";
+
+/// The password change page. A real gateway serves it only to the session it just
+/// started, lets that session do nothing else until the change, checks the new password
+/// with `Client::check_password` (CheckPassword: breached, or a context word) before it
+/// stores the new hash, and then revokes the account's other sessions.
+async fn password_change_page() -> Response {
+    let mut r = (
+        StatusCode::OK,
+        "your password appears in a known data breach: choose a new one to continue\n",
+    )
+        .into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }
 
 /// The device cookie's name for one account: `__Host-` (RFC 6265bis: Secure, Path=/, no
@@ -179,23 +235,39 @@ async fn check(
         })
         .await;
     match answer.decision {
-        Decision::Allow if answer.spray_suspected || answer.network_throttled => {
-            // The password is being sprayed across the realm (docs/spray.md), or the
-            // client's network is throttled in a `flag` realm (docs/throttle.md), and it
-            // matched: the moment to demand a second factor. This example has none, so it answers
-            // like any failed login (no cookie, the uniform 401); a real gateway sends the
-            // user to its second-factor step instead.
-            tracing::warn!(
-                "refused a matching password that is being sprayed: no second factor here"
-            );
-            unauthorized()
+        Decision::Deny if answer.retryable => unavailable(),
+        // The client's network used up its failed logins in a `flag` realm
+        // (docs/throttle.md, "Per client network"). Whatever the verdict, the same
+        // challenge: a "second factor" page on a match would tell a credential stuffer
+        // which of its passwords was right.
+        _ if answer.network_throttled => challenge(),
+        // The account is near its lockout ("Step-up before the lockout"): challenge the
+        // client before its next guess. Read from a count the daemon keeps for every
+        // identifier, so an unknown account gets the same page at the same count.
+        Decision::Deny if answer.step_up => challenge(),
+        Decision::Deny => unauthorized(),
+        Decision::Allow if answer.spray_suspected || answer.step_up => {
+            // The password is being sprayed across the realm (docs/spray.md) and it
+            // matched: the moment to demand a second factor, before any session.
+            tracing::warn!("a matching password needs a second factor");
+            second_factor()
         }
         Decision::Allow => {
             if answer.needs_rehash {
                 // A real gateway stores a new hash at the realm's target here.
                 tracing::info!("accepted a hash below the realm's target");
             }
-            let mut ok = (StatusCode::OK, "welcome\n").into_response();
+            // A real gateway starts its session here (restricted to the password change
+            // when the password is breached).
+            let mut ok = if answer.password_breached {
+                // In the breach filter (docs/breach.md): let the user in, then make them
+                // change it (NIST SP 800-63B). Never say so on a failed login.
+                let mut r = (StatusCode::SEE_OTHER, "password change required\n").into_response();
+                r.headers_mut().insert(header::LOCATION, HeaderValue::from_static(PASSWORD_CHANGE));
+                r
+            } else {
+                (StatusCode::OK, "welcome\n").into_response()
+            };
             let set = cookie_name.zip(answer.device_token).and_then(|(name, token)| {
                 let max_age = 90 * 24 * 3600; // the daemon's default device_token_ttl
                 HeaderValue::from_str(&format!(
@@ -208,8 +280,6 @@ async fn check(
             }
             ok
         }
-        Decision::Deny if answer.retryable => unavailable(),
-        Decision::Deny => unauthorized(),
     }
 }
 
@@ -250,6 +320,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let metrics = telemetry.metrics.clone();
     let app = axum::Router::new()
         .route("/login", post(login))
+        .route(PASSWORD_CHANGE, get(password_change_page))
         .route(
             "/metrics",
             get(move || {

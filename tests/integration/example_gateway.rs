@@ -1,6 +1,11 @@
-//! The example gateway (`examples/gateway.rs`), run as two replicas against one daemon
-//! and one Redis: the lockout holds across both, and a wrong username and a wrong
-//! password get the same HTTP response.
+//! The example gateway (`client/examples/gateway.rs`), run as two replicas against one
+//! daemon and one Redis: the lockout holds across both, and a wrong username and a wrong
+//! password get the same HTTP response. Against a daemon whose realm flags networks,
+//! watches for sprays and screens breached passwords: a breached password logs in and is
+//! sent to the password change page, a sprayed one gets the second-factor page and no
+//! session, a throttled network and an account near its lockout get the challenge page,
+//! and no page tells a right password, a wrong one and an unknown account apart where
+//! the signal does not already say the password matched.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -26,10 +31,16 @@ struct Gateway {
 
 impl Gateway {
     fn spawn(users: &std::path::Path, daemon: SocketAddr) -> Self {
+        Self::spawn_with(users, daemon, &[])
+    }
+
+    /// [`Gateway::spawn`] with more arguments (`--realm`, `--trusted-proxy-hops`).
+    fn spawn_with(users: &std::path::Path, daemon: SocketAddr, args: &[&str]) -> Self {
         let mut child = Command::new(gateway_binary())
             .arg("--users")
             .arg(users)
             .args(["--listen", "127.0.0.1:0", "--daemon", &format!("http://{daemon}")])
+            .args(args)
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -62,12 +73,32 @@ impl Gateway {
         password: &str,
         cookie: Option<&str>,
     ) -> String {
-        let body = format!("username={username}&password={password}");
         let cookie = cookie.map(|c| format!("cookie: {c}\r\n")).unwrap_or_default();
-        let request = format!(
-            "POST /login HTTP/1.1\r\nhost: gw\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n{cookie}connection: close\r\n\r\n{body}",
+        self.post(username, password, &cookie).await
+    }
+
+    /// [`Gateway::login`] from a client at `address`, as the one proxy in front of the
+    /// gateway (`--trusted-proxy-hops 1`) reports it.
+    async fn login_from(&self, address: &str, username: &str, password: &str) -> String {
+        self.post(username, password, &format!("x-forwarded-for: {address}\r\n")).await
+    }
+
+    /// POSTs the login form with `headers` (each line ending in CRLF).
+    async fn post(&self, username: &str, password: &str, headers: &str) -> String {
+        let body = format!("username={username}&password={password}");
+        let head = format!(
+            "POST /login HTTP/1.1\r\nhost: gw\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n{headers}",
             body.len()
         );
+        self.send(&format!("{head}connection: close\r\n\r\n{body}")).await
+    }
+
+    /// GETs `path`.
+    async fn get(&self, path: &str) -> String {
+        self.send(&format!("GET {path} HTTP/1.1\r\nhost: gw\r\nconnection: close\r\n\r\n")).await
+    }
+
+    async fn send(&self, request: &str) -> String {
         let mut s = tokio::net::TcpStream::connect(self.addr).await.unwrap();
         s.write_all(request.as_bytes()).await.unwrap();
         let mut response = String::new();
@@ -91,12 +122,20 @@ fn status(response: &str) -> &str {
     response.split(' ').nth(1).unwrap_or("")
 }
 
+/// The body of the challenge page (a throttled network, an account near its lockout).
+const CHALLENGE: &str = "solve the challenge, then sign in again";
+
+/// The value of header `name`, if the response has one.
+fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
+    response.lines().find_map(|l| {
+        let (n, value) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
 /// The `Set-Cookie` header's value, if the response has one.
 fn set_cookie(response: &str) -> Option<&str> {
-    response.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.eq_ignore_ascii_case("set-cookie").then(|| value.trim())
-    })
+    header(response, "set-cookie")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,16 +165,24 @@ async fn two_replicas_share_one_lockout_and_failures_look_alike() {
     assert_eq!(status(&wrong_user), "401");
     assert_eq!(wrong_user, wrong_password);
 
-    // Five wrong passwords spread over both replicas close the door on both.
+    // Five wrong passwords spread over both replicas close the door on both; an unknown
+    // account guessed at alike gets the same page at every count (from the third
+    // failure on, the challenge page of an account near its lockout).
     for n in 0..5 {
         let gw = if n % 2 == 0 { &a } else { &b };
         // Distinct guesses: a repeated wrong password would be forgiven (throttle.md).
         let guess = format!("guess-{n}");
-        assert_eq!(status(&gw.login("alice@example.com", &guess).await), "401");
+        let known = gw.login("alice@example.com", &guess).await;
+        let unknown = gw.login("ghost@example.com", &guess).await;
+        assert_eq!(status(&known), "401");
+        assert_eq!(known, unknown, "failure {n}: a known and an unknown account differ");
+        assert_eq!(known == wrong_password, n < 2, "failure {n}: {known}");
     }
+    let ghost = a.login("ghost@example.com", "correct-horse").await;
     for gw in [&a, &b] {
         let locked = gw.login("ALICE@example.com", "correct-horse").await;
-        assert_eq!(locked, wrong_password, "a closed door answers like any failed login");
+        assert_eq!(locked, ghost, "a closed door answers like any failed login at its count");
+        assert!(locked.ends_with(CHALLENGE), "{locked}");
     }
 
     // The daemon is gone: 503 with Retry-After, never 200.
@@ -179,4 +226,108 @@ async fn a_browser_with_the_device_cookie_logs_in_through_a_lockout() {
     let back = gw.login_with_cookie("carol@example.com", "correct-horse", Some(pair)).await;
     assert_eq!(status(&back), "200", "{back}");
     assert_ne!(set_cookie(&back).unwrap().split("; ").next(), Some(pair));
+}
+
+/// A realm that flags a network after 2 failures, watches for a password failing on 10
+/// accounts, and compares bcrypt cost 4; and a breach filter listing [`BREACHED`].
+fn signals_daemon(dir: &std::path::Path) -> DaemonProcess {
+    use sha1::Digest;
+    let corpus = dir.join("corpus.txt");
+    let sha1 = hex::encode_upper(sha1::Sha1::digest(BREACHED.as_bytes()));
+    std::fs::write(&corpus, format!("{sha1}:42\r\n")).unwrap();
+    let filter = dir.join("breach.filter");
+    portcullis::breach::build::build(&corpus, &filter, &Default::default()).unwrap();
+    let extra = format!(
+        "[breach]\nfilter_file = {:?}\n[realms.gw]\nhash = {{ algorithm = \"bcrypt\", bcrypt_cost = 4 }}\n\
+         network_capacity = 2\nnetwork_action = \"flag\"\nspray_threshold = 10\n",
+        filter.to_str().unwrap()
+    );
+    DaemonProcess::spawn(&embedded_config_toml(&dir.join("data"), &extra))
+}
+
+/// A password in the test's breach filter.
+const BREACHED: &str = "Summer2026!";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_signal_gets_its_page_and_no_page_is_an_oracle() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = signals_daemon(dir.path());
+    let users = dir.path().join("users.htpasswd");
+    let hash = |p: &str| StoredHash::generate(p.as_bytes(), &HashParams::Bcrypt { cost: 4 });
+    let lines: String = [
+        ("alice", BREACHED),
+        ("bob", "bob's own passphrase"),
+        ("carol", "carol's own passphrase"),
+        ("dave", "Winter2026!"),
+    ]
+    .iter()
+    .map(|(name, password)| format!("{name}@example.com:{}\n", hash(password).unwrap().as_str()))
+    .collect();
+    std::fs::write(&users, lines).unwrap();
+    let gw =
+        Gateway::spawn_with(&users, daemon.addr, &["--realm", "gw", "--trusted-proxy-hops", "1"]);
+    let plain_401 = gw.login_from("192.0.2.1", "nobody@example.com", "guess").await;
+    assert_eq!(status(&plain_401), "401");
+    assert!(plain_401.ends_with("invalid username or password"), "{plain_401}");
+
+    // password_breached: in, with the device cookie, and sent to the change page. A
+    // wrong breached password says nothing: the plain 401, as for an unknown account.
+    let ok = gw.login_from("192.0.2.2", "alice@example.com", BREACHED).await;
+    assert_eq!(status(&ok), "303", "{ok}");
+    assert_eq!(header(&ok, "location"), Some("/password/change"));
+    assert!(set_cookie(&ok).is_some_and(|c| c.starts_with("__Host-")), "{ok}");
+    let page = gw.get("/password/change").await;
+    assert_eq!(status(&page), "200");
+    assert!(page.contains("choose a new one"), "{page}");
+    let wrong_breached = gw.login_from("192.0.2.3", "carol@example.com", BREACHED).await;
+    let unknown_breached = gw.login_from("192.0.2.4", "nobody@example.com", BREACHED).await;
+    assert_eq!(wrong_breached, plain_401);
+    assert_eq!(unknown_breached, plain_401);
+
+    // step_up on a reject (the account near its lockout: 3 failures of 5): the challenge
+    // page, which an unknown account gets at the same count. One network a step, so no
+    // network is throttled.
+    for n in 1..=4 {
+        let address = format!("198.51.100.{n}");
+        let known = gw.login_from(&address, "bob@example.com", &format!("guess {n}")).await;
+        let unknown = gw.login_from(&address, "ghost@example.com", &format!("guess {n}")).await;
+        assert_eq!(known, unknown, "failure {n}");
+        let want = if n >= 3 { CHALLENGE } else { "invalid username or password" };
+        assert!(known.ends_with(want), "failure {n}: {known}");
+        assert_eq!(set_cookie(&known), None);
+    }
+
+    // network_throttled: two failures empty 203.0.113.9's bucket. From then on a right
+    // password, a wrong one and an unknown account get the same challenge page, and the
+    // right one no session.
+    for n in 0..2 {
+        let r = gw.login_from("203.0.113.9", &format!("k{n}@example.com"), "guess").await;
+        assert_eq!(r, plain_401, "failure {n}");
+    }
+    let right = gw.login_from("203.0.113.9", "carol@example.com", "carol's own passphrase").await;
+    let wrong = gw.login_from("203.0.113.9", "carol@example.com", "not it").await;
+    let unknown = gw.login_from("203.0.113.9", "nobody@example.com", "not it").await;
+    assert!(right.ends_with(CHALLENGE), "{right}");
+    assert_eq!(right, wrong, "a throttled network learns the password was right");
+    assert_eq!(wrong, unknown);
+    assert_eq!(set_cookie(&right), None, "a throttled network got a device cookie");
+
+    // spray_suspected: one password failed at 10 accounts (from 10 networks). A match
+    // is asked for a second factor, with no session; a miss is the plain 401.
+    for n in 0..10 {
+        let r = gw
+            .login_from(&format!("100.64.0.{n}"), &format!("s{n}@example.com"), "Winter2026!")
+            .await;
+        assert_eq!(r, plain_401, "spray {n}");
+    }
+    let sprayed = gw.login_from("100.64.1.1", "dave@example.com", "Winter2026!").await;
+    assert_eq!(status(&sprayed), "401", "{sprayed}");
+    assert!(sprayed.ends_with("second factor required"), "{sprayed}");
+    assert_eq!(set_cookie(&sprayed), None, "a sprayed password got a device cookie");
+    let missed = gw.login_from("100.64.1.2", "carol@example.com", "Winter2026!").await;
+    assert_eq!(missed, plain_401);
+    // And a password nobody sprays still just logs in.
+    let fine = gw.login_from("100.64.1.3", "carol@example.com", "carol's own passphrase").await;
+    assert_eq!(status(&fine), "200", "{fine}");
+    assert!(fine.ends_with("welcome"), "{fine}");
 }
