@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds deploy/Containerfile and checks the image it makes: non-root user, `--version`,
-# a start on a read-only root file system with the embedded store on a volume, the
-# HEALTHCHECK (`portcullis health`) healthy, the probe failing against a port nothing
-# serves, one counted attempt, and a clean exit on SIGTERM.
+# a start with the image's own configuration (deploy/config/container.toml) on a
+# read-only root file system with the embedded store on a volume, the HEALTHCHECK
+# (`portcullis health`) healthy, the published port answering gRPC health from outside
+# the container, the probe failing against a port nothing serves, one counted attempt,
+# and a clean exit on SIGTERM.
 #
 # Not part of CI: it needs a container engine (podman, or docker with a running daemon).
 #
@@ -10,8 +12,8 @@
 #
 # --local-bases builds both base images from Debian packages instead of pulling them (for
 # a machine that reaches Debian's mirrors but no container registry): the build image is a
-# debootstrapped Debian 12 with gcc and this machine's Rust toolchain (`rustc --print
-# sysroot`, 1.90 or newer) and the crates of Cargo.lock vendored from this machine's
+# debootstrapped Debian 12 with gcc and the building host's Rust toolchain (`rustc --print
+# sysroot`, 1.90 or newer) and the crates of Cargo.lock vendored from the building host's
 # cargo cache (the build runs offline); the runtime image holds only libc6 and libgcc-s1
 # (unpacked from their .deb files), the CA bundle, and a passwd entry for 65532.
 #
@@ -64,7 +66,7 @@ if $local_bases; then
   mkdir -p "$work/build-root/usr/local/rust" "$work/build-root/opt/cargo"
   # The toolchain without its documentation.
   tar -C "$sysroot" --exclude=./share/doc -c . | tar -C "$work/build-root/usr/local/rust" -x
-  # The crates of Cargo.lock from this machine's cargo cache, so the build needs no
+  # The crates of Cargo.lock from the building host's cargo cache, so the build needs no
   # network (and no registry certificate) at all.
   rm -rf "$work/vendor"
   CARGO_NET_OFFLINE=true cargo vendor --locked --versioned-dirs --quiet "$work/vendor" >/dev/null
@@ -124,13 +126,6 @@ echo "--version: $out"
 
 name=portcullis-image-check-$$
 volume=$name-data
-config=$work/check.toml
-cat >"$config" <<'TOML'
-listen = "127.0.0.1:50051"
-[store]
-data_dir = "/var/lib/portcullis"
-TOML
-chmod 0644 "$config"
 cleanup() {
   "${e[@]}" rm -f "$name" >/dev/null 2>&1 || true
   "${e[@]}" volume rm -f "$volume" >/dev/null 2>&1 || true
@@ -139,7 +134,7 @@ trap cleanup EXIT
 "${e[@]}" volume create "$volume" >/dev/null
 "${e[@]}" run -d --name "$name" "${run_flags[@]}" --read-only --cap-drop=ALL \
   --security-opt no-new-privileges \
-  -v "$config:/etc/portcullis/portcullis.toml:ro" -v "$volume:/var/lib/portcullis" \
+  -p 127.0.0.1::50051 -v "$volume:/var/lib/portcullis" \
   "$tag" >/dev/null
 
 serving=""
@@ -161,6 +156,14 @@ else
   echo "HEALTHCHECK: $state"
   [[ $state == healthy ]] || fail "HEALTHCHECK $state"
 fi
+
+# From outside the container, through the published port: a port publisher accepts TCP
+# connections even when nothing listens inside, so only a gRPC answer counts. The probe
+# runs in a second container of the image on the host's network.
+published=$("${e[@]}" port "$name" 50051/tcp | head -n1)
+out=$("${e[@]}" run --rm --network host "${run_flags[@]}" "$tag" health --addr "http://$published" 2>&1) ||
+  { "${e[@]}" logs "$name" >&2; fail "the published port $published does not reach the daemon: $out"; }
+echo "portcullis health through the published port $published: $out"
 
 set +e
 "${e[@]}" exec "$name" portcullis health --addr http://127.0.0.1:1 --timeout 1s >/dev/null 2>&1

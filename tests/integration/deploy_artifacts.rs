@@ -3,7 +3,10 @@
 //! Kubernetes manifests parse and keep what an operator relies on (gRPC probes, non-root
 //! and read-only pods, named ports, the Secrets the configuration reads, a disruption
 //! budget, a NetworkPolicy that admits only gateways and monitoring); the Containerfile
-//! and the systemd unit agree with the configurations they run.
+//! and the systemd unit agree with the configurations they run. The container image's
+//! configuration and deploy/compose.yaml: `compose`.
+
+mod compose;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -99,10 +102,19 @@ fn there_is_one_example_config_per_store_shape() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    let want: BTreeSet<String> = ["embedded.toml", "redis.toml", "sentinel.toml", "cluster.toml"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    // container.toml (the image's) and compose.toml (deploy/compose.yaml's) are tested
+    // in `compose`.
+    let want: BTreeSet<String> = [
+        "embedded.toml",
+        "redis.toml",
+        "sentinel.toml",
+        "cluster.toml",
+        "container.toml",
+        "compose.toml",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
     assert_eq!(found, want, "every file in deploy/config needs a test here");
 
     assert!(shape_keys("deploy/config/embedded.toml").is_empty());
