@@ -1,7 +1,7 @@
 //! `cargo bench --bench spray_cost`: what spray detection (docs/spray.md) adds to a
 //! `Verify` attempt's store work. Prints a markdown table; `docs/performance.md`
-//! ("Spray cost") explains it. (Part 3 of what `benches/verify.rs` measured; the cost of
-//! one comparison is `benches/verify_cost.rs`, the flood `benches/verify_flood.rs`.)
+//! ("Spray cost") explains it. (The cost of one comparison is `benches/verify_cost.rs`,
+//! the flood `benches/verify_flood.rs`.)
 //!
 //! The store work of one `Verify` attempt: the count alone, and the count with its spray
 //! check sent beside it (as the service sends them), and the failure note a failed

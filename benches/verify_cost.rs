@@ -1,8 +1,7 @@
 //! `cargo bench --bench verify_cost`: what one password comparison costs, raw and
 //! through `Verify`. Prints markdown tables; `docs/performance.md` ("Verify cost")
-//! explains them. (Part 1 of what `benches/verify.rs` measured, once run as
-//! `PORTCULLIS_BENCH_ROWS=cost cargo bench --bench verify`; the flood is
-//! `benches/verify_flood.rs`, the spray cost `benches/spray_cost.rs`.)
+//! explains them. (The flood is `benches/verify_flood.rs`, the spray cost
+//! `benches/spray_cost.rs`.)
 //!
 //! Each algorithm at its default target: the raw comparison
 //! (`StoredHash::matches_keeping`, as the daemon's hashing threads run it) alternated with

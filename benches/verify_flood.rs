@@ -1,8 +1,7 @@
 //! `cargo bench --bench verify_flood`: what a flood of `Verify` calls with made-up
 //! identifiers does to the other work on the machine, and to real users' logins. Prints
-//! markdown tables; `docs/performance.md` ("Verify flood") explains them. (Part 2
-//! of what `benches/verify.rs` measured; the cost of one comparison is
-//! `benches/verify_cost.rs`, the spray cost `benches/spray_cost.rs`.)
+//! markdown tables; `docs/performance.md` ("Verify flood") explains them. (The cost of
+//! one comparison is `benches/verify_cost.rs`, the spray cost `benches/spray_cost.rs`.)
 //!
 //! The flood (docs/architecture.md's motivation): 64 attacker connections send `Verify`
 //! for made-up identifiers with an empty `stored_hash` (the unknown-account path,
