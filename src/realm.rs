@@ -12,7 +12,7 @@ use ipnet::IpNet;
 use crate::network::{NetworkAction, NetworkPolicy};
 use crate::normalize::Normalization;
 use crate::repeat::RepeatPolicy;
-use crate::setting::{Bound, ConfigError, below, between, check};
+use crate::setting::{Bound, ConfigError, Problems, below, between, check};
 use crate::spray::{SprayAction, SprayPolicy};
 use crate::throttle::Policy;
 use crate::throttle::bucket::BucketPolicy;
@@ -174,62 +174,87 @@ impl RealmConfig {
                 "a realm name is 1–64 characters of A–Z a–z 0–9 . _ -",
             ));
         }
+        let mut problems = Problems::default();
         let key = |field: &str| format!("realms.{name}.{field}");
         let days = |n: u64| Duration::from_secs(n * 24 * 3600);
-        check(&key("max_failures"), self.max_failures, 1..=100)?;
-        between(
+        problems.note(check(&key("max_failures"), self.max_failures, 1..=100));
+        problems.note(between(
             &key("first_window"),
             self.first_window,
             Bound::fixed(Duration::from_secs(1)),
             Bound::setting("max_window", self.max_window),
-        )?;
-        below(&key("max_window"), self.max_window, Bound::setting("retention", self.retention))?;
+        ));
+        problems.note(below(
+            &key("max_window"),
+            self.max_window,
+            Bound::setting("retention", self.retention),
+        ));
         // A year bounds every expiry the stores compute, far inside u64 milliseconds.
-        between(
+        problems.note(between(
             &key("retention"),
             self.retention,
             Bound::setting("max_window", self.max_window),
             Bound::fixed(days(366)),
-        )?;
-        check(
+        ));
+        problems.note(check(
             &key("device_token_ttl"),
             self.device_token_ttl,
             Duration::from_secs(60)..=days(366),
-        )?;
-        check(&key("spray_threshold"), self.spray_threshold, 10..=1_000_000)?;
-        check(&key("spray_period"), self.spray_period, Duration::from_secs(60)..=days(7))?;
-        check(&key("network_capacity"), self.network_capacity, 1..=1_000_000)?;
-        check(
+        ));
+        problems.note(check(&key("spray_threshold"), self.spray_threshold, 10..=1_000_000));
+        problems.note(check(
+            &key("spray_period"),
+            self.spray_period,
+            Duration::from_secs(60)..=days(7),
+        ));
+        problems.note(check(&key("network_capacity"), self.network_capacity, 1..=1_000_000));
+        problems.note(check(
             &key("network_refill_period"),
             self.network_refill_period,
             Duration::from_secs(60)..=days(30),
-        )?;
+        ));
+        // (Guarded: a capacity of 0 is reported above, not divided by.)
         let interval_ms = crate::throttle::duration_ms(self.network_refill_period)
-            / u64::from(self.network_capacity);
+            / u64::from(self.network_capacity.max(1));
         if interval_ms == 0 {
-            return Err(ConfigError::invalid(
+            problems.note::<()>(Err(ConfigError::invalid(
                 key("network_refill_period"),
                 "must be at least network_capacity milliseconds (one token back a millisecond)",
-            ));
+            )));
         }
-        check(&key("network_ipv4_prefix"), self.network_ipv4_prefix, 8..=32)?;
-        check(&key("network_ipv6_prefix"), self.network_ipv6_prefix, 16..=128)?;
-        check(&key("trusted_networks"), self.trusted_networks.len(), 0..=MAX_TRUSTED_NETWORKS)?;
-        check(&key("repeat_list_length"), self.repeat_list_length, 0..=16)?;
-        check(&key("repeat_fingerprint_bytes"), self.repeat_fingerprint_bytes, 2..=8)?;
+        problems.note(check(&key("network_ipv4_prefix"), self.network_ipv4_prefix, 8..=32));
+        problems.note(check(&key("network_ipv6_prefix"), self.network_ipv6_prefix, 16..=128));
+        problems.note(check(
+            &key("trusted_networks"),
+            self.trusted_networks.len(),
+            0..=MAX_TRUSTED_NETWORKS,
+        ));
+        problems.note(check(&key("repeat_list_length"), self.repeat_list_length, 0..=16));
+        problems.note(check(
+            &key("repeat_fingerprint_bytes"),
+            self.repeat_fingerprint_bytes,
+            2..=8,
+        ));
         let step_up_failures = match self.step_up_failures {
             Some(n) => {
-                between(
+                problems.note(between(
                     &key("step_up_failures"),
                     n,
                     Bound::fixed(1),
                     Bound::setting("max_failures − 1", self.max_failures.saturating_sub(1)),
-                )?;
+                ));
                 Some(n)
             }
             None => {
                 Some(self.max_failures.saturating_sub(2).max(1)).filter(|&n| n < self.max_failures)
             }
+        };
+        let hash_target = problems.note(self.hash.validate(name, ceilings));
+        if let Some(e) = problems.into_error() {
+            return Err(e);
+        }
+        let Some(hash_target) = hash_target else {
+            return Err(ConfigError::invalid(key("hash"), "could not be checked"));
         };
         Ok(Realm {
             name: name.to_owned(),
@@ -241,7 +266,7 @@ impl RealmConfig {
                 second_factor_required: self.second_factor_required,
             },
             normalization: self.normalization,
-            hash_target: self.hash.validate(name, ceilings)?,
+            hash_target,
             device_token_ttl: self.device_token_ttl,
             spray: SprayPolicy {
                 threshold: self.spray_threshold,

@@ -39,6 +39,13 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// More than one problem: each one, so an operator fixes them all in one pass.
+    #[error("{} problems in the configuration, fix each: {}", .0.len(), several(.0))]
+    Several(Vec<ConfigError>),
+}
+
+fn several(problems: &[ConfigError]) -> String {
+    problems.iter().map(|p| error_chain(p)).collect::<Vec<_>>().join("; ")
 }
 
 impl std::fmt::Debug for ConfigError {
@@ -52,6 +59,80 @@ impl ConfigError {
     pub fn invalid(setting: impl Into<String>, problem: impl Into<String>) -> Self {
         ConfigError::Invalid { setting: setting.into(), problem: problem.into() }
     }
+
+    /// Each problem this error reports (one, or those of [`ConfigError::Several`]).
+    pub fn problems(&self) -> Vec<&ConfigError> {
+        match self {
+            ConfigError::Several(all) => all.iter().collect(),
+            one => vec![one],
+        }
+    }
+}
+
+/// The problems a validation found so far: a section notes every check instead of
+/// stopping at the first, so a configuration with several bad values reports all of
+/// them at once ([`ConfigError::Several`]).
+#[derive(Debug, Default)]
+pub struct Problems(Vec<ConfigError>);
+
+impl Problems {
+    /// Notes `result`'s error (each of a [`ConfigError::Several`]); its value, if any.
+    pub fn note<T>(&mut self, result: Result<T, ConfigError>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(ConfigError::Several(all)) => {
+                self.0.extend(all);
+                None
+            }
+            Err(e) => {
+                self.0.push(e);
+                None
+            }
+        }
+    }
+
+    /// Whether no problem was noted.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `None` when no problem was noted; else the one problem, or all of them.
+    pub fn into_error(mut self) -> Option<ConfigError> {
+        match self.0.len() {
+            0 => None,
+            1 => Some(self.0.remove(0)),
+            _ => Some(ConfigError::Several(self.0)),
+        }
+    }
+
+    /// `value` when no problem was noted; else the one problem, or all of them.
+    ///
+    /// # Errors
+    /// The problems noted.
+    pub fn finish<T>(self, value: T) -> Result<T, ConfigError> {
+        match self.into_error() {
+            None => Ok(value),
+            Some(e) => Err(e),
+        }
+    }
+}
+
+/// An error and its causes, `: `-separated, each cause once: a cause whose text the
+/// message already holds (an error that prints its source in its own text) is not
+/// repeated. Every error of this crate names a setting or a path, never a secret or an
+/// identifier, so the chain may be printed and logged whole.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let cause = s.to_string();
+        if !cause.is_empty() && !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// Each problem figment found, as `setting: problem (in SOURCE)`, without figment's

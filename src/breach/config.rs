@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
-use crate::setting::{ConfigError, check};
+use crate::setting::{ConfigError, Problems, check};
 
 /// Most `service_words`.
 pub const MAX_SERVICE_WORDS: usize = 64;
@@ -51,19 +51,24 @@ impl BreachConfig {
     /// # Errors
     /// [`ConfigError`] naming `breach.reload_interval` or `breach.service_words`.
     pub fn validate(&self) -> Result<BreachSettings, ConfigError> {
-        check(
+        let mut problems = Problems::default();
+        problems.note(check(
             "breach.reload_interval",
             self.reload_interval,
             Duration::from_secs(1)..=Duration::from_secs(3600),
-        )?;
-        check("breach.service_words", self.service_words.len(), 0..=MAX_SERVICE_WORDS)?;
+        ));
+        problems.note(check(
+            "breach.service_words",
+            self.service_words.len(),
+            0..=MAX_SERVICE_WORDS,
+        ));
         if let Some(n) = self.service_words.iter().position(|w| w.len() > MAX_SERVICE_WORD_BYTES) {
-            return Err(ConfigError::invalid(
+            problems.note::<()>(Err(ConfigError::invalid(
                 format!("breach.service_words[{n}]"),
                 format!("longer than {MAX_SERVICE_WORD_BYTES} bytes"),
-            ));
+            )));
         }
-        Ok(BreachSettings {
+        problems.finish(BreachSettings {
             filter_file: self.filter_file.clone(),
             reload_interval: self.reload_interval,
             service_words: self.service_words.clone(),

@@ -45,11 +45,12 @@ const CHECKSUM_LEN: usize = 32;
 /// 2^-64 per entry). `tests/integration/breach.rs` measures it over 100,000 passwords.
 pub const FALSE_POSITIVE_RATE: f64 = 1.0 / 65_536.0;
 
-/// Why a filter file could not be used. Names the file, never a key.
+/// Why a filter file could not be used. Names the setting and the file, never a key,
+/// and says how to make a good one.
 #[derive(Debug, thiserror::Error)]
 pub enum FilterError {
-    /// The file could not be read.
-    #[error("breach filter {path} could not be read")]
+    /// The file could not be read (its OS error in the text and as the source).
+    #[error("breach.filter_file {path:?} could not be read: {source}; {}", rebuild(path))]
     Read {
         /// The file.
         path: PathBuf,
@@ -58,13 +59,25 @@ pub enum FilterError {
     },
     /// The file is not a filter this build reads (a truncated or altered file, another
     /// format or version).
-    #[error("breach filter {path}: {problem}")]
+    #[error(
+        "breach.filter_file {path:?} is not a usable breach filter ({problem}); {}",
+        rebuild(path)
+    )]
     Invalid {
         /// The file.
         path: PathBuf,
         /// What is wrong with it.
         problem: String,
     },
+}
+
+/// What an operator does about a missing or damaged filter file.
+fn rebuild(path: &Path) -> String {
+    format!(
+        "rebuild it with `portcullis breach-filter build --from CORPUS --out {}` \
+         (docs/breach.md), or unset breach.filter_file to serve without screening",
+        path.display()
+    )
 }
 
 /// The filter key of `password`: the first 8 bytes of its SHA-1, big-endian.

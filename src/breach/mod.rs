@@ -202,7 +202,10 @@ impl BreachList {
                 true
             }
             Err(e) => {
-                tracing::error!(error = %e, "breach filter: reload refused, the filter in force stays");
+                tracing::error!(
+                    error = %crate::setting::error_chain(&e),
+                    "breach filter: reload refused, the filter in force stays"
+                );
                 metrics::counter!(BREACH_RELOADS, "outcome" => "refused").increment(1);
                 seen.refused = Some(stamp(path).map_or(Refused::Unreadable, Refused::File));
                 false

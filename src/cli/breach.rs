@@ -38,7 +38,7 @@ pub fn breach_filter(command: BreachCommand) -> ExitCode {
         BuildOptions { min_count: args.min_count, progress: std::io::stderr().is_terminal() };
     match build(&args.from, &args.out, &options) {
         Ok(built) => {
-            println!(
+            say!(
                 "{}: {} entries from {} lines ({} below --min-count), {} bytes ({:.2} bytes an entry), false-positive rate 1 in {:.0}, in {:.1} s",
                 args.out.display(),
                 built.entries,

@@ -27,18 +27,22 @@ pub struct HealthArgs {
 /// unknown status, an unknown service, a refused connection or a timeout exit non-zero.
 pub async fn health(args: HealthArgs) -> ExitCode {
     use tonic_health::pb::health_check_response::ServingStatus;
+    let daemon = super::operator::without_credentials(
+        &super::operator::daemon_uri(&args.addr, args.tls.tls())
+            .unwrap_or_else(|_| args.addr.clone()),
+    );
     match check_health(args).await {
         Ok(status) if status == ServingStatus::Serving as i32 => {
-            println!("SERVING");
+            say!("SERVING");
             ExitCode::SUCCESS
         }
         Ok(status) => {
             let name = ServingStatus::try_from(status).map_or("UNKNOWN", |s| s.as_str_name());
-            println!("{name}");
+            say!("{name}");
             ExitCode::from(1)
         }
         Err(e) => {
-            eprintln!("portcullis: {e}");
+            eprintln!("portcullis: health: {}", super::output::report(&*e, &daemon));
             ExitCode::from(2)
         }
     }
@@ -47,12 +51,7 @@ pub async fn health(args: HealthArgs) -> ExitCode {
 async fn check_health(args: HealthArgs) -> Result<i32, Box<dyn std::error::Error>> {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
-    let endpoint = args.tls.apply(
-        tonic::transport::Endpoint::from_shared(args.addr)?
-            .connect_timeout(args.timeout)
-            .timeout(args.timeout),
-    )?;
-    let mut client = HealthClient::new(endpoint.connect().await?);
+    let mut client = HealthClient::new(args.tls.connect(&args.addr, args.timeout).await?);
     let answer = client.check(HealthCheckRequest { service: args.service }).await?;
     Ok(answer.into_inner().status)
 }

@@ -2,8 +2,16 @@
 //! client (its network commands in [`network`]), the health probe, the breach filter's
 //! builder ([`breach`]). Each command's arguments live with it.
 
+/// `println!` for the operator commands, quiet on a closed pipe ([`output::say`]).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::output::say(format_args!($($arg)*))
+    };
+}
+
 pub mod breach;
 pub mod health;
 pub mod network;
 pub mod operator;
+pub mod output;
 pub mod serve;

@@ -27,11 +27,12 @@ pub struct NetworkArgs {
 /// lines name it by); exit 0 with a token left (or trusted), 1 when empty, 2 on an error.
 /// `release-network` prints `released`, exit 0.
 pub async fn network(args: NetworkArgs, release: bool) -> ExitCode {
+    let daemon = args.daemon.shown();
     match call(args, release).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("portcullis: {e}");
+            eprintln!("portcullis: {}", super::output::report(&*e, &daemon));
             ExitCode::from(2)
         }
     }
@@ -49,14 +50,14 @@ async fn call(args: NetworkArgs, release: bool) -> Result<bool, Box<dyn std::err
     let mut client = AdminClient::with_interceptor(channel, bearer);
     if release {
         client.release_network(ReleaseNetworkRequest { realm: args.realm, client_key }).await?;
-        println!("released");
+        say!("released");
         return Ok(true);
     }
     let r = client
         .inspect_network(InspectNetworkRequest { realm: args.realm, client_key })
         .await?
         .into_inner();
-    println!(
+    say!(
         "tokens: {}\ncapacity: {}\nseconds_until_full: {}\nnetwork: {}\ntrusted: {}",
         r.tokens,
         r.capacity,

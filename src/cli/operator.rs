@@ -33,15 +33,22 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
+    /// Whether the daemon is reached over TLS (`--ca-file` given).
+    pub(crate) fn tls(&self) -> bool {
+        self.ca_file.is_some()
+    }
+
     /// `endpoint` over TLS when `--ca-file` is given. A client certificate without a CA
     /// is an error rather than silently unused.
-    pub fn apply(
+    fn apply(
         self,
         endpoint: tonic::transport::Endpoint,
     ) -> Result<tonic::transport::Endpoint, Box<dyn std::error::Error>> {
         let Some(ca_file) = self.ca_file else {
             if self.cert_file.is_some() || self.key_file.is_some() {
-                return Err("--cert-file and --key-file need --ca-file".into());
+                return Err("--cert-file and --key-file need --ca-file (the CA the daemon's \
+                            certificate chains to) and an https:// --addr"
+                    .into());
             }
             return Ok(endpoint);
         };
@@ -53,6 +60,85 @@ impl TlsArgs {
         };
         Ok(endpoint.tls_config(tls.load()?)?)
     }
+
+    /// A channel to the daemon at `addr` (see [`daemon_uri`]), connected within
+    /// `timeout`; each call's deadline is `timeout` too. A connection that fails names the
+    /// address and the cause, and says what to check.
+    pub async fn connect(
+        self,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<tonic::transport::Channel, Box<dyn std::error::Error>> {
+        let tls = self.tls();
+        let uri = daemon_uri(addr, tls)?;
+        let endpoint = tonic::transport::Endpoint::from_shared(uri.clone()).map_err(|e| {
+            format!(
+                "--addr {}: not an address ({e}): use http://HOST:PORT, or https://HOST:PORT \
+                 with --ca-file",
+                without_credentials(addr)
+            )
+        })?;
+        let endpoint = self.apply(endpoint.connect_timeout(timeout).timeout(timeout))?;
+        endpoint.connect().await.map_err(|e| {
+            let hint = if tls {
+                "check that `portcullis serve` runs there with [tls], and that --ca-file (and \
+                 --domain-name) match its certificate"
+            } else {
+                "check that `portcullis serve` runs there and listens on that address (its \
+                 `listen` setting); a daemon with [tls] needs https:// and --ca-file"
+            };
+            format!(
+                "cannot reach the daemon at {}: {}; {hint}; or give its address with --addr \
+                 (or PORTCULLIS_ADDR)",
+                without_credentials(&uri),
+                portcullis::setting::error_chain(&e)
+            )
+            .into()
+        })
+    }
+}
+
+/// The daemon's address as a URI: `http://` or `https://` as given; without a scheme,
+/// `https://` when the daemon is reached over TLS (`--ca-file`), else `http://`.
+/// Any other scheme, or a scheme that contradicts the TLS flags, is refused saying why.
+///
+/// # Errors
+/// The refusal, naming `--addr` (never a password an address might carry).
+pub fn daemon_uri(addr: &str, tls: bool) -> Result<String, String> {
+    let addr = addr.trim();
+    let Some((scheme, rest)) = addr.split_once("://") else {
+        if addr.is_empty() {
+            return Err("--addr is empty: give the daemon's HOST:PORT".into());
+        }
+        return Ok(format!("{}://{addr}", if tls { "https" } else { "http" }));
+    };
+    let shown = without_credentials(addr);
+    match (scheme.to_ascii_lowercase().as_str(), tls) {
+        ("http", false) | ("https", true) => {
+            Ok(format!("{}://{rest}", scheme.to_ascii_lowercase()))
+        }
+        ("https", false) => Err(format!(
+            "--addr {shown} is https:// but no --ca-file is given: give --ca-file (the CA the \
+             daemon's certificate chains to), or use http:// for a daemon without [tls]"
+        )),
+        ("http", true) => Err(format!(
+            "--addr {shown} is http:// but --ca-file is given: use https:// to reach a daemon \
+             with [tls], or leave out --ca-file"
+        )),
+        (other, _) => Err(format!(
+            "--addr {shown}: the daemon speaks gRPC over http:// or https://, not {other}://: \
+             use http://HOST:PORT, or https://HOST:PORT with --ca-file"
+        )),
+    }
+}
+
+/// `addr` without a `user:password@` part, for messages.
+pub fn without_credentials(addr: &str) -> String {
+    let (scheme, rest) = addr.split_once("://").map_or(("", addr), |(s, r)| (s, r));
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if scheme.is_empty() { format!("{host}{path}") } else { format!("{scheme}://{host}{path}") }
 }
 
 #[derive(Args)]
@@ -85,20 +171,21 @@ pub struct DaemonArgs {
 }
 
 impl DaemonArgs {
+    /// The daemon's address as messages name it.
+    pub(crate) fn shown(&self) -> String {
+        let uri = daemon_uri(&self.addr, self.tls.tls()).unwrap_or_else(|_| self.addr.clone());
+        without_credentials(&uri)
+    }
+
     /// A connected channel (TLS when `--ca-file` is given) and the bearer token to send.
     pub(crate) async fn connect(
         self,
     ) -> Result<(tonic::transport::Channel, Bearer), Box<dyn std::error::Error>> {
-        let endpoint = self.tls.apply(
-            tonic::transport::Endpoint::from_shared(self.addr)?
-                .connect_timeout(self.timeout)
-                .timeout(self.timeout),
-        )?;
         let bearer = match self.token_file {
             Some(path) => Bearer::from_file(&path)?,
             None => Bearer::new(None)?,
         };
-        Ok((endpoint.connect().await?, bearer))
+        Ok((self.tls.connect(&self.addr, self.timeout).await?, bearer))
     }
 }
 
@@ -136,11 +223,12 @@ pub enum Op {
 /// The operator client. Exit status: 0 allow (or cleared), 1 deny, 2 error. Any error
 /// is reported as an error, never as allow.
 pub async fn operate(args: OperatorArgs, op: Op) -> ExitCode {
+    let daemon = args.daemon.shown();
     match call(args, op).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("portcullis: {e}");
+            eprintln!("portcullis: {}", super::output::report(&*e, &daemon));
             ExitCode::from(2)
         }
     }
@@ -185,25 +273,26 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
                     client_key: String::new(),
                 })
                 .await?;
-            println!("cleared");
+            say!("cleared");
             return Ok(true);
         }
         Op::Inspect | Op::Unlock(_) | Op::RevokeDevices => unreachable!("handled by admin()"),
     };
     // Anything but an explicit ALLOW, including values this version does not know, is deny.
     let allowed = decision == Decision::Allow as i32;
-    println!("{}", if allowed { "ALLOW" } else { "DENY" });
+    say!("{}", if allowed { "ALLOW" } else { "DENY" });
     Ok(allowed)
 }
 
 /// `spray-status`: exit 0 when no fingerprint is over the threshold, 1 when one is, 2 on
 /// an error.
 pub async fn spray_status(args: SprayStatusArgs) -> ExitCode {
+    let daemon = args.daemon.shown();
     match spray_status_call(args).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("portcullis: {e}");
+            eprintln!("portcullis: {}", super::output::report(&*e, &daemon));
             ExitCode::from(2)
         }
     }
@@ -215,7 +304,7 @@ async fn spray_status_call(args: SprayStatusArgs) -> Result<bool, Box<dyn std::e
     let (channel, bearer) = args.daemon.connect().await?;
     let mut client = AdminClient::with_interceptor(channel, bearer);
     let r = client.spray_status(pb::SprayStatusRequest { realm: args.realm }).await?.into_inner();
-    println!("fingerprints_over_threshold: {}", r.fingerprints_over_threshold);
+    say!("fingerprints_over_threshold: {}", r.fingerprints_over_threshold);
     let at = |ms: u64| {
         humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms))
     };
@@ -225,7 +314,7 @@ async fn spray_status_call(args: SprayStatusArgs) -> Result<bool, Box<dyn std::e
         } else {
             at(e.ended_unix_ms).to_string()
         };
-        println!(
+        say!(
             "episode: began {} ended {} peak_fingerprints {}",
             at(e.began_unix_ms),
             ended,
@@ -258,19 +347,19 @@ where
                 UnlockReason::Other => pb::UnlockReason::Other,
             };
             client.unlock(pb::UnlockRequest { account, reason: reason as i32 }).await?;
-            println!("unlocked");
+            say!("unlocked");
             Ok(true)
         }
         Op::RevokeDevices => {
             client.revoke_devices(pb::RevokeDevicesRequest { account }).await?;
-            println!("devices revoked");
+            say!("devices revoked");
             Ok(true)
         }
         _ => {
             let r = client.inspect(pb::InspectRequest { account }).await?.into_inner();
             // Anything but an explicit OPEN, including unknown values, reads as closed.
             let open = r.door == pb::DoorState::Open as i32;
-            println!(
+            say!(
                 "door: {}\nfailures: {}\nrepeats_forgiven: {}\nstep: {}\nwindow_seconds: {}\nseconds_until_open: {}",
                 if open { "open" } else { "closed" },
                 r.failures,

@@ -83,11 +83,11 @@ pub fn check_config(file: &Path) -> ExitCode {
     });
     match checked {
         Ok(()) => {
-            println!("configuration is valid");
+            say!("configuration is valid");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("portcullis: {e}");
+            eprintln!("portcullis: {}", chain(&*e));
             ExitCode::from(2)
         }
     }
@@ -164,6 +164,10 @@ async fn serve_config(
             return ExitCode::from(2);
         }
     };
+    // Which setting an address came from, for the error when it cannot be bound.
+    let listen_setting = if overrides.listen.is_some() { "--listen" } else { "listen" };
+    let admin_setting =
+        if overrides.admin_listen.is_some() { "--admin-listen" } else { "telemetry.admin_listen" };
     // SIGHUP reads the same file, flags and environment again.
     let source: portcullis::daemon::reload::SettingsSource =
         std::sync::Arc::new(move || load(file.as_deref(), &overrides));
@@ -185,7 +189,7 @@ async fn serve_config(
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!("cannot listen on {listen}: {e}");
+            tracing::error!("refusing to start: {}", cannot_listen(listen_setting, listen, &e));
             return ExitCode::from(2);
         }
     };
@@ -194,7 +198,7 @@ async fn serve_config(
         Some(admin) => match tokio::net::TcpListener::bind(admin).await {
             Ok(l) => daemon.with_admin_listener(l),
             Err(e) => {
-                tracing::error!("cannot listen on {admin} (telemetry.admin_listen): {e}");
+                tracing::error!("refusing to start: {}", cannot_listen(admin_setting, admin, &e));
                 return ExitCode::from(2);
             }
         },
@@ -212,17 +216,29 @@ async fn serve_config(
     }
 }
 
-/// An error and its causes, `: `-separated (each names a setting or a path, never a
-/// secret or an identifier).
+/// An error and its causes, `: `-separated, each once (each names a setting or a path,
+/// never a secret or an identifier).
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    portcullis::setting::error_chain(e)
+}
+
+/// Why `setting` (the file's key or the flag that set it) cannot be served on: the
+/// address, the OS's reason, and what to do.
+fn cannot_listen(setting: &str, addr: SocketAddr, e: &std::io::Error) -> String {
+    let what = match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "another process (another daemon?) holds that port: stop it, or choose a free port"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "no interface of this host has that address: use one of its addresses, or 0.0.0.0"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need privileges: choose a port above 1023, or grant \
+             CAP_NET_BIND_SERVICE"
+        }
+        _ => "choose another address",
+    };
+    format!("cannot listen on {addr} ({setting}): {e}; {what}")
 }
 
 /// A future that resolves on the first SIGINT or SIGTERM from now on: the handlers are

@@ -37,7 +37,7 @@ use crate::breach::{BreachConfig, BreachSettings};
 use crate::realm::{RealmConfig, Realms};
 use crate::secret::KeySecret;
 pub use crate::setting::ConfigError;
-use crate::setting::check;
+use crate::setting::{Problems, check};
 use crate::store::config::StoreConfig;
 pub use crate::store::config::{KEY_SECRET_ENV, REDIS_PASSWORD_ENV, SentinelConfig, StoreSettings};
 use crate::store::redis::settings::redact_url;
@@ -200,7 +200,8 @@ impl Config {
     /// [`KEY_SECRET_ENV`], passed in so tests need not touch the process environment).
     ///
     /// # Errors
-    /// The first [`ConfigError`] found, naming the setting and its allowed range.
+    /// Every problem found ([`ConfigError::Several`] when more than one), each naming
+    /// its setting and its allowed range.
     pub fn validate(&self, secret_from_env: Option<String>) -> Result<Settings, ConfigError> {
         self.validate_with(secret_from_env, None)
     }
@@ -210,44 +211,67 @@ impl Config {
     /// owner; this only puts them together and checks what crosses sections.
     ///
     /// # Errors
-    /// The first [`ConfigError`] found, naming the setting and its allowed range.
+    /// Every problem found ([`ConfigError::Several`] when more than one), each naming
+    /// its setting and its allowed range.
     pub fn validate_with(
         &self,
         secret_from_env: Option<String>,
         redis_password_from_env: Option<String>,
     ) -> Result<Settings, ConfigError> {
-        let verify = self.verify.validate()?;
-        let realms = self
+        // Every section is checked even when one before it is not, so an operator sees
+        // every bad value at once; a section that depends on another reads the other's
+        // values as written.
+        let mut problems = Problems::default();
+        let verify = problems.note(self.verify.validate());
+        let ceilings = self.verify.ceilings();
+        let realms: Vec<_> = self
             .realms
             .iter()
-            .map(|(name, r)| r.validate(name, &verify.ceilings))
-            .collect::<Result<Vec<_>, _>>()?;
-        let (store, secret) = self.store.validate(secret_from_env, redis_password_from_env)?;
-        check("shutdown_delay", self.shutdown_delay, Duration::ZERO..=Duration::from_secs(300))?;
-        let admin_listen = self.telemetry.validate()?;
-        self.server.validate(verify.max_password_bytes)?;
-        let tls =
-            match &self.tls {
-                Some(tls) => Some(tls.validate()?.load().map_err(|e| ConfigError::Section {
-                    section: "[tls]: ",
-                    source: Box::new(e),
-                })?),
-                None => None,
-            };
-        if tls.is_none() && !self.listen.ip().is_loopback() && !self.allow_plaintext {
-            return Err(ConfigError::invalid(
+            .filter_map(|(name, r)| problems.note(r.validate(name, &ceilings)))
+            .collect();
+        let store = problems.note(self.store.validate(secret_from_env, redis_password_from_env));
+        problems.note(check(
+            "shutdown_delay",
+            self.shutdown_delay,
+            Duration::ZERO..=Duration::from_secs(300),
+        ));
+        let admin_listen = problems.note(self.telemetry.validate()).flatten();
+        problems.note(self.server.validate(self.verify.max_password_bytes));
+        let tls = match &self.tls {
+            Some(tls) => problems
+                .note(tls.validate().and_then(|tls| {
+                    tls.load().map_err(|e| ConfigError::Section {
+                        section: "[tls]: ",
+                        source: Box::new(e),
+                    })
+                }))
+                .map(Some),
+            None => Some(None),
+        };
+        if self.tls.is_none() && !self.listen.ip().is_loopback() && !self.allow_plaintext {
+            problems.note::<()>(Err(ConfigError::invalid(
                 "listen",
                 format!(
                     "{} is not a loopback address and [tls] is not set: passwords would cross the network in clear; configure [tls], or set allow_plaintext = true to accept that",
                     self.listen
                 ),
-            ));
+            )));
         }
-        let breach = self.breach.validate()?;
+        let breach = problems.note(self.breach.validate());
         let names: Vec<&str> = self.realms.keys().map(String::as_str).collect();
         let mutual = self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
-        let callers = Callers::new(&self.callers, &names, mutual)
-            .map_err(|e| ConfigError::Section { section: "", source: Box::new(e) })?;
+        let callers = problems.note(
+            Callers::new(&self.callers, &names, mutual)
+                .map_err(|e| ConfigError::Section { section: "", source: Box::new(e) }),
+        );
+        if let Some(e) = problems.into_error() {
+            return Err(e);
+        }
+        let (Some(verify), Some((store, secret)), Some(tls), Some(breach), Some(callers)) =
+            (verify, store, tls, breach, callers)
+        else {
+            return Err(ConfigError::invalid("(configuration)", "a section failed unnamed"));
+        };
         Ok(Settings {
             listen: self.listen,
             shutdown_delay: self.shutdown_delay,

@@ -102,6 +102,8 @@ pub struct Daemon {
     reload_source: Option<(reload::SettingsSource, config::Config)>,
     /// The breached-password filter in force, reloaded on change and on SIGHUP.
     breach: Arc<crate::breach::BreachList>,
+    /// Where the store is, for messages (no credentials).
+    store_target: String,
 }
 
 impl Daemon {
@@ -125,6 +127,12 @@ impl Daemon {
                 return Err(RunError::Store(store::StoreError::Unsafe(
                     "a key secret is required with Redis".into(),
                 )));
+            }
+        };
+        let store_target = match &settings.store {
+            StoreSettings::Redis(redis) => redis.shape.describe(),
+            StoreSettings::Embedded { data_dir, .. } => {
+                format!("the embedded store in {} (store.data_dir)", data_dir.display())
             }
         };
         let (store, system): (Arc<dyn Store>, _) = match settings.store {
@@ -178,6 +186,7 @@ impl Daemon {
             limits: settings.server,
             reload_source: None,
             breach,
+            store_target,
         })
     }
 
@@ -217,7 +226,12 @@ impl Daemon {
         match self.store.ping().await {
             Err(e @ store::StoreError::Unsafe(_)) => Err(RunError::Store(e)),
             Err(e) => {
-                tracing::warn!("store: not answering yet ({e}); serving NOT_SERVING until it does");
+                tracing::warn!(
+                    "store: {} does not answer yet: {}; serving NOT_SERVING (every call denied) \
+                     until it does: check that it runs and that this host can reach it",
+                    self.store_target,
+                    crate::setting::error_chain(&e)
+                );
                 Ok(())
             }
             Ok(()) => Ok(()),

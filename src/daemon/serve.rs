@@ -44,6 +44,7 @@ impl Daemon {
             limits,
             reload_source,
             breach,
+            store_target: _,
         } = self;
         spray_watch.spawn_expiry(Duration::from_secs(10));
         network_watch.spawn_expiry(Duration::from_secs(10));

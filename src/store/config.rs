@@ -12,7 +12,7 @@ use super::redis::settings::{
     Credentials, RedisSettings, RedisShape, RedisTls, redact_url, sentinel_credentials,
 };
 use crate::secret::KeySecret;
-use crate::setting::{ConfigError, check};
+use crate::setting::{ConfigError, Problems, check};
 
 /// Environment variable that may hold the key secret (instead of `store.key_secret_file`).
 pub const KEY_SECRET_ENV: &str = "PORTCULLIS_KEY_SECRET";
@@ -137,64 +137,98 @@ impl StoreConfig {
     /// the value of `PORTCULLIS_REDIS_PASSWORD`, used when `redis_password_file` is unset.
     ///
     /// # Errors
-    /// The first [`ConfigError`], naming the setting.
+    /// [`ConfigError`] naming each setting at fault.
     pub fn validate(
         &self,
         secret_from_env: Option<String>,
         redis_password_from_env: Option<String>,
     ) -> Result<(StoreSettings, Option<KeySecret>), ConfigError> {
-        check(
+        let mut problems = Problems::default();
+        problems.note(check(
             "store.operation_timeout",
             self.operation_timeout,
             Duration::from_millis(1)..=Duration::from_secs(60),
-        )?;
-        check("store.pool_size", self.pool_size, 1..=1024)?;
-        check(
+        ));
+        problems.note(check("store.pool_size", self.pool_size, 1..=1024));
+        problems.note(check(
             "store.attempt_id_horizon",
             self.attempt_id_horizon,
             Duration::from_secs(10)..=Duration::from_secs(3600),
-        )?;
-        let secret = match &self.key_secret_file {
+        ));
+        let secret = self.key_secret(secret_from_env);
+        let secret_refused = secret.is_err();
+        let secret = problems.note(secret).flatten();
+        let store = match problems.note(self.redis_shape()) {
+            Some(Some(shape)) => {
+                // Every daemon sharing a Redis must derive the same keys: a secret made
+                // up by one daemon would silently split the counters.
+                if secret.is_none() && !secret_refused {
+                    problems.note::<()>(Err(ConfigError::invalid(
+                        "store.key_secret_file",
+                        format!(
+                            "a key secret is required with Redis: set store.key_secret_file or {KEY_SECRET_ENV}"
+                        ),
+                    )));
+                }
+                problems
+                    .note(self.redis_settings(shape, redis_password_from_env))
+                    .map(StoreSettings::Redis)
+            }
+            Some(None) => Some(StoreSettings::Embedded {
+                data_dir: self.data_dir.clone(),
+                operation_timeout: self.operation_timeout,
+                attempt_id_horizon: self.attempt_id_horizon,
+            }),
+            None => None,
+        };
+        if let Some(e) = problems.into_error() {
+            return Err(e);
+        }
+        let Some(store) = store else {
+            return Err(ConfigError::invalid("[store]", "could not be checked"));
+        };
+        Ok((store, secret))
+    }
+
+    /// The configured key secret: `store.key_secret_file`'s, else `secret_from_env`'s;
+    /// `None` when neither is set. A short one is refused naming where it came from
+    /// (never its bytes).
+    fn key_secret(
+        &self,
+        secret_from_env: Option<String>,
+    ) -> Result<Option<KeySecret>, ConfigError> {
+        let (secret, from) = match &self.key_secret_file {
             Some(path) => {
                 let bytes = std::fs::read(path).map_err(|source| ConfigError::File {
                     setting: "store.key_secret_file",
                     path: path.clone(),
                     source,
                 })?;
-                Some(KeySecret::from_file_contents(bytes))
+                (KeySecret::from_file_contents(bytes), format!("store.key_secret_file {path:?}"))
             }
-            None => secret_from_env.map(String::into_bytes).map(KeySecret::new),
-        };
-        if let Some(secret) = &secret
-            && secret.len() < KeySecret::MIN_BYTES
-        {
-            return Err(ConfigError::OutOfRange {
-                setting: "key secret length".into(),
-                value: format!("{} bytes", secret.len()),
-                allowed: format!("at least {} bytes", KeySecret::MIN_BYTES),
-            });
-        }
-        let store = match self.redis_shape()? {
-            Some(shape) => {
-                // Every daemon sharing a Redis must derive the same keys: a secret made
-                // up by one daemon would silently split the counters.
-                if secret.is_none() {
-                    return Err(ConfigError::invalid(
-                        "store.key_secret_file",
-                        format!(
-                            "a key secret is required with Redis: set store.key_secret_file or {KEY_SECRET_ENV}"
-                        ),
-                    ));
-                }
-                StoreSettings::Redis(self.redis_settings(shape, redis_password_from_env)?)
-            }
-            None => StoreSettings::Embedded {
-                data_dir: self.data_dir.clone(),
-                operation_timeout: self.operation_timeout,
-                attempt_id_horizon: self.attempt_id_horizon,
+            None => match secret_from_env {
+                Some(text) => (KeySecret::new(text.into_bytes()), KEY_SECRET_ENV.to_owned()),
+                None => return Ok(None),
             },
         };
-        Ok((store, secret))
+        if secret.len() < KeySecret::MIN_BYTES {
+            let make = match &self.key_secret_file {
+                Some(path) => format!("write a longer one: openssl rand -hex 32 > {path:?}"),
+                None => format!(
+                    "set a longer one (openssl rand -hex 32), or set store.key_secret_file instead of {KEY_SECRET_ENV}"
+                ),
+            };
+            return Err(ConfigError::invalid(
+                from,
+                format!(
+                    "the key secret is {} bytes long, and it must be at least {} bytes: {make} \
+                     (every daemon sharing the store needs the same secret)",
+                    secret.len(),
+                    KeySecret::MIN_BYTES
+                ),
+            ));
+        }
+        Ok(Some(secret))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
-use crate::setting::{Bound, ConfigError, between, check};
+use crate::setting::{Bound, ConfigError, Problems, between, check};
 
 /// `[server]`: limits of the gRPC listener. Defaults fit the requests this daemon takes
 /// (a `Verify` request is a few kilobytes at most).
@@ -150,46 +150,68 @@ impl ServerLimits {
     /// sets the smallest message a `Verify` needs.
     ///
     /// # Errors
-    /// [`ConfigError::OutOfRange`] naming the first setting out of its range.
+    /// [`ConfigError`] naming every setting out of its range.
     pub fn validate(&self, max_password_bytes: usize) -> Result<(), ConfigError> {
         // A Verify request carries the password plus an identifier, a hash and ids.
-        let floor = (max_password_bytes / 1024) as u32 + 8;
-        between(
+        let floor = u32::try_from(max_password_bytes / 1024).unwrap_or(u32::MAX).saturating_add(8);
+        let mut problems = Problems::default();
+        problems.note(between(
             "server.max_message_kib",
             self.max_message_kib,
             Bound::setting("verify.max_password_bytes + 8 KiB", floor),
             Bound::fixed(4096),
-        )?;
-        check("server.max_concurrent_streams", self.max_concurrent_streams, 1..=10_000)?;
-        check("server.max_header_list_kib", self.max_header_list_kib, 1..=1024)?;
-        check("server.max_connections", self.max_connections, 1..=1_000_000)?;
+        ));
+        problems.note(check(
+            "server.max_concurrent_streams",
+            self.max_concurrent_streams,
+            1..=10_000,
+        ));
+        problems.note(check("server.max_header_list_kib", self.max_header_list_kib, 1..=1024));
+        problems.note(check("server.max_connections", self.max_connections, 1..=1_000_000));
         let secs = Duration::from_secs;
-        check("server.handshake_timeout", self.handshake_timeout, secs(1)..=secs(60))?;
-        check("server.idle_timeout", self.idle_timeout, secs(1)..=secs(86_400))?;
-        check("server.request_timeout", self.request_timeout, secs(1)..=secs(300))?;
-        check("server.keepalive_interval", self.keepalive_interval, secs(1)..=secs(3600))?;
-        check("server.keepalive_timeout", self.keepalive_timeout, secs(1)..=secs(600))?;
+        problems.note(check(
+            "server.handshake_timeout",
+            self.handshake_timeout,
+            secs(1)..=secs(60),
+        ));
+        problems.note(check("server.idle_timeout", self.idle_timeout, secs(1)..=secs(86_400)));
+        problems.note(check("server.request_timeout", self.request_timeout, secs(1)..=secs(300)));
+        problems.note(check(
+            "server.keepalive_interval",
+            self.keepalive_interval,
+            secs(1)..=secs(3600),
+        ));
+        problems.note(check(
+            "server.keepalive_timeout",
+            self.keepalive_timeout,
+            secs(1)..=secs(600),
+        ));
         // 64 KiB – 1 = HTTP/2's initial window; a smaller one slows nothing these
         // messages need, a larger one lets a client park more bytes per stream.
-        check("server.stream_window_kib", self.stream_window_kib, 16..=1024)?;
-        between(
+        problems.note(check("server.stream_window_kib", self.stream_window_kib, 16..=1024));
+        problems.note(between(
             "server.connection_window_kib",
             self.connection_window_kib,
             Bound::setting("stream_window_kib", self.stream_window_kib),
             Bound::fixed(16_384),
-        )?;
-        check(
+        ));
+        problems.note(check(
             "server.max_pending_accept_reset_streams",
             self.max_pending_accept_reset_streams,
             1..=1000,
-        )?;
-        check(
+        ));
+        problems.note(check(
             "server.max_client_resets_per_minute",
             self.max_client_resets_per_minute,
             1..=100_000,
-        )?;
-        check("server.max_oversized_messages", self.max_oversized_messages, 1..=1000)?;
-        check("server.io_threads", self.io_threads, 1..=MAX_IO_THREADS)?;
-        check("server.abuse_cooldown", self.abuse_cooldown, secs(0)..=secs(3600))
+        ));
+        problems.note(check(
+            "server.max_oversized_messages",
+            self.max_oversized_messages,
+            1..=1000,
+        ));
+        problems.note(check("server.io_threads", self.io_threads, 1..=MAX_IO_THREADS));
+        problems.note(check("server.abuse_cooldown", self.abuse_cooldown, secs(0)..=secs(3600)));
+        problems.finish(())
     }
 }

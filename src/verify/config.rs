@@ -9,7 +9,7 @@ use smart_default::SmartDefault;
 use super::VerifySettings;
 use super::budget::BudgetSettings;
 use super::hash::{Algorithm, Ceilings, HashParams};
-use crate::setting::{Bound, ConfigError, between, check, check_noted};
+use crate::setting::{Bound, ConfigError, Problems, between, check, check_noted};
 
 /// `[verify]`: the per-daemon CPU budget (docs/verify.md).
 #[derive(Debug, Clone, Serialize, Deserialize, SmartDefault)]
@@ -53,37 +53,43 @@ impl VerifyConfig {
     /// machine (`max_concurrent`) and `max_concurrent` (the queues).
     ///
     /// # Errors
-    /// [`ConfigError::OutOfRange`] naming the first setting out of its range.
+    /// [`ConfigError`] naming every setting out of its range.
     pub fn validate(&self) -> Result<VerifySettings, ConfigError> {
+        let mut problems = Problems::default();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let max_concurrent = self.max_concurrent.unwrap_or((cores / 2).max(1));
-        check("verify.max_concurrent", max_concurrent, 1..=1024)?;
-        between(
+        problems.note(check("verify.max_concurrent", max_concurrent, 1..=1024));
+        problems.note(between(
             "verify.max_per_client",
             self.max_per_client,
             Bound::fixed(1),
             Bound::setting("max_concurrent", max_concurrent),
-        )?;
-        check(
+        ));
+        problems.note(check(
             "verify.max_wait",
             self.max_wait,
             Duration::from_millis(1)..=Duration::from_secs(60),
-        )?;
-        let max_waiters = self.max_waiters.unwrap_or(8 * max_concurrent);
-        check("verify.max_waiters", max_waiters, 0..=100_000)?;
-        let max_trusted_waiters = self.max_trusted_waiters.unwrap_or(8 * max_concurrent);
-        check("verify.max_trusted_waiters", max_trusted_waiters, 0..=100_000)?;
-        check_noted(
+        ));
+        let max_waiters = self.max_waiters.unwrap_or(max_concurrent.saturating_mul(8));
+        problems.note(check("verify.max_waiters", max_waiters, 0..=100_000));
+        let max_trusted_waiters =
+            self.max_trusted_waiters.unwrap_or(max_concurrent.saturating_mul(8));
+        problems.note(check("verify.max_trusted_waiters", max_trusted_waiters, 0..=100_000));
+        problems.note(check_noted(
             "verify.max_password_bytes",
             self.max_password_bytes,
             64..=65_536,
             "NIST SP 800-63B asks for at least 64 characters",
-        )?;
-        check("verify.max_bcrypt_cost", self.max_bcrypt_cost, 4..=31)?;
-        check("verify.max_argon2_memory_kib", self.max_argon2_memory_kib, 8..=4 * 1024 * 1024)?;
-        check("verify.max_argon2_iterations", self.max_argon2_iterations, 1..=1024)?;
-        check("verify.max_argon2_parallelism", self.max_argon2_parallelism, 1..=255)?;
-        Ok(VerifySettings {
+        ));
+        problems.note(check("verify.max_bcrypt_cost", self.max_bcrypt_cost, 4..=31));
+        problems.note(check(
+            "verify.max_argon2_memory_kib",
+            self.max_argon2_memory_kib,
+            8..=4 * 1024 * 1024,
+        ));
+        problems.note(check("verify.max_argon2_iterations", self.max_argon2_iterations, 1..=1024));
+        problems.note(check("verify.max_argon2_parallelism", self.max_argon2_parallelism, 1..=255));
+        problems.finish(VerifySettings {
             budget: BudgetSettings {
                 max_concurrent,
                 max_per_client: self.max_per_client,
@@ -91,14 +97,20 @@ impl VerifyConfig {
                 max_waiters,
                 max_trusted_waiters,
             },
-            ceilings: Ceilings {
-                bcrypt_cost: self.max_bcrypt_cost,
-                argon2_memory_kib: self.max_argon2_memory_kib,
-                argon2_iterations: self.max_argon2_iterations,
-                argon2_parallelism: self.max_argon2_parallelism,
-            },
+            ceilings: self.ceilings(),
             max_password_bytes: self.max_password_bytes,
         })
+    }
+
+    /// The hash ceilings as written (what realms' targets are checked against, even
+    /// when another `[verify]` value is out of range).
+    pub fn ceilings(&self) -> Ceilings {
+        Ceilings {
+            bcrypt_cost: self.max_bcrypt_cost,
+            argon2_memory_kib: self.max_argon2_memory_kib,
+            argon2_iterations: self.max_argon2_iterations,
+            argon2_parallelism: self.max_argon2_parallelism,
+        }
     }
 }
 
@@ -133,35 +145,39 @@ impl HashTargetConfig {
     /// [`ConfigError::OutOfRange`] naming `realms.NAME.hash.FIELD`.
     pub fn validate(&self, realm: &str, ceilings: &Ceilings) -> Result<HashParams, ConfigError> {
         let key = |field: &str| format!("realms.{realm}.hash.{field}");
-        Ok(match self.algorithm {
+        let mut problems = Problems::default();
+        let target = match self.algorithm {
             Algorithm::Bcrypt => {
-                between(
+                problems.note(between(
                     &key("bcrypt_cost"),
                     self.bcrypt_cost,
                     Bound::fixed(4),
                     Bound::setting("verify.max_bcrypt_cost", ceilings.bcrypt_cost),
-                )?;
+                ));
                 HashParams::Bcrypt { cost: self.bcrypt_cost }
             }
             algorithm => {
-                between(
+                problems.note(between(
                     &key("argon2_parallelism"),
                     self.argon2_parallelism,
                     Bound::fixed(1),
                     Bound::setting("verify.max_argon2_parallelism", ceilings.argon2_parallelism),
-                )?;
-                between(
+                ));
+                problems.note(between(
                     &key("argon2_memory_kib"),
                     self.argon2_memory_kib,
-                    Bound::setting("8 × argon2_parallelism", 8 * self.argon2_parallelism),
+                    Bound::setting(
+                        "8 × argon2_parallelism",
+                        self.argon2_parallelism.saturating_mul(8),
+                    ),
                     Bound::setting("verify.max_argon2_memory_kib", ceilings.argon2_memory_kib),
-                )?;
-                between(
+                ));
+                problems.note(between(
                     &key("argon2_iterations"),
                     self.argon2_iterations,
                     Bound::fixed(1),
                     Bound::setting("verify.max_argon2_iterations", ceilings.argon2_iterations),
-                )?;
+                ));
                 HashParams::Argon2 {
                     algorithm,
                     memory_kib: self.argon2_memory_kib,
@@ -169,6 +185,7 @@ impl HashTargetConfig {
                     parallelism: self.argon2_parallelism,
                 }
             }
-        })
+        };
+        problems.finish(target)
     }
 }

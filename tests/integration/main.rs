@@ -15,6 +15,7 @@ mod deploy_artifacts;
 mod deploy_observability;
 mod devices;
 mod embedded_store;
+mod error_messages;
 mod example_gateway;
 mod hardening;
 mod health;

@@ -320,6 +320,41 @@ pub fn redact_url(url: &str) -> String {
     format!("{scheme}://{userinfo}{location}")
 }
 
+/// `url` without its user information (user name and password) nor query, for the
+/// messages an operator reads: `redis://host:port/db`.
+pub fn url_without_credentials(url: &str) -> String {
+    let redacted = redact_url(url);
+    match redacted.split_once("://") {
+        Some((scheme, rest)) => {
+            let location = rest.rsplit_once('@').map_or(rest, |(_, location)| location);
+            format!("{scheme}://{location}")
+        }
+        None => redacted,
+    }
+}
+
+impl RedisShape {
+    /// Where this store is, for an operator: its setting and its URLs, without user
+    /// names or passwords.
+    pub fn describe(&self) -> String {
+        let urls = |nodes: &[String]| {
+            nodes.iter().map(|n| url_without_credentials(n)).collect::<Vec<_>>().join(", ")
+        };
+        match self {
+            RedisShape::Standalone { url } => {
+                format!("Redis at {} (store.redis_url)", url_without_credentials(url))
+            }
+            RedisShape::Cluster { nodes } => {
+                format!("Redis Cluster at {} (store.redis_cluster_nodes)", urls(nodes))
+            }
+            RedisShape::Sentinel { master_name, nodes } => format!(
+                "Redis master {master_name:?} via the Sentinels at {} (store.redis_sentinel)",
+                urls(nodes)
+            ),
+        }
+    }
+}
+
 impl std::fmt::Debug for RedisShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let urls = |nodes: &[String]| nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>();
