@@ -81,6 +81,10 @@ enum Command {
     /// Ask the daemon's grpc.health.v1 service; exit 0 only on SERVING (a container
     /// HEALTHCHECK). Exit status: 0 serving, 1 not serving, 2 error.
     Health(cli::health::HealthArgs),
+    /// Operator: make the store's key secret the configured one, forgetting every count
+    /// kept under the old one (docs/store.md, "One key secret per store"). Reads the
+    /// store and the secret as `serve` does. Exit status: 0 done, 2 error.
+    AdoptKeySecret(cli::key_secret::AdoptArgs),
     /// The breached-password filter (docs/breach.md).
     BreachFilter {
         #[command(subcommand)]
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
             Command::InspectNetwork(args) => cli::network::network(args, false).await,
             Command::ReleaseNetwork(args) => cli::network::network(args, true).await,
             Command::Health(args) => cli::health::health(args).await,
+            Command::AdoptKeySecret(args) => cli::key_secret::adopt_key_secret(args).await,
             Command::Serve(_) | Command::CheckConfig { .. } | Command::BreachFilter { .. } => {
                 unreachable!("dispatched above")
             }

@@ -85,6 +85,11 @@ impl KeySecret {
         mac.finalize().into_bytes().into()
     }
 
+    /// The check value the store keeps for this secret ([`KeyCheck`]).
+    pub fn store_check(&self) -> KeyCheck {
+        KeyCheck(hex::encode(self.subkey(SubKey::StoreCheck)))
+    }
+
     /// The data directory's secret: read from `data_dir/key_secret`, or, on first start,
     /// 32 random bytes written there in hex (mode 0600, the directory owner-only),
     /// with a warning to back it up (losing it forgets every count).
@@ -123,6 +128,34 @@ impl KeySecret {
     }
 }
 
+/// The keyed check value a store keeps so that every daemon sharing it proves it holds
+/// the same key secret before it serves (docs/store.md, "One key secret per store"):
+/// the secret's [`SubKey::StoreCheck`] sub-key, 64 hex digits. It serves no other
+/// purpose, so the value says nothing about the secret or any other sub-key (HMAC is a
+/// pseudo-random function); it is not the secret, nor an unkeyed digest of it. Two
+/// secrets give two values, so a daemon keyed differently finds another value there.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyCheck(String);
+
+impl KeyCheck {
+    /// The value as stored: 64 lowercase hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `stored` (what the store holds) is this value, compared in constant time.
+    pub fn matches(&self, stored: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        stored.len() == self.0.len() && bool::from(stored.ct_eq(self.0.as_bytes()))
+    }
+}
+
+impl std::fmt::Debug for KeyCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyCheck(<redacted>)")
+    }
+}
+
 impl std::fmt::Debug for KeySecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "KeySecret(<{} bytes redacted>)", self.0.len())
@@ -139,6 +172,8 @@ pub enum SubKey {
     Spray,
     /// Fingerprints of refused passwords, per account and client (`crate::repeat`).
     Repeat,
+    /// The store's key check value ([`KeySecret::store_check`]).
+    StoreCheck,
 }
 
 impl SubKey {
@@ -149,6 +184,7 @@ impl SubKey {
             SubKey::DeviceToken => "device-token",
             SubKey::Spray => "spray",
             SubKey::Repeat => "repeat",
+            SubKey::StoreCheck => "store-check",
         }
     }
 }
@@ -184,6 +220,21 @@ mod tests {
     fn subkeys_are_separated_by_purpose() {
         assert_ne!(secret().subkey(SubKey::DeviceToken), secret().subkey(SubKey::Spray));
         assert_eq!(secret().subkey(SubKey::DeviceToken), secret().subkey(SubKey::DeviceToken));
+    }
+
+    #[test]
+    fn the_store_check_differs_by_secret_and_from_every_other_subkey() {
+        let check = secret().store_check();
+        assert_eq!(check.as_str().len(), 64);
+        assert!(check.matches(secret().store_check().as_str().as_bytes()));
+        let other = KeySecret::new(b"0123456789abcdef0123456789abcdeF".to_vec()).store_check();
+        assert!(!check.matches(other.as_str().as_bytes()));
+        assert!(!check.matches(&check.as_str().as_bytes()[..63]));
+        for purpose in [SubKey::DeviceToken, SubKey::Spray, SubKey::Repeat] {
+            assert_ne!(check.as_str(), hex::encode(secret().subkey(purpose)));
+        }
+        assert!(!check.as_str().contains(&hex::encode(b"0123456789abcdef")));
+        assert!(!format!("{check:?}").contains(&check.as_str()[..8]));
     }
 
     #[test]

@@ -11,6 +11,7 @@ macro_rules! say {
 
 pub mod breach;
 pub mod health;
+pub mod key_secret;
 pub mod network;
 pub mod operator;
 pub mod output;

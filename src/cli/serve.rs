@@ -55,8 +55,13 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The configuration file given, if any.
+    pub(crate) fn config(&self) -> Option<&Path> {
+        self.config.as_deref()
+    }
+
     /// The flags that replace the file's values.
-    fn overrides(&self) -> Overrides {
+    pub(crate) fn overrides(&self) -> Overrides {
         let redis_sentinel = self
             .redis_sentinel_master_name
             .clone()
@@ -135,7 +140,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
 
 /// The configuration of `file` with `overrides` and the environment's secrets, and what
 /// it validates to.
-fn load(
+pub(crate) fn load(
     file: Option<&Path>,
     overrides: &Overrides,
 ) -> Result<(Config, portcullis::config::Settings), Box<dyn std::error::Error + Send + Sync>> {

@@ -139,12 +139,14 @@ impl Daemon {
             StoreSettings::Redis(redis) => {
                 // URLs may carry passwords: the shape is logged redacted.
                 tracing::info!(shape = ?redis.shape, pool_size = redis.pool_size, "store: redis");
-                (Arc::new(RedisStore::open(&redis)?), "redis")
+                let store = RedisStore::open(&redis)?.with_key_check(secret.store_check());
+                (Arc::new(store), "redis")
             }
             StoreSettings::Embedded { data_dir, operation_timeout, attempt_id_horizon } => {
-                let store =
-                    EmbeddedStore::open(&data_dir, operation_timeout, Arc::new(SystemClock))?
-                        .with_attempt_id_horizon(attempt_id_horizon);
+                let clock = Arc::new(SystemClock);
+                let check = secret.store_check();
+                let store = EmbeddedStore::open_keyed(&data_dir, operation_timeout, clock, &check)?
+                    .with_attempt_id_horizon(attempt_id_horizon);
                 (Arc::new(store), "redb")
             }
         };
@@ -225,6 +227,9 @@ impl Daemon {
     pub async fn preflight(&self) -> Result<(), RunError> {
         match self.store.ping().await {
             Err(e @ store::StoreError::Unsafe(_)) => Err(RunError::Store(e)),
+            // Not an unreachable store: the health check says what to do, and keeps
+            // checking, so a rotation to this daemon's secret lets it serve.
+            Err(store::StoreError::KeySecretMismatch) => Ok(()),
             Err(e) => {
                 tracing::warn!(
                     "store: {} does not answer yet: {}; serving NOT_SERVING (every call denied) \

@@ -10,6 +10,7 @@ use tonic_health::ServingStatus;
 
 use super::{Daemon, RunError, SERVICE_NAME};
 use crate::pb;
+use crate::store::{KEY_SECRET_MISMATCH, StoreError};
 
 /// How often the health task asks the store whether it answers.
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
@@ -69,12 +70,23 @@ impl Daemon {
             let readiness = readiness.clone();
             async move {
                 let mut tick = tokio::time::interval(HEALTH_INTERVAL);
+                // Whether the last check found another daemon's key check value: said
+                // once when it starts and once when it ends, not every second.
+                let mut keyed_otherwise = false;
                 loop {
                     tokio::select! {
                         _ = tick.tick() => {}
                         _ = health_stopped.changed() => break,
                     }
-                    let ready = store.ready().await.is_ok();
+                    let outcome = store.ready().await;
+                    let mismatch = matches!(outcome, Err(StoreError::KeySecretMismatch));
+                    if mismatch && !keyed_otherwise {
+                        tracing::error!("store: {KEY_SECRET_MISMATCH}");
+                    } else if keyed_otherwise && outcome.is_ok() {
+                        tracing::info!("store: the key check holds again: serving");
+                    }
+                    keyed_otherwise = mismatch || keyed_otherwise && outcome.is_err();
+                    let ready = outcome.is_ok();
                     readiness.set_store(ready);
                     let status =
                         if ready { ServingStatus::Serving } else { ServingStatus::NotServing };

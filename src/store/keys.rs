@@ -14,6 +14,7 @@
 //! portcullis:v2:{<32 hex digest>}:p:<16 hex>     one client's refused-password list
 //! portcullis:v2:{spray:<16 hex realm tag>:<4 hex fingerprint>}:…   spray counts
 //! portcullis:v2:{n:<32 hex digest>}              one client network's bucket (its TAT)
+//! portcullis:v2:key-check                        the store's key check value (one per store)
 //! ```
 //!
 //! Spray keys (docs/spray.md) carry the password fingerprint's own hash tag, so the
@@ -35,6 +36,11 @@ pub use crate::secret::KeySecret;
 /// Prefix of every key; the version changes when the layout does (v2: the compact
 /// layout; a daemon of this version ignores v1 keys, which expire by themselves).
 pub const KEY_PREFIX: &str = "portcullis:v2:";
+
+/// The store's key check value ([`crate::secret::KeyCheck`]): one key per store, written
+/// by the first daemon that proves its key secret there and compared by every other
+/// (docs/store.md, "One key secret per store"). No hash tag: a single-key operation.
+pub const KEY_CHECK: &str = "portcullis:v2:key-check";
 
 /// Bytes of the account key's HMAC kept (128 bits: 32 hex characters).
 const ACCOUNT_DIGEST_BYTES: usize = 16;

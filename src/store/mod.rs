@@ -80,6 +80,37 @@ pub enum StoreError {
     Unsafe(String),
     #[error("{confirmed} of {wanted} replicas confirmed the write within store.wait_timeout")]
     Replication { wanted: u32, confirmed: u32 },
+    #[error("{}", KEY_SECRET_MISMATCH)]
+    KeySecretMismatch,
+}
+
+/// What [`StoreError::KeySecretMismatch`] says, to the operator who must act on it.
+pub const KEY_SECRET_MISMATCH: &str = "this daemon's key secret is not the one this store is \
+     keyed with (its key check value differs), so it would count every account afresh: \
+     refusing to serve. Give this daemon the same store.key_secret_file (or \
+     PORTCULLIS_KEY_SECRET) as the other daemons of this store; to rotate the key secret \
+     on purpose, run `portcullis adopt-key-secret` with the new one (docs/store.md, \
+     \"One key secret per store\")";
+
+/// What a key check does ([`crate::secret::KeyCheck`]; docs/store.md, "One key secret
+/// per store").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyCheckMode {
+    /// Writes the check value when the store has none; else compares.
+    Prove,
+    /// Overwrites the check value: the operator's rotation step. Every daemon keyed
+    /// otherwise stops serving at its next check.
+    Adopt,
+}
+
+impl KeyCheckMode {
+    /// The name the store's script takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyCheckMode::Prove => "prove",
+            KeyCheckMode::Adopt => "adopt",
+        }
+    }
 }
 
 /// One attempt to count (docs/throttle.md, "The rules").

@@ -23,6 +23,7 @@ mod health_probe;
 mod idempotency;
 mod invalid_input;
 mod json_logs;
+mod key_secret;
 mod layout;
 mod lockout_schedule;
 mod metrics;

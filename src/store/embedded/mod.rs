@@ -25,20 +25,22 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use redb::Database;
+use redb::{Database, ReadableTable, TableDefinition};
 
-use super::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
+use super::keys::{self, AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use super::{
-    Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, NetworkOp, NetworkState, SprayNote,
-    Store, StoreError,
+    Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, KeyCheckMode, NetworkOp,
+    NetworkState, SprayNote, Store, StoreError,
 };
+use crate::secret::KeyCheck;
 use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{self, Policy, Record};
 
 mod entry;
+mod repeats;
 mod writer;
 
-use writer::{Job, Op, Reply, Writer, init};
+use writer::{BoxError, Job, Op, Reply, Writer, init};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "portcullis.redb";
@@ -82,6 +84,11 @@ pub enum OpenError {
         "data directory is in use by another daemon: the lock on {path:?} is held (one daemon per data directory)"
     )]
     Locked { path: PathBuf },
+    #[error(
+        "{}; the embedded store in {path:?} was keyed by another key secret (its data directory's own key_secret file, unless one was configured)",
+        crate::store::KEY_SECRET_MISMATCH
+    )]
+    KeySecretMismatch { path: PathBuf },
     #[error("database {path:?} cannot be opened")]
     Database {
         path: PathBuf,
@@ -125,6 +132,44 @@ impl EmbeddedStore {
         operation_timeout: Duration,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, OpenError> {
+        Self::open_checked(data_dir, operation_timeout, clock, None)
+    }
+
+    /// As [`Self::open`], and proves `check` (this daemon's key secret's,
+    /// [`crate::secret::KeySecret::store_check`]) before anything is served: the first
+    /// open writes it, every later one compares (docs/store.md, "One key secret per
+    /// store"). The daemon opens its store this way.
+    ///
+    /// # Errors
+    /// As [`Self::open`], and [`OpenError::KeySecretMismatch`] when the database was
+    /// keyed by another key secret.
+    pub fn open_keyed(
+        data_dir: &Path,
+        operation_timeout: Duration,
+        clock: Arc<dyn Clock>,
+        check: &KeyCheck,
+    ) -> Result<Self, OpenError> {
+        Self::open_checked(data_dir, operation_timeout, clock, Some((check, KeyCheckMode::Prove)))
+    }
+
+    /// The operator's rotation step on the embedded store (`portcullis adopt-key-secret`,
+    /// with the daemon stopped: it holds the data directory's lock): the database's key
+    /// check value becomes `check`'s.
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub fn adopt_key_check(data_dir: &Path, check: &KeyCheck) -> Result<(), OpenError> {
+        let timeout = Duration::from_secs(5);
+        let check = Some((check, KeyCheckMode::Adopt));
+        Self::open_checked(data_dir, timeout, Arc::new(SystemClock), check).map(drop)
+    }
+
+    fn open_checked(
+        data_dir: &Path,
+        operation_timeout: Duration,
+        clock: Arc<dyn Clock>,
+        check: Option<(&KeyCheck, KeyCheckMode)>,
+    ) -> Result<Self, OpenError> {
         let dir_error = |source| OpenError::DataDir { path: data_dir.to_owned(), source };
         // Owner-only: the directory holds the key secret and every account's counts.
         let mut builder = std::fs::DirBuilder::new();
@@ -151,6 +196,13 @@ impl EmbeddedStore {
         // directory is writable before the daemon serves.
         let high_water =
             init(&db).map_err(|source| OpenError::Database { path: path.clone(), source })?;
+        if let Some((check, mode)) = check {
+            let held = key_check(&db, check, mode)
+                .map_err(|source| OpenError::Database { path: path.clone(), source })?;
+            if !check.matches(&held) {
+                return Err(OpenError::KeySecretMismatch { path });
+            }
+        }
         let (jobs, rx) = mpsc::channel::<Job>();
         let writer = std::thread::Builder::new()
             .name("portcullis-embedded".into())
@@ -209,6 +261,29 @@ impl EmbeddedStore {
             Err(_) => Err(StoreError::Timeout(self.operation_timeout)),
         }
     }
+}
+
+/// The store's key check value ([`crate::secret::KeyCheck`]), alone in its table.
+const KEY_CHECK_TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("key_check");
+
+/// Writes `check` in `mode` (when absent, or always for [`KeyCheckMode::Adopt`]) in one
+/// durable transaction, as `key_check.lua` does on Redis, and answers the value held
+/// after it.
+fn key_check(db: &Database, check: &KeyCheck, mode: KeyCheckMode) -> Result<Vec<u8>, BoxError> {
+    let txn = db.begin_write()?;
+    let held = {
+        let mut table = txn.open_table(KEY_CHECK_TABLE)?;
+        let held = table.get(keys::KEY_CHECK)?.map(|v| v.value().to_vec());
+        match (held, mode) {
+            (Some(held), KeyCheckMode::Prove) => held,
+            _ => {
+                table.insert(keys::KEY_CHECK, check.as_str().as_bytes())?;
+                check.as_str().as_bytes().to_vec()
+            }
+        }
+    };
+    txn.commit()?;
+    Ok(held)
 }
 
 fn unexpected() -> StoreError {

@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::entry::{Entry, MAX_REPEATS, SprayCounts};
+use super::entry::{Entry, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
 use crate::store::{Counted, Inspection, NetworkOp, NetworkState, SprayNote, StoreError};
 use crate::throttle::bucket::{BucketPolicy, Spent};
-use crate::throttle::repeats::{RepeatEntry, RepeatList, RepeatMatch};
+use crate::throttle::repeats::RepeatMatch;
 use crate::throttle::{self, Policy, Record};
 
 /// key → encoded entry (a record, an attempt id's answer, or one account key's spray
@@ -387,71 +387,6 @@ impl Tables<'_, '_> {
         }
     }
 
-    /// The repeat list at `list` and its expiry, if it is bound to the window that
-    /// started at `window_start_ms` (`None` when absent or of another window). Another
-    /// kind of entry there is a store error, as on Redis.
-    fn list_of(
-        &self,
-        list: &str,
-        window_start_ms: u64,
-    ) -> Result<Option<(RepeatList, u64)>, StoreError> {
-        match self.get(list)? {
-            Some(Entry::Repeats { window_start_ms: ws, fingerprints, marks, len, expires_ms }) => {
-                let held = &fingerprints[..usize::from(len).min(MAX_REPEATS)];
-                let entries = held
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &fingerprint)| RepeatEntry {
-                        fingerprint,
-                        forgiven: marks & (1 << i) != 0,
-                    })
-                    .collect();
-                Ok((ws == window_start_ms).then_some((RepeatList { entries }, expires_ms)))
-            }
-            None => Ok(None),
-            Some(_) => Err(StoreError::Protocol("a repeat key holds another entry".into())),
-        }
-    }
-
-    /// Writes `held` at `list`, bound to the window that started at `window_start_ms`.
-    fn put_list(
-        &mut self,
-        list: &str,
-        window_start_ms: u64,
-        held: &RepeatList,
-        expires_ms: u64,
-    ) -> Result<(), StoreError> {
-        let mut fingerprints = [0u64; MAX_REPEATS];
-        let mut marks = 0u16;
-        for (i, e) in held.entries.iter().take(MAX_REPEATS).enumerate() {
-            fingerprints[i] = e.fingerprint;
-            marks |= u16::from(e.forgiven) << i;
-        }
-        let len = u8::try_from(held.entries.len().min(MAX_REPEATS)).unwrap_or(0);
-        self.put(list, Entry::Repeats { window_start_ms, fingerprints, marks, len, expires_ms })
-    }
-
-    /// The embedded form of `repeat.lua` ([`RepeatList::note`]): `fingerprint` first on
-    /// `list` and not forgiven, at most `max_len` kept, bound to the bucket's window and
-    /// expiring with its record; no record, no note.
-    fn note_repeat(
-        &mut self,
-        record: &str,
-        list: &str,
-        fingerprint: u64,
-        max_len: u32,
-    ) -> Result<(), StoreError> {
-        let (r, expires_ms) = match self.get(record)? {
-            Some(Entry::Record { record, expires_ms }) => (record, expires_ms),
-            None => return Ok(()),
-            Some(_) => return Err(StoreError::Protocol("a record key holds another entry".into())),
-        };
-        let mut held =
-            self.list_of(list, r.window_start_ms)?.map(|(held, _)| held).unwrap_or_default();
-        held.note(fingerprint, max_len);
-        self.put_list(list, r.window_start_ms, &held, expires_ms)
-    }
-
     /// The device epoch at `key` (0 when absent).
     fn epoch(&self, key: &str) -> Result<u64, StoreError> {
         match self.get(key)? {
@@ -462,7 +397,7 @@ impl Tables<'_, '_> {
     }
 
     /// The live entry at `key` (an expired one reads as absent, as in Redis).
-    fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+    pub(super) fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
         let Some(bytes) = self.entries.get(key).map_err(embedded)? else { return Ok(None) };
         let entry = Entry::decode(bytes.value())?;
         Ok((entry.expires_ms() > self.now).then_some(entry))
@@ -574,7 +509,7 @@ impl Tables<'_, '_> {
         Ok(union(counts))
     }
 
-    fn put(&mut self, key: &str, entry: Entry) -> Result<(), StoreError> {
+    pub(super) fn put(&mut self, key: &str, entry: Entry) -> Result<(), StoreError> {
         let old = self.entries.insert(key, entry.encode().as_slice()).map_err(embedded)?;
         if let Some(old) = old
             && let Ok(old) = Entry::decode(old.value())

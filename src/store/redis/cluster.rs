@@ -8,6 +8,7 @@
 //! single-slot and runs on the node that owns it; `SCRIPT LOAD` after `NOSCRIPT` goes to
 //! every node, a promoted replica included.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, RecycleResult};
@@ -15,6 +16,7 @@ use redis::RedisError;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
+use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, connection_info};
 use super::standalone::build;
@@ -46,6 +48,7 @@ pub(super) fn pool(
     tls: &RedisTls,
     operation_timeout: Duration,
     pool_size: usize,
+    proof: Arc<KeyProof>,
 ) -> Result<LeanPool<Manager>, StoreError> {
     let urls = nodes;
     let nodes = urls
@@ -67,5 +70,5 @@ pub(super) fn pool(
         builder = builder.certs(certificates);
     }
     let client = builder.build().map_err(StoreError::Command)?;
-    build(Lean(Manager(client)), operation_timeout, pool_size)
+    build(Lean { manager: Manager(client), proof }, operation_timeout, pool_size)
 }

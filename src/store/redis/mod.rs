@@ -23,6 +23,7 @@
 
 mod cluster;
 mod info;
+mod key_check;
 mod network;
 mod pool;
 mod repeat;
@@ -32,6 +33,7 @@ mod sentinel;
 pub mod settings;
 mod standalone;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -45,6 +47,7 @@ use super::{Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, St
 use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{Policy, Record};
 use info::{NON_EVICTING_POLICIES, eviction_policies, fullest_node, info_text, node_texts};
+use key_check::KeyProof;
 use pool::{LeanPool, Tracked};
 use settings::{RedisSettings, RedisShape};
 
@@ -78,6 +81,9 @@ pub struct RedisStore {
     wait: Option<(u32, Duration)>,
     /// How long an attempt id's answer is kept, in ms (`store.attempt_id_horizon`).
     attempt_ttl_ms: u64,
+    /// The key check every new connection and every readiness check proves; shared
+    /// with the pool's manager ([`key_check`]).
+    proof: Arc<KeyProof>,
 }
 
 /// The pool of each store shape.
@@ -186,18 +192,30 @@ impl RedisStore {
         install_crypto_provider();
         let (timeout, size) = (settings.operation_timeout, settings.pool_size);
         let (credentials, tls) = (&settings.credentials, &settings.tls);
-        let connections =
-            match &settings.shape {
-                RedisShape::Standalone { url } => {
-                    Connections::Standalone(standalone::pool(url, credentials, tls, timeout, size)?)
-                }
-                RedisShape::Cluster { nodes } => {
-                    Connections::Cluster(cluster::pool(nodes, credentials, tls, timeout, size)?)
-                }
-                RedisShape::Sentinel { master_name, nodes } => Connections::Sentinel(
-                    sentinel::pool(master_name, nodes, credentials, tls, timeout, size)?,
-                ),
-            };
+        let proof = Arc::new(KeyProof::default());
+        let shared = proof.clone();
+        let connections = match &settings.shape {
+            RedisShape::Standalone { url } => Connections::Standalone(standalone::pool(
+                url,
+                credentials,
+                tls,
+                timeout,
+                size,
+                shared,
+            )?),
+            RedisShape::Cluster { nodes } => {
+                Connections::Cluster(cluster::pool(nodes, credentials, tls, timeout, size, shared)?)
+            }
+            RedisShape::Sentinel { master_name, nodes } => Connections::Sentinel(sentinel::pool(
+                master_name,
+                nodes,
+                credentials,
+                tls,
+                timeout,
+                size,
+                shared,
+            )?),
+        };
         Ok(Self {
             connections,
             operation_timeout: timeout,
@@ -206,6 +224,7 @@ impl RedisStore {
             wait: (settings.wait_replicas > 0)
                 .then_some((settings.wait_replicas, settings.wait_timeout)),
             attempt_ttl_ms: crate::throttle::duration_ms(settings.attempt_id_horizon),
+            proof,
         })
     }
 
@@ -254,6 +273,7 @@ impl RedisStore {
     }
 
     fn refuse_if_unsafe(&self) -> Result<(), StoreError> {
+        self.proof.refuse()?;
         if self.unsafe_policy.load(Ordering::Relaxed) {
             Err(StoreError::Unsafe("maxmemory-policy evicts keys".into()))
         } else {
@@ -292,7 +312,10 @@ impl RedisStore {
     /// A handle on one of the pool's connections. The pool object goes back at once:
     /// the handle shares the connection, so concurrent calls pipeline on it.
     async fn connection(&self) -> Result<Connection, StoreError> {
-        let pool_error = |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Pool(e);
+        // A connection whose key check failed is never created: that is the mismatch.
+        let pool_error = |e: Box<dyn std::error::Error + Send + Sync>| {
+            if self.proof.refused() { StoreError::KeySecretMismatch } else { StoreError::Pool(e) }
+        };
         Ok(match &self.connections {
             Connections::Standalone(pool) => Connection::Multiplexed(
                 pool.get().await.map_err(|e| pool_error(Box::new(e)))?.share(),
@@ -544,6 +567,13 @@ impl Store for RedisStore {
 
     /// Health: the store answers `INFO` and its eviction policy is safe (or allowed).
     async fn ping(&self) -> Result<(), StoreError> {
+        self.check_safety().await
+    }
+
+    /// Readiness: the key check holds (proven again, so a rotation or a store that lost
+    /// the value is seen within a health interval), then [`Self::ping`].
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.prove_key_check().await?;
         self.check_safety().await
     }
 }

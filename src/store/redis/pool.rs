@@ -10,6 +10,9 @@
 //! replaced when a call on it failed in a way that makes it unfit ([`Tracked::retire`]),
 //! never pinged.
 //!
+//! [`Lean`] also proves the daemon's key secret on every connection it creates
+//! ([`super::key_check`]), so a reconnect is never used unproven.
+//!
 //! A checkout clones the connection out of the pool object and hands the object back at
 //! once, so many calls share one connection at a time (redis-rs pipelines them) and the
 //! pool (FIFO) rotates them over its few connections.
@@ -20,9 +23,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use redis::RedisError;
 
+use super::key_check::KeyProof;
+
 /// A deadpool manager of Redis connections (deadpool-redis's, or the cluster and
 /// Sentinel ones of this store) whose checkout costs no Redis command.
-pub(super) struct Lean<M>(pub M);
+pub(super) struct Lean<M> {
+    /// Creates the connections.
+    pub manager: M,
+    /// Proven on every new connection before it is handed out.
+    pub proof: Arc<KeyProof>,
+}
 
 /// A connection and the flag that retires it.
 pub(super) struct Tracked<C> {
@@ -48,13 +58,14 @@ impl<C: Clone> Tracked<C> {
 impl<M> managed::Manager for Lean<M>
 where
     M: managed::Manager<Error = RedisError>,
-    M::Type: Clone + Sync,
+    M::Type: Clone + Sync + Send + redis::aio::ConnectionLike,
 {
     type Type = Tracked<M::Type>;
     type Error = RedisError;
 
     async fn create(&self) -> Result<Self::Type, RedisError> {
-        let conn = self.0.create().await?;
+        let mut conn = self.manager.create().await?;
+        self.proof.on_connect(&mut conn).await?;
         Ok(Tracked { conn, retired: Arc::new(AtomicBool::new(false)) })
     }
 

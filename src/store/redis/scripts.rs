@@ -79,3 +79,8 @@ script!(
     repeat,
     "repeat.lua"
 );
+script!(
+    /// The store's key check value: prove this daemon's key secret, or adopt it.
+    key_check,
+    "key_check.lua"
+);

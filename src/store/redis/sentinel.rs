@@ -8,6 +8,7 @@
 //! TLS: `rediss://` Sentinel URLs mean TLS to the Sentinels and to the master they name,
 //! both verified against [`RedisTls`] (and presenting its client certificate, if any).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, RecycleResult};
@@ -16,6 +17,7 @@ use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType}
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, TlsMode};
 use tokio::sync::Mutex;
 
+use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, sentinel_credentials};
 use super::standalone::build;
@@ -53,6 +55,7 @@ pub(super) fn pool(
     tls: &RedisTls,
     operation_timeout: Duration,
     pool_size: usize,
+    proof: Arc<KeyProof>,
 ) -> Result<LeanPool<Manager>, StoreError> {
     let infos = nodes
         .iter()
@@ -89,5 +92,5 @@ pub(super) fn pool(
             .set_client_to_redis_certificates(certificates);
     }
     let client = builder.build().map_err(StoreError::Command)?;
-    build(Lean(Manager(Mutex::new(client))), operation_timeout, pool_size)
+    build(Lean { manager: Manager(Mutex::new(client)), proof }, operation_timeout, pool_size)
 }

@@ -3,11 +3,13 @@
 //! from the URL or [`Credentials`], CA and client certificate from [`RedisTls`]), [`Lean`]
 //! keeps them without per-checkout round trips.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool::Runtime;
 use redis::AsyncConnectionConfig;
 
+use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, connection_info};
 use crate::store::StoreError;
@@ -20,6 +22,7 @@ pub(super) fn pool(
     tls: &RedisTls,
     operation_timeout: Duration,
     pool_size: usize,
+    proof: Arc<KeyProof>,
 ) -> Result<LeanPool<deadpool_redis::Manager>, StoreError> {
     let connection = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(operation_timeout))
@@ -34,7 +37,7 @@ pub(super) fn pool(
     }
     let manager =
         deadpool_redis::Manager::new_with_config(info, connection).map_err(StoreError::Command)?;
-    build(Lean(manager), operation_timeout, pool_size)
+    build(Lean { manager, proof }, operation_timeout, pool_size)
 }
 
 /// A lean pool over `manager` with every deadpool timeout at the operation deadline.

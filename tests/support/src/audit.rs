@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use portcullis::normalize::{Normalization, normalize};
-use portcullis::store::keys::{AccountKey, KeySecret};
+use portcullis::store::keys::{AccountKey, KEY_CHECK, KeySecret};
 
 use crate::*;
 
@@ -30,10 +30,17 @@ pub fn age_record(conn: &mut redis::Connection, key: &str, ms: u64) {
 }
 
 /// Audits a store after a test: no key or value contains any of `secrets` (in any
-/// ASCII case), and every key has an expiry.
+/// ASCII case), and every key but the store's key check value has an expiry.
 pub fn assert_store_clean(conn: &mut redis::Connection, secrets: &[&str]) {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
     for key in &keys {
+        if key == KEY_CHECK {
+            // The one key without an expiry: a keyed check value, 64 hex digits.
+            let value: String = redis::cmd("GET").arg(key).query(conn).unwrap();
+            assert!(value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()));
+            assert!(secrets.iter().all(|s| !value.contains(&s.to_lowercase())));
+            continue;
+        }
         let lower = key.to_lowercase();
         for s in secrets {
             assert!(
@@ -92,16 +99,23 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
+/// Keys in the database but the store's key check value, which every daemon writes
+/// once when it first connects (docs/store.md, "One key secret per store").
 pub fn dbsize(conn: &mut redis::Connection) -> u64 {
-    redis::cmd("DBSIZE").query(conn).unwrap()
+    let keys: u64 = redis::cmd("DBSIZE").query(conn).unwrap();
+    // KEYS, not EXISTS: a cluster node answers for its own keys without a redirect.
+    let check: Vec<String> = redis::cmd("KEYS").arg(KEY_CHECK).query(conn).unwrap();
+    keys - check.len() as u64
 }
 
 /// Keys of account keys (records, attempt ids, device buckets): every key but the
-/// password-spray counts (`{spray:…}`, docs/spray.md), the network buckets (`{n:…}`) and
-/// the repeat lists (`:p:`, docs/throttle.md), which a failed `Verify` also writes.
+/// password-spray counts (`{spray:…}`, docs/spray.md), the network buckets (`{n:…}`),
+/// the repeat lists (`:p:`, docs/throttle.md), which a failed `Verify` also writes, and
+/// the store's key check value.
 pub fn account_key_count(conn: &mut redis::Connection) -> usize {
     let keys: Vec<String> = redis::cmd("KEYS").arg("portcullis:v2:*").query(conn).unwrap();
     keys.iter()
         .filter(|k| !k.contains("{spray:") && !k.contains("{n:") && !k.contains("}:p:"))
+        .filter(|k| k.as_str() != KEY_CHECK)
         .count()
 }

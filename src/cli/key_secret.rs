@@ -1,0 +1,92 @@
+//! `portcullis adopt-key-secret`: the operator's step that rotates a store's key secret
+//! (docs/store.md, "One key secret per store"). Every daemon proves at start and on every
+//! reconnect that it holds the key secret the store was first used with, and refuses to
+//! serve otherwise; this command makes the store's key check value the configured
+//! secret's, so daemons with that secret serve and every other one stops at its next
+//! check (within a second). Changing the secret forgets every count, which is why this is
+//! an explicit step with `--forget-counts`, never something a daemon does by itself.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use portcullis::config::StoreSettings;
+use portcullis::secret::KeySecret;
+use portcullis::setting::error_chain;
+use portcullis::store::embedded::EmbeddedStore;
+use portcullis::store::redis::RedisStore;
+
+use super::serve::{ServeArgs, load};
+
+/// `portcullis adopt-key-secret`'s flags: the store and secret exactly as `serve` reads
+/// them, and the acknowledgement.
+#[derive(Args)]
+pub struct AdoptArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Acknowledge that every count kept under the old key secret is forgotten (its
+    /// records expire unread) and that daemons holding the old secret stop serving.
+    #[arg(long)]
+    forget_counts: bool,
+}
+
+/// Makes the configured store's key check value the configured key secret's. Exit
+/// status: 0 done, 2 error (nothing changed).
+pub async fn adopt_key_secret(args: AdoptArgs) -> ExitCode {
+    if !args.forget_counts {
+        eprintln!(
+            "portcullis: adopt-key-secret makes the store's key secret the one this \
+             configuration gives (store.key_secret_file or PORTCULLIS_KEY_SECRET): every \
+             count kept under the old secret is forgotten, and daemons still holding the old \
+             secret stop serving within a second. Run it again with --forget-counts to do so."
+        );
+        return ExitCode::from(2);
+    }
+    let settings = match load(args.serve.config(), &args.serve.overrides()) {
+        Ok((_, settings)) => settings,
+        Err(e) => {
+            eprintln!("portcullis: {}", error_chain(&*e));
+            return ExitCode::from(2);
+        }
+    };
+    let adopted = match settings.store {
+        StoreSettings::Redis(redis) => {
+            let Some(secret) = settings.secret else {
+                eprintln!(
+                    "portcullis: no key secret: set store.key_secret_file or PORTCULLIS_KEY_SECRET"
+                );
+                return ExitCode::from(2);
+            };
+            match RedisStore::open(&redis) {
+                Ok(store) => store
+                    .adopt_key_check(&secret.store_check())
+                    .await
+                    .map_err(|e| format!("the Redis store did not take the key check value: {e}")),
+                Err(e) => Err(format!("the Redis store could not be opened: {e}")),
+            }
+        }
+        StoreSettings::Embedded { data_dir, .. } => {
+            let secret = match settings.secret {
+                Some(secret) => Ok(secret),
+                None => KeySecret::load_or_generate(&data_dir),
+            };
+            match secret {
+                Ok(secret) => EmbeddedStore::adopt_key_check(&data_dir, &secret.store_check())
+                    .map_err(|e| format!("{} (is a daemon still using it?)", error_chain(&e))),
+                Err(e) => Err(error_chain(&e)),
+            }
+        }
+    };
+    match adopted {
+        Ok(()) => {
+            say!(
+                "the store's key check value is now this key secret's: daemons holding it serve, \
+                 every other one stops at its next check"
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("portcullis: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

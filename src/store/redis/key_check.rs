@@ -1,0 +1,143 @@
+//! The key check on Redis (docs/store.md, "One key secret per store"): every new
+//! connection proves the daemon's key secret before the pool hands it out (so a
+//! reconnect after a restart, a failover or a dropped socket proves it again), and every
+//! readiness check proves it once more (so a rotation by `portcullis adopt-key-secret`,
+//! or a cluster node that lost the value, is seen within a health interval). While the
+//! last proof found another value, every operation is refused
+//! ([`StoreError::KeySecretMismatch`]).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, RedisError};
+
+use super::{RedisStore, scripts};
+use crate::secret::KeyCheck;
+use crate::store::keys::KEY_CHECK;
+use crate::store::{KEY_SECRET_MISMATCH, KeyCheckMode, StoreError};
+
+/// One store's key check: the value this daemon proves (none: a store opened without
+/// one, by tests and tools that write nothing a daemon reads), and the last outcome.
+#[derive(Default)]
+pub(super) struct KeyProof {
+    /// Set once by [`super::RedisStore::with_key_check`], before the first connection.
+    check: OnceLock<KeyCheck>,
+    /// Set while the last proof found another daemon's value.
+    mismatch: AtomicBool,
+}
+
+impl KeyProof {
+    /// Sets the value to prove; a second call changes nothing.
+    pub fn set(&self, check: KeyCheck) {
+        let _ = self.check.set(check);
+    }
+
+    /// Whether the last proof found another value.
+    pub fn refused(&self) -> bool {
+        self.mismatch.load(Ordering::Relaxed)
+    }
+
+    /// Runs `key_check.lua` in `mode` on `conn` when a value is set, and records the
+    /// outcome. `Ok(false)`: the store holds another daemon's value.
+    ///
+    /// # Errors
+    /// The script's [`RedisError`] (the outcome is then left as it was).
+    pub async fn run<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        mode: KeyCheckMode,
+    ) -> Result<bool, RedisError> {
+        let Some(check) = self.check.get() else {
+            return Ok(true);
+        };
+        let matched = check.matches(&invoke(conn, check, mode).await?);
+        self.mismatch.store(!matched, Ordering::Relaxed);
+        Ok(matched)
+    }
+
+    /// As [`Self::run`] for a new connection: a mismatch is an error, so the pool does
+    /// not hand the connection out.
+    pub async fn on_connect<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> Result<(), RedisError> {
+        if self.run(conn, KeyCheckMode::Prove).await? {
+            Ok(())
+        } else {
+            Err(RedisError::from((
+                ErrorKind::Client,
+                "key check failed",
+                KEY_SECRET_MISMATCH.into(),
+            )))
+        }
+    }
+
+    /// [`StoreError::KeySecretMismatch`] while the last proof found another value.
+    pub fn refuse(&self) -> Result<(), StoreError> {
+        if self.refused() { Err(StoreError::KeySecretMismatch) } else { Ok(()) }
+    }
+}
+
+/// One `key_check.lua` call with `check` in `mode`: answers the value the store holds
+/// after it.
+///
+/// # Errors
+/// The script's [`RedisError`].
+pub(super) async fn invoke<C: ConnectionLike + Send>(
+    conn: &mut C,
+    check: &KeyCheck,
+    mode: KeyCheckMode,
+) -> Result<Vec<u8>, RedisError> {
+    let mut call = scripts::key_check().key(KEY_CHECK);
+    call.arg(check.as_str()).arg(mode.as_str());
+    call.invoke_async(conn).await
+}
+
+impl RedisStore {
+    /// Proves `check` (this daemon's key secret's, [`KeySecret::store_check`]) on every
+    /// connection before it is used and on every readiness check; while the store holds
+    /// another daemon's value, every operation is refused with
+    /// [`StoreError::KeySecretMismatch`] (docs/store.md, "One key secret per store").
+    /// The daemon always sets it; a store without one (tests, tools) proves nothing.
+    /// Call it before the first operation.
+    ///
+    /// [`KeySecret::store_check`]: crate::secret::KeySecret::store_check
+    pub fn with_key_check(self, check: KeyCheck) -> Self {
+        self.proof.set(check);
+        self
+    }
+
+    /// Proves the key check once (readiness).
+    ///
+    /// # Errors
+    /// [`StoreError::KeySecretMismatch`] when the store holds another value; any other
+    /// [`StoreError`] when Redis cannot answer.
+    pub(super) async fn prove_key_check(&self) -> Result<(), StoreError> {
+        let proof = self.proof.clone();
+        let matched =
+            self.on_connection(async move |conn| proof.run(conn, KeyCheckMode::Prove).await).await;
+        match matched {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(StoreError::KeySecretMismatch),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The operator's rotation step (`portcullis adopt-key-secret`): the store's key
+    /// check value becomes `check`'s, so daemons holding that key secret serve and every
+    /// other one stops at its next check (within a health interval). Call it on a store
+    /// opened without [`Self::with_key_check`].
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot answer.
+    pub async fn adopt_key_check(&self, check: &KeyCheck) -> Result<(), StoreError> {
+        let held =
+            self.on_connection(async |conn| invoke(conn, check, KeyCheckMode::Adopt).await).await?;
+        if check.matches(&held) {
+            Ok(())
+        } else {
+            Err(StoreError::Protocol("key_check did not keep the adopted value".into()))
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! One key secret per store (docs/store.md, "One key secret per store"): a daemon whose
+//! key secret is not the one its store was first used with would count every account
+//! afresh, a second allowance. It must refuse to serve instead (not ready, every call
+//! `UNAVAILABLE`, a log line naming the setting and what to do), on every store shape,
+//! at start and on every reconnect; rotation is the operator's explicit
+//! `portcullis adopt-key-secret`.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use portcullis::normalize::{Normalization, normalize};
+use portcullis::pb::Decision;
+use portcullis::secret::KeySecret;
+use portcullis::store::keys::AccountKey;
+use portcullis::store::keys::KEY_CHECK;
+use portcullis::store::redis::RedisStore;
+use portcullis::store::{Store, StoreError};
+use portcullis::throttle::Policy;
+use portcullis_test_support::*;
+
+/// Another daemon's key secret: long enough, and not [`SECRET`].
+const OTHER_SECRET: &str = "another-secret-0123456789abcdef0123456789";
+
+/// What every refusing daemon's log line must name.
+const NAMES: [&str; 3] = ["store.key_secret_file", "PORTCULLIS_KEY_SECRET", "adopt-key-secret"];
+
+/// Polls `/readyz` until it answers `status` (10 s at most).
+async fn wait_ready(d: &DaemonProcess, status: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (got, body) = http_get(d.admin_addr(), "/readyz").await.expect("/readyz answers");
+        if got == status {
+            return;
+        }
+        assert!(Instant::now() < deadline, "/readyz stayed {got} ({body:?}), wanted {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Locks `victim` through `d`: five attempts allowed, the sixth denied.
+async fn lock(d: &DaemonProcess, victim: &str) {
+    let mut c = d.client().await;
+    for _ in 0..5 {
+        assert_eq!(c.attempt("default", victim).await.unwrap(), Decision::Allow);
+    }
+    assert_eq!(c.attempt("default", victim).await.unwrap(), Decision::Deny);
+}
+
+/// A daemon keyed otherwise on a store `first` already serves: it never serves (not
+/// ready, its calls `UNAVAILABLE`, one log line naming the settings), and the first
+/// keeps the lockout it counted.
+async fn another_secret_is_refused(store_toml: &str) {
+    let config = with_admin(&config_toml_with_store(store_toml), "0s");
+    let first = DaemonProcess::spawn(&config);
+    wait_ready(&first, 200).await;
+    let victim = format!("victim-{}@example.com", uuid::Uuid::new_v4());
+    lock(&first, &victim).await;
+
+    let other = DaemonProcess::spawn_with_secret(&config, Some(OTHER_SECRET));
+    other.wait_for_log("key secret is not the one this store is keyed with", 1).await;
+    let logs = other.logs();
+    for name in NAMES {
+        assert!(logs.contains(name), "the refusal does not name {name}:\n{logs}");
+    }
+    assert!(!logs.contains(OTHER_SECRET) && !logs.contains(SECRET), "a secret in the logs");
+    wait_ready(&other, 503).await;
+    let mut c = other.client().await;
+    for identifier in [victim.as_str(), "someone-else@example.com"] {
+        let status = c.attempt("default", identifier).await.expect_err("never an answer");
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    }
+    // Still refused a while later: the readiness check proves again, and fails again,
+    // and says so once, not every second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(c.attempt("default", &victim).await.unwrap_err().code(), tonic::Code::Unavailable);
+    // The health check's line (operations' own failures are logged apart, per call).
+    let said = other.logs().matches("store: this daemon's key secret is not the one").count();
+    assert_eq!(said, 1, "{}", other.logs());
+
+    let mut c = first.client().await;
+    assert_eq!(c.attempt("default", &victim).await.unwrap(), Decision::Deny);
+    wait_ready(&first, 200).await;
+}
+
+#[tokio::test]
+async fn another_key_secret_is_refused_on_a_standalone_redis() {
+    let redis = RedisServer::start();
+    another_secret_is_refused(&format!("redis_url = \"{}\"", redis.url())).await;
+}
+
+#[tokio::test]
+async fn another_key_secret_is_refused_on_a_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    another_secret_is_refused(&format!("redis_cluster_nodes = {}", cluster.nodes_toml())).await;
+}
+
+#[tokio::test]
+async fn another_key_secret_is_refused_behind_sentinels() {
+    let sentinels = SentinelGroup::start();
+    another_secret_is_refused(&sentinels.sentinel_toml()).await;
+}
+
+/// `portcullis adopt-key-secret` against `redis_url` with `secret` and `flags`.
+fn adopt(redis_url: &str, secret: &str, flags: &[&str]) -> std::process::Output {
+    Command::new(daemon_binary())
+        .args(["adopt-key-secret", "--redis-url", redis_url])
+        .args(flags)
+        .env("PORTCULLIS_KEY_SECRET", secret)
+        .env_remove("PORTCULLIS_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn rotation_is_an_explicit_operator_step() {
+    let redis = RedisServer::start();
+    let config = with_admin(&config_toml(&redis.url(), ""), "0s");
+    let old = DaemonProcess::spawn(&config);
+    wait_ready(&old, 200).await;
+    let new = DaemonProcess::spawn_with_secret(&config, Some(OTHER_SECRET));
+    wait_ready(&new, 503).await;
+
+    // Without the acknowledgement nothing changes, and the message says what it would do.
+    let refused = adopt(&redis.url(), OTHER_SECRET, &[]);
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("--forget-counts") && said.contains("forgotten"), "{said}");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    wait_ready(&old, 200).await;
+    wait_ready(&new, 503).await;
+
+    let done = adopt(&redis.url(), OTHER_SECRET, &["--forget-counts"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    // The new secret serves, the old one stops: never both.
+    wait_ready(&new, 200).await;
+    wait_ready(&old, 503).await;
+    let mut c = new.client().await;
+    assert_eq!(c.attempt("default", "rotated@example.com").await.unwrap(), Decision::Allow);
+    let mut c = old.client().await;
+    let status = c.attempt("default", "rotated@example.com").await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    old.wait_for_log("key secret is not the one this store is keyed with", 1).await;
+    new.wait_for_log("the key check holds again", 1).await;
+}
+
+/// A store's calls after its connection was dropped and the store's value changed
+/// meanwhile: the new connection proves the secret before any call uses it, so not one
+/// call is answered, even before the next readiness check.
+#[tokio::test]
+async fn a_reconnect_proves_the_key_secret_before_it_is_used() {
+    let redis = RedisServer::start();
+    let store = RedisStore::new(&redis.url(), Duration::from_secs(2), 2)
+        .unwrap()
+        .with_key_check(KeySecret::new(SECRET.into()).store_check());
+    store.ready().await.expect("the first daemon writes its value");
+    let mut conn = redis.conn();
+    let held: String = redis::cmd("GET").arg(KEY_CHECK).query(&mut conn).unwrap();
+    assert_eq!(held, KeySecret::new(SECRET.into()).store_check().as_str());
+    assert!(!held.contains(SECRET), "the check value is not the secret");
+
+    let identifier = normalize(Normalization::Email, "reconnect@example.com").unwrap();
+    let key = AccountKey::new(&KeySecret::new(SECRET.into()), "default", &identifier);
+    let policy = Policy {
+        max_failures: 5,
+        first_window: Duration::from_secs(15 * 60),
+        max_window: Duration::from_secs(3600),
+        retention: Duration::from_secs(24 * 3600),
+        second_factor_required: false,
+    };
+    store.record_attempt(&key, None, &policy).await.expect("proven: it counts");
+
+    // Another daemon's value, then every connection dropped (a restart, a failover).
+    let other = KeySecret::new(OTHER_SECRET.into()).store_check();
+    let _: () = redis::cmd("SET").arg(KEY_CHECK).arg(other.as_str()).query(&mut conn).unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut conn)
+        .or_else(|_| Ok::<(), redis::RedisError>(()))
+        .unwrap();
+    let mut refused = 0;
+    for _ in 0..5 {
+        match store.record_attempt(&key, None, &policy).await {
+            Ok(counted) => panic!("counted under another key secret: {counted:?}"),
+            Err(StoreError::KeySecretMismatch) => refused += 1,
+            // The call that found its connection dropped.
+            Err(_) => {}
+        }
+    }
+    assert!(refused >= 4, "refused {refused} of 5 for the key secret");
+    assert!(matches!(store.ready().await, Err(StoreError::KeySecretMismatch)));
+}
+
+/// The embedded store keeps its check value in its database: a daemon started on it
+/// with another key secret stops at start, naming the settings; after
+/// `adopt-key-secret` (daemon stopped) it serves.
+#[tokio::test]
+async fn the_embedded_store_refuses_another_key_secret_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config_path = dir.path().join("portcullis.toml");
+    std::fs::write(&config_path, embedded_config_toml(&data, "")).unwrap();
+    let first = DaemonProcess::spawn(&embedded_config_toml(&data, ""));
+    lock(&first, "embedded@example.com").await;
+    first.terminate().await;
+
+    // A daemon that serves (the fault this guards against) is stopped after 10 s and
+    // reported as having started.
+    let serve = |secret: &str| {
+        let mut child = Command::new(daemon_binary())
+            .args(["serve", "--config"])
+            .arg(&config_path)
+            .env("PORTCULLIS_KEY_SECRET", secret)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("the daemon served under another key secret");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.wait_with_output().unwrap()
+    };
+    let refused = serve(OTHER_SECRET);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    for name in NAMES {
+        assert!(said.contains(name), "the refusal does not name {name}:\n{said}");
+    }
+
+    let adopt = Command::new(daemon_binary())
+        .args(["adopt-key-secret", "--forget-counts", "--config"])
+        .arg(&config_path)
+        .env("PORTCULLIS_KEY_SECRET", OTHER_SECRET)
+        .output()
+        .unwrap();
+    assert!(adopt.status.success(), "{}", String::from_utf8_lossy(&adopt.stderr));
+    let second =
+        DaemonProcess::spawn_with_secret(&embedded_config_toml(&data, ""), Some(OTHER_SECRET));
+    let mut c = second.client().await;
+    assert_eq!(c.attempt("default", "embedded@example.com").await.unwrap(), Decision::Allow);
+    second.terminate().await;
+    // The first secret is now the other one.
+    assert!(!serve(SECRET).status.success());
+}
+
+/// Both modes of the script on an empty store, then with a value: `prove` writes only
+/// when absent, `adopt` always (the script's worked example).
+#[tokio::test]
+async fn the_key_check_script_follows_its_worked_example() {
+    let redis = RedisServer::start();
+    let store = RedisStore::new(&redis.url(), Duration::from_secs(2), 1).unwrap();
+    let ours = KeySecret::new(SECRET.into()).store_check();
+    let theirs = KeySecret::new(OTHER_SECRET.into()).store_check();
+    let mut conn = redis.conn();
+    let held = |conn: &mut redis::Connection| -> Option<String> {
+        redis::cmd("GET").arg(KEY_CHECK).query(conn).unwrap()
+    };
+    assert_eq!(held(&mut conn), None);
+    let proven = RedisStore::new(&redis.url(), Duration::from_secs(2), 1)
+        .unwrap()
+        .with_key_check(ours.clone());
+    proven.ready().await.unwrap();
+    assert_eq!(held(&mut conn).as_deref(), Some(ours.as_str()));
+    let ttl: i64 = redis::cmd("PTTL").arg(KEY_CHECK).query(&mut conn).unwrap();
+    assert_eq!(ttl, -1, "the check value never expires");
+    store.adopt_key_check(&theirs).await.unwrap();
+    assert_eq!(held(&mut conn).as_deref(), Some(theirs.as_str()));
+    assert!(matches!(proven.ready().await, Err(StoreError::KeySecretMismatch)));
+}
