@@ -51,7 +51,18 @@ impl KeyProof {
         let Some(check) = self.check.get() else {
             return Ok(true);
         };
-        let matched = check.matches(&invoke(conn, check, mode).await?);
+        // A read first: the script, which writes, is needed only while the store holds no
+        // value (its first daemon, or a store that lost its data), so a readiness check
+        // costs one GET, as cheap as the PING it sits beside.
+        let held: Option<Vec<u8>> = match mode {
+            KeyCheckMode::Prove => redis::cmd("GET").arg(KEY_CHECK).query_async(conn).await?,
+            KeyCheckMode::Adopt => None,
+        };
+        let held = match held {
+            Some(held) => held,
+            None => invoke(conn, check, mode).await?,
+        };
+        let matched = check.matches(&held);
         self.mismatch.store(!matched, Ordering::Relaxed);
         Ok(matched)
     }
