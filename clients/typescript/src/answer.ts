@@ -1,0 +1,143 @@
+// What a call answers: a two-valued decision and the signals that ride on it. Every
+// failure is a deny (docs/client.md, "Every outcome").
+
+import { inspect } from 'node:util';
+
+/** The only two decisions there are. Every failure is `'deny'`. */
+export type Decision = 'allow' | 'deny';
+
+/** gRPC status codes a daemon may send that mean "the same login may succeed later". */
+const RETRYABLE_CODES: ReadonlySet<number> = new Set([
+  8, // RESOURCE_EXHAUSTED: the CPU budget is full (the attempt was refunded)
+  14, // UNAVAILABLE: the daemon could not reach its store
+]);
+
+/** The signals an answer may carry besides its decision. */
+export interface Signals {
+  needsRehash?: boolean;
+  deviceToken?: string;
+  spraySuspected?: boolean;
+  stepUp?: boolean;
+  networkThrottled?: boolean;
+  passwordBreached?: boolean;
+}
+
+/**
+ * What a call answered. `decision` is the only field that decides a login; the others
+ * are advice (docs/client.md).
+ *
+ * The device token is a credential for the device's bucket: it is left out of
+ * `util.inspect` and `JSON.stringify`, so logging an answer never prints it.
+ */
+export class Answer {
+  /** `'allow'` or `'deny'`; the only field that decides a login. */
+  readonly decision: Decision;
+  /**
+   * On a deny only: the daemon refused for capacity, could not be reached or could
+   * not reach its store, so the same login may succeed later (answer 503 with
+   * `Retry-After`). `false` for a reject, a closed door and bad input.
+   */
+  readonly retryable: boolean;
+  /** On an allowed `verify` only: store a new hash at the realm's target. */
+  readonly needsRehash: boolean;
+  /** On an allowed `verify` only: the fresh device token (docs/devices.md). */
+  readonly deviceToken: string | undefined;
+  /** On a `verify` the daemon answered: the password is being sprayed (docs/spray.md). */
+  readonly spraySuspected: boolean;
+  /** On a `verify` or `recordAttempt` the daemon answered: challenge before the next attempt. */
+  readonly stepUp: boolean;
+  /** On a `verify` or `recordAttempt` the daemon answered: the client's network is throttled. */
+  readonly networkThrottled: boolean;
+  /** On an allowed `verify` only: the password is breached; force a change (docs/breach.md). */
+  readonly passwordBreached: boolean;
+
+  private constructor(decision: Decision, retryable: boolean, signals: Signals) {
+    this.decision = decision;
+    this.retryable = decision === 'deny' && retryable;
+    this.needsRehash = signals.needsRehash === true;
+    this.spraySuspected = signals.spraySuspected === true;
+    this.stepUp = signals.stepUp === true;
+    this.networkThrottled = signals.networkThrottled === true;
+    this.passwordBreached = signals.passwordBreached === true;
+    // Not enumerable: never in a log line made from the answer.
+    this.deviceToken = undefined;
+    Object.defineProperty(this, 'deviceToken', {
+      value: signals.deviceToken ? signals.deviceToken : undefined,
+      enumerable: false,
+      writable: false,
+    });
+    Object.freeze(this);
+  }
+
+  /** An explicit allow from the daemon. */
+  static allow(signals: Signals = {}): Answer {
+    return new Answer('allow', false, signals);
+  }
+
+  /** A deny; `retryable` says whether the same login may succeed later. */
+  static deny(retryable: boolean, signals: Signals = {}): Answer {
+    return new Answer('deny', retryable, { ...signals, deviceToken: undefined, needsRehash: false, passwordBreached: false });
+  }
+
+  /** `decision === 'allow'`. */
+  isAllowed(): boolean {
+    return this.decision === 'allow';
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      decision: this.decision,
+      retryable: this.retryable,
+      needsRehash: this.needsRehash,
+      deviceToken: this.deviceToken === undefined ? undefined : '<redacted>',
+      spraySuspected: this.spraySuspected,
+      stepUp: this.stepUp,
+      networkThrottled: this.networkThrottled,
+      passwordBreached: this.passwordBreached,
+    };
+  }
+
+  [inspect.custom](): string {
+    return `Answer ${inspect(this.toJSON())}`;
+  }
+}
+
+/** What `checkPassword` found for a new password. Only `'acceptable'` accepts it. */
+export type PasswordCheck =
+  | { readonly kind: 'acceptable' }
+  | { readonly kind: 'breached' }
+  | { readonly kind: 'context_word' }
+  /** The check was not made (no filter, the daemon unreachable, any failure): refuse. */
+  | { readonly kind: 'unchecked'; readonly retryable: boolean };
+
+/** How one logical call ended, when it did not return a value. */
+export type Failure =
+  /** The daemon answered with this gRPC status. Never retried, never a health failure. */
+  | { readonly kind: 'answered'; readonly code: number }
+  /** Connection refused, reset, unreachable, connect timeout, not HTTP/2: retried. */
+  | { readonly kind: 'transport' }
+  /** No answer within the call deadline: not retried (the daemon may be working). */
+  | { readonly kind: 'timeout' }
+  /** No endpoint could take the call: no network call at all. */
+  | { readonly kind: 'breaker_open' };
+
+/** Every failure is a deny; some are worth trying again later. */
+export function failureAnswer(failure: Failure): Answer {
+  return Answer.deny(failureRetryable(failure));
+}
+
+export function failureRetryable(failure: Failure): boolean {
+  switch (failure.kind) {
+    case 'answered':
+      return RETRYABLE_CODES.has(failure.code);
+    case 'transport':
+    case 'timeout':
+    case 'breaker_open':
+      return true;
+  }
+}
+
+/** `DECISION_ALLOW` (1) is the only allow; `DENY`, `UNSPECIFIED` and unknown values deny. */
+export const DECISION_ALLOW = 1;
+/** `VERDICT_ACCEPT` (1) is the only accept; every other verdict is a deny. */
+export const VERDICT_ACCEPT = 1;

@@ -1,0 +1,6 @@
+// @portcullis/client: the gateway library of Portcullis for Node. See README.md.
+
+export { Answer, Decision, PasswordCheck, Signals } from './answer';
+export { Client, ClientConfig, ClientConfigError, ClientEvent, ClientStats, ClientTls, ClearReason, CallOptions, Login } from './client';
+export { clientKeyFromForwarded } from './clientKey';
+export { TraceContext, validTraceparent } from './trace';

@@ -1,0 +1,106 @@
+// The shared conformance table (clients/conformance.json): for each case a fresh
+// endpoint behaves as the case says, a fresh client calls it once, and the decision,
+// retryable, the retries and the attempt_id of every try are checked.
+
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+import { Answer, Client } from '../src';
+import { Behaviour, Fault, startCaseEndpoint } from './support/endpoint';
+
+interface Case {
+  name: string;
+  rpc: string;
+  answer?: Record<string, unknown>;
+  fault?: Fault;
+  expect: 'allow' | 'deny';
+  retryable: boolean;
+  retried_with_same_attempt_id?: boolean;
+  note?: string;
+}
+
+const TABLE_PATH = path.resolve(__dirname, '..', '..', '..', 'conformance.json');
+const table = JSON.parse(fs.readFileSync(TABLE_PATH, 'utf8')) as { call_deadline_ms: number; cases: Case[] };
+const DEADLINE = table.call_deadline_ms;
+/** How late past the deadline an answer may come (timers, a loaded CI machine). */
+const SLACK_MS = 400;
+const MAX_RETRIES = 2;
+const PASSWORD = 'conformance-password-Tr0ub4dor&3';
+
+export async function callRpc(client: Client, rpc: string): Promise<Answer> {
+  switch (rpc) {
+    case 'Admit':
+      return client.admit('default', 'user@example.com');
+    case 'RecordAttempt':
+      return client.recordAttempt('default', 'user@example.com', { clientKey: '203.0.113.7' });
+    case 'Verify':
+      return client.verify({
+        realm: 'default',
+        identifier: 'user@example.com',
+        password: PASSWORD,
+        storedHash: '$2b$04$abcdefghijklmnopqrstuu5Ay2Yp2fD9XqVwqkbDq0KZK3zT6Xh2K',
+        clientKey: '203.0.113.7',
+      });
+    case 'ClearAttempts':
+      return client.clearAttempts('default', 'user@example.com', 'password_verified');
+    default:
+      throw new Error(`the table names an rpc this test does not know: ${rpc}`);
+  }
+}
+
+test('the table is there and has cases of every kind', () => {
+  assert.ok(table.cases.length > 0);
+  const kinds = new Set(table.cases.map((c) => (c.answer ? 'answer' : Object.keys(c.fault ?? {})[0])));
+  for (const k of ['answer', 'status', 'reset', 'delay_ms', 'unreachable', 'garbage']) {
+    assert.ok(kinds.has(k), `no case of kind ${k}`);
+  }
+});
+
+for (const c of table.cases) {
+  test(`conformance: ${c.name}`, async () => {
+    const behaviour: Behaviour = { answer: c.answer, fault: c.fault };
+    const endpoint = await startCaseEndpoint(behaviour);
+    const client = new Client({ endpoints: [endpoint.url], callTimeoutMs: DEADLINE });
+    try {
+      const started = performance.now();
+      const answer = await callRpc(client, c.rpc);
+      const elapsed = performance.now() - started;
+
+      assert.equal(answer.decision, c.expect, `${c.name}: decision`);
+      assert.equal(answer.retryable, c.retryable, `${c.name}: retryable`);
+      assert.ok(elapsed < DEADLINE + SLACK_MS, `${c.name}: answered after ${elapsed.toFixed(0)} ms`);
+
+      const stats = client.stats();
+      if (c.retried_with_same_attempt_id === true) {
+        assert.equal(stats.retries, MAX_RETRIES, `${c.name}: a transport failure is retried up to maxRetries`);
+        // The endpoint saw attempt ids only where the request reached a gRPC server.
+        if (endpoint.seen.length > 0) {
+          assert.equal(endpoint.seen.length, 1 + MAX_RETRIES, `${c.name}: every try reached the endpoint`);
+          const ids = new Set(endpoint.seen.map((s) => s.attemptId));
+          assert.equal(ids.size, 1, `${c.name}: one attempt_id on every try`);
+          assert.match([...ids][0] ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        }
+        if (c.fault?.garbage) {
+          assert.equal(endpoint.connections(), 1 + MAX_RETRIES, `${c.name}: every retry connected anew`);
+        }
+      } else {
+        assert.equal(stats.retries, 0, `${c.name}: not retried`);
+        assert.equal(endpoint.seen.length, 1, `${c.name}: the endpoint saw exactly one request`);
+        if (c.rpc !== 'Admit' && c.rpc !== 'ClearAttempts') {
+          assert.ok(endpoint.seen[0].attemptId, `${c.name}: an attempt_id was generated`);
+        }
+      }
+      if (c.fault?.status !== undefined || c.answer !== undefined) {
+        assert.deepEqual(stats.healthy, [true], `${c.name}: an answer is health`);
+        assert.equal(stats.transportFailures, 0);
+      } else {
+        assert.ok(stats.transportFailures >= 1, `${c.name}: a transport failure or timeout counts against health`);
+      }
+    } finally {
+      client.close();
+      await endpoint.close();
+    }
+  });
+}

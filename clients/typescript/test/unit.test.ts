@@ -1,0 +1,176 @@
+// The parts that need no network: the client key rule, the retry budget, routing and
+// the breaker, trace context checks, the answer's redaction, configuration errors.
+
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { inspect } from 'node:util';
+
+import { Answer, Client, ClientConfigError, clientKeyFromForwarded, validTraceparent } from '../src';
+import { Pool, RetryBudget } from '../src/pool';
+
+const PEER = '10.0.0.2';
+
+test('client key: the entry the trusted proxies appended is the client', () => {
+  const xff = '6.6.6.6, 203.0.113.7, 10.0.0.1';
+  assert.equal(clientKeyFromForwarded(PEER, xff, 2), '203.0.113.7');
+  assert.equal(clientKeyFromForwarded(PEER, xff, 1), '10.0.0.1');
+  // Headers split in two are one list.
+  assert.equal(clientKeyFromForwarded(PEER, ['6.6.6.6', '203.0.113.7, 10.0.0.1'], 2), '203.0.113.7');
+  // One load balancer in front (the Rust doc example).
+  assert.equal(clientKeyFromForwarded('10.0.0.2', '198.51.100.9, 203.0.113.7', 1), '203.0.113.7');
+});
+
+test('client key: a forged leftmost entry is never the key', () => {
+  assert.equal(clientKeyFromForwarded(PEER, '1.2.3.4, 203.0.113.7', 1), '203.0.113.7');
+  assert.equal(clientKeyFromForwarded(PEER, '9.9.9.9, 8.8.8.8, 1.2.3.4, 203.0.113.7', 1), '203.0.113.7');
+});
+
+test('client key: no trusted hop ignores the header', () => {
+  assert.equal(clientKeyFromForwarded(PEER, '203.0.113.7', 0), '10.0.0.2');
+  assert.equal(clientKeyFromForwarded('::ffff:10.0.0.9', undefined, 0), '10.0.0.9');
+});
+
+test('client key: short or missing headers fall back to what a trusted hop saw', () => {
+  assert.equal(clientKeyFromForwarded(PEER, [], 1), '10.0.0.2');
+  assert.equal(clientKeyFromForwarded(PEER, undefined, 1), '10.0.0.2');
+  assert.equal(clientKeyFromForwarded(PEER, [' , '], 2), '10.0.0.2');
+  assert.equal(clientKeyFromForwarded(PEER, ['203.0.113.7'], 3), '203.0.113.7');
+});
+
+test('client key: addresses are canonical and other text is kept', () => {
+  assert.equal(clientKeyFromForwarded(PEER, ['::ffff:203.0.113.7'], 1), '203.0.113.7');
+  assert.equal(clientKeyFromForwarded(PEER, ['unknown'], 1), 'unknown');
+  assert.equal(clientKeyFromForwarded(PEER, ['_hidden'], 1), '_hidden');
+  assert.equal(clientKeyFromForwarded(PEER, ['2001:DB8:0:0:0:0:0:1'], 1), '2001:db8::1');
+  assert.equal(clientKeyFromForwarded(PEER, ['2001:db8:0:1:0:0:1:1'], 1), '2001:db8:0:1::1:1');
+  assert.equal(clientKeyFromForwarded(PEER, ['2001:0db8::0001:0:0:0'], 1), '2001:db8:0:0:1::', 'the longest run of zeros');
+  assert.equal(clientKeyFromForwarded(PEER, ['::1'], 1), '::1');
+  assert.equal(clientKeyFromForwarded(PEER, ['fe80::1%eth0'], 1), 'fe80::1%eth0');
+  assert.equal(clientKeyFromForwarded(PEER, ['010.0.0.1'], 1), '010.0.0.1', 'not an address the daemon parses: kept');
+  assert.throws(() => clientKeyFromForwarded(PEER, [], -1), RangeError);
+});
+
+test('retry budget: a ratio of calls with a reserve (the Rust unit test)', () => {
+  const b = new RetryBudget(0.1, 2);
+  assert.ok(b.withdraw() && b.withdraw());
+  assert.ok(!b.withdraw(), 'reserve spent');
+  for (let i = 0; i < 9; i++) b.deposit();
+  assert.ok(!b.withdraw(), '0.9 of a token');
+  b.deposit();
+  assert.ok(b.withdraw());
+  for (let i = 0; i < 1000; i++) b.deposit();
+  assert.ok(b.withdraw() && b.withdraw() && !b.withdraw(), 'capped at the reserve');
+});
+
+function pool(n: number, ejectForMs: number, clock: { now: number }): Pool {
+  const urls = Array.from({ length: n }, (_, i) => `http://127.0.0.1:${40000 + i}`);
+  return new Pool(urls, { ejectAfter: 2, ejectForMs, ejectMaxMs: ejectForMs * 8, probeTimeoutMs: 5000 }, () => clock.now);
+}
+
+test('routing is stable and an ejection moves only that endpoint\'s keys', () => {
+  const clock = { now: 0 };
+  const p = pool(3, 60000, clock);
+  const keys = Array.from({ length: 3000 }, (_, i) => `10.1.${Math.floor(i / 256)}.${i % 256}`);
+  const before = keys.map((k) => p.route(k)!);
+  keys.forEach((k, i) => assert.equal(p.route(k), before[i]));
+  for (let i = 0; i < 3; i++) {
+    const n = before.filter((u) => u.endsWith(String(40000 + i))).length;
+    assert.ok(n > 800, `endpoint ${i} got ${n} of 3000 keys`);
+  }
+  p.failed(1);
+  p.failed(1);
+  assert.deepEqual(p.healthy(), [true, false, true]);
+  keys.forEach((k, i) => {
+    const now = p.route(k)!;
+    if (before[i] === p.urls[1]) assert.notEqual(now, p.urls[1]);
+    else assert.equal(now, before[i], 'a key of a healthy endpoint moved');
+  });
+});
+
+test('rendezvous ranking is SHA-256 of (u32 BE url length, url, key), as the Rust client computes it', () => {
+  const p = pool(3, 1000, { now: 0 });
+  // Recomputed here by hand for one key, independently of Pool.ranked's code path.
+  const { createHash } = require('node:crypto') as typeof import('node:crypto');
+  const score = (url: string, key: string) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(Buffer.byteLength(url));
+    return createHash('sha256').update(Buffer.concat([len, Buffer.from(url), Buffer.from(key)])).digest().readBigUInt64BE(0);
+  };
+  for (const key of ['203.0.113.7', '7\0default\0alice@example.com', '2001:db8::1']) {
+    const expected = p.urls
+      .map((u, i) => ({ s: score(u, key), i }))
+      .sort((a, b) => (a.s < b.s ? 1 : a.s > b.s ? -1 : b.i - a.i))
+      .map((x) => x.i);
+    assert.deepEqual(p.ranked(key), expected);
+  }
+});
+
+test('the breaker opens when all are ejected and half-opens after the back-off', () => {
+  const clock = { now: 0 };
+  const p = pool(1, 50, clock);
+  assert.ok(!p.breakerOpen());
+  const pick = p.pick('k', [])!;
+  p.failed(pick);
+  assert.ok(!p.breakerOpen(), 'one failure is below ejectAfter');
+  p.failed(pick);
+  assert.ok(p.breakerOpen());
+  assert.equal(p.pick('k', []), undefined);
+  clock.now += 60;
+  const probe = p.pick('k', [])!;
+  assert.equal(probe, 0);
+  assert.equal(p.pick('k', []), undefined, 'a second probe while the first is in flight');
+  p.failed(probe);
+  assert.ok(p.breakerOpen(), 'a failed probe ejects again, for longer');
+  clock.now += 60;
+  assert.ok(p.breakerOpen(), 'the back-off doubled to 100 ms');
+  clock.now += 60;
+  const again = p.pick('k', [])!;
+  p.answered(again);
+  assert.ok(!p.breakerOpen());
+  assert.deepEqual(p.healthy(), [true]);
+});
+
+test('traceparent: only well-formed W3C values', () => {
+  assert.ok(validTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'));
+  assert.ok(!validTraceparent('00-00000000000000000000000000000000-00f067aa0ba902b7-01'));
+  assert.ok(!validTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01'));
+  assert.ok(!validTraceparent('ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'));
+  assert.ok(!validTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra'));
+  assert.ok(!validTraceparent('hello'));
+});
+
+test('an answer never prints its device token', () => {
+  const a = Answer.allow({ deviceToken: 'dt-secret-123', needsRehash: true });
+  assert.equal(a.deviceToken, 'dt-secret-123');
+  assert.ok(!JSON.stringify(a).includes('dt-secret-123'));
+  assert.ok(!inspect(a).includes('dt-secret-123'));
+  assert.ok(!inspect(a, { showHidden: false, depth: 5 }).includes('dt-secret-123'));
+  assert.ok(!Object.keys(a).includes('deviceToken'));
+  // A deny carries no allow-only signal.
+  const d = Answer.deny(true, { deviceToken: 'x', needsRehash: true, passwordBreached: true, spraySuspected: true });
+  assert.equal(d.deviceToken, undefined);
+  assert.equal(d.needsRehash, false);
+  assert.equal(d.passwordBreached, false);
+  assert.equal(d.spraySuspected, true);
+  assert.ok(Object.isFrozen(a));
+});
+
+test('configuration errors name the setting', () => {
+  const bad = (config: object, setting: RegExp) =>
+    assert.throws(
+      () => new Client(config),
+      (e: unknown) => e instanceof ClientConfigError && setting.test(e.message),
+    );
+  bad({ endpoints: [] }, /client\.endpoints is empty/);
+  bad({ endpoints: ['127.0.0.1:50051'] }, /client\.endpoints\[0\]/);
+  bad({ endpoints: ['ftp://127.0.0.1:50051'] }, /client\.endpoints\[0\]/);
+  bad({ maxRetries: 11 }, /client\.maxRetries is out of range/);
+  bad({ retryBudgetRatio: 1.5 }, /client\.retryBudgetRatio/);
+  bad({ callTimeoutMs: 0 }, /client\.callTimeoutMs/);
+  bad({ ejectForMs: 10, ejectMaxMs: 5 }, /client\.ejectMaxMs/);
+  bad({ endpoints: ['http://a:1', 'https://b:2'] }, /mixes/);
+  bad({ tokenFile: '/nonexistent/token' }, /client\.token_file could not be read \(ENOENT\)/);
+  bad({ protoDir: '/nonexistent' }, /client\.protoDir/);
+  const c = new Client({ endpoints: ['http://127.0.0.1:1', 'http://[::1]:2'] });
+  c.close();
+});
