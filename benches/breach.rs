@@ -3,7 +3,7 @@
 //!
 //! 1. **Build**: a generated corpus of `PORTCULLIS_BENCH_BREACH_LINES` (default 10 M)
 //!    random SHA-1 lines in the Pwned Passwords format, built by
-//!    `portcullis::breach::build::build` (what `portcullis breach-filter build` runs):
+//!    `portcullis::defence::breach::build::build` (what `portcullis breach-filter build` runs):
 //!    wall time, file size and bytes an entry, which docs/breach.md extrapolates to the
 //!    full corpus.
 //! 2. **Lookup**: the filter's own cost, in this process: `contains` (one SHA-1 and three
@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use portcullis::breach::BreachFilter;
-use portcullis::breach::build::{BuildOptions, build};
+use portcullis::defence::breach::BreachFilter;
+use portcullis::defence::breach::build::{BuildOptions, build};
 use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{CheckPasswordRequest, PasswordCheckReason, Verdict};
 use sha1::Digest;

@@ -43,7 +43,7 @@ struct SprayRow {
 /// would send), in alternation so drift hits all alike.
 async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -> SprayRow {
     use portcullis::normalize::{Normalization, normalize};
-    use portcullis::spray::SprayFingerprints;
+    use portcullis::defence::spray::SprayFingerprints;
     use portcullis::store::SprayNote;
     use portcullis::store::keys::{AccountKey, KeySecret};
     let secret = KeySecret::new(common::SECRET.as_bytes().to_vec());

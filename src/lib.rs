@@ -24,13 +24,10 @@
 //!   telemetry wrapper of both; `[store]`.
 //! - [`verify`]: stored-hash parsing and ceilings, the CPU budget and its lanes, dummy
 //!   hashes; `[verify]`.
-//! - [`devices`]: device tokens (OWASP device cookies).
-//! - [`spray`]: password-spray fingerprints and the realm's watch.
-//! - [`repeat`]: repeated wrong passwords: the keyed fingerprints and their lists.
-//! - [`network`]: the throttle per client network: client keys to networks, the
-//!   realm's policy, the throttle episodes.
-//! - [`breach`]: breached passwords: the filter file, its builder, the list in force
-//!   and its reload, the set-time check; `[breach]`.
+//! - [`defence`]: one room per defence, and the checklist for adding one: device
+//!   tokens (OWASP device cookies), password-spray fingerprints and the realm's watch,
+//!   repeated wrong passwords, the throttle per client network, breached passwords
+//!   (`[breach]`).
 //! - [`realm`]: realms and their policies; `[realms.NAME]`.
 //! - [`login`]: the `Verify` flow in domain types (count, checks, admission, compare,
 //!   clear or note).
@@ -48,18 +45,14 @@
 #![warn(missing_docs)]
 
 pub mod auth;
-pub mod breach;
 pub mod config;
 pub mod daemon;
-pub mod devices;
+pub mod defence;
 pub mod login;
-pub mod network;
 pub mod realm;
-pub mod repeat;
 pub mod rpc;
 pub mod secret;
 pub mod setting;
-pub mod spray;
 pub mod store;
 pub mod telemetry;
 pub mod throttle;

@@ -34,7 +34,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the gRPC API until SIGTERM or SIGINT.
-    Serve(cli::serve::ServeArgs),
+    Serve(cli::serve_command::ServeArgs),
     /// Validate a configuration file without serving.
     CheckConfig {
         /// The TOML file.
@@ -72,9 +72,9 @@ enum Command {
     RevokeDevices(cli::operator::OperatorArgs),
     /// Operator: a client network's bucket in a realm (portcullis.v1.Admin/InspectNetwork).
     /// Exit status: 0 a token left (or trusted), 1 throttled, 2 error.
-    InspectNetwork(cli::network::NetworkArgs),
+    InspectNetwork(cli::network_ops::NetworkArgs),
     /// Operator: fill a client network's bucket (portcullis.v1.Admin/ReleaseNetwork).
-    ReleaseNetwork(cli::network::NetworkArgs),
+    ReleaseNetwork(cli::network_ops::NetworkArgs),
     /// Operator: a realm's password-spray state (portcullis.v1.Admin/SprayStatus).
     /// Exit status: 0 no fingerprint over the threshold, 1 spraying now, 2 error.
     SprayStatus(cli::operator::SprayStatusArgs),
@@ -88,7 +88,7 @@ enum Command {
     /// The breached-password filter (docs/breach.md).
     BreachFilter {
         #[command(subcommand)]
-        command: cli::breach::BreachCommand,
+        command: cli::breach_filter::BreachCommand,
     },
 }
 
@@ -96,9 +96,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = match cli.command {
         // The daemon makes its own runtime, from its configuration (`server.io_threads`).
-        Command::Serve(args) => return cli::serve::serve(args),
-        Command::CheckConfig { file } => return cli::serve::check_config(&file),
-        Command::BreachFilter { command } => return cli::breach::breach_filter(command),
+        Command::Serve(args) => return cli::serve_command::serve(args),
+        Command::CheckConfig { file } => return cli::serve_command::check_config(&file),
+        Command::BreachFilter { command } => return cli::breach_filter::breach_filter(command),
         other => other,
     };
     let runtime = match tokio::runtime::Runtime::new() {
@@ -119,8 +119,8 @@ fn main() -> ExitCode {
             Command::Unlock { op, reason } => cli::operator::operate(op, Op::Unlock(reason)).await,
             Command::RevokeDevices(op) => cli::operator::operate(op, Op::RevokeDevices).await,
             Command::SprayStatus(args) => cli::operator::spray_status(args).await,
-            Command::InspectNetwork(args) => cli::network::network(args, false).await,
-            Command::ReleaseNetwork(args) => cli::network::network(args, true).await,
+            Command::InspectNetwork(args) => cli::network_ops::network(args, false).await,
+            Command::ReleaseNetwork(args) => cli::network_ops::network(args, true).await,
             Command::Health(args) => cli::health::health(args).await,
             Command::AdoptKeySecret(args) => cli::key_secret::adopt_key_secret(args).await,
             Command::Serve(_) | Command::CheckConfig { .. } | Command::BreachFilter { .. } => {

@@ -166,11 +166,11 @@ impl std::fmt::Debug for KeySecret {
 /// own, so no value made for one says anything about another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubKey {
-    /// Device tokens' tags (`crate::devices`).
+    /// Device tokens' tags (`crate::defence::devices`).
     DeviceToken,
-    /// Password fingerprints of spray detection (`crate::spray`).
+    /// Password fingerprints of spray detection (`crate::defence::spray`).
     Spray,
-    /// Fingerprints of refused passwords, per account and client (`crate::repeat`).
+    /// Fingerprints of refused passwords, per account and client (`crate::defence::repeats`).
     Repeat,
     /// The store's key check value ([`KeySecret::store_check`]).
     StoreCheck,

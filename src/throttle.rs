@@ -7,7 +7,7 @@
 //! client's list of refused passwords.
 
 pub mod bucket;
-pub mod repeats;
+pub mod repeat_list;
 
 use std::time::Duration;
 

@@ -15,7 +15,7 @@ use portcullis::setting::error_chain;
 use portcullis::store::embedded::EmbeddedStore;
 use portcullis::store::redis::RedisStore;
 
-use super::serve::{ServeArgs, load};
+use super::serve_command::{ServeArgs, load};
 
 /// `portcullis adopt-key-secret`'s flags: the store and secret exactly as `serve` reads
 /// them, and the acknowledgement.

@@ -9,10 +9,10 @@ macro_rules! say {
     };
 }
 
-pub mod breach;
+pub mod breach_filter;
 pub mod health;
 pub mod key_secret;
-pub mod network;
+pub mod network_ops;
 pub mod operator;
 pub mod output;
-pub mod serve;
+pub mod serve_command;

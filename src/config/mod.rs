@@ -19,7 +19,7 @@
 //! | `[tls]` | `crate::transport::tls` |
 //! | `[callers.NAME]` | `crate::auth` |
 //! | `[server]` | `crate::transport::limits` |
-//! | `[breach]` | `crate::breach::config` |
+//! | `[breach]` | `crate::defence::breach::config` |
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use smart_default::SmartDefault;
 
 use crate::auth::{CallerConfig, Callers};
-use crate::breach::{BreachConfig, BreachSettings};
+use crate::defence::breach::{BreachConfig, BreachSettings};
 use crate::realm::{RealmConfig, Realms};
 use crate::secret::KeySecret;
 pub use crate::setting::ConfigError;
@@ -78,7 +78,7 @@ pub struct Config {
     pub callers: BTreeMap<String, CallerConfig>,
     /// Limits of the gRPC listener (see `crate::transport`).
     pub server: ServerLimits,
-    /// The breached-password filter and service words (see `crate::breach`).
+    /// The breached-password filter and service words (see `crate::defence::breach`).
     pub breach: BreachConfig,
 }
 

@@ -76,7 +76,7 @@ fn spray_settings_default_and_are_range_checked() {
     let s = from_toml(REDIS).unwrap();
     let spray = s.realms.get("default").unwrap().spray;
     assert_eq!(spray.threshold, 100);
-    assert_eq!(spray.action, crate::spray::SprayAction::Flag);
+    assert_eq!(spray.action, crate::defence::spray::SprayAction::Flag);
     assert_eq!(spray.period, Duration::from_secs(3600));
     for (line, setting) in [
         ("spray_threshold = 9", "realms.default.spray_threshold"),
@@ -94,7 +94,7 @@ fn spray_settings_default_and_are_range_checked() {
     ));
     let spray = s.unwrap().realms.get("default").unwrap().spray;
     assert_eq!(spray.threshold, 10);
-    assert_eq!(spray.action, crate::spray::SprayAction::Reject);
+    assert_eq!(spray.action, crate::defence::spray::SprayAction::Reject);
     assert_eq!(spray.period, Duration::from_secs(900));
 }
 

@@ -16,10 +16,10 @@ use tokio::net::TcpListener;
 
 use crate::config::{Settings, StoreSettings};
 use crate::login::Logins;
-use crate::network::NetworkWatch;
+use crate::defence::client_network::NetworkWatch;
 use crate::rpc::{AdminService, GovernorService};
 use crate::secret::{KeySecret, SecretError};
-use crate::spray::SprayWatch;
+use crate::defence::spray::SprayWatch;
 use crate::store::Store;
 use crate::store::embedded::{EmbeddedStore, SystemClock};
 use crate::store::instrumented::InstrumentedStore;
@@ -52,7 +52,7 @@ pub enum RunError {
     #[error("the verifier could not be built")]
     Verifier(#[from] verify::VerifierError),
     #[error("the breach filter could not be loaded")]
-    Breach(#[from] crate::breach::FilterError),
+    Breach(#[from] crate::defence::breach::FilterError),
 }
 
 /// Serves `portcullis.v1.Governor`, `portcullis.v1.Admin`, `grpc.health.v1.Health` and
@@ -101,7 +101,7 @@ pub struct Daemon {
     /// Where SIGHUP reads the configuration again, and the configuration in force.
     reload_source: Option<(reload::SettingsSource, config::Config)>,
     /// The breached-password filter in force, reloaded on change and on SIGHUP.
-    breach: Arc<crate::breach::BreachList>,
+    breach: Arc<crate::defence::breach::BreachList>,
     /// Where the store is, for messages (no credentials).
     store_target: String,
 }
@@ -116,7 +116,7 @@ impl Daemon {
     /// path at fault), [`RunError::Store`] or [`RunError::Verifier`].
     pub fn new(settings: Settings) -> Result<Self, RunError> {
         // First: a missing or broken filter file stops the start, naming the file.
-        let breach = Arc::new(crate::breach::BreachList::load(&settings.breach)?);
+        let breach = Arc::new(crate::defence::breach::BreachList::load(&settings.breach)?);
         let secret = match (settings.secret, &settings.store) {
             (Some(secret), _) => secret,
             (None, StoreSettings::Embedded { data_dir, .. }) => {

@@ -21,7 +21,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::auth::CallerTable;
-use crate::breach::BreachList;
+use crate::defence::breach::BreachList;
 use crate::config::{Config, Settings};
 use crate::transport::tls::ReloadingTls;
 

@@ -22,11 +22,11 @@
 //! bucket: the account's record, which untrusted clients fill, stays as it is, so the
 //! real user logging in does not hand an attacker a fresh allowance.
 
-pub mod network;
+pub mod signals;
 pub mod record;
-mod verify;
+mod job;
 
-pub use network::Signals;
+pub use signals::Signals;
 pub use record::Recorded;
 
 use std::sync::Arc;
@@ -35,19 +35,19 @@ use std::time::{Instant, SystemTime};
 use tracing::Instrument;
 use zeroize::Zeroizing;
 
-use crate::breach::BreachList;
-use crate::devices::{DeviceTokens, Grant, IssueError};
-use crate::network::NetworkWatch;
+use crate::defence::breach::BreachList;
+use crate::defence::devices::{DeviceTokens, Grant, IssueError};
+use crate::defence::client_network::NetworkWatch;
 use crate::realm::Realm;
-use crate::repeat::RepeatFingerprints;
+use crate::defence::repeats::RepeatFingerprints;
 use crate::secret::KeySecret;
-use crate::spray::{SprayFingerprints, SprayWatch};
+use crate::defence::spray::{SprayFingerprints, SprayWatch};
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::store::{Counted, Store, StoreError};
 use crate::telemetry::metrics::{ATTEMPTS, DEVICE_LOCKOUTS, LOCKOUTS, TRUSTED_CALLS, VERDICTS};
 use crate::verify::budget::{Aborted, Lane, Refusal};
 use crate::verify::{Comparison, Verifier};
-use verify::Job;
+use job::Job;
 
 /// How often one `attempt_id` may be replayed through `RecordAttempt` and still get its
 /// first answer; later replays are denied. Two covers the client's retries; without a

@@ -4,7 +4,7 @@
 //! reason `PASSWORD_VERIFIED` and the same `client_key` gives it back (the comparison
 //! matched). A gateway that sends no `client_key` gets no network throttle.
 
-use super::network::{Signals, Turn, signals};
+use super::signals::{Signals, Turn, signals};
 use super::{Logins, MAX_REPLAYS, note_count};
 use crate::realm::Realm;
 use crate::store::StoreError;

@@ -26,7 +26,7 @@ use crate::pb::{
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
-use crate::spray::SprayWatch;
+use crate::defence::spray::SprayWatch;
 
 use crate::store::{Inspection, NetworkOp, Store};
 use crate::throttle::{self, Policy};

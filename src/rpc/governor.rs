@@ -8,7 +8,7 @@ use zeroize::Zeroizing;
 
 use super::validate;
 use super::{decision, login_failed, store_unavailable, verdict};
-use crate::breach::PasswordCheck;
+use crate::defence::breach::PasswordCheck;
 use crate::login::{LoginRequest, Logins};
 use crate::pb::governor_server::Governor;
 use crate::pb::{

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use crate::devices::MAX_DEVICE_TOKEN_BYTES;
+use crate::defence::devices::MAX_DEVICE_TOKEN_BYTES;
 use crate::normalize::{NormalizedIdentifier, normalize};
 use crate::pb::Account;
 use crate::realm::{Realm, Realms};

@@ -181,12 +181,12 @@ impl SprayKey {
     }
 
     /// The spray key of `fingerprint` in the realm whose keyed tag is `realm_tag`
-    /// (`crate::spray::SprayFingerprints` derives both).
+    /// (`crate::defence::spray::SprayFingerprints` derives both).
     pub fn new(realm_tag: String, fingerprint: u16) -> Self {
         Self { realm_tag, fingerprint }
     }
 
-    /// The fingerprint, for this process's own tracking (`crate::spray::SprayWatch`);
+    /// The fingerprint, for this process's own tracking (`crate::defence::spray::SprayWatch`);
     /// never logged.
     pub fn fingerprint(&self) -> u16 {
         self.fingerprint
@@ -214,7 +214,7 @@ pub struct NetworkKey {
 }
 
 impl NetworkKey {
-    /// The key of `network` (`crate::network::Network::as_text`) in `realm`.
+    /// The key of `network` (`crate::defence::client_network::Network::as_text`) in `realm`.
     pub fn new(secret: &KeySecret, realm: &str, network: &str) -> Self {
         let mut mac = secret.mac();
         // Domain separation from account keys (whose input starts with a length),

@@ -142,7 +142,7 @@ pub struct RepeatClaim<'a> {
     /// The client's list on the bucket the attempt is counted in (the device's, or the
     /// account's).
     pub list: &'a RepeatKey,
-    /// The password's keyed, truncated fingerprint (`crate::repeat`).
+    /// The password's keyed, truncated fingerprint (`crate::defence::repeats`).
     pub fingerprint: u64,
 }
 
@@ -208,7 +208,7 @@ pub struct Counted {
     /// says whether the door is open.
     pub repeat: bool,
     /// Only with `repeat`: the list entry it matched was already forgiven once without a
-    /// comparison ([`crate::throttle::repeats::RepeatMatch::Recheck`]), so this attempt,
+    /// comparison ([`crate::throttle::repeat_list::RepeatMatch::Recheck`]), so this attempt,
     /// still not counted, is compared (a truncated fingerprint may be the right
     /// password's). `false`: a repeat is answered without a comparison.
     pub recheck: bool,

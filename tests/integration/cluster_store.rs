@@ -40,7 +40,7 @@ async fn every_scripts_keys_hash_to_one_slot() {
     }
     // The spray script's five keys share the fingerprint's hash tag, whatever the
     // password holds.
-    let fingerprints = portcullis::spray::SprayFingerprints::new(&secret);
+    let fingerprints = portcullis::defence::spray::SprayFingerprints::new(&secret);
     for password in ["{", "}", "{}", "a{b}c", "pass:word", "Winter2026!"] {
         let keys = fingerprints.key("exact", password.as_bytes()).redis_keys();
         let slot = keyslot(node, &keys[0]);

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use portcullis::devices::{DeviceTokens, Grant};
+use portcullis::defence::devices::{DeviceTokens, Grant};
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::pb::{Verdict, VerifyResponse};
 use portcullis::store::keys::{AccountKey, KeySecret};

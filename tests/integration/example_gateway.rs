@@ -236,7 +236,7 @@ fn signals_daemon(dir: &std::path::Path) -> DaemonProcess {
     let sha1 = hex::encode_upper(sha1::Sha1::digest(BREACHED.as_bytes()));
     std::fs::write(&corpus, format!("{sha1}:42\r\n")).unwrap();
     let filter = dir.join("breach.filter");
-    portcullis::breach::build::build(&corpus, &filter, &Default::default()).unwrap();
+    portcullis::defence::breach::build::build(&corpus, &filter, &Default::default()).unwrap();
     let extra = format!(
         "[breach]\nfilter_file = {:?}\n[realms.gw]\nhash = {{ algorithm = \"bcrypt\", bcrypt_cost = 4 }}\n\
          network_capacity = 2\nnetwork_action = \"flag\"\nspray_threshold = 10\n",

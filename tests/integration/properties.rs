@@ -17,7 +17,7 @@ use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, VerifyRequest,
 };
 use portcullis::rpc::GovernorService;
-use portcullis::spray::SprayWatch;
+use portcullis::defence::spray::SprayWatch;
 use portcullis::store::SprayNote;
 use portcullis::store::keys::SprayKey;
 use portcullis::store::keys::{AccountKey, AttemptKey, KeySecret};
@@ -176,7 +176,7 @@ fn service(store: Arc<CountingStore>) -> GovernorService {
         verifier,
         &secret,
         SprayWatch::new(),
-        portcullis::network::NetworkWatch::new(),
+        portcullis::defence::client_network::NetworkWatch::new(),
     );
     GovernorService::new(Arc::new(settings.realms), store, secret, Arc::new(logins))
 }

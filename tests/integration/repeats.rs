@@ -429,7 +429,7 @@ async fn a_revoked_tokens_holders_do_not_share_a_list() {
 /// `short` is the right password's, found by brute force with the test's key secret.
 fn colliding_password(identifier: &str, hash: &str, from: &str) -> Vec<u8> {
     use portcullis::normalize::{Normalization, normalize};
-    use portcullis::repeat::RepeatFingerprints;
+    use portcullis::defence::repeats::RepeatFingerprints;
     use portcullis::store::keys::{AccountKey, KeySecret};
     let secret = KeySecret::new(SECRET.as_bytes().to_vec());
     let id = normalize(Normalization::Email, identifier).unwrap();

@@ -181,7 +181,7 @@ fn account_key(realm: &str, identifier: &str) -> AccountKey {
 
 #[tokio::test]
 async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys() {
-    use portcullis::spray::SprayFingerprints;
+    use portcullis::defence::spray::SprayFingerprints;
     let (store, clock, _dir) = embedded_on_manual_clock();
     let advance = |ms: u64| clock.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
     const PERIOD: u64 = 60_000;

@@ -153,8 +153,8 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
     let sha1 = hex::encode_upper(<sha1::Sha1 as sha1::Digest>::digest(PASSWORD.as_bytes()));
     std::fs::write(dir.path().join("corpus.txt"), format!("{sha1}:3\n")).unwrap();
     let filter = dir.path().join("breach.filter");
-    let options = portcullis::breach::build::BuildOptions::default();
-    portcullis::breach::build::build(&dir.path().join("corpus.txt"), &filter, &options).unwrap();
+    let options = portcullis::defence::breach::build::BuildOptions::default();
+    portcullis::defence::breach::build::build(&dir.path().join("corpus.txt"), &filter, &options).unwrap();
     let breach = format!("[breach]\nfilter_file = {:?}\n", filter.to_str().unwrap());
     let daemon = DaemonProcess::spawn_with_env(
         &config_toml(&redis.url(), &breach),

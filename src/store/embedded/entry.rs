@@ -32,7 +32,7 @@ pub(super) enum Entry {
     /// One client's refused-password fingerprints on one bucket (docs/throttle.md,
     /// "Repeated passwords"), newest first, bound to the record's window start and
     /// expiring with it. Bit `i` of `marks`: entry `i` was already forgiven once without
-    /// a comparison (`crate::throttle::repeats`). Encoded as tag 7, the window start,
+    /// a comparison (`crate::throttle::repeat_list`). Encoded as tag 7, the window start,
     /// the marks, a zero word, the expiry, then the fingerprints (marks at or above bit
     /// `len` are a corrupt entry; a list written before marks existed has 0 there).
     Repeats {
@@ -66,7 +66,7 @@ pub(super) struct SprayCounts {
 }
 
 /// Most fingerprints an [`Entry::Repeats`] holds (`repeat_list_length` is at most this).
-pub(super) const MAX_REPEATS: usize = crate::throttle::repeats::MAX_REPEAT_LIST;
+pub(super) const MAX_REPEATS: usize = crate::throttle::repeat_list::MAX_REPEAT_LIST;
 
 /// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
 pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;

@@ -37,7 +37,7 @@ use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{self, Policy, Record};
 
 mod entry;
-mod repeats;
+mod repeat_lists;
 mod writer;
 
 use writer::{BoxError, Job, Op, Reply, Writer, init};

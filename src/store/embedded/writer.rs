@@ -10,7 +10,7 @@ use super::entry::{Entry, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
 use crate::store::{Counted, Inspection, NetworkOp, NetworkState, SprayNote, StoreError};
 use crate::throttle::bucket::{BucketPolicy, Spent};
-use crate::throttle::repeats::RepeatMatch;
+use crate::throttle::repeat_list::RepeatMatch;
 use crate::throttle::{self, Policy, Record};
 
 /// key → encoded entry (a record, an attempt id's answer, or one account key's spray
@@ -325,7 +325,7 @@ impl Tables<'_, '_> {
                 let current = self.record(counted)?;
                 // A repeat of a refused password in the record's window: not counted;
                 // forgiven unseen once, then compared (record_attempt.lua,
-                // src/throttle.rs::forgive, src/throttle/repeats.rs).
+                // src/throttle.rs::forgive, src/throttle/repeat_list.rs).
                 if let (Some(r), Some((list, fingerprint))) = (current, repeat)
                     && let Some(out) = throttle::forgive(policy, &r, now)
                     && let Some((mut held, list_expires_ms)) =

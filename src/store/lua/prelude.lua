@@ -18,7 +18,7 @@ end
 -- time in ms (about the year 5138), a step.
 local MAX_COUNT, MAX_TIME_MS, MAX_STEP = 1e12, 1e14, 63
 -- repeat_list(held): a client's refused-password list as repeat.lua and
--- record_attempt.lua write it (src/throttle/repeats.rs is the same list in Rust):
+-- record_attempt.lua write it (src/throttle/repeat_list.rs is the same list in Rust):
 -- "<window_start_ms>|,<entry>,<entry>," newest first, each entry a fingerprint of 4-16
 -- lowercase hex digits followed by '*' when a match on it was already forgiven once
 -- without a comparison, at most 16 entries. Returns the window start and two arrays:

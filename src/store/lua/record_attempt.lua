@@ -33,7 +33,7 @@
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
 -- repeat (0|1|2)}.
 -- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle.rs::forgive and
--- src/throttle/repeats.rs::RepeatList::claim): the fingerprint is on the client's list
+-- src/throttle/repeat_list.rs::RepeatList::claim): the fingerprint is on the client's list
 -- for the counted record's current window. It is not counted: allowed while failures <
 -- max_failures, the record's repeat count 'rp' goes up. An entry without a mark
 -- forgives it (repeat = 1: not compared) and is marked and moved first; a marked entry

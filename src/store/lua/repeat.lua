@@ -3,7 +3,7 @@
 -- "Repeated passwords"), not forgiven (re-armed, if it was listed and marked). The list
 -- is bound to the record's current window and expires with the record: a clear, an
 -- expiry or a new window leaves it unread (record_attempt.lua honours it only while its
--- window start is the record's). src/throttle/repeats.rs::RepeatList::note is the same
+-- window start is the record's). src/throttle/repeat_list.rs::RepeatList::note is the same
 -- rule in Rust.
 --
 -- KEYS[1]  the counted bucket's record   portcullis:v2:{<digest>}:r or :d:<16 hex>

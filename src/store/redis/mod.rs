@@ -24,9 +24,9 @@
 mod cluster;
 mod info;
 mod key_check;
-mod network;
+mod network_bucket;
 mod pool;
-mod repeat;
+mod repeat_note;
 mod scripts;
 pub use scripts::RECORD_ATTEMPT_SOURCE;
 mod sentinel;
@@ -416,7 +416,7 @@ impl Store for RedisStore {
             .arg(device_epoch)
             .arg(attempt.device_epoch_ttl_ms)
             .arg(self.attempt_ttl_ms)
-            .arg(attempt.repeat.map_or_else(String::new, |r| repeat::hex(r.fingerprint)));
+            .arg(attempt.repeat.map_or_else(String::new, |r| repeat_note::hex(r.fingerprint)));
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
         let [allowed, failures, _step, window_start_ms, replays, trusted, repeat] = reply[..]
         else {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use portcullis::normalize::{Normalization, normalize};
-use portcullis::spray::SprayFingerprints;
+use portcullis::defence::spray::SprayFingerprints;
 use portcullis::store::NetworkOp;
 use portcullis::store::SprayNote;
 use portcullis::store::Store;

@@ -2,11 +2,11 @@
 //! on its client's list is forgiven only in the window it was noted in, on that list,
 //! never past a closed door, never after a clear; the list keeps the newest and lives
 //! with its record; a match is forgiven unseen once, then compared until a failed
-//! comparison re-arms it, exactly as `portcullis::throttle::repeats` (the pure twin).
+//! comparison re-arms it, exactly as `portcullis::throttle::repeat_list` (the pure twin).
 
 use portcullis::store::keys::RepeatKey;
 use portcullis::store::{Attempt, Counted, RepeatClaim};
-use portcullis::throttle::repeats::{RepeatList, RepeatMatch};
+use portcullis::throttle::repeat_list::{RepeatList, RepeatMatch};
 
 use super::*;
 

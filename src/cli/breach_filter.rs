@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use portcullis::breach::FALSE_POSITIVE_RATE;
-use portcullis::breach::build::{BuildOptions, build};
+use portcullis::defence::breach::FALSE_POSITIVE_RATE;
+use portcullis::defence::breach::build::{BuildOptions, build};
 
 /// `portcullis breach-filter …`.
 #[derive(Subcommand)]

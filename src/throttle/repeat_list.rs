@@ -21,7 +21,7 @@ pub const MAX_REPEAT_LIST: usize = 16;
 /// One fingerprint on a list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RepeatEntry {
-    /// The password's keyed, truncated fingerprint (`crate::repeat`).
+    /// The password's keyed, truncated fingerprint (`crate::defence::repeats`).
     pub fingerprint: u64,
     /// A match on it was already forgiven without a comparison since its last failed
     /// comparison: the next match is compared.

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use super::network::{Turn, signals};
+use super::signals::{Turn, signals};
 use super::{LoginError, LoginRequest, LoginVerdict, note_count};
-use crate::breach::BreachList;
-use crate::devices::{DeviceTokens, Grant, KnownDevice};
-use crate::network::NetworkWatch;
+use crate::defence::breach::BreachList;
+use crate::defence::devices::{DeviceTokens, Grant, KnownDevice};
+use crate::defence::client_network::NetworkWatch;
 use crate::realm::Realm;
-use crate::spray::{SprayAction, SprayWatch};
+use crate::defence::spray::{SprayAction, SprayWatch};
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use crate::store::{Attempt, Counted, DeviceClaim, RepeatClaim, SprayNote, Store, StoreError};
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS};

@@ -13,7 +13,7 @@
 //! The list is per (bucket, client), so no other client can learn from it whether
 //! someone tried a password: an attacker on his own addresses finds only his own
 //! refused guesses there, never the user's typos. The client is its network
-//! ([`crate::network::NetworkPolicy::scope`]: an address at the realm's prefix), so a
+//! ([`crate::defence::client_network::NetworkPolicy::scope`]: an address at the realm's prefix), so a
 //! phone whose IPv6 privacy address rotates within its /64 stays one client. With a
 //! device token too: a token can be stolen or revoked, and a list per token would be
 //! shared by everyone holding it. The list is bound to the window of the bucket the

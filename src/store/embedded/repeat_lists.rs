@@ -1,11 +1,11 @@
 //! The refused-password lists of the embedded store (docs/throttle.md, "Repeated
 //! passwords"): read in the count's transaction, written after a failed comparison,
-//! with the rules of [`crate::throttle::repeats`] that `repeat.lua` applies on Redis.
+//! with the rules of [`crate::throttle::repeat_list`] that `repeat.lua` applies on Redis.
 
 use super::entry::{Entry, MAX_REPEATS};
 use super::writer::Tables;
 use crate::store::StoreError;
-use crate::throttle::repeats::{RepeatEntry, RepeatList};
+use crate::throttle::repeat_list::{RepeatEntry, RepeatList};
 
 impl Tables<'_, '_> {
     /// The repeat list at `list` and its expiry, if it is bound to the window that

@@ -8,7 +8,7 @@
 //! concurrent attempts can never spend more than the bucket holds, on any number of
 //! daemons.
 
-use crate::network::{NetworkAction, NetworkWatch};
+use crate::defence::client_network::{NetworkAction, NetworkWatch};
 use crate::realm::Realm;
 use crate::store::keys::NetworkKey;
 use crate::store::{NetworkOp, Store, StoreError};

@@ -1,0 +1,40 @@
+//! The defences: each one a room of its own, beside the login throttle it sharpens.
+//!
+//! A *defence* is a rule that decides, for one login attempt, something the per-account
+//! count alone cannot: whose device this is ([`devices`]), whether one password is being
+//! tried across the realm ([`spray`]), whether this is the same wrong password again
+//! ([`repeats`]), whether the client's network has used up its failures
+//! ([`client_network`]), whether an accepted password is breached ([`breach`]). Each
+//! owns its keyed values, its realm settings' meaning and its episodes; the login flow
+//! (`crate::login`) calls it at one step and turns its answer into a signal or a
+//! verdict; the store keeps whatever it must share across daemons.
+//!
+//! # Adding a store-backed defence: the checklist
+//! 1. **Settings**: its fields in the realm's table (`src/realm.rs`), each with a
+//!    default, a range checked by the owner's `validate()` with
+//!    [`crate::setting`]'s range checks, and a line in `deploy/portcullis.toml`.
+//! 2. **Keys**: its key kind in `src/store/keys.rs`, inside the account's (or its
+//!    own) Redis Cluster hash tag, with a test that pins the exact format.
+//! 3. **Pure rule**: the arithmetic in `src/throttle/` (no store, time passed in),
+//!    naming the Lua script that mirrors it.
+//! 4. **Store**: one [`crate::store::Store`] method taking one request struct; a
+//!    `.lua` file in `src/store/lua/` opening with its KEYS/ARGV contract and a worked
+//!    example (loaded in `src/store/redis/scripts.rs`); the embedded store's operation
+//!    (`src/store/embedded/`), calling the pure rule; a line in the instrumented store
+//!    (`src/store/instrumented.rs`) and the test suite's faulty store
+//!    (`tests/support/src/faulty.rs`).
+//! 5. **Conformance**: a module in `tests/integration/store_conformance/` that runs the
+//!    same sequence on both stores and compares with the pure rule, and corrupt stored
+//!    values read as store errors (a deny).
+//! 6. **Login step**: one call from `src/login/` and, if it changes the answer, a
+//!    signal on the wire (`proto/`), produced in the one place answers are built
+//!    (`src/rpc/`); every exit through the login's settle step.
+//! 7. **Telemetry**: its metric names in `src/telemetry/metrics.rs` only, with bounded
+//!    labels, described in `docs/observability.md`.
+//! 8. **Docs**: a section in `docs/` saying what it stops and what it does not.
+
+pub mod breach;
+pub mod client_network;
+pub mod devices;
+pub mod repeats;
+pub mod spray;
