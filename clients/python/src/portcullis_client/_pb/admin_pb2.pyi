@@ -1,0 +1,131 @@
+from . import governor_pb2 as _governor_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class DoorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DOOR_STATE_UNSPECIFIED: _ClassVar[DoorState]
+    DOOR_STATE_OPEN: _ClassVar[DoorState]
+    DOOR_STATE_CLOSED: _ClassVar[DoorState]
+
+class UnlockReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UNLOCK_REASON_UNSPECIFIED: _ClassVar[UnlockReason]
+    UNLOCK_REASON_OWNER_VERIFIED: _ClassVar[UnlockReason]
+    UNLOCK_REASON_ATTACK_MITIGATED: _ClassVar[UnlockReason]
+    UNLOCK_REASON_OTHER: _ClassVar[UnlockReason]
+DOOR_STATE_UNSPECIFIED: DoorState
+DOOR_STATE_OPEN: DoorState
+DOOR_STATE_CLOSED: DoorState
+UNLOCK_REASON_UNSPECIFIED: UnlockReason
+UNLOCK_REASON_OWNER_VERIFIED: UnlockReason
+UNLOCK_REASON_ATTACK_MITIGATED: UnlockReason
+UNLOCK_REASON_OTHER: UnlockReason
+
+class InspectRequest(_message.Message):
+    __slots__ = ("account",)
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    account: _governor_pb2.Account
+    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ...) -> None: ...
+
+class InspectResponse(_message.Message):
+    __slots__ = ("door", "failures", "step", "seconds_until_open", "window_seconds", "repeats_forgiven")
+    DOOR_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_UNTIL_OPEN_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REPEATS_FORGIVEN_FIELD_NUMBER: _ClassVar[int]
+    door: DoorState
+    failures: int
+    step: int
+    seconds_until_open: int
+    window_seconds: int
+    repeats_forgiven: int
+    def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ...) -> None: ...
+
+class UnlockRequest(_message.Message):
+    __slots__ = ("account", "reason")
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    account: _governor_pb2.Account
+    reason: UnlockReason
+    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., reason: _Optional[_Union[UnlockReason, str]] = ...) -> None: ...
+
+class UnlockResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RevokeDevicesRequest(_message.Message):
+    __slots__ = ("account",)
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    account: _governor_pb2.Account
+    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ...) -> None: ...
+
+class RevokeDevicesResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SprayStatusRequest(_message.Message):
+    __slots__ = ("realm",)
+    REALM_FIELD_NUMBER: _ClassVar[int]
+    realm: str
+    def __init__(self, realm: _Optional[str] = ...) -> None: ...
+
+class SprayEpisode(_message.Message):
+    __slots__ = ("began_unix_ms", "ended_unix_ms", "peak_fingerprints")
+    BEGAN_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_FINGERPRINTS_FIELD_NUMBER: _ClassVar[int]
+    began_unix_ms: int
+    ended_unix_ms: int
+    peak_fingerprints: int
+    def __init__(self, began_unix_ms: _Optional[int] = ..., ended_unix_ms: _Optional[int] = ..., peak_fingerprints: _Optional[int] = ...) -> None: ...
+
+class SprayStatusResponse(_message.Message):
+    __slots__ = ("fingerprints_over_threshold", "episodes")
+    FINGERPRINTS_OVER_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    fingerprints_over_threshold: int
+    episodes: _containers.RepeatedCompositeFieldContainer[SprayEpisode]
+    def __init__(self, fingerprints_over_threshold: _Optional[int] = ..., episodes: _Optional[_Iterable[_Union[SprayEpisode, _Mapping]]] = ...) -> None: ...
+
+class InspectNetworkRequest(_message.Message):
+    __slots__ = ("realm", "client_key")
+    REALM_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    realm: str
+    client_key: str
+    def __init__(self, realm: _Optional[str] = ..., client_key: _Optional[str] = ...) -> None: ...
+
+class InspectNetworkResponse(_message.Message):
+    __slots__ = ("tokens", "capacity", "seconds_until_full", "network", "trusted")
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_UNTIL_FULL_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    TRUSTED_FIELD_NUMBER: _ClassVar[int]
+    tokens: int
+    capacity: int
+    seconds_until_full: int
+    network: str
+    trusted: bool
+    def __init__(self, tokens: _Optional[int] = ..., capacity: _Optional[int] = ..., seconds_until_full: _Optional[int] = ..., network: _Optional[str] = ..., trusted: _Optional[bool] = ...) -> None: ...
+
+class ReleaseNetworkRequest(_message.Message):
+    __slots__ = ("realm", "client_key")
+    REALM_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    realm: str
+    client_key: str
+    def __init__(self, realm: _Optional[str] = ..., client_key: _Optional[str] = ...) -> None: ...
+
+class ReleaseNetworkResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1,0 +1,147 @@
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DECISION_UNSPECIFIED: _ClassVar[Decision]
+    DECISION_ALLOW: _ClassVar[Decision]
+    DECISION_DENY: _ClassVar[Decision]
+
+class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERDICT_UNSPECIFIED: _ClassVar[Verdict]
+    VERDICT_ACCEPT: _ClassVar[Verdict]
+    VERDICT_REJECT: _ClassVar[Verdict]
+
+class ClearReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLEAR_REASON_UNSPECIFIED: _ClassVar[ClearReason]
+    CLEAR_REASON_PASSWORD_VERIFIED: _ClassVar[ClearReason]
+    CLEAR_REASON_PASSWORD_RESET_COMPLETED: _ClassVar[ClearReason]
+
+class PasswordCheckReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PASSWORD_CHECK_REASON_UNSPECIFIED: _ClassVar[PasswordCheckReason]
+    PASSWORD_CHECK_REASON_OK: _ClassVar[PasswordCheckReason]
+    PASSWORD_CHECK_REASON_BREACHED: _ClassVar[PasswordCheckReason]
+    PASSWORD_CHECK_REASON_CONTEXT_WORD: _ClassVar[PasswordCheckReason]
+DECISION_UNSPECIFIED: Decision
+DECISION_ALLOW: Decision
+DECISION_DENY: Decision
+VERDICT_UNSPECIFIED: Verdict
+VERDICT_ACCEPT: Verdict
+VERDICT_REJECT: Verdict
+CLEAR_REASON_UNSPECIFIED: ClearReason
+CLEAR_REASON_PASSWORD_VERIFIED: ClearReason
+CLEAR_REASON_PASSWORD_RESET_COMPLETED: ClearReason
+PASSWORD_CHECK_REASON_UNSPECIFIED: PasswordCheckReason
+PASSWORD_CHECK_REASON_OK: PasswordCheckReason
+PASSWORD_CHECK_REASON_BREACHED: PasswordCheckReason
+PASSWORD_CHECK_REASON_CONTEXT_WORD: PasswordCheckReason
+
+class Account(_message.Message):
+    __slots__ = ("realm", "identifier")
+    REALM_FIELD_NUMBER: _ClassVar[int]
+    IDENTIFIER_FIELD_NUMBER: _ClassVar[int]
+    realm: str
+    identifier: str
+    def __init__(self, realm: _Optional[str] = ..., identifier: _Optional[str] = ...) -> None: ...
+
+class AdmitRequest(_message.Message):
+    __slots__ = ("account",)
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    account: Account
+    def __init__(self, account: _Optional[_Union[Account, _Mapping]] = ...) -> None: ...
+
+class AdmitResponse(_message.Message):
+    __slots__ = ("decision",)
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    decision: Decision
+    def __init__(self, decision: _Optional[_Union[Decision, str]] = ...) -> None: ...
+
+class RecordAttemptRequest(_message.Message):
+    __slots__ = ("account", "attempt_id", "client_key")
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    account: Account
+    attempt_id: str
+    client_key: str
+    def __init__(self, account: _Optional[_Union[Account, _Mapping]] = ..., attempt_id: _Optional[str] = ..., client_key: _Optional[str] = ...) -> None: ...
+
+class RecordAttemptResponse(_message.Message):
+    __slots__ = ("decision", "step_up", "network_throttled")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    STEP_UP_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_THROTTLED_FIELD_NUMBER: _ClassVar[int]
+    decision: Decision
+    step_up: bool
+    network_throttled: bool
+    def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., step_up: _Optional[bool] = ..., network_throttled: _Optional[bool] = ...) -> None: ...
+
+class VerifyRequest(_message.Message):
+    __slots__ = ("account", "password", "stored_hash", "client_key", "attempt_id", "device_token")
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    STORED_HASH_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    account: Account
+    password: bytes
+    stored_hash: str
+    client_key: str
+    attempt_id: str
+    device_token: str
+    def __init__(self, account: _Optional[_Union[Account, _Mapping]] = ..., password: _Optional[bytes] = ..., stored_hash: _Optional[str] = ..., client_key: _Optional[str] = ..., attempt_id: _Optional[str] = ..., device_token: _Optional[str] = ...) -> None: ...
+
+class VerifyResponse(_message.Message):
+    __slots__ = ("verdict", "needs_rehash", "device_token", "spray_suspected", "step_up", "network_throttled", "password_breached")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_REHASH_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SPRAY_SUSPECTED_FIELD_NUMBER: _ClassVar[int]
+    STEP_UP_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_THROTTLED_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_BREACHED_FIELD_NUMBER: _ClassVar[int]
+    verdict: Verdict
+    needs_rehash: bool
+    device_token: str
+    spray_suspected: bool
+    step_up: bool
+    network_throttled: bool
+    password_breached: bool
+    def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., needs_rehash: _Optional[bool] = ..., device_token: _Optional[str] = ..., spray_suspected: _Optional[bool] = ..., step_up: _Optional[bool] = ..., network_throttled: _Optional[bool] = ..., password_breached: _Optional[bool] = ...) -> None: ...
+
+class ClearAttemptsRequest(_message.Message):
+    __slots__ = ("account", "reason", "client_key")
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    account: Account
+    reason: ClearReason
+    client_key: str
+    def __init__(self, account: _Optional[_Union[Account, _Mapping]] = ..., reason: _Optional[_Union[ClearReason, str]] = ..., client_key: _Optional[str] = ...) -> None: ...
+
+class ClearAttemptsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CheckPasswordRequest(_message.Message):
+    __slots__ = ("account", "password")
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    account: Account
+    password: bytes
+    def __init__(self, account: _Optional[_Union[Account, _Mapping]] = ..., password: _Optional[bytes] = ...) -> None: ...
+
+class CheckPasswordResponse(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: PasswordCheckReason
+    def __init__(self, reason: _Optional[_Union[PasswordCheckReason, str]] = ...) -> None: ...

@@ -1,0 +1,102 @@
+"""The real daemon: found (or built) and started on the embedded store in a tmp dir."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import grpc
+
+from portcullis_client._pb import admin_pb2, admin_pb2_grpc, governor_pb2
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+KEY_SECRET = "python-client-tests-key-secret-0123456789abcdef"  # 32+ bytes, as-is
+
+
+def binary() -> pathlib.Path:
+    """$PORTCULLIS_BINARY, else the repository's target/debug/portcullis, built with
+    `cargo build` when missing."""
+    env = os.environ.get("PORTCULLIS_BINARY")
+    if env:
+        path = pathlib.Path(env)
+        if not path.is_file():
+            raise FileNotFoundError(f"PORTCULLIS_BINARY={env} is not a file")
+        return path
+    path = REPO / "target" / "debug" / "portcullis"
+    if not path.is_file():
+        if shutil.which("cargo") is None:
+            raise FileNotFoundError(f"{path} is missing and cargo is not on the PATH")
+        subprocess.run(["cargo", "build", "--bin", "portcullis"], cwd=REPO, check=True)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    def __init__(self, data_dir: pathlib.Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.addr = f"127.0.0.1:{self.port}"
+        self.log_path = data_dir.parent / f"portcullis-{self.port}.log"
+        env = dict(os.environ, PORTCULLIS_KEY_SECRET=KEY_SECRET)
+        for name in ("PORTCULLIS_CONFIG", "PORTCULLIS_REDIS_URL", "PORTCULLIS_REDIS_CLUSTER_NODES"):
+            env.pop(name, None)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(binary()), "serve", "--listen", self.addr, "--admin-listen", "", "--data-dir", str(data_dir)],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(self.addr) as channel:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"the daemon exited ({self.proc.returncode}): {self.log()}")
+                try:
+                    grpc.channel_ready_future(channel).result(timeout=0.2)
+                    return
+                except grpc.FutureTimeoutError:
+                    continue
+        raise RuntimeError(f"the daemon did not listen within {timeout} s: {self.log()}")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def inspect(self, realm: str, identifier: str) -> admin_pb2.InspectResponse:
+        """portcullis.v1.Admin/Inspect: the account's lockout state, read only."""
+        with grpc.insecure_channel(self.addr) as channel:
+            stub = admin_pb2_grpc.AdminStub(channel)
+            account = governor_pb2.Account(realm=realm, identifier=identifier)
+            return stub.Inspect(admin_pb2.InspectRequest(account=account), timeout=5)
+
+    def freeze(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def kill(self) -> None:
+        self.proc.kill()  # SIGKILL
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
