@@ -42,10 +42,11 @@ struct SprayRow {
 /// and the failure note (a fresh account and password fingerprint each time, as a spray
 /// would send), in alternation so drift hits all alike.
 async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -> SprayRow {
-    use portcullis::normalize::{Normalization, normalize};
     use portcullis::defence::spray::SprayFingerprints;
+    use portcullis::normalize::{Normalization, normalize};
+    use portcullis::secret::KeySecret;
     use portcullis::store::SprayNote;
-    use portcullis::store::keys::{AccountKey, KeySecret};
+    use portcullis::store::keys::AccountKey;
     let secret = KeySecret::new(common::SECRET.as_bytes().to_vec());
     let fingerprints = SprayFingerprints::new(&secret);
     let settings = common::settings("redis://127.0.0.1:1", "");

@@ -229,7 +229,7 @@ impl Authorization {
 
 /// Counts one refusal by configured caller name (`-` for none) and code.
 fn refused(caller: &str, code: &'static str) {
-    metrics::counter!("portcullis_auth_refusals_total", "caller" => caller.to_owned(), "code" => code)
+    metrics::counter!(crate::telemetry::metrics::AUTH_REFUSALS, "caller" => caller.to_owned(), "code" => code)
         .increment(1);
 }
 

@@ -10,10 +10,10 @@ use smart_default::SmartDefault;
 use ipnet::IpNet;
 
 use crate::defence::client_network::{NetworkAction, NetworkPolicy};
-use crate::normalize::Normalization;
 use crate::defence::repeats::RepeatPolicy;
-use crate::setting::{Bound, ConfigError, Problems, below, between, check};
 use crate::defence::spray::{SprayAction, SprayPolicy};
+use crate::normalize::Normalization;
+use crate::setting::{Bound, ConfigError, Problems, below, between, check};
 use crate::throttle::Policy;
 use crate::throttle::bucket::BucketPolicy;
 use crate::verify::config::HashTargetConfig;
@@ -50,7 +50,9 @@ impl Realm {
     /// ms: `device_token_ttl` plus the clock skew a token check allows, so it outlives
     /// every token issued before it ([`crate::store::Attempt::device_epoch_ttl_ms`]).
     pub fn device_epoch_ttl_ms(&self) -> u64 {
-        crate::throttle::duration_ms(self.device_token_ttl + crate::defence::devices::MAX_CLOCK_SKEW)
+        crate::throttle::duration_ms(
+            self.device_token_ttl + crate::defence::devices::MAX_CLOCK_SKEW,
+        )
     }
 }
 

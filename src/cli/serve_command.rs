@@ -84,7 +84,9 @@ pub fn check_config(file: &Path) -> ExitCode {
     // The breach filter file is read as `serve` would, so a missing or broken one is
     // found here too.
     let checked = load(Some(file), &Overrides::default()).and_then(|(_, settings)| {
-        portcullis::defence::breach::BreachList::load(&settings.breach).map(drop).map_err(Into::into)
+        portcullis::defence::breach::BreachList::load(&settings.breach)
+            .map(drop)
+            .map_err(Into::into)
     });
     match checked {
         Ok(()) => {

@@ -15,11 +15,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::{Settings, StoreSettings};
-use crate::login::Logins;
 use crate::defence::client_network::NetworkWatch;
+use crate::defence::spray::SprayWatch;
+use crate::login::Logins;
 use crate::rpc::{AdminService, GovernorService};
 use crate::secret::{KeySecret, SecretError};
-use crate::defence::spray::SprayWatch;
 use crate::store::Store;
 use crate::store::embedded::{EmbeddedStore, SystemClock};
 use crate::store::instrumented::InstrumentedStore;

@@ -21,8 +21,8 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::auth::CallerTable;
-use crate::defence::breach::BreachList;
 use crate::config::{Config, Settings};
+use crate::defence::breach::BreachList;
 use crate::transport::tls::ReloadingTls;
 
 /// Reads and validates the configuration again, as `portcullis serve` did at start-up
@@ -88,7 +88,8 @@ impl Reloader {
             }
             Reloaded::Refused => "refused",
         };
-        metrics::counter!("portcullis_config_reloads_total", "outcome" => label).increment(1);
+        metrics::counter!(crate::telemetry::metrics::CONFIG_RELOADS, "outcome" => label)
+            .increment(1);
         outcome
     }
 

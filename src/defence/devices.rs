@@ -44,8 +44,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::secret::KeySecret;
 use crate::secret::{keyed_mac, update_framed};
-use crate::store::keys::{AccountKey, KeySecret};
+use crate::store::keys::AccountKey;
 
 /// Longest `device_token` a request may carry, in bytes; a longer one is
 /// `INVALID_ARGUMENT` (a real token is 60 bytes).

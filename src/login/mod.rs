@@ -22,12 +22,12 @@
 //! bucket: the account's record, which untrusted clients fill, stays as it is, so the
 //! real user logging in does not hand an attacker a fresh allowance.
 
-pub mod signals;
-pub mod record;
 mod job;
+pub mod record;
+pub mod signals;
 
-pub use signals::Signals;
 pub use record::Recorded;
+pub use signals::Signals;
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -36,12 +36,12 @@ use tracing::Instrument;
 use zeroize::Zeroizing;
 
 use crate::defence::breach::BreachList;
-use crate::defence::devices::{DeviceTokens, Grant, IssueError};
 use crate::defence::client_network::NetworkWatch;
-use crate::realm::Realm;
+use crate::defence::devices::{DeviceTokens, Grant, IssueError};
 use crate::defence::repeats::RepeatFingerprints;
-use crate::secret::KeySecret;
 use crate::defence::spray::{SprayFingerprints, SprayWatch};
+use crate::realm::Realm;
+use crate::secret::KeySecret;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::store::{Counted, Store, StoreError};
 use crate::telemetry::metrics::{ATTEMPTS, DEVICE_LOCKOUTS, LOCKOUTS, TRUSTED_CALLS, VERDICTS};

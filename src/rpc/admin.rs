@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status};
 use super::store_unavailable;
 use super::validate::account as validate_account;
 use crate::auth::Authorization;
+use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
     DoorState, InspectNetworkRequest, InspectNetworkResponse, InspectRequest, InspectResponse,
@@ -26,7 +27,6 @@ use crate::pb::{
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
-use crate::defence::spray::SprayWatch;
 
 use crate::store::{Inspection, NetworkOp, Store};
 use crate::throttle::{self, Policy};
@@ -69,7 +69,7 @@ impl AdminService {
 
 /// Counts one answered Admin call by RPC and caller name (`portcullis_admin_calls_total`).
 fn count_call(rpc: &'static str, caller: String) {
-    metrics::counter!("portcullis_admin_calls_total", "rpc" => rpc, "caller" => caller)
+    metrics::counter!(crate::telemetry::metrics::ADMIN_CALLS, "rpc" => rpc, "caller" => caller)
         .increment(1);
 }
 

@@ -31,7 +31,7 @@ use hmac::Mac;
 use crate::secret::update_framed;
 
 use crate::normalize::NormalizedIdentifier;
-pub use crate::secret::KeySecret;
+use crate::secret::KeySecret;
 
 /// Prefix of every key; the version changes when the layout does (v2: the compact
 /// layout; a daemon of this version ignores v1 keys, which expire by themselves).

@@ -10,6 +10,38 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+/// Gauge: 1 while while a Redis node's `maxmemory-policy` may evict keys and
+/// `store.allow_eviction` lets the daemon serve anyway (0 otherwise).
+pub const EVICTION_ALLOWED_GAUGE: &str = "portcullis_store_eviction_allowed";
+
+/// Gauge: the store's use, in bytes: Redis `used_memory` (of the node
+/// nearest its limit), or the embedded store's file size. Read with each health check
+/// (every second). A full `noeviction` Redis refuses every count, so every login is
+/// denied: `deploy/prometheus/portcullis-rules.yml` alerts before (docs/deployment.md,
+/// "Store memory").
+pub const MEMORY_USED_GAUGE: &str = "portcullis_store_memory_used_bytes";
+
+/// Gauge: the store's limit, in bytes: Redis `maxmemory` of the node
+/// [`MEMORY_USED_GAUGE`] reports (0: no limit), 0 for the embedded store.
+pub const MEMORY_LIMIT_GAUGE: &str = "portcullis_store_memory_limit_bytes";
+
+/// Counter: SIGHUP reloads of the configuration file, by `outcome` (`ok`, `refused`).
+pub const CONFIG_RELOADS: &str = "portcullis_config_reloads_total";
+/// Counter: answered `portcullis.v1.Admin` calls, by `rpc` and `caller`.
+pub const ADMIN_CALLS: &str = "portcullis_admin_calls_total";
+/// Counter: calls or connections refused for their identity, by `caller` (`-` when
+/// none) and `code` (`unauthenticated`, `permission_denied`, `tls_handshake`, …).
+pub const AUTH_REFUSALS: &str = "portcullis_auth_refusals_total";
+/// Counter: connections closed for idling past `server.idle_timeout`.
+pub const CONNECTIONS_CLOSED_IDLE: &str = "portcullis_connections_closed_idle_total";
+/// Counter: connections refused at accept, by `reason` (`abuse_cooldown`,
+/// `max_connections`).
+pub const CONNECTIONS_REFUSED: &str = "portcullis_connections_refused_total";
+/// Counter: connections closed for abuse, by `reason`.
+pub const CONNECTIONS_CLOSED_ABUSE: &str = "portcullis_connections_closed_abuse_total";
+/// Counter: reloads of the listener's TLS files, by `outcome` (`ok`, `refused`).
+pub const TLS_RELOADS: &str = "portcullis_tls_reloads_total";
+
 /// Counter: attempts counted, by `realm` and `decision` (`allow`, `deny`), from
 /// `RecordAttempt` and `Verify`.
 pub const ATTEMPTS: &str = "portcullis_attempts_total";

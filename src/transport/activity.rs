@@ -45,7 +45,7 @@ impl Activity {
 
     /// The connection is being closed for abuse: its address cools down.
     pub(super) fn closed_for_abuse(&self, reason: &'static str) {
-        metrics::counter!("portcullis_connections_closed_abuse_total", "reason" => reason)
+        metrics::counter!(crate::telemetry::metrics::CONNECTIONS_CLOSED_ABUSE, "reason" => reason)
             .increment(1);
         let (ip, cooldown) = &self.peer;
         cooldown.hold(*ip);

@@ -19,6 +19,7 @@ mod frames;
 pub use activity::{Activity, CallGuard, TrackCalls, TrackCallsLayer};
 pub use cooldown::AbuseCooldown;
 
+use crate::telemetry::metrics::{AUTH_REFUSALS, CONNECTIONS_CLOSED_IDLE, CONNECTIONS_REFUSED};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -74,7 +75,7 @@ impl Conn {
         while self.idle.as_mut().poll(cx).is_ready() {
             match self.info.activity.idle_deadline(self.idle_timeout) {
                 Some(at) if at <= Instant::now() => {
-                    metrics::counter!("portcullis_connections_closed_idle_total").increment(1);
+                    metrics::counter!(CONNECTIONS_CLOSED_IDLE).increment(1);
                     return Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout"));
                 }
                 Some(at) => self.idle.as_mut().reset(at.into()),
@@ -199,13 +200,12 @@ pub fn incoming(
                 }
             };
             if cooldown.refuses(remote.ip()) {
-                metrics::counter!("portcullis_connections_refused_total", "reason" => "abuse_cooldown")
-                    .increment(1);
+                metrics::counter!(CONNECTIONS_REFUSED, "reason" => "abuse_cooldown").increment(1);
                 drop(tcp);
                 continue;
             }
             let Ok(place) = places.clone().try_acquire_owned() else {
-                metrics::counter!("portcullis_connections_refused_total", "reason" => "max_connections").increment(1);
+                metrics::counter!(CONNECTIONS_REFUSED, "reason" => "max_connections").increment(1);
                 tracing::debug!("connection refused: server.max_connections reached");
                 drop(tcp);
                 continue;
@@ -229,11 +229,11 @@ pub fn incoming(
                                 // No certificate, an unknown CA, an expired certificate:
                                 // refused here, before any call is read.
                                 tracing::debug!(error = %e, "tls handshake refused");
-                                metrics::counter!("portcullis_auth_refusals_total", "caller" => "-", "code" => "tls_handshake").increment(1);
+                                metrics::counter!(AUTH_REFUSALS, "caller" => "-", "code" => "tls_handshake").increment(1);
                                 return;
                             }
                             Err(_) => {
-                                metrics::counter!("portcullis_auth_refusals_total", "caller" => "-", "code" => "tls_handshake_timeout").increment(1);
+                                metrics::counter!(AUTH_REFUSALS, "caller" => "-", "code" => "tls_handshake_timeout").increment(1);
                                 return;
                             }
                         }

@@ -262,14 +262,15 @@ impl ReloadingTls {
             Ok(Reloaded::Swapped) => {
                 *last_failure = None;
                 tracing::info!("tls: certificate, key and client CA reloaded");
-                metrics::counter!("portcullis_tls_reloads_total", "outcome" => "ok").increment(1);
+                metrics::counter!(crate::telemetry::metrics::TLS_RELOADS, "outcome" => "ok")
+                    .increment(1);
                 true
             }
             Ok(Reloaded::Unchanged) => true,
             Err(e) => {
                 if force || seen.is_none() || seen != *last_failure {
                     tracing::error!(error = %e, cause = ?std::error::Error::source(&e), "tls: reload refused, the previous certificate stays in use");
-                    metrics::counter!("portcullis_tls_reloads_total", "outcome" => "refused")
+                    metrics::counter!(crate::telemetry::metrics::TLS_RELOADS, "outcome" => "refused")
                         .increment(1);
                 }
                 *last_failure = seen;

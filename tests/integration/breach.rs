@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use portcullis::client::PasswordCheck::{Breached, ContextWord, Unchecked};
 use portcullis::defence::breach::build::{BuildOptions, build};
 use portcullis::defence::breach::{BreachFilter, FALSE_POSITIVE_RATE};
-use portcullis::client::PasswordCheck::{Breached, ContextWord, Unchecked};
 use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{CheckPasswordRequest, PasswordCheckReason, Verdict};
 use portcullis_test_support::*;

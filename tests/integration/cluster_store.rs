@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::pb::Decision;
-use portcullis::store::keys::{AccountKey, AttemptId, KeySecret};
+use portcullis::secret::KeySecret;
+use portcullis::store::keys::{AccountKey, AttemptId};
 use portcullis_test_support::*;
 use tonic::Code;
 

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::pb::Decision;
+use portcullis::secret::KeySecret;
 use portcullis::secret::SECRET_FILE;
 use portcullis::store::embedded::{EmbeddedStore, SystemClock};
-use portcullis::store::keys::{AccountKey, KeySecret};
+use portcullis::store::keys::AccountKey;
 use portcullis_test_support::*;
 
 /// Reads a record straight from a data directory no daemon holds.

@@ -2,9 +2,11 @@
 //! ("Layers") say of it: each module uses only the modules listed before it, the list
 //! names every module, no source file is over 600 lines, and the README's layout names
 //! paths that exist. What the documentation names (paths, cargo targets, the Layers
-//! picture's modules) exists: `doc_references`.
+//! picture's modules) exists: `doc_references`. One name, one meaning (module names,
+//! metric names): `names`.
 
 mod doc_references;
+mod names;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

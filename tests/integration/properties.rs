@@ -11,16 +11,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use portcullis::auth::Authorization;
 use portcullis::config::{Config, Overrides};
+use portcullis::defence::spray::SprayWatch;
 use portcullis::normalize::{HOSTILE_CHARACTERS, Normalization, normalize};
 use portcullis::pb::governor_server::Governor;
 use portcullis::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, VerifyRequest,
 };
 use portcullis::rpc::GovernorService;
-use portcullis::defence::spray::SprayWatch;
+use portcullis::secret::KeySecret;
 use portcullis::store::SprayNote;
 use portcullis::store::keys::SprayKey;
-use portcullis::store::keys::{AccountKey, AttemptKey, KeySecret};
+use portcullis::store::keys::{AccountKey, AttemptKey};
 use portcullis::store::keys::{NetworkKey, RepeatKey};
 use portcullis::store::{Attempt, Counted, Inspection, NetworkOp, NetworkState, Store, StoreError};
 use portcullis::throttle::bucket::BucketPolicy;

@@ -428,9 +428,10 @@ async fn a_revoked_tokens_holders_do_not_share_a_list() {
 /// A wrong password whose 2-byte fingerprint on `from`'s list of `identifier` in realm
 /// `short` is the right password's, found by brute force with the test's key secret.
 fn colliding_password(identifier: &str, hash: &str, from: &str) -> Vec<u8> {
-    use portcullis::normalize::{Normalization, normalize};
     use portcullis::defence::repeats::RepeatFingerprints;
-    use portcullis::store::keys::{AccountKey, KeySecret};
+    use portcullis::normalize::{Normalization, normalize};
+    use portcullis::secret::KeySecret;
+    use portcullis::store::keys::AccountKey;
     let secret = KeySecret::new(SECRET.as_bytes().to_vec());
     let id = normalize(Normalization::Email, identifier).unwrap();
     let fingerprints = RepeatFingerprints::new(&secret);

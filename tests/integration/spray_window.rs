@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
+use portcullis::secret::KeySecret;
 use portcullis::store::SprayNote;
 use portcullis::store::Store;
 use portcullis::store::embedded::EmbeddedStore;
-use portcullis::store::keys::{AccountKey, KeySecret, SprayKey};
+use portcullis::store::keys::{AccountKey, SprayKey};
 use portcullis::throttle::Policy;
 use portcullis_test_support::*;
 

@@ -154,7 +154,8 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
     std::fs::write(dir.path().join("corpus.txt"), format!("{sha1}:3\n")).unwrap();
     let filter = dir.path().join("breach.filter");
     let options = portcullis::defence::breach::build::BuildOptions::default();
-    portcullis::defence::breach::build::build(&dir.path().join("corpus.txt"), &filter, &options).unwrap();
+    portcullis::defence::breach::build::build(&dir.path().join("corpus.txt"), &filter, &options)
+        .unwrap();
     let breach = format!("[breach]\nfilter_file = {:?}\n", filter.to_str().unwrap());
     let daemon = DaemonProcess::spawn_with_env(
         &config_toml(&redis.url(), &breach),

@@ -412,13 +412,13 @@ impl Store for EmbeddedStore {
     }
 
     /// Health: the writer answers; also reports the database file's size as
-    /// [`super::redis::MEMORY_USED_GAUGE`] (no limit: the disk's, which node metrics
+    /// [`crate::telemetry::metrics::MEMORY_USED_GAUGE`] (no limit: the disk's, which node metrics
     /// watch).
     async fn ping(&self) -> Result<(), StoreError> {
         self.submit(Op::Ping).await?;
         if let Ok(meta) = tokio::fs::metadata(&self.path).await {
-            metrics::gauge!(super::redis::MEMORY_USED_GAUGE).set(meta.len() as f64);
-            metrics::gauge!(super::redis::MEMORY_LIMIT_GAUGE).set(0.0);
+            metrics::gauge!(crate::telemetry::metrics::MEMORY_USED_GAUGE).set(meta.len() as f64);
+            metrics::gauge!(crate::telemetry::metrics::MEMORY_LIMIT_GAUGE).set(0.0);
         }
         Ok(())
     }

@@ -6,7 +6,8 @@ pub(super) const NON_EVICTING_POLICIES: [&str; 1] = ["noeviction"];
 
 /// `used_memory` and `maxmemory` (0: no limit) of the node whose use is nearest its
 /// limit, in bytes, from each node's `INFO memory` text: what the
-/// [`super::MEMORY_USED_GAUGE`] and [`super::MEMORY_LIMIT_GAUGE`] report. A node without a limit
+/// [`crate::telemetry::metrics::MEMORY_USED_GAUGE`] and
+/// [`crate::telemetry::metrics::MEMORY_LIMIT_GAUGE`] report. A node without a limit
 /// counts as nearest only when no node has one.
 pub(super) fn fullest_node(texts: &[String]) -> Option<(u64, u64)> {
     let field = |text: &str, name: &str| {

@@ -51,20 +51,7 @@ use key_check::KeyProof;
 use pool::{LeanPool, Tracked};
 use settings::{RedisSettings, RedisShape};
 
-/// Name of the gauge that is 1 while a Redis node's `maxmemory-policy` may evict keys and
-/// `store.allow_eviction` lets the daemon serve anyway (0 otherwise).
-pub const EVICTION_ALLOWED_GAUGE: &str = "portcullis_store_eviction_allowed";
-
-/// Name of the gauge of the store's use, in bytes: Redis `used_memory` (of the node
-/// nearest its limit), or the embedded store's file size. Read with each health check
-/// (every second). A full `noeviction` Redis refuses every count, so every login is
-/// denied: `deploy/prometheus/portcullis-rules.yml` alerts before (docs/deployment.md,
-/// "Store memory").
-pub const MEMORY_USED_GAUGE: &str = "portcullis_store_memory_used_bytes";
-
-/// Name of the gauge of the store's limit, in bytes: Redis `maxmemory` of the node
-/// [`MEMORY_USED_GAUGE`] reports (0: no limit), 0 for the embedded store.
-pub const MEMORY_LIMIT_GAUGE: &str = "portcullis_store_memory_limit_bytes";
+use crate::telemetry::metrics::{EVICTION_ALLOWED_GAUGE, MEMORY_LIMIT_GAUGE, MEMORY_USED_GAUGE};
 
 /// Attempt records in a shared Redis.
 pub struct RedisStore {

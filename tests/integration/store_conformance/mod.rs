@@ -9,13 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use portcullis::normalize::{Normalization, normalize};
 use portcullis::defence::spray::SprayFingerprints;
+use portcullis::normalize::{Normalization, normalize};
+use portcullis::secret::KeySecret;
 use portcullis::store::NetworkOp;
 use portcullis::store::SprayNote;
 use portcullis::store::Store;
 use portcullis::store::embedded::{Clock, EmbeddedStore};
-use portcullis::store::keys::{AccountKey, AttemptId, KeySecret, NetworkKey};
+use portcullis::store::keys::{AccountKey, AttemptId, NetworkKey};
 use portcullis::store::redis::RedisStore;
 use portcullis::throttle::Policy;
 use portcullis::throttle::bucket::BucketPolicy;

@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use portcullis::normalize::{Normalization, normalize};
-use portcullis::store::keys::{AccountKey, KEY_CHECK, KeySecret};
+use portcullis::secret::KeySecret;
+use portcullis::store::keys::{AccountKey, KEY_CHECK};
 
 use crate::*;
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use portcullis::config::Settings;
 use portcullis::defence::client_network::NetworkWatch;
+use portcullis::defence::spray::SprayWatch;
 use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
-use portcullis::defence::spray::SprayWatch;
 use portcullis::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use portcullis::store::{
     Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError,
