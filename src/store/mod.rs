@@ -60,7 +60,9 @@ pub struct NetworkState {
 }
 
 /// A store operation that did not complete. Never turned into an answer: the service
-/// maps every variant to `UNAVAILABLE` (fail closed).
+/// maps every variant to `UNAVAILABLE` (fail closed). It names no backend's crate: each
+/// backend converts its own errors (the Redis store's into [`StoreError::Command`],
+/// keeping the Redis error as its source).
 #[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -69,7 +71,7 @@ pub enum StoreError {
     #[error("no store connection available")]
     Pool(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("store command failed")]
-    Command(#[source] ::redis::RedisError),
+    Command(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("store answered something this version does not understand: {0}")]
     Protocol(String),
     #[error("embedded store failed: {0}")]

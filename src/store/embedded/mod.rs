@@ -36,6 +36,7 @@ use crate::secret::KeyCheck;
 use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{self, Policy, Record};
 
+mod attempt_count;
 mod entry;
 mod repeat_lists;
 mod writer;

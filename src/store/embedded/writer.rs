@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use redb::{Database, ReadableTable, TableDefinition};
 
+use super::attempt_count::AttemptId;
 use super::entry::{Entry, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
 use crate::store::{Counted, Inspection, NetworkOp, NetworkState, SprayNote, StoreError};
 use crate::throttle::bucket::{BucketPolicy, Spent};
-use crate::throttle::repeat_list::RepeatMatch;
 use crate::throttle::{self, Policy, Record};
 
 /// key → encoded entry (a record, an attempt id's answer, or one account key's spray
@@ -250,26 +250,9 @@ impl Tables<'_, '_> {
             Op::Spray { count, member, note, period_ms, limit } => {
                 self.spray(count, member, *note, *period_ms, *limit).map(Reply::Count)
             }
-            Op::Clear { record, epoch } => {
-                self.remove(record)?;
-                let Some((epoch_key, ttl_ms)) = epoch else { return Ok(Reply::Done) };
-                let current = self.epoch(epoch_key)?;
-                if current > 0 {
-                    self.put(epoch_key, Entry::Epoch { epoch: current, expires_ms: now + ttl_ms })?;
-                }
-                Ok(Reply::Count(current))
-            }
+            Op::Clear { record, epoch } => self.clear(record, epoch.as_ref()),
             Op::Refund { record, attempt, window_start_ms } => {
-                if let Some(attempt) = attempt {
-                    self.remove(attempt)?;
-                }
-                if let Some(Entry::Record { record: r, expires_ms }) = self.get(record)?
-                    && let Some(r) = throttle::refund(Some(r), *window_start_ms)
-                {
-                    // The expiry stays: it was pushed by the attempt being refunded.
-                    self.put(record, Entry::Record { record: r, expires_ms })?;
-                }
-                Ok(Reply::Done)
+                self.refund(record, attempt.as_deref(), *window_start_ms).map(|()| Reply::Done)
             }
             Op::Revoke { epoch_key, ttl_ms } => {
                 let epoch = self.epoch(epoch_key)? + 1;
@@ -286,100 +269,19 @@ impl Tables<'_, '_> {
                 policy,
                 repeat,
             } => {
-                // A device's bucket only under the account's current epoch, which is then
-                // kept (record_attempt.lua); an attempt without a token reads no epoch.
-                let mut counted = record;
-                let mut trusted = false;
-                if let Some((bucket, token_epoch)) = device {
-                    let epoch = self.epoch(epoch_key)?;
-                    if epoch > 0 {
-                        self.put(
-                            epoch_key,
-                            Entry::Epoch { epoch, expires_ms: now + epoch_ttl_ms },
-                        )?;
-                    }
-                    if *token_epoch == epoch {
-                        (counted, trusted) = (bucket, true);
-                    }
-                }
-                if let Some(key) = attempt
-                    && let Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) =
-                        self.get(key)?
-                {
-                    let replays = replays + 1;
-                    self.put(
-                        key,
-                        Entry::Attempt { allowed, window_start_ms, replays, expires_ms },
-                    )?;
-                    return Ok(Reply::Counted(Counted {
-                        allowed,
-                        locked_now: false,
-                        failures: 0,
-                        window_start_ms,
-                        replays,
-                        trusted: false,
-                        repeat: false,
-                        recheck: false,
-                    }));
+                let id = AttemptId { key: attempt.as_deref(), ttl_ms: *attempt_ttl_ms };
+                let (counted, trusted) =
+                    self.counted_in(record, device.as_ref(), epoch_key, *epoch_ttl_ms)?;
+                if let Some(replay) = self.replay(id)? {
+                    return Ok(Reply::Counted(replay));
                 }
                 let current = self.record(counted)?;
-                // A repeat of a refused password in the record's window: not counted;
-                // forgiven unseen once, then compared (record_attempt.lua,
-                // src/throttle.rs::forgive, src/throttle/repeat_list.rs).
-                if let (Some(r), Some((list, fingerprint))) = (current, repeat)
-                    && let Some(out) = throttle::forgive(policy, &r, now)
-                    && let Some((mut held, list_expires_ms)) =
-                        self.list_of(list, r.window_start_ms)?
-                    && let Some(found) = held.claim(*fingerprint)
+                if let Some(r) =
+                    self.repeat(counted, current, repeat.as_ref(), policy, trusted, id)?
                 {
-                    if found == RepeatMatch::Forgiven {
-                        self.put_list(list, r.window_start_ms, &held, list_expires_ms)?;
-                    }
-                    let expires_ms = self.get(counted)?.map_or(now, |e| e.expires_ms());
-                    self.put(counted, Entry::Record { record: out.record, expires_ms })?;
-                    if let Some(key) = attempt {
-                        let entry = Entry::Attempt {
-                            allowed: out.allowed,
-                            window_start_ms: r.window_start_ms,
-                            replays: 0,
-                            expires_ms: now + attempt_ttl_ms,
-                        };
-                        self.put(key, entry)?;
-                    }
-                    return Ok(Reply::Counted(Counted {
-                        allowed: out.allowed,
-                        locked_now: false,
-                        failures: r.failures,
-                        window_start_ms: r.window_start_ms,
-                        replays: 0,
-                        trusted,
-                        repeat: true,
-                        recheck: found == RepeatMatch::Recheck,
-                    }));
+                    return Ok(Reply::Counted(r));
                 }
-                let out = throttle::attempt(policy, current, now);
-                let expires_ms = throttle::expiry_ms(policy, &out.record, now);
-                self.put(counted, Entry::Record { record: out.record, expires_ms })?;
-                if let Some(key) = attempt {
-                    let window_start_ms = out.record.window_start_ms;
-                    let entry = Entry::Attempt {
-                        allowed: out.allowed,
-                        window_start_ms,
-                        replays: 0,
-                        expires_ms: now + attempt_ttl_ms,
-                    };
-                    self.put(key, entry)?;
-                }
-                Ok(Reply::Counted(Counted {
-                    allowed: out.allowed,
-                    locked_now: out.locked_now(policy),
-                    failures: out.record.failures,
-                    window_start_ms: out.record.window_start_ms,
-                    replays: 0,
-                    trusted,
-                    repeat: false,
-                    recheck: false,
-                }))
+                self.count(counted, current, policy, trusted, id).map(Reply::Counted)
             }
             Op::NoteRepeat { record, list, fingerprint, max_len } => {
                 self.note_repeat(record, list, *fingerprint, *max_len).map(|()| Reply::Done)
@@ -387,8 +289,41 @@ impl Tables<'_, '_> {
         }
     }
 
+    /// `ClearAttempts`, or a `Verify` accept: deletes the record; an accept's `epoch`
+    /// (the account's device epoch key, and how long to keep it) is read, kept so long
+    /// when there is one, and answered.
+    fn clear(&mut self, record: &str, epoch: Option<&(String, u64)>) -> Result<Reply, StoreError> {
+        self.remove(record)?;
+        let Some((epoch_key, ttl_ms)) = epoch else { return Ok(Reply::Done) };
+        let current = self.epoch(epoch_key)?;
+        if current > 0 {
+            self.put(epoch_key, Entry::Epoch { epoch: current, expires_ms: self.now + ttl_ms })?;
+        }
+        Ok(Reply::Count(current))
+    }
+
+    /// Gives back one failure of the window that started at `window_start_ms` and
+    /// forgets the attempt id.
+    fn refund(
+        &mut self,
+        record: &str,
+        attempt: Option<&str>,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError> {
+        if let Some(attempt) = attempt {
+            self.remove(attempt)?;
+        }
+        if let Some(Entry::Record { record: r, expires_ms }) = self.get(record)?
+            && let Some(r) = throttle::refund(Some(r), window_start_ms)
+        {
+            // The expiry stays: it was pushed by the attempt being refunded.
+            self.put(record, Entry::Record { record: r, expires_ms })?;
+        }
+        Ok(())
+    }
+
     /// The device epoch at `key` (0 when absent).
-    fn epoch(&self, key: &str) -> Result<u64, StoreError> {
+    pub(super) fn epoch(&self, key: &str) -> Result<u64, StoreError> {
         match self.get(key)? {
             Some(Entry::Epoch { epoch, .. }) => Ok(epoch),
             None => Ok(0),
@@ -403,7 +338,7 @@ impl Tables<'_, '_> {
         Ok((entry.expires_ms() > self.now).then_some(entry))
     }
 
-    fn record(&self, key: &str) -> Result<Option<Record>, StoreError> {
+    pub(super) fn record(&self, key: &str) -> Result<Option<Record>, StoreError> {
         match self.get(key)? {
             Some(Entry::Record { record, .. }) => Ok(Some(record)),
             Some(

@@ -16,6 +16,7 @@ use redis::RedisError;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
+use super::command;
 use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, connection_info};
@@ -55,20 +56,20 @@ pub(super) fn pool(
         .iter()
         .map(|url| connection_info(url, credentials))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(StoreError::Command)?;
+        .map_err(command)?;
     // Reads go to masters (the builder's default): a replica may lag behind the count it
     // is asked about.
     let mut builder = ClusterClientBuilder::new(nodes);
     if let Some(certificates) = tls.certificates() {
         // Certificates never go unused on a plain connection (config.rs refuses this too).
         if urls.iter().any(|url| !url.starts_with("rediss://")) {
-            return Err(StoreError::Command(RedisError::from((
+            return Err(command(RedisError::from((
                 redis::ErrorKind::InvalidClientConfig,
                 "TLS certificates are set but a cluster node URL is not rediss://",
             ))));
         }
         builder = builder.certs(certificates);
     }
-    let client = builder.build().map_err(StoreError::Command)?;
+    let client = builder.build().map_err(command)?;
     build(Lean { manager: Manager(client), proof }, operation_timeout, pool_size)
 }

@@ -146,6 +146,11 @@ pub fn retires_connection(error: &RedisError) -> bool {
             && error.to_string().contains("READONLY")
 }
 
+/// A Redis error as a store error, the Redis error kept as its source.
+pub(crate) fn command(error: RedisError) -> StoreError {
+    StoreError::Command(Box::new(error))
+}
+
 /// Makes ring the process's default rustls provider, unless one is installed already.
 /// redis-rs builds its `rediss://` client configurations from that default; without
 /// one, rustls picks the provider its crate features name and panics if they name more
@@ -280,7 +285,7 @@ impl RedisStore {
                 if retires_connection(&e) {
                     conn.retire();
                 }
-                StoreError::Command(e)
+                command(e)
             })
         })
         .await;

@@ -17,6 +17,7 @@ use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType}
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, TlsMode};
 use tokio::sync::Mutex;
 
+use super::command;
 use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, sentinel_credentials};
@@ -61,14 +62,14 @@ pub(super) fn pool(
         .iter()
         .map(|url| url.as_str().into_connection_info())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(StoreError::Command)?;
-    let (user, password) = sentinel_credentials(nodes).map_err(StoreError::Command)?;
+        .map_err(command)?;
+    let (user, password) = sentinel_credentials(nodes).map_err(command)?;
     let mut builder = SentinelClientBuilder::new(
         infos.iter().map(|i| i.addr().clone()),
         master_name,
         SentinelServerType::Master,
     )
-    .map_err(StoreError::Command)?;
+    .map_err(command)?;
     if let Some(user) = user {
         builder = builder.set_client_to_sentinel_username(user);
     }
@@ -91,6 +92,6 @@ pub(super) fn pool(
             .set_client_to_sentinel_certificates(certificates.clone())
             .set_client_to_redis_certificates(certificates);
     }
-    let client = builder.build().map_err(StoreError::Command)?;
+    let client = builder.build().map_err(command)?;
     build(Lean { manager: Manager(Mutex::new(client)), proof }, operation_timeout, pool_size)
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use deadpool::Runtime;
 use redis::AsyncConnectionConfig;
 
+use super::command;
 use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, connection_info};
@@ -27,16 +28,15 @@ pub(super) fn pool(
     let connection = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(operation_timeout))
         .set_response_timeout(Some(operation_timeout));
-    let mut info = connection_info(url, credentials).map_err(StoreError::Command)?;
+    let mut info = connection_info(url, credentials).map_err(command)?;
     if let Some(certificates) = tls.certificates() {
         // Refuses a `redis://` URL: configured certificates never go unused.
         info = redis::Client::build_with_tls(info, certificates)
-            .map_err(StoreError::Command)?
+            .map_err(command)?
             .get_connection_info()
             .clone();
     }
-    let manager =
-        deadpool_redis::Manager::new_with_config(info, connection).map_err(StoreError::Command)?;
+    let manager = deadpool_redis::Manager::new_with_config(info, connection).map_err(command)?;
     build(Lean { manager, proof }, operation_timeout, pool_size)
 }
 

@@ -1,0 +1,133 @@
+//! The count of one attempt in the embedded store (`record_attempt.lua` on Redis), in
+//! its steps: the bucket it is counted in, a replayed attempt id, a repeat of a refused
+//! password, and the count itself.
+
+use super::entry::Entry;
+use super::writer::Tables;
+use crate::store::{Counted, StoreError};
+use crate::throttle::repeat_list::RepeatMatch;
+use crate::throttle::{self, Policy, Record};
+
+/// Where an attempt id's answer is kept, and for how long.
+#[derive(Clone, Copy)]
+pub(super) struct AttemptId<'k> {
+    pub(super) key: Option<&'k str>,
+    pub(super) ttl_ms: u64,
+}
+
+impl Tables<'_, '_> {
+    /// Where the attempt is counted: a device's bucket only under the account's current
+    /// epoch, which is then kept `epoch_ttl_ms` more (record_attempt.lua); an attempt
+    /// without a token reads no epoch. Answers the key and whether it is the device's.
+    pub(super) fn counted_in<'k>(
+        &mut self,
+        record: &'k str,
+        device: Option<&'k (String, u64)>,
+        epoch_key: &str,
+        epoch_ttl_ms: u64,
+    ) -> Result<(&'k str, bool), StoreError> {
+        let Some((bucket, token_epoch)) = device else { return Ok((record, false)) };
+        let epoch = self.epoch(epoch_key)?;
+        if epoch > 0 {
+            self.put(epoch_key, Entry::Epoch { epoch, expires_ms: self.now + epoch_ttl_ms })?;
+        }
+        Ok(if *token_epoch == epoch { (bucket, true) } else { (record, false) })
+    }
+
+    /// A replayed attempt id: its first answer, counting nothing.
+    pub(super) fn replay(&mut self, id: AttemptId<'_>) -> Result<Option<Counted>, StoreError> {
+        let Some(key) = id.key else { return Ok(None) };
+        let Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) =
+            self.get(key)?
+        else {
+            return Ok(None);
+        };
+        let replays = replays + 1;
+        self.put(key, Entry::Attempt { allowed, window_start_ms, replays, expires_ms })?;
+        Ok(Some(Counted {
+            allowed,
+            locked_now: false,
+            failures: 0,
+            window_start_ms,
+            replays,
+            trusted: false,
+            repeat: false,
+            recheck: false,
+        }))
+    }
+
+    /// A repeat of a refused password in the record's window: not counted; forgiven
+    /// unseen once, then compared (record_attempt.lua, src/throttle.rs::forgive,
+    /// src/throttle/repeat_list.rs). `None`: no repeat.
+    pub(super) fn repeat(
+        &mut self,
+        counted: &str,
+        current: Option<Record>,
+        repeat: Option<&(String, u64)>,
+        policy: &Policy,
+        trusted: bool,
+        id: AttemptId<'_>,
+    ) -> Result<Option<Counted>, StoreError> {
+        let now = self.now;
+        let (Some(r), Some((list, fingerprint))) = (current, repeat) else { return Ok(None) };
+        let Some(out) = throttle::forgive(policy, &r, now) else { return Ok(None) };
+        let Some((mut held, list_expires_ms)) = self.list_of(list, r.window_start_ms)? else {
+            return Ok(None);
+        };
+        let Some(found) = held.claim(*fingerprint) else { return Ok(None) };
+        if found == RepeatMatch::Forgiven {
+            self.put_list(list, r.window_start_ms, &held, list_expires_ms)?;
+        }
+        let expires_ms = self.get(counted)?.map_or(now, |e| e.expires_ms());
+        self.put(counted, Entry::Record { record: out.record, expires_ms })?;
+        self.keep_answer(id, out.allowed, r.window_start_ms)?;
+        Ok(Some(Counted {
+            allowed: out.allowed,
+            locked_now: false,
+            failures: r.failures,
+            window_start_ms: r.window_start_ms,
+            replays: 0,
+            trusted,
+            repeat: true,
+            recheck: found == RepeatMatch::Recheck,
+        }))
+    }
+
+    /// Counts the attempt on `counted`'s record (`current`) and keeps its id's answer.
+    pub(super) fn count(
+        &mut self,
+        counted: &str,
+        current: Option<Record>,
+        policy: &Policy,
+        trusted: bool,
+        id: AttemptId<'_>,
+    ) -> Result<Counted, StoreError> {
+        let now = self.now;
+        let out = throttle::attempt(policy, current, now);
+        let expires_ms = throttle::expiry_ms(policy, &out.record, now);
+        self.put(counted, Entry::Record { record: out.record, expires_ms })?;
+        self.keep_answer(id, out.allowed, out.record.window_start_ms)?;
+        Ok(Counted {
+            allowed: out.allowed,
+            locked_now: out.locked_now(policy),
+            failures: out.record.failures,
+            window_start_ms: out.record.window_start_ms,
+            replays: 0,
+            trusted,
+            repeat: false,
+            recheck: false,
+        })
+    }
+
+    /// Keeps a first call's answer under its attempt id, if it has one.
+    fn keep_answer(
+        &mut self,
+        id: AttemptId<'_>,
+        allowed: bool,
+        window_start_ms: u64,
+    ) -> Result<(), StoreError> {
+        let Some(key) = id.key else { return Ok(()) };
+        let expires_ms = self.now + id.ttl_ms;
+        self.put(key, Entry::Attempt { allowed, window_start_ms, replays: 0, expires_ms })
+    }
+}
