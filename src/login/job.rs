@@ -1,18 +1,33 @@
 //! One `Verify` after its reservation in the CPU budget, in its own task (the order of
-//! work in the module docs of [`crate::login`]).
+//! work in the module docs of [`crate::login`]), phase by phase: the client's turn, the
+//! count ([`Call::count`]), the checks before any hashing (a revoked device paying its
+//! network, [`Call::revoked_device_pays`]; a throttled network; the closed door, a
+//! replay or a sprayed password, [`Call::meter`]; a forgiven repeat, [`Call::forgive`]),
+//! CPU admission and the comparison ([`compare`]), then the accept ([`Call::accept`]) or
+//! the failure's notes ([`Call::fail`]).
+//!
+//! Every way out of a counted call goes through one step, [`Held::settle`], which gives
+//! back what the call holds by one rule, written once in [`End`]: the network's token
+//! goes back unless a comparison ran and failed; the account's count goes back only
+//! when this call added it ([`Counted::added`]) and was stopped before any comparison by
+//! something that is no guess at the account (its network, the CPU budget).
 
 use std::sync::Arc;
+
+use zeroize::Zeroizing;
 
 use super::signals::{Turn, signals};
 use super::{LoginError, LoginRequest, LoginVerdict, note_count};
 use crate::defence::breach::BreachList;
-use crate::defence::devices::{DeviceTokens, Grant, KnownDevice};
 use crate::defence::client_network::NetworkWatch;
-use crate::realm::Realm;
+use crate::defence::devices::{DeviceTokens, Grant, KnownDevice};
 use crate::defence::spray::{SprayAction, SprayWatch};
+use crate::realm::Realm;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use crate::store::{Attempt, Counted, DeviceClaim, RepeatClaim, SprayNote, Store, StoreError};
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS};
+use crate::verify::budget::{Aborted, Refusal, Ticket};
+use crate::verify::{Comparison, Outcome};
 
 /// One login after its reservation, in its own task.
 pub(super) struct Job {
@@ -35,7 +50,7 @@ pub(super) struct Job {
     pub(super) device: Option<KnownDevice>,
     /// The place in the CPU budget, taken before counting. Its client slot is had
     /// before the count and kept until the job ends (after the clear).
-    pub(super) ticket: crate::verify::budget::Ticket,
+    pub(super) ticket: Ticket,
     pub(super) request: LoginRequest,
 }
 
@@ -57,181 +72,120 @@ impl Job {
         let LoginRequest {
             realm, key, password, comparison, stored_hash, attempt, deadline, ..
         } = request;
-        let store = store.as_ref();
+        let call = Call {
+            store: store.as_ref(),
+            realm: &realm,
+            key: &key,
+            attempt: attempt.as_ref(),
+            spray: &spray,
+            spray_watch: &spray_watch,
+            repeat: repeat.as_ref(),
+        };
         // The client's turn first: its earlier call (the same browser's parallel login)
         // has then been counted, compared and cleared, so this count sees its clear. A
-        // refusal here counted nothing, so there is nothing to refund.
+        // refusal here counted nothing and took no token: there is nothing to settle.
         ticket.take_turn(deadline).await.map_err(LoginError::Refused)?;
-        // Up to three commands sent at once, each on a pooled multiplexed connection (on
-        // a cluster each to its own node): one round trip of latency. The spray check
-        // only reads: an account is noted only after a real comparison failed (below),
-        // so neither a closed door, a refund nor a short deadline notes anything, and no
-        // answer depends on whether this account was counted before. A device token is
-        // never throttled by its network, so it takes no token.
-        let counting = Attempt {
-            key: &key,
-            device: device.as_ref().map(|d| DeviceClaim { bucket: &d.bucket, epoch: d.epoch }),
-            attempt_id: attempt.as_ref(),
-            policy: &realm.policy,
-            device_epoch_ttl_ms: realm.device_epoch_ttl_ms(),
-            repeat: repeat
-                .as_ref()
-                .map(|(list, fingerprint)| RepeatClaim { list, fingerprint: *fingerprint }),
-        };
-        let network_key = if device.is_some() { None } else { network.clone() };
-        let (counted, sprayed, turn) = tokio::join!(
-            store.count(&counting),
-            store.note_spray(
-                &spray,
-                &key,
-                SprayNote::Check,
-                realm.spray.period_ms(),
-                realm.spray.threshold
-            ),
-            Turn::take(store, &realm, network_key),
-        );
-        let counted = counted?;
-        let suspected = spray_watch.observe(&realm.name, &spray, sprayed?, &realm.spray);
-        let mut turn = turn?;
-        // Where it was counted: the device's bucket, or (no token, or a revoked one) the
-        // account's own record.
-        let bucket = match &device {
-            Some(known) if counted.trusted => &known.bucket,
-            _ => &key,
-        };
-        if device.is_some() && !counted.trusted {
-            // A revoked device is an untrusted client: its network pays (one more round
-            // trip, on this rare path only), and it waits with the untrusted (a full
-            // queue refuses it there, and its count is given back).
-            turn = match Turn::take(store, &realm, network).await {
-                Ok(turn) => turn,
-                Err(e) => {
-                    refund_if_added(store, bucket, attempt.as_ref(), &counted).await?;
-                    return Err(e.into());
-                }
-            };
-            if let Err(refusal) = ticket.demote() {
-                turn.give_back(store, &realm).await?;
-                refund_if_added(store, bucket, attempt.as_ref(), &counted).await?;
-                return Err(LoginError::Refused(refusal));
-            }
+        // A count whose round trip failed holds what it does not know it holds (the
+        // count may or may not be written, the token taken or not): it keeps it all,
+        // the safe side, and settles nothing.
+        let (mut held, suspected) = call.count(device.as_ref(), network.clone()).await?;
+        if let Err(stopped) =
+            call.revoked_device_pays(&mut held, device.is_some(), network, &mut ticket).await
+        {
+            held.settle(End::NotAGuess).await?;
+            return Err(stopped);
         }
         // A throttled network in a `reject` realm: refused before any hashing, and the
-        // account's count given back (a blocked attempt is no guess at the account;
-        // its network already paid for the guesses it made). Only a count this call
-        // added: a replay or a repeat added none, and giving one back would erase a
-        // failure an earlier call paid for.
-        if turn.refuses(&realm, &network_watch) {
-            refund_if_added(store, bucket, attempt.as_ref(), &counted).await?;
+        // account's count given back (a blocked attempt is no guess at the account; its
+        // network already paid for the guesses it made).
+        if held.turn.refuses(&realm, &network_watch) {
+            held.settle(End::NotAGuess).await?;
             // The account's step-up stands on what its window still holds.
-            let failures = counted.failures_without_this();
+            let failures = held.counted.failures_without_this();
             return Ok(LoginVerdict::Reject {
                 signals: signals(&realm, suspected, failures, false),
             });
         }
-        let flagged = turn.flagged(&realm);
-        if counted.repeat {
-            // A password this client was refused with, against this stored hash, in
-            // this window: not counted. Forgiven unseen (the first match on its list
-            // entry), it is not its network's failure either (the phone retrying an old
-            // password must not throttle its own network): its token goes back on every
-            // path below. A recheck is compared below and pays as any comparison.
-            if !counted.recheck {
-                metrics::counter!(REPEATS, "realm" => realm.name.clone()).increment(1);
-            }
-        } else {
-            note_count(&realm, bucket, &counted, counted.allowed && counted.replays == 0);
-        }
-        let reject =
-            LoginVerdict::Reject { signals: signals(&realm, suspected, counted.failures, flagged) };
-        // A replayed attempt_id is rejected without a comparison: comparing again would be
-        // a guess its first call's count does not cover (and after a lockout, a guess
+        let pass = call.meter(&held, suspected);
+        // A replayed attempt_id is rejected without a comparison: comparing again would
+        // be a guess its first call's count does not cover (and after a lockout, a guess
         // behind a closed door), and refunding it would give back a count that paid for
         // a real comparison. The id's first call is the one that counted and compared.
-        if !counted.allowed || counted.replays > 0 {
-            turn.give_back(store, &realm).await?;
-            return Ok(reject);
-        }
         // The realm refuses comparisons of a sprayed password: no hashing, and the
         // attempt stays counted (it was a guess at the account, whoever made it).
-        if suspected && realm.spray.action == SprayAction::Reject {
-            turn.give_back(store, &realm).await?;
-            return Ok(reject);
+        let counted = held.counted;
+        let sprayed = suspected && realm.spray.action == SprayAction::Reject;
+        if !counted.allowed || counted.replays > 0 || sprayed {
+            held.settle(End::Unhashed).await?;
+            return Ok(pass.reject);
         }
-        // A repeat is not compared again, once: the same password against the same
-        // stored hash has one answer, which this client was given in this window. Only
-        // this client (its network) on this account can meet its own list, so the saved
-        // hash time tells it nothing it does not know (docs/throttle.md, "Repeated
-        // passwords"). It is a failure from here on, as a new wrong password: the same
-        // spray note, the same answer; its list entry was already marked forgiven and
-        // moved first by the count, so it is not noted again (that would re-arm it).
-        // A match on an entry already forgiven (a recheck) is compared below: a
-        // truncated fingerprint may be the right password's, which must not be refused
-        // unseen twice in a row.
         if counted.repeat && !counted.recheck {
-            let (given, distinct) = tokio::join!(
-                turn.give_back(store, &realm),
-                note_failure(store, &spray, &key, bucket, None, &realm),
-            );
-            given?;
-            spray_watch.noted(&realm.name, &spray, distinct?, &realm.spray);
-            return Ok(reject);
+            return call.forgive(&mut held, pass.reject).await;
         }
-        let rpc = tracing::Span::current();
-        // On a match only, the breach lookup, on the hashing thread while the password
-        // is there: one SHA-1 and three memory reads, no store work.
-        let compared = ticket
-            .compare(deadline, move || {
-                let outcome = comparison.run(&password, &rpc);
-                let breached = outcome.matched && breach.is_breached(&password);
-                (outcome, breached)
-            })
-            .await;
-        let outcome = match compared {
+        let compared = match compare(&mut ticket, deadline, comparison, password, breach).await {
+            Ok(Ok(compared)) => compared,
             Err(refusal) => {
-                // A recheck added no count: only its attempt_id is forgotten (a refund
-                // in a window that never starts gives back nothing), so a retry is
-                // compared afresh instead of replaying this refusal.
-                let window = if counted.added() { counted.window_start_ms } else { NO_WINDOW };
-                let (refunded, given) = tokio::join!(
-                    store.refund(bucket, attempt.as_ref(), window),
-                    turn.give_back(store, &realm),
-                );
-                refunded?;
-                given?;
+                held.settle(End::Unadmitted).await?;
                 return Err(LoginError::Refused(refusal));
             }
-            Ok(outcome) => outcome?,
-        };
-        let (outcome, password_breached) = outcome;
-        if outcome.matched {
-            // The clear answers the account's device epoch, which the fresh token
-            // carries. A token that cannot be made is an error (deny), never an accept
-            // without it; the user logs in again. A login that succeeded is no failure
-            // of its network: the token goes back in the same round trip.
-            let (epoch, given) = tokio::join!(
-                store.accept(bucket, &key, realm.device_epoch_ttl_ms()),
-                turn.give_back(store, &realm),
-            );
-            let epoch = epoch?;
-            given?;
-            let grant = Grant { realm: &realm.name, account: &key, stored_hash: &stored_hash };
-            let device_token = devices.issue(&grant, epoch).inspect_err(|e| {
-                tracing::error!(realm = %realm.name, error = %e, "no device token");
-            })?;
-            if password_breached {
-                metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
+            // A comparison that did not complete: as one that failed, minus its notes.
+            Ok(Err(aborted)) => {
+                held.settle(End::Compared { matched: false }).await?;
+                return Err(aborted.into());
             }
-            return Ok(LoginVerdict::Accept {
-                needs_rehash: outcome.needs_rehash,
-                device_token,
-                password_breached,
-                signals: signals(&realm, suspected, 0, flagged),
-            });
+        };
+        if compared.outcome.matched {
+            return call.accept(&mut held, &devices, &stored_hash, compared, &pass).await;
         }
-        let distinct = note_failure(store, &spray, &key, bucket, repeat.as_ref(), &realm).await?;
-        spray_watch.noted(&realm.name, &spray, distinct, &realm.spray);
-        Ok(reject)
+        call.fail(&mut held, pass.reject).await
+    }
+}
+
+/// How a counted call ended: what [`Held::settle`] gives back. The rule is written here
+/// and nowhere else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Stopped before any comparison by something that is no guess at the account: its
+    /// network throttled in a `reject` realm, or, for a revoked device, its network's
+    /// bucket unreachable or the untrusted queue full.
+    NotAGuess,
+    /// The CPU budget refused the comparison after the count (a wait too long, or the
+    /// caller's deadline): no guess at the account either.
+    Unadmitted,
+    /// Answered without a comparison as a guess at the account: a closed door, a
+    /// replay, a sprayed password in a `reject` realm, a forgiven repeat.
+    Unhashed,
+    /// A comparison ran: it matched, or it failed (or did not complete).
+    Compared {
+        /// The password matched.
+        matched: bool,
+    },
+}
+
+impl End {
+    /// The network's token goes back unless a comparison ran and failed: only a failed
+    /// comparison is its network's failure (a closed door, a replay, a refusal of the
+    /// CPU budget, a sprayed password refused unhashed, a forgiven repeat and a match
+    /// are not). A call that holds no token gives back nothing.
+    fn gives_token_back(self) -> bool {
+        self != End::Compared { matched: false }
+    }
+
+    /// The window start a refund names, or `None`: no refund. Only a count this call
+    /// added ([`Counted::added`]), and only when no comparison was reached and the stop
+    /// was no guess at the account: a replay's or a repeat's count was paid for by an
+    /// earlier call, and a closed door, a replay, a sprayed password and a comparison
+    /// stay counted. The one thing forgotten besides: a CPU refusal of a call that
+    /// added nothing (a recheck) forgets its attempt_id alone (a window no record holds
+    /// gives back no failure), so a retry is compared afresh instead of replaying the
+    /// refusal.
+    fn refund(self, counted: &Counted) -> Option<u64> {
+        match self {
+            End::NotAGuess if counted.added() => Some(counted.window_start_ms),
+            End::Unadmitted if counted.added() => Some(counted.window_start_ms),
+            End::Unadmitted => Some(NO_WINDOW),
+            End::NotAGuess | End::Unhashed | End::Compared { .. } => None,
+        }
     }
 }
 
@@ -239,51 +193,278 @@ impl Job {
 /// refund naming it gives back no failure and only forgets the attempt id.
 const NO_WINDOW: u64 = u64::MAX;
 
-/// Gives back the count this call added, if it added one ([`Counted::added`]).
-async fn refund_if_added(
-    store: &dyn Store,
-    bucket: &AccountKey,
-    attempt: Option<&AttemptKey>,
-    counted: &Counted,
-) -> Result<(), StoreError> {
-    if counted.added() {
-        store.refund(bucket, attempt, counted.window_start_ms).await?;
-    }
-    Ok(())
+/// What a counted call holds until it ends: the count's answer and where it was
+/// counted, and its turn at the network's bucket.
+struct Held<'a> {
+    store: &'a dyn Store,
+    realm: &'a Realm,
+    /// Where the attempt was counted: the device's bucket, or (no token, or a revoked
+    /// one) the account's own record.
+    bucket: &'a AccountKey,
+    attempt: Option<&'a AttemptKey>,
+    counted: Counted,
+    turn: Turn,
 }
 
-/// A failed comparison (or a forgiven repeat of one, with `repeat` `None`): the
-/// password's spray note and, with `repeat`, its place first on this client's list of
-/// refused passwords, not forgiven (re-armed), in one round trip. Answers the spray
-/// note's count of distinct accounts. The spray note names the account, not the device
-/// bucket: it counts distinct accounts. The network's token stays spent (a forgiven
-/// repeat's was given back).
-async fn note_failure(
-    store: &dyn Store,
-    spray: &SprayKey,
-    account: &AccountKey,
-    bucket: &AccountKey,
-    repeat: Option<&(RepeatKey, u64)>,
-    realm: &Realm,
-) -> Result<u64, LoginError> {
-    let note_repeat = async {
-        match repeat {
-            Some((list, fingerprint)) => {
-                store.note_repeat(bucket, list, *fingerprint, realm.repeat.list_length).await
+impl Held<'_> {
+    /// Gives back what [`End`] says, the token and the refund in one round trip.
+    ///
+    /// # Errors
+    /// The store's error (the caller denies).
+    async fn settle(&mut self, end: End) -> Result<(), StoreError> {
+        let Held { store, realm, bucket, attempt, counted, turn } = self;
+        let (store, realm, bucket, attempt) = (*store, *realm, *bucket, *attempt);
+        let refund = async {
+            match end.refund(counted) {
+                Some(window) => store.refund(bucket, attempt, window).await,
+                None => Ok(()),
             }
-            None => Ok(()),
+        };
+        let give_back = async {
+            if end.gives_token_back() { turn.give_back(store, realm).await } else { Ok(()) }
+        };
+        let (refunded, given) = tokio::join!(refund, give_back);
+        refunded?;
+        given
+    }
+}
+
+/// What the checks before hashing decided, for the answers after them.
+struct Pass {
+    suspected: bool,
+    /// The network is throttled in a `flag` realm.
+    flagged: bool,
+    /// The answer of every failure from here on.
+    reject: LoginVerdict,
+}
+
+/// A comparison's result, with the breach lookup of a match.
+struct Compared {
+    outcome: Outcome,
+    breached: bool,
+}
+
+/// What every phase of one call reads.
+struct Call<'a> {
+    store: &'a dyn Store,
+    realm: &'a Realm,
+    key: &'a AccountKey,
+    attempt: Option<&'a AttemptKey>,
+    spray: &'a SprayKey,
+    spray_watch: &'a SprayWatch,
+    repeat: Option<&'a (RepeatKey, u64)>,
+}
+
+impl<'a> Call<'a> {
+    /// Counts the attempt, reads the spray check and takes the network's token, up to
+    /// three commands sent at once, each on a pooled multiplexed connection (on a
+    /// cluster each to its own node): one round trip of latency. The spray check only
+    /// reads: an account is noted only after a real comparison failed, so neither a
+    /// closed door, a refund nor a short deadline notes anything, and no answer depends
+    /// on whether this account was counted before. A device token is never throttled by
+    /// its network, so it takes no token. Answers what the call now holds and whether
+    /// the password is being sprayed.
+    async fn count(
+        &self,
+        device: Option<&'a KnownDevice>,
+        network: Option<NetworkKey>,
+    ) -> Result<(Held<'a>, bool), LoginError> {
+        let (store, realm) = (self.store, self.realm);
+        let counting = Attempt {
+            key: self.key,
+            device: device.map(|d| DeviceClaim { bucket: &d.bucket, epoch: d.epoch }),
+            attempt_id: self.attempt,
+            policy: &realm.policy,
+            device_epoch_ttl_ms: realm.device_epoch_ttl_ms(),
+            repeat: self
+                .repeat
+                .map(|(list, fingerprint)| RepeatClaim { list, fingerprint: *fingerprint }),
+        };
+        let network = if device.is_some() { None } else { network };
+        let (counted, sprayed, turn) = tokio::join!(
+            store.count(&counting),
+            store.note_spray(
+                self.spray,
+                self.key,
+                SprayNote::Check,
+                realm.spray.period_ms(),
+                realm.spray.threshold
+            ),
+            Turn::take(store, realm, network),
+        );
+        let counted = counted?;
+        let suspected = self.spray_watch.observe(&realm.name, self.spray, sprayed?, &realm.spray);
+        let turn = turn?;
+        let bucket = match device {
+            Some(known) if counted.trusted => &known.bucket,
+            _ => self.key,
+        };
+        let held = Held { store, realm, bucket, attempt: self.attempt, counted, turn };
+        Ok((held, suspected))
+    }
+
+    /// A revoked device is an untrusted client: its network pays (one more round trip,
+    /// on this rare path only), and it waits with the untrusted (a full queue refuses it
+    /// there). Either failing stops the call ([`End::NotAGuess`]).
+    async fn revoked_device_pays(
+        &self,
+        held: &mut Held<'_>,
+        device: bool,
+        network: Option<NetworkKey>,
+        ticket: &mut Ticket,
+    ) -> Result<(), LoginError> {
+        if !device || held.counted.trusted {
+            return Ok(());
         }
-    };
-    let (distinct, noted) = tokio::join!(
-        store.note_spray(
-            spray,
-            account,
-            SprayNote::Failure,
-            realm.spray.period_ms(),
-            realm.spray.threshold,
-        ),
-        note_repeat,
-    );
-    noted?;
-    Ok(distinct?)
+        held.turn = Turn::take(self.store, self.realm, network).await?;
+        ticket.demote().map_err(LoginError::Refused)
+    }
+
+    /// Meters the count (a repeat is not counted: its own metric) and reads the answer
+    /// every failure gives from here on.
+    fn meter(&self, held: &Held<'_>, suspected: bool) -> Pass {
+        let (realm, counted) = (self.realm, &held.counted);
+        let flagged = held.turn.flagged(realm);
+        if counted.repeat {
+            // A password this client was refused with, against this stored hash, in
+            // this window: not counted. Forgiven unseen (the first match on its list
+            // entry), it is not its network's failure either (the phone retrying an old
+            // password must not throttle its own network): its token goes back. A
+            // recheck is compared and pays as any comparison.
+            if !counted.recheck {
+                metrics::counter!(REPEATS, "realm" => realm.name.clone()).increment(1);
+            }
+        } else {
+            note_count(realm, held.bucket, counted, counted.allowed && counted.replays == 0);
+        }
+        let reject =
+            LoginVerdict::Reject { signals: signals(realm, suspected, counted.failures, flagged) };
+        Pass { suspected, flagged, reject }
+    }
+
+    /// A repeat is not compared again, once: the same password against the same stored
+    /// hash has one answer, which this client was given in this window. Only this
+    /// client (its network) on this account can meet its own list, so the saved hash
+    /// time tells it nothing it does not know (docs/throttle.md, "Repeated passwords").
+    /// It is a failure from here on, as a new wrong password: the same spray note, the
+    /// same answer; its list entry was already marked forgiven and moved first by the
+    /// count, so it is not noted again (that would re-arm it). A match on an entry
+    /// already forgiven (a recheck) is compared instead: a truncated fingerprint may be
+    /// the right password's, which must not be refused unseen twice in a row.
+    async fn forgive(
+        &self,
+        held: &mut Held<'_>,
+        reject: LoginVerdict,
+    ) -> Result<LoginVerdict, LoginError> {
+        let bucket = held.bucket;
+        let (settled, distinct) =
+            tokio::join!(held.settle(End::Unhashed), self.note_failure(bucket, None));
+        settled?;
+        self.spray_watch.noted(&self.realm.name, self.spray, distinct?, &self.realm.spray);
+        Ok(reject)
+    }
+
+    /// A match: the clear answers the account's device epoch, which the fresh token
+    /// carries. A token that cannot be made is an error (deny), never an accept without
+    /// it; the user logs in again. A login that succeeded is no failure of its network:
+    /// the token goes back in the same round trip.
+    async fn accept(
+        &self,
+        held: &mut Held<'_>,
+        devices: &DeviceTokens,
+        stored_hash: &str,
+        compared: Compared,
+        pass: &Pass,
+    ) -> Result<LoginVerdict, LoginError> {
+        let (realm, bucket) = (self.realm, held.bucket);
+        let (epoch, settled) = tokio::join!(
+            self.store.accept(bucket, self.key, realm.device_epoch_ttl_ms()),
+            held.settle(End::Compared { matched: true }),
+        );
+        let epoch = epoch?;
+        settled?;
+        let grant = Grant { realm: &realm.name, account: self.key, stored_hash };
+        let device_token = devices.issue(&grant, epoch).inspect_err(|e| {
+            tracing::error!(realm = %realm.name, error = %e, "no device token");
+        })?;
+        if compared.breached {
+            metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
+        }
+        Ok(LoginVerdict::Accept {
+            needs_rehash: compared.outcome.needs_rehash,
+            device_token,
+            password_breached: compared.breached,
+            signals: signals(realm, pass.suspected, 0, pass.flagged),
+        })
+    }
+
+    /// A failed comparison: its token stays spent, and the spray failure and the refused
+    /// password's place on the client's list are noted.
+    async fn fail(
+        &self,
+        held: &mut Held<'_>,
+        reject: LoginVerdict,
+    ) -> Result<LoginVerdict, LoginError> {
+        let bucket = held.bucket;
+        let (settled, distinct) = tokio::join!(
+            held.settle(End::Compared { matched: false }),
+            self.note_failure(bucket, self.repeat),
+        );
+        settled?;
+        self.spray_watch.noted(&self.realm.name, self.spray, distinct?, &self.realm.spray);
+        Ok(reject)
+    }
+
+    /// A failed comparison (or a forgiven repeat of one, with `repeat` `None`): the
+    /// password's spray note and, with `repeat`, its place first on this client's list
+    /// of refused passwords, not forgiven (re-armed), in one round trip. Answers the
+    /// spray note's count of distinct accounts. The spray note names the account, not
+    /// the device bucket: it counts distinct accounts.
+    async fn note_failure(
+        &self,
+        bucket: &AccountKey,
+        repeat: Option<&(RepeatKey, u64)>,
+    ) -> Result<u64, LoginError> {
+        let (store, realm) = (self.store, self.realm);
+        let note_repeat = async {
+            match repeat {
+                Some((list, fingerprint)) => {
+                    store.note_repeat(bucket, list, *fingerprint, realm.repeat.list_length).await
+                }
+                None => Ok(()),
+            }
+        };
+        let (distinct, noted) = tokio::join!(
+            store.note_spray(
+                self.spray,
+                self.key,
+                SprayNote::Failure,
+                realm.spray.period_ms(),
+                realm.spray.threshold,
+            ),
+            note_repeat,
+        );
+        noted?;
+        Ok(distinct?)
+    }
+}
+
+/// CPU admission and the comparison, on the hashing thread; on a match only, the breach
+/// lookup there too, while the password is there: one SHA-1 and three memory reads, no
+/// store work.
+async fn compare(
+    ticket: &mut Ticket,
+    deadline: Option<std::time::Instant>,
+    comparison: Comparison,
+    password: Zeroizing<Vec<u8>>,
+    breach: Arc<BreachList>,
+) -> Result<Result<Compared, Aborted>, Refusal> {
+    let rpc = tracing::Span::current();
+    ticket
+        .compare(deadline, move || {
+            let outcome = comparison.run(&password, &rpc);
+            let breached = outcome.matched && breach.is_breached(&password);
+            Compared { outcome, breached }
+        })
+        .await
 }

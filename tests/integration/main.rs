@@ -46,3 +46,4 @@ mod store_safety;
 mod tls;
 mod tls_reload;
 mod verify;
+mod verify_exits;
