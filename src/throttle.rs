@@ -3,11 +3,17 @@
 //! functions; the embedded store calls them directly. Time is passed in (milliseconds
 //! since the Unix epoch, read from the store's clock), never read here.
 //!
-//! [`bucket`]: the token bucket of the throttle per client network; [`repeats`]: a
-//! client's list of refused passwords.
+//! Every rule a Lua script mirrors is here, naming its script: [`bucket`] (the token
+//! bucket of the throttle per client network, `network.lua`), [`repeat_list`] (a
+//! client's list of refused passwords, `record_attempt.lua` and `repeat.lua`),
+//! [`spray_window`] (the periods of spray detection, `spray.lua`), [`door`] (the door
+//! `Admin/Inspect` reports, `admit.lua`), and this module's own rules
+//! (`record_attempt.lua`, `admit.lua`, `refund.lua`).
 
 pub mod bucket;
+pub mod door;
 pub mod repeat_list;
+pub mod spray_window;
 
 use std::time::Duration;
 

@@ -105,28 +105,14 @@ fn caller(extensions: &tonic::Extensions) -> String {
 /// The answer to `Inspect`, from a record and the store's clock read at one instant,
 /// with the rules of [`crate::throttle`].
 pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
-    let now = inspection.now_ms;
-    let Some(record) = inspection.record else {
-        return InspectResponse {
-            door: DoorState::Open as i32,
-            failures: 0,
-            step: 0,
-            seconds_until_open: 0,
-            window_seconds: policy.window_ms(0) / 1000,
-            repeats_forgiven: 0,
-        };
-    };
-    let window = policy.window_ms(record.step);
-    let window_end = record.window_start_ms.saturating_add(window);
-    let over = now >= window_end;
-    let open = throttle::is_open(policy, Some(&record), now);
+    let door = throttle::door::door(policy, inspection.record.as_ref(), inspection.now_ms);
     InspectResponse {
-        door: if open { DoorState::Open as i32 } else { DoorState::Closed as i32 },
-        failures: if over { 0 } else { u32::try_from(record.failures).unwrap_or(u32::MAX) },
-        step: record.step,
-        seconds_until_open: if open { 0 } else { (window_end - now).div_ceil(1000) },
-        window_seconds: window / 1000,
-        repeats_forgiven: if over { 0 } else { record.repeats },
+        door: if door.open { DoorState::Open as i32 } else { DoorState::Closed as i32 },
+        failures: u32::try_from(door.failures).unwrap_or(u32::MAX),
+        step: door.step,
+        seconds_until_open: door.seconds_until_open,
+        window_seconds: door.window_ms / 1000,
+        repeats_forgiven: door.repeats,
     }
 }
 

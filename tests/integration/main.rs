@@ -43,6 +43,7 @@ mod spray_window;
 mod store_conformance;
 mod store_failures;
 mod store_safety;
+mod throttle_twins;
 mod tls;
 mod tls_reload;
 mod verify;

@@ -239,3 +239,57 @@ async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys()
     advance(2 * PERIOD);
     assert_eq!(note(&spray, "i", SprayNote::Failure, 100).await, 1);
 }
+
+/// The rules of `portcullis::throttle::spray_window` (the embedded store's), applied by
+/// hand: per account the last period noted, per fingerprint `[current, previous]` of
+/// (set size, growth of the union with the period before).
+#[derive(Default)]
+struct PureSpray {
+    last: std::collections::HashMap<String, u64>,
+    held: Option<(u64, [(u64, u64); 2])>,
+}
+
+impl PureSpray {
+    fn note(&mut self, note: &str, member: &str, now_ms: u64, period_ms: u64) -> u64 {
+        use portcullis::throttle::spray_window::{joins, period, roll};
+        let now = period(now_ms, period_ms);
+        let mut counts = roll(self.held, now);
+        let union = |c: [(u64, u64); 2]| c[1].0 + c[0].1;
+        if note == "check" {
+            return union(counts);
+        }
+        let (joins_period, joins_union) = joins(self.last.get(member).copied().unwrap_or(0), now);
+        counts[0].0 += u64::from(joins_period);
+        counts[0].1 += u64::from(joins_union);
+        self.last.insert(member.to_owned(), now);
+        self.held = Some((now, counts));
+        union(counts)
+    }
+}
+
+/// `spray.lua` and its pure twin (`throttle::spray_window`) give the same count at every
+/// step of a run over periods, gaps included.
+#[test]
+fn the_spray_script_and_its_pure_twin_count_alike() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    let s = SprayScript::new("0003");
+    let mut pure = PureSpray::default();
+    const PERIOD: u64 = 1000;
+    let steps: [&[(&str, &str)]; 5] = [
+        &[("failure", "a"), ("failure", "b"), ("failure", "a"), ("check", "-")],
+        &[("failure", "c"), ("failure", "a"), ("check", "z"), ("failure", "d")],
+        &[("check", "-"), ("failure", "e")],
+        &[],
+        &[("failure", "f"), ("failure", "e")],
+    ];
+    for notes in steps {
+        next_period(&mut conn, PERIOD);
+        for (note, member) in notes {
+            let now = redis_now_ms(&mut conn);
+            let script = s.note(&mut conn, note, member, PERIOD);
+            let twin = pure.note(note, member, now, PERIOD) as i64;
+            assert_eq!(script, twin, "{note} {member} at {now}");
+        }
+    }
+}

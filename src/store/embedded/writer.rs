@@ -11,6 +11,7 @@ use super::entry::{Entry, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
 use crate::store::{Counted, Inspection, NetworkOp, NetworkState, SprayNote, StoreError};
 use crate::throttle::bucket::{BucketPolicy, Spent};
+use crate::throttle::spray_window;
 use crate::throttle::{self, Policy, Record};
 
 /// key → encoded entry (a record, an attempt id's answer, or one account key's spray
@@ -413,19 +414,15 @@ impl Tables<'_, '_> {
         if period_ms == 0 {
             return Err(StoreError::Protocol("spray period must not be 0".into()));
         }
-        let period = self.now / period_ms;
-        // Periods are stored plus one, so 0 means never.
-        let noted = period + 1;
-        let expires_ms = (period + 2).saturating_mul(period_ms);
-        // [current, previous] as of this period; the clock never goes back.
-        let mut counts = match self.get(count_key)? {
-            Some(Entry::SprayCount { period: held, counts, .. }) if held == noted => counts,
-            Some(Entry::SprayCount { period: held, counts, .. }) if held + 1 == noted => {
-                [SprayCounts::default(), counts[0]]
-            }
-            Some(Entry::SprayCount { .. }) | None => [SprayCounts::default(); 2],
+        // The spray window's rules (`throttle::spray_window`, the twin of spray.lua).
+        let noted = spray_window::period(self.now, period_ms);
+        let expires_ms = spray_window::expires_ms(noted, period_ms);
+        let held = match self.get(count_key)? {
+            Some(Entry::SprayCount { period: held, counts, .. }) => Some((held, counts)),
+            None => None,
             Some(_) => return Err(StoreError::Protocol("a spray key holds another entry".into())),
         };
+        let mut counts = spray_window::roll(held, noted);
         let union = |[current, previous]: [SprayCounts; 2]| previous.failed + current.new_failed;
         if note == SprayNote::Check {
             return Ok(union(counts));
@@ -437,8 +434,9 @@ impl Tables<'_, '_> {
         };
         // New to this period's set; new to the union with the period before (a member
         // last noted then is in both).
-        counts[0].failed += u64::from(last != noted);
-        counts[0].new_failed += u64::from(last != noted && last + 1 != noted);
+        let (joins_period, joins_union) = spray_window::joins(last, noted);
+        counts[0].failed += u64::from(joins_period);
+        counts[0].new_failed += u64::from(joins_union);
         self.put(key, Entry::Spray { failed: noted, expires_ms })?;
         self.put(count_key, Entry::SprayCount { period: noted, counts, expires_ms })?;
         Ok(union(counts))
