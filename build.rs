@@ -5,6 +5,9 @@
 
 use std::path::PathBuf;
 
+// prost-build finds protoc through PROTOC, and setting a variable is unsafe (edition 2024):
+// the workspace denies `unsafe_code` everywhere else.
+#[allow(unsafe_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     // SAFETY: build scripts are single-threaded; nothing else reads the environment concurrently.

@@ -13,7 +13,7 @@
 //!
 //! - the contract, in the `portcullis-client` crate (`client/`): the wire types
 //!   ([`pb`], with the daemon's server stubs added here), their [`codec`], identifier
-//!   [`normalize`]ation, and the gateway library itself ([`client`]).
+//!   [`normalize`](mod@normalize)ation, and the gateway library itself ([`client`]).
 //! - [`setting`]: the configuration error and range checks every section uses.
 //! - [`secret`]: the key secret and its purpose-bound sub-keys.
 //! - [`telemetry`]: logs, traces, metric names, the HTTP listener of metrics and
@@ -41,8 +41,6 @@
 //!
 //! The binary (`src/main.rs`, `src/cli/`) parses the command line and calls
 //! [`daemon::run`] or the operator commands.
-
-#![warn(missing_docs)]
 
 pub mod auth;
 pub mod config;

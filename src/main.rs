@@ -20,7 +20,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc's options, read at start-up (the `_rjem_` prefix is tikv-jemallocator's):
 /// purge dirty and muzzy pages after 1 s, from a background thread.
 #[cfg(all(unix, not(target_env = "musl")))]
-#[allow(non_upper_case_globals)]
+// The binary's one unsafe item (the workspace denies `unsafe_code`): jemalloc reads its
+// options from this symbol, which nothing else exports.
+#[allow(non_upper_case_globals, unsafe_code)]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000\0";
 

@@ -22,7 +22,7 @@ pub const SECRET_FILE: &str = "key_secret";
 #[derive(Clone)]
 pub struct KeySecret(Vec<u8>);
 
-/// HMAC-SHA-256 under `key`: the secret itself ([`KeySecret::mac`]) or one of its
+/// HMAC-SHA-256 under `key`: the secret itself (`KeySecret::mac`) or one of its
 /// sub-keys ([`KeySecret::subkey`]).
 pub fn keyed_mac(key: &[u8]) -> Hmac<Sha256> {
     // HMAC accepts keys of any length (RFC 2104), so this cannot fail.

@@ -1,6 +1,6 @@
 //! `portcullis-client`: the library a gateway embeds to call the Portcullis daemon, and
 //! the contract it shares with the daemon: the wire types of `proto/portcullis/v1`
-//! ([`pb`]), their codec ([`codec`]) and identifier normalization ([`normalize`]). It
+//! ([`pb`]), their codec ([`codec`]) and identifier normalization ([`normalize`](mod@normalize)). It
 //! builds without the daemon's store, hashing, HTTP server and trace exporter.
 //!
 //! The client calls the daemon and answers with a two-valued [`Decision`].

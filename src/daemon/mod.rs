@@ -1,6 +1,6 @@
 //! The daemon: its assembly from validated [`Settings`] ([`Daemon::new`]: the key
 //! secret, the store, the CPU budget, the login check, the services), its serving
-//! ([`serve`]: the tonic server, its layers, health, reflection, drain), and what its
+//! (`serve`: the tonic server, its layers, health, reflection, drain), and what its
 //! signals do ([`reload`]). Everything the daemon is made of is built here and nowhere
 //! else; the parts know nothing of each other's construction.
 

@@ -1,7 +1,7 @@
 //! The login checks, in the domain's own types (no gRPC): `Verify`'s order of work of
-//! docs/verify.md ("The order of work") after the request was validated ([`verify`]),
+//! docs/verify.md ("The order of work") after the request was validated (`job`),
 //! `RecordAttempt` and `ClearAttempts` with the throttle per client network
-//! ([`record`]), the network's turn and the answers' signals ([`network`]), and the
+//! ([`record`]), the network's turn and the answers' signals ([`signals`]), and the
 //! events and metrics of counted attempts. `crate::rpc` builds a [`LoginRequest`] from
 //! the wire and turns the [`LoginVerdict`] or [`LoginError`] into the answer.
 //!

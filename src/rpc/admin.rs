@@ -9,7 +9,7 @@
 //!
 //! Every use is logged with the caller's configured name, the realm and the outcome,
 //! never the identifier, its key or a client key (a network by its tag at most). Input is validated exactly as `Governor` validates
-//! it ([`super::validate::account`]), before any store work.
+//! it (`super::validate::account`), before any store work.
 
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! The gRPC layer: translation only. A request is validated ([`validate`]) before any
 //! store or CPU work, handed to the domain (the store, `crate::login`), and its answer
-//! built here, in one place each: [`decision`] for the throttle's allow or deny,
-//! [`reject`] and [`accept`] for `Verify`, [`store_unavailable`] for every store failure,
-//! [`refused`] for the CPU budget's refusals. Nothing below this layer knows gRPC.
+//! built here, in one place each: `decision` for the throttle's allow or deny,
+//! [`reject`] and `accept` for `Verify`, `store_unavailable` for every store failure,
+//! `refused` for the CPU budget's refusals. Nothing below this layer knows gRPC.
 //!
 //! - [`governor`]: `portcullis.v1.Governor` (Admit, RecordAttempt, Verify, ClearAttempts).
 //! - [`admin`]: `portcullis.v1.Admin` (Inspect, Unlock, RevokeDevices, SprayStatus).

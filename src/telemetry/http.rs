@@ -9,7 +9,7 @@
 //!   body names each component.
 //!
 //! [`Readiness`] is the one per-component state that `/readyz`, `grpc.health.v1` and
-//! the [`READY`](super::metrics::READY) gauge all read.
+//! the [`READY`] gauge all read.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -49,7 +49,7 @@ pub const DB_FILE: &str = "portcullis.redb";
 pub const MAX_BATCH: usize = 1024;
 /// How often expired entries are swept: often, so a flood of made-up identifiers, whose
 /// records expire with their window (docs/throttle.md, "How long a record lives"), is
-/// removed about as fast as it arrives (up to [`SWEEP_LIMIT`] a second), and the file
+/// removed about as fast as it arrives (up to `SWEEP_LIMIT` a second), and the file
 /// stops growing instead of keeping expired entries for a minute.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// Most expired entries removed by one sweep (the rest wait for the next).

@@ -33,7 +33,7 @@ hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
 pub const TEST_TOP_LEVEL: &str = "shutdown_delay = \"0s\"\n[telemetry]\nadmin_listen = \"\"\n";
 
 /// `config` with the admin listener on a free port (read it with
-/// [`DaemonProcess::admin_addr`]) and `shutdown_delay` set.
+/// [`DaemonProcess::admin_addr`](crate::daemon::DaemonProcess::admin_addr)) and `shutdown_delay` set.
 pub fn with_admin(config: &str, shutdown_delay: &str) -> String {
     config.replacen(
         TEST_TOP_LEVEL,

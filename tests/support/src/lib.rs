@@ -14,7 +14,7 @@
 //! - [`audit`]: records, keys and their expiry as the store holds them.
 //! - [`faulty`]: a store that fails one chosen operation, and a service over it.
 //! - [`pki`]: test certificates made at test time.
-//! - [`bench`], [`proc_cpu`]: what the benches share (percentiles, Redis `INFO`, CPU
+//! - [`bench`](mod@bench), [`proc_cpu`]: what the benches share (percentiles, Redis `INFO`, CPU
 //!   time from `/proc`).
 //! - [`h2_load`], [`load_tools`]: the own HTTP/2 gRPC load generator, and the throttle
 //!   bench's load-tool rows (it and `redis-benchmark`).
