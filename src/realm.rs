@@ -177,8 +177,28 @@ impl RealmConfig {
             ));
         }
         let mut problems = Problems::default();
+        self.note_windows(name, &mut problems);
+        self.note_spray(name, &mut problems);
+        let interval_ms = self.note_network(name, &mut problems);
+        self.note_repeat(name, &mut problems);
+        let step_up_failures = self.step_up_failures(name, &mut problems);
+        let hash_target = problems.note(self.hash.validate(name, ceilings));
+        if let Some(e) = problems.into_error() {
+            return Err(e);
+        }
+        let Some(hash_target) = hash_target else {
+            return Err(ConfigError::invalid(
+                format!("realms.{name}.hash"),
+                "could not be checked",
+            ));
+        };
+        Ok(self.realm(name, hash_target, interval_ms, step_up_failures))
+    }
+
+    /// The lockout rules' settings: `max_failures`, the windows, the retention, the
+    /// device tokens' lifetime.
+    fn note_windows(&self, name: &str, problems: &mut Problems) {
         let key = |field: &str| format!("realms.{name}.{field}");
-        let days = |n: u64| Duration::from_secs(n * 24 * 3600);
         problems.note(check(&key("max_failures"), self.max_failures, 1..=100));
         problems.note(between(
             &key("first_window"),
@@ -203,12 +223,22 @@ impl RealmConfig {
             self.device_token_ttl,
             Duration::from_secs(60)..=days(366),
         ));
+    }
+
+    /// The spray detection's settings.
+    fn note_spray(&self, name: &str, problems: &mut Problems) {
+        let key = |field: &str| format!("realms.{name}.{field}");
         problems.note(check(&key("spray_threshold"), self.spray_threshold, 10..=1_000_000));
         problems.note(check(
             &key("spray_period"),
             self.spray_period,
             Duration::from_secs(60)..=days(7),
         ));
+    }
+
+    /// The throttle per client network's settings; answers one token's refill interval.
+    fn note_network(&self, name: &str, problems: &mut Problems) -> u64 {
+        let key = |field: &str| format!("realms.{name}.{field}");
         problems.note(check(&key("network_capacity"), self.network_capacity, 1..=1_000_000));
         problems.note(check(
             &key("network_refill_period"),
@@ -231,16 +261,27 @@ impl RealmConfig {
             self.trusted_networks.len(),
             0..=MAX_TRUSTED_NETWORKS,
         ));
+        interval_ms
+    }
+
+    /// The repeated passwords' settings.
+    fn note_repeat(&self, name: &str, problems: &mut Problems) {
+        let key = |field: &str| format!("realms.{name}.{field}");
         problems.note(check(&key("repeat_list_length"), self.repeat_list_length, 0..=16));
         problems.note(check(
             &key("repeat_fingerprint_bytes"),
             self.repeat_fingerprint_bytes,
             2..=8,
         ));
-        let step_up_failures = match self.step_up_failures {
+    }
+
+    /// `step_up_failures`, checked, or its default: `max_failures − 2` (at least 1), none
+    /// when that is not below `max_failures`.
+    fn step_up_failures(&self, name: &str, problems: &mut Problems) -> Option<u32> {
+        match self.step_up_failures {
             Some(n) => {
                 problems.note(between(
-                    &key("step_up_failures"),
+                    &format!("realms.{name}.step_up_failures"),
                     n,
                     Bound::fixed(1),
                     Bound::setting("max_failures − 1", self.max_failures.saturating_sub(1)),
@@ -250,15 +291,18 @@ impl RealmConfig {
             None => {
                 Some(self.max_failures.saturating_sub(2).max(1)).filter(|&n| n < self.max_failures)
             }
-        };
-        let hash_target = problems.note(self.hash.validate(name, ceilings));
-        if let Some(e) = problems.into_error() {
-            return Err(e);
         }
-        let Some(hash_target) = hash_target else {
-            return Err(ConfigError::invalid(key("hash"), "could not be checked"));
-        };
-        Ok(Realm {
+    }
+
+    /// The realm of these settings, once they are checked.
+    fn realm(
+        &self,
+        name: &str,
+        hash_target: HashParams,
+        interval_ms: u64,
+        step_up_failures: Option<u32>,
+    ) -> Realm {
+        Realm {
             name: name.to_owned(),
             policy: Policy {
                 max_failures: self.max_failures,
@@ -287,6 +331,11 @@ impl RealmConfig {
                 list_length: self.repeat_list_length,
                 fingerprint_bytes: self.repeat_fingerprint_bytes,
             },
-        })
+        }
     }
+}
+
+/// `n` days.
+fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 24 * 3600)
 }

@@ -3,14 +3,20 @@
 //! signal handlers, and the drain on shutdown (docs/deployment.md, "Rolling restarts").
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+use tonic_reflection::server::{v1, v1alpha};
 
 use super::{Daemon, RunError, SERVICE_NAME};
 use crate::pb;
-use crate::store::{KEY_SECRET_MISMATCH, StoreError};
+use crate::store::{KEY_SECRET_MISMATCH, Store, StoreError};
+use crate::telemetry::http::Readiness;
 
 /// How often the health task asks the store whether it answers.
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
@@ -51,90 +57,31 @@ impl Daemon {
         network_watch.spawn_expiry(Duration::from_secs(10));
         verifier.budget().spawn_memory_release(crate::verify::budget::KEPT_MEMORY_IDLE);
         let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
-        if tls.is_none() && !loopback && allow_plaintext {
-            tracing::warn!(
-                "serving WITHOUT TLS on a non-loopback address (allow_plaintext = true): passwords cross the network in clear"
-            );
-        }
-        if !callers.enforced() && !loopback {
-            tracing::warn!(
-                "no [callers] configured: every connection may call every RPC, Admin included"
-            );
-        }
+        warn_of_open_doors(loopback, tls.is_some(), allow_plaintext, callers.enforced());
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_service_status("", ServingStatus::NotServing).await;
         health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
-        let (stop_health, mut health_stopped) = tokio::sync::watch::channel(false);
-        let health_task = tokio::spawn({
-            let health = health.clone();
-            let readiness = readiness.clone();
-            async move {
-                let mut tick = tokio::time::interval(HEALTH_INTERVAL);
-                // Whether the last check found another daemon's key check value: said
-                // once when it starts and once when it ends, not every second.
-                let mut keyed_otherwise = false;
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {}
-                        _ = health_stopped.changed() => break,
-                    }
-                    let outcome = store.ready().await;
-                    let mismatch = matches!(outcome, Err(StoreError::KeySecretMismatch));
-                    if mismatch && !keyed_otherwise {
-                        tracing::error!("store: {KEY_SECRET_MISMATCH}");
-                    } else if keyed_otherwise && outcome.is_ok() {
-                        tracing::info!("store: the key check holds again: serving");
-                    }
-                    keyed_otherwise = mismatch || keyed_otherwise && outcome.is_err();
-                    let ready = outcome.is_ok();
-                    readiness.set_store(ready);
-                    let status =
-                        if ready { ServingStatus::Serving } else { ServingStatus::NotServing };
-                    health.set_service_status("", status).await;
-                    health.set_service_status(SERVICE_NAME, status).await;
-                }
-            }
-        });
+        let (stop_health, health_stopped) = tokio::sync::watch::channel(false);
+        let health_task = tokio::spawn(follow_the_store(
+            store,
+            readiness.clone(),
+            health.clone(),
+            health_stopped,
+        ));
+        let (reflection_v1, reflection_v1alpha) = reflection()?;
 
-        let reflection_v1 = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()?;
-        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()?;
-
-        let (draining, mut drain_started) = tokio::sync::watch::channel(false);
+        let (draining, drain_started) = tokio::sync::watch::channel(false);
         let drain_readiness = readiness.clone();
         let drain = async move {
             shutdown.await;
-            // Load balancers and Kubernetes endpoints see NOT_SERVING (health and
-            // /readyz) while calls are still answered for shutdown_delay; only then does
-            // the listener close.
             let _ = stop_health.send(true);
             let _ = health_task.await;
-            drain_readiness.set_draining();
-            health.set_service_status("", ServingStatus::NotServing).await;
-            health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
-            tracing::info!(
-                shutdown_delay_ms = shutdown_delay.as_millis() as u64,
-                "shutting down: not ready, still serving for shutdown_delay"
-            );
-            tokio::time::sleep(shutdown_delay).await;
+            drain(drain_readiness, health, shutdown_delay).await;
             let _ = draining.send(true);
             tracing::info!("shutting down: finishing in-flight calls");
         };
 
-        let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
-        let http_task = http_listener.map(|listener| {
-            if let Ok(addr) = listener.local_addr() {
-                tracing::info!("admin HTTP (metrics, health) at {addr}");
-            }
-            tokio::spawn(crate::telemetry::http::serve(listener, readiness.clone(), async move {
-                let _ = http_stopped.await;
-            }))
-        });
+        let (http_stop, http_task) = spawn_http(http_listener, &readiness);
 
         let watch = tls.clone().map(|t| tokio::spawn(t.watch(std::future::pending())));
         let tls_for_auth = tls.clone();
@@ -165,17 +112,7 @@ impl Daemon {
                     .max_encoding_message_size(max_message),
             )
             .serve_with_incoming_shutdown(incoming, drain);
-        let grace_expired = async move {
-            let _ = drain_started.wait_for(|started| *started).await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        };
-        let served = tokio::select! {
-            served = server => served,
-            () = grace_expired => {
-                tracing::warn!("shutdown grace expired with connections still open");
-                Ok(())
-            }
-        };
+        let served = within_grace(server, drain_started).await;
         let _ = http_stop.send(());
         if let Some(task) = http_task
             && let Ok(Err(e)) = task.await
@@ -189,4 +126,119 @@ impl Daemon {
         signals.abort();
         Ok(served?)
     }
+}
+
+/// `server` to its end, or until [`SHUTDOWN_GRACE`] after the drain started (a client
+/// that never closes its connection cannot hold the daemon).
+async fn within_grace<E>(
+    server: impl Future<Output = Result<(), E>>,
+    mut drain_started: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), E> {
+    let grace_expired = async move {
+        let _ = drain_started.wait_for(|started| *started).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        served = server => served,
+        () = grace_expired => {
+            tracing::warn!("shutdown grace expired with connections still open");
+            Ok(())
+        }
+    }
+}
+
+/// The admin HTTP listener (metrics, health), when there is one, serving until the
+/// answered sender is used.
+fn spawn_http(
+    listener: Option<TcpListener>,
+    readiness: &Arc<Readiness>,
+) -> (oneshot::Sender<()>, Option<JoinHandle<std::io::Result<()>>>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!("admin HTTP (metrics, health) at {addr}");
+        }
+        tokio::spawn(crate::telemetry::http::serve(listener, readiness.clone(), async move {
+            let _ = stopped.await;
+        }))
+    });
+    (stop, task)
+}
+
+/// Says so when the daemon serves where its defaults would not: without TLS, or without
+/// callers, on an address other than loopback.
+fn warn_of_open_doors(loopback: bool, tls: bool, allow_plaintext: bool, callers: bool) {
+    if !tls && !loopback && allow_plaintext {
+        tracing::warn!(
+            "serving WITHOUT TLS on a non-loopback address (allow_plaintext = true): passwords cross the network in clear"
+        );
+    }
+    if !callers && !loopback {
+        tracing::warn!(
+            "no [callers] configured: every connection may call every RPC, Admin included"
+        );
+    }
+}
+
+/// The health task: asks the store every [`HEALTH_INTERVAL`] whether it is ready, and
+/// sets readiness and the gRPC health statuses from it, until `stopped` changes.
+async fn follow_the_store(
+    store: Arc<dyn Store>,
+    readiness: Arc<Readiness>,
+    health: HealthReporter,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(HEALTH_INTERVAL);
+    // Whether the last check found another daemon's key check value: said once when it
+    // starts and once when it ends, not every second.
+    let mut keyed_otherwise = false;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => break,
+        }
+        let outcome = store.ready().await;
+        let mismatch = matches!(outcome, Err(StoreError::KeySecretMismatch));
+        if mismatch && !keyed_otherwise {
+            tracing::error!("store: {KEY_SECRET_MISMATCH}");
+        } else if keyed_otherwise && outcome.is_ok() {
+            tracing::info!("store: the key check holds again: serving");
+        }
+        keyed_otherwise = mismatch || keyed_otherwise && outcome.is_err();
+        let ready = outcome.is_ok();
+        readiness.set_store(ready);
+        let status = if ready { ServingStatus::Serving } else { ServingStatus::NotServing };
+        health.set_service_status("", status).await;
+        health.set_service_status(SERVICE_NAME, status).await;
+    }
+}
+
+/// gRPC reflection, v1 and v1alpha, of the daemon's services and health.
+fn reflection() -> Result<
+    (
+        v1::ServerReflectionServer<impl v1::ServerReflection>,
+        v1alpha::ServerReflectionServer<impl v1alpha::ServerReflection>,
+    ),
+    RunError,
+> {
+    let builder = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    Ok((builder().build_v1()?, builder().build_v1alpha()?))
+}
+
+/// The first part of the drain: load balancers and Kubernetes endpoints see NOT_SERVING
+/// (health and /readyz) while calls are still answered for `shutdown_delay`; only then
+/// does the listener close.
+async fn drain(readiness: Arc<Readiness>, health: HealthReporter, shutdown_delay: Duration) {
+    readiness.set_draining();
+    health.set_service_status("", ServingStatus::NotServing).await;
+    health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
+    tracing::info!(
+        shutdown_delay_ms = shutdown_delay.as_millis() as u64,
+        "shutting down: not ready, still serving for shutdown_delay"
+    );
+    tokio::time::sleep(shutdown_delay).await;
 }

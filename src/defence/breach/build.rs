@@ -116,6 +116,12 @@ fn progress_bar(enabled: bool, len: u64, template: &str) -> ProgressBar {
     bar
 }
 
+/// The error of an I/O operation on `path`.
+fn io(path: &Path) -> impl Fn(std::io::Error) -> BuildError + use<> {
+    let path = path.to_owned();
+    move |source| BuildError::Io { path: path.clone(), source }
+}
+
 /// Builds the filter of the corpus at `from` into `out`, written beside it under a
 /// temporary name and renamed into place when complete, so a daemon watching `out`
 /// never reads a partial file.
@@ -124,10 +130,6 @@ fn progress_bar(enabled: bool, len: u64, template: &str) -> ProgressBar {
 /// [`BuildError`]; nothing is left at `out` then (an earlier file there stays).
 pub fn build(from: &Path, out: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
     let started = Instant::now();
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| BuildError::Io { path: path.clone(), source }
-    };
     // The corpus must survive a mistyped command.
     if let (Ok(a), Ok(b)) = (std::fs::canonicalize(from), std::fs::canonicalize(out))
         && a == b
@@ -143,10 +145,40 @@ pub fn build(from: &Path, out: &Path, options: &BuildOptions) -> Result<Built, B
         .prefix(".portcullis-breach-")
         .tempdir_in(&dir)
         .map_err(io(&dir))?;
+    let sharded = shard(from, scratch.path(), options)?;
+    let temporary = tempfile::Builder::new()
+        .prefix(".portcullis-breach-out-")
+        .tempfile_in(&dir)
+        .map_err(io(&dir))?;
+    let file = temporary.reopen().map_err(io(temporary.path()))?;
+    let (entries, bytes) = write_filter(&sharded.paths, file, out, options)?;
+    if entries == 0 {
+        let source = std::io::Error::other("the corpus holds no entry (at this --min-count)");
+        return Err(BuildError::Io { path: from.to_owned(), source });
+    }
+    // A public corpus is no secret: readable by the daemon's user, like a certificate.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let readable = std::fs::Permissions::from_mode(0o644);
+        std::fs::set_permissions(temporary.path(), readable).map_err(io(temporary.path()))?;
+    }
+    temporary.persist(out).map_err(|e| BuildError::Io { path: out.to_owned(), source: e.error })?;
+    let (lines, below_min_count) = (sharded.lines, sharded.below_min_count);
+    Ok(Built { lines, below_min_count, entries, bytes, took: started.elapsed() })
+}
+
+/// What pass 1 left: one file of keys a shard, and the corpus's counts.
+struct Sharded {
+    paths: Vec<PathBuf>,
+    lines: u64,
+    below_min_count: u64,
+}
+
+/// Pass 1: every line's key of the corpus at `from` to its shard file in `scratch`.
+fn shard(from: &Path, scratch: &Path, options: &BuildOptions) -> Result<Sharded, BuildError> {
     let corpus = std::fs::File::open(from).map_err(io(from))?;
     let size = corpus.metadata().map_err(io(from))?.len();
-
-    // Pass 1: every line's key to its shard file.
     let bar = progress_bar(
         options.progress,
         size,
@@ -154,7 +186,7 @@ pub fn build(from: &Path, out: &Path, options: &BuildOptions) -> Result<Built, B
     );
     let mut shard_files = Vec::with_capacity(SHARDS);
     for n in 0..SHARDS {
-        let path = scratch.path().join(format!("{n:02x}"));
+        let path = scratch.join(format!("{n:02x}"));
         let file = std::fs::File::create(&path).map_err(io(&path))?;
         shard_files.push((path, BufWriter::with_capacity(1 << 16, file)));
     }
@@ -193,18 +225,22 @@ pub fn build(from: &Path, out: &Path, options: &BuildOptions) -> Result<Built, B
         shard.write_all(&key.to_le_bytes()).map_err(io(path))?;
     }
     bar.finish_and_clear();
-    let mut shard_paths = Vec::with_capacity(SHARDS);
+    let mut paths = Vec::with_capacity(SHARDS);
     for (path, mut shard) in shard_files {
         shard.flush().map_err(io(&path))?;
-        shard_paths.push(path);
+        paths.push(path);
     }
+    Ok(Sharded { paths, lines, below_min_count: below })
+}
 
-    // Pass 2: shard by shard, sorted, deduplicated, built and written.
-    let temporary = tempfile::Builder::new()
-        .prefix(".portcullis-breach-out-")
-        .tempfile_in(&dir)
-        .map_err(io(&dir))?;
-    let file = temporary.reopen().map_err(io(temporary.path()))?;
+/// Pass 2: shard by shard, sorted, deduplicated, built and written to `file` (what
+/// becomes `out`). Answers the entries and the bytes written.
+fn write_filter(
+    shard_paths: &[PathBuf],
+    file: std::fs::File,
+    out: &Path,
+    options: &BuildOptions,
+) -> Result<(u64, u64), BuildError> {
     let mut writer = FilterWriter::new(file, options.min_count).map_err(io(out))?;
     let bar = progress_bar(options.progress, SHARDS as u64, "building {bar:40} shard {pos}/{len}");
     let mut entries = 0u64;
@@ -234,19 +270,10 @@ pub fn build(from: &Path, out: &Path, options: &BuildOptions) -> Result<Built, B
     }
     bar.finish_and_clear();
     if entries == 0 {
-        let source = std::io::Error::other("the corpus holds no entry (at this --min-count)");
-        return Err(BuildError::Io { path: from.to_owned(), source });
+        return Ok((0, 0));
     }
     let bytes = writer.finish().map_err(io(out))?;
-    // A public corpus is no secret: readable by the daemon's user, like a certificate.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let readable = std::fs::Permissions::from_mode(0o644);
-        std::fs::set_permissions(temporary.path(), readable).map_err(io(temporary.path()))?;
-    }
-    temporary.persist(out).map_err(|e| BuildError::Io { path: out.to_owned(), source: e.error })?;
-    Ok(Built { lines, below_min_count: below, entries, bytes, took: started.elapsed() })
+    Ok((entries, bytes))
 }
 
 #[cfg(test)]
