@@ -14,6 +14,7 @@
 //! its own process, stopped before the spray rows). `PORTCULLIS_BENCH_ROWS=spray` runs
 //! the spray rows alone, without that reference (the column then reads `—`).
 
+use portcullis::store::SprayNoteRequest;
 use portcullis_test_support as common;
 use portcullis_test_support::bench as support;
 
@@ -70,16 +71,32 @@ async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -
         );
         let spray = fingerprints.key("default", format!("password {i}").as_bytes());
         let (period, limit) = (realm.spray.period_ms(), realm.spray.threshold);
+        let check = SprayNoteRequest {
+            spray: &spray,
+            account: &key,
+            note: SprayNote::Check,
+            period_ms: period,
+            limit,
+        };
         let started = Instant::now();
         let (counted, checked) = tokio::join!(
             store.record_attempt(&key, None, &realm.policy),
-            store.note_spray(&spray, &key, SprayNote::Check, period, limit),
+            store.note_spray(&check),
         );
         let with_check = started.elapsed();
         counted.expect("record_attempt");
         checked.expect("spray check");
         let started = Instant::now();
-        store.note_spray(&spray, &key, SprayNote::Failure, period, limit).await.expect("note");
+        store
+            .note_spray(&SprayNoteRequest {
+                spray: &spray,
+                account: &key,
+                note: SprayNote::Failure,
+                period_ms: period,
+                limit,
+            })
+            .await
+            .expect("note");
         let failure_note = started.elapsed();
         if i >= 200 {
             row.count_only.push(count_only);

@@ -12,6 +12,7 @@
 //! when this call added it ([`Counted::added`]) and was stopped before any comparison by
 //! something that is no guess at the account (its network, the CPU budget).
 
+use crate::store::{RepeatNote, SprayNoteRequest};
 use std::sync::Arc;
 
 use zeroize::Zeroizing;
@@ -281,15 +282,10 @@ impl<'a> Call<'a> {
                 .map(|(list, fingerprint)| RepeatClaim { list, fingerprint: *fingerprint }),
         };
         let network = if device.is_some() { None } else { network };
+        let spray_check = self.spray_note(SprayNote::Check);
         let (counted, sprayed, turn) = tokio::join!(
             store.count(&counting),
-            store.note_spray(
-                self.spray,
-                self.key,
-                SprayNote::Check,
-                realm.spray.period_ms(),
-                realm.spray.threshold
-            ),
+            store.note_spray(&spray_check),
             Turn::take(store, realm, network),
         );
         let counted = counted?;
@@ -420,6 +416,17 @@ impl<'a> Call<'a> {
     /// of refused passwords, not forgiven (re-armed), in one round trip. Answers the
     /// spray note's count of distinct accounts. The spray note names the account, not
     /// the device bucket: it counts distinct accounts.
+    /// The spray call of this attempt's password fingerprint and account in its realm.
+    fn spray_note(&self, note: SprayNote) -> SprayNoteRequest<'_> {
+        SprayNoteRequest {
+            spray: self.spray,
+            account: self.key,
+            note,
+            period_ms: self.realm.spray.period_ms(),
+            limit: self.realm.spray.threshold,
+        }
+    }
+
     async fn note_failure(
         &self,
         bucket: &AccountKey,
@@ -429,21 +436,20 @@ impl<'a> Call<'a> {
         let note_repeat = async {
             match repeat {
                 Some((list, fingerprint)) => {
-                    store.note_repeat(bucket, list, *fingerprint, realm.repeat.list_length).await
+                    store
+                        .note_repeat(&RepeatNote {
+                            bucket,
+                            list,
+                            fingerprint: *fingerprint,
+                            max_len: realm.repeat.list_length,
+                        })
+                        .await
                 }
                 None => Ok(()),
             }
         };
-        let (distinct, noted) = tokio::join!(
-            store.note_spray(
-                self.spray,
-                self.key,
-                SprayNote::Failure,
-                realm.spray.period_ms(),
-                realm.spray.threshold,
-            ),
-            note_repeat,
-        );
+        let spray_failure = self.spray_note(SprayNote::Failure);
+        let (distinct, noted) = tokio::join!(store.note_spray(&spray_failure), note_repeat,);
         noted?;
         Ok(distinct?)
     }

@@ -7,6 +7,7 @@
 use super::signals::{Signals, Turn, signals};
 use super::{Logins, MAX_REPLAYS, note_count};
 use crate::realm::Realm;
+use crate::store::NetworkRequest;
 use crate::store::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 
@@ -82,7 +83,11 @@ impl Logins {
         let give_back = async {
             match &network {
                 Some(n) => store
-                    .network(n, crate::store::NetworkOp::GiveBack, &realm.network.bucket)
+                    .network(&NetworkRequest {
+                        key: n,
+                        op: crate::store::NetworkOp::GiveBack,
+                        policy: &realm.network.bucket,
+                    })
                     .await
                     .map(drop),
                 None => Ok(()),

@@ -10,6 +10,7 @@
 
 use crate::defence::client_network::{NetworkAction, NetworkWatch};
 use crate::realm::Realm;
+use crate::store::NetworkRequest;
 use crate::store::keys::NetworkKey;
 use crate::store::{NetworkOp, Store, StoreError};
 use crate::telemetry::metrics::STEP_UPS;
@@ -69,7 +70,13 @@ impl Turn {
         key: Option<NetworkKey>,
     ) -> Result<Self, StoreError> {
         let Some(key) = key else { return Ok(Self::exempt()) };
-        let state = store.network(&key, NetworkOp::Take, &realm.network.bucket).await?;
+        let state = store
+            .network(&NetworkRequest {
+                key: &key,
+                op: NetworkOp::Take,
+                policy: &realm.network.bucket,
+            })
+            .await?;
         Ok(Self { key: Some(key), taken: state.taken })
     }
 
@@ -98,7 +105,13 @@ impl Turn {
     /// The store's error (the caller denies; the token stays spent, the safe side).
     pub async fn give_back(&mut self, store: &dyn Store, realm: &Realm) -> Result<(), StoreError> {
         if let Some(key) = self.key.as_ref().filter(|_| self.taken) {
-            store.network(key, NetworkOp::GiveBack, &realm.network.bucket).await?;
+            store
+                .network(&NetworkRequest {
+                    key,
+                    op: NetworkOp::GiveBack,
+                    policy: &realm.network.bucket,
+                })
+                .await?;
             self.taken = false;
         }
         Ok(())

@@ -11,6 +11,7 @@
 //! never the identifier, its key or a client key (a network by its tag at most). Input is validated exactly as `Governor` validates
 //! it (`super::validate::account`), before any store work.
 
+use crate::store::NetworkRequest;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
@@ -223,7 +224,11 @@ impl Admin for AdminService {
         };
         let state = self
             .store
-            .network(&key, NetworkOp::Peek, &realm.network.bucket)
+            .network(&NetworkRequest {
+                key: &key,
+                op: NetworkOp::Peek,
+                policy: &realm.network.bucket,
+            })
             .await
             .map_err(store_unavailable)?;
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), tokens = state.tokens, "admin: inspect network");
@@ -247,7 +252,11 @@ impl Admin for AdminService {
         super::validate::client_key(&req.client_key, true)?;
         if let Some(key) = realm.network.key(&self.secret, &realm.name, &req.client_key) {
             self.store
-                .network(&key, NetworkOp::Release, &realm.network.bucket)
+                .network(&NetworkRequest {
+                    key: &key,
+                    op: NetworkOp::Release,
+                    policy: &realm.network.bucket,
+                })
                 .await
                 .map_err(store_unavailable)?;
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), "admin: released a client network's bucket");

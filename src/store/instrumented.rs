@@ -8,6 +8,7 @@
 //! `ping` and `ready` (the health checks, once a second) are passed through without a
 //! span or a metric, so a health check never moves the operation counts.
 
+use super::{NetworkRequest, RepeatNote, SprayNoteRequest};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,12 +16,11 @@ use async_trait::async_trait;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
-use super::{Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError};
+use super::keys::{AccountKey, AttemptKey};
+use super::{Attempt, Counted, Inspection, NetworkState, Store, StoreError};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
 use crate::throttle::Policy;
-use crate::throttle::bucket::BucketPolicy;
 
 /// A [`Store`] with spans, metrics and refusal episodes around another.
 pub struct InstrumentedStore {
@@ -110,34 +110,16 @@ impl Store for InstrumentedStore {
         self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms)).await
     }
 
-    async fn note_spray(
-        &self,
-        spray: &SprayKey,
-        account: &AccountKey,
-        note: SprayNote,
-        period_ms: u64,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
-        self.operation("spray", self.inner.note_spray(spray, account, note, period_ms, limit)).await
+    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
+        self.operation("spray", self.inner.note_spray(request)).await
     }
 
-    async fn network(
-        &self,
-        key: &NetworkKey,
-        op: NetworkOp,
-        policy: &BucketPolicy,
-    ) -> Result<NetworkState, StoreError> {
-        self.operation("network", self.inner.network(key, op, policy)).await
+    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
+        self.operation("network", self.inner.network(request)).await
     }
 
-    async fn note_repeat(
-        &self,
-        bucket: &AccountKey,
-        list: &RepeatKey,
-        fingerprint: u64,
-        max_len: u32,
-    ) -> Result<(), StoreError> {
-        self.operation("repeat", self.inner.note_repeat(bucket, list, fingerprint, max_len)).await
+    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
+        self.operation("repeat", self.inner.note_repeat(request)).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

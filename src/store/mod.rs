@@ -115,6 +115,46 @@ impl KeyCheckMode {
     }
 }
 
+/// One spray call ([`Store::note_spray`]; docs/spray.md).
+#[derive(Debug, Clone, Copy)]
+pub struct SprayNoteRequest<'a> {
+    /// The password fingerprint's keys in the realm.
+    pub spray: &'a SprayKey,
+    /// The account key noted (a device bucket is noted as its account).
+    pub account: &'a AccountKey,
+    /// Read the count, or note a failure.
+    pub note: SprayNote,
+    /// The realm's `spray_period`, in ms (at least 1 000).
+    pub period_ms: u64,
+    /// The realm's `spray_threshold`: past it the count changes nothing, so a store may
+    /// stop counting there.
+    pub limit: u32,
+}
+
+/// One operation on a client network's token bucket ([`Store::network`]).
+#[derive(Debug, Clone, Copy)]
+pub struct NetworkRequest<'a> {
+    /// The bucket's key (realm and client network).
+    pub key: &'a NetworkKey,
+    /// What to do with it.
+    pub op: NetworkOp,
+    /// The realm's bucket: capacity and refill.
+    pub policy: &'a BucketPolicy,
+}
+
+/// A failed comparison's password onto its client's list ([`Store::note_repeat`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RepeatNote<'a> {
+    /// The record the attempt was counted in (the account's, or a device's bucket).
+    pub bucket: &'a AccountKey,
+    /// The client's list on that bucket.
+    pub list: &'a RepeatKey,
+    /// The password's keyed, truncated fingerprint (`crate::defence::repeats`).
+    pub fingerprint: u64,
+    /// Fingerprints kept (the realm's `repeat_list_length`, 1–16).
+    pub max_len: u32,
+}
+
 /// One attempt to count (docs/throttle.md, "The rules").
 #[derive(Debug, Clone, Copy)]
 pub struct Attempt<'a> {
@@ -286,36 +326,18 @@ pub trait Store: Send + Sync + 'static {
     /// an estimate on Redis (HyperLogLog, standard error 0.81%), exact on the embedded
     /// store; a store may stop counting at `limit` (the realm's threshold: past it the
     /// number changes nothing).
-    async fn note_spray(
-        &self,
-        spray: &SprayKey,
-        account: &AccountKey,
-        note: SprayNote,
-        period_ms: u64,
-        limit: u32,
-    ) -> Result<u64, StoreError>;
+    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError>;
 
     /// The throttle per client network (docs/throttle.md, "Per client network"): one
     /// [`NetworkOp`] on `key`'s token bucket, shaped by `policy`, atomically on the
     /// store's clock ([`crate::throttle::bucket`]'s rules).
-    async fn network(
-        &self,
-        key: &NetworkKey,
-        op: NetworkOp,
-        policy: &BucketPolicy,
-    ) -> Result<NetworkState, StoreError>;
+    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError>;
 
     /// A comparison failed: puts `fingerprint` first on `list`, the client's list on
     /// `bucket` (the record the attempt was counted in), keeping at most `max_len`
     /// fingerprints, bound to the bucket's current window and expiring with its record
     /// (a bucket without a record notes nothing). Writes nothing else.
-    async fn note_repeat(
-        &self,
-        bucket: &AccountKey,
-        list: &RepeatKey,
-        fingerprint: u64,
-        max_len: u32,
-    ) -> Result<(), StoreError>;
+    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError>;
 
     /// `ClearAttempts`: deletes the record.
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;

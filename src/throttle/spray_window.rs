@@ -1,4 +1,4 @@
-//! The spray window (docs/spray.md, "Counting"): which period a store-clock instant
+//! The spray window (docs/spray.md, "The sliding period"): which period a store-clock instant
 //! falls in, when a period's entries expire, and how the counts of a fingerprint roll
 //! from one period to the next. Its twin on Redis is `spray.lua` (period
 //! `floor(TIME / period_ms)`, the keys of parity `p % 2`, two periods counted, every

@@ -19,12 +19,11 @@ use portcullis::pb::{
 };
 use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
-use portcullis::store::SprayNote;
-use portcullis::store::keys::SprayKey;
 use portcullis::store::keys::{AccountKey, AttemptKey};
-use portcullis::store::keys::{NetworkKey, RepeatKey};
-use portcullis::store::{Attempt, Counted, Inspection, NetworkOp, NetworkState, Store, StoreError};
-use portcullis::throttle::bucket::BucketPolicy;
+use portcullis::store::{
+    Attempt, Counted, Inspection, NetworkRequest, NetworkState, RepeatNote, SprayNoteRequest,
+    Store, StoreError,
+};
 use portcullis::throttle::{self, Policy};
 use portcullis::verify::hash::{Ceilings, StoredHash};
 use proptest::prelude::*;
@@ -116,31 +115,13 @@ impl Store for CountingStore {
     ) -> Result<(), StoreError> {
         Err(self.fail())
     }
-    async fn note_spray(
-        &self,
-        _: &SprayKey,
-        _: &AccountKey,
-        _: SprayNote,
-        _: u64,
-        _: u32,
-    ) -> Result<u64, StoreError> {
+    async fn note_spray(&self, _: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
         Err(self.fail())
     }
-    async fn network(
-        &self,
-        _: &NetworkKey,
-        _: NetworkOp,
-        _: &BucketPolicy,
-    ) -> Result<NetworkState, StoreError> {
+    async fn network(&self, _: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
         Err(self.fail())
     }
-    async fn note_repeat(
-        &self,
-        _: &AccountKey,
-        _: &RepeatKey,
-        _: u64,
-        _: u32,
-    ) -> Result<(), StoreError> {
+    async fn note_repeat(&self, _: &RepeatNote<'_>) -> Result<(), StoreError> {
         Err(self.fail())
     }
     async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {

@@ -3,6 +3,7 @@
 //! the last, forget what an older period held, never mix two fingerprints' keys, and
 //! refuse arguments a daemon never sends.
 
+use portcullis::store::SprayNoteRequest;
 use std::sync::Arc;
 
 use portcullis::secret::KeySecret;
@@ -190,7 +191,18 @@ async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys()
     let spray = f.key("sprayed", SPRAYED);
     let note = |spray: &SprayKey, who: &str, n: SprayNote, limit: u32| {
         let (store, spray, who) = (&store, spray.clone(), account_key("sprayed", who));
-        async move { store.note_spray(&spray, &who, n, PERIOD, limit).await.unwrap() }
+        async move {
+            store
+                .note_spray(&SprayNoteRequest {
+                    spray: &spray,
+                    account: &who,
+                    note: n,
+                    period_ms: PERIOD,
+                    limit,
+                })
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(note(&spray, "a", SprayNote::Failure, 100).await, 1);
     assert_eq!(note(&spray, "b", SprayNote::Failure, 100).await, 2);

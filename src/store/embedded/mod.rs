@@ -19,6 +19,7 @@
 //! writer sweeps expired entries through an expiry index at most every
 //! [`SWEEP_INTERVAL`].
 
+use crate::store::{NetworkRequest, RepeatNote, SprayNoteRequest};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -27,13 +28,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::keys::{self, AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
+use super::keys::{self, AccountKey, AttemptKey};
 use super::{
-    Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, KeyCheckMode, NetworkOp,
-    NetworkState, SprayNote, Store, StoreError,
+    Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, KeyCheckMode, NetworkState, Store,
+    StoreError,
 };
 use crate::secret::KeyCheck;
-use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::{self, Policy, Record};
 
 mod attempt_count;
@@ -339,14 +339,8 @@ impl Store for EmbeddedStore {
         self.submit(Op::Refund { record: key.record(), attempt, window_start_ms }).await.map(drop)
     }
 
-    async fn note_spray(
-        &self,
-        spray: &SprayKey,
-        account: &AccountKey,
-        note: SprayNote,
-        period_ms: u64,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
+    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
+        let SprayNoteRequest { spray, account, note, period_ms, limit } = *request;
         let op = Op::Spray {
             count: spray.count(),
             member: spray.member(account),
@@ -360,25 +354,16 @@ impl Store for EmbeddedStore {
         }
     }
 
-    async fn network(
-        &self,
-        key: &NetworkKey,
-        op: NetworkOp,
-        policy: &BucketPolicy,
-    ) -> Result<NetworkState, StoreError> {
+    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
+        let NetworkRequest { key, op, policy } = *request;
         match self.submit(Op::Network { key: key.as_key(), op, policy: *policy }).await? {
             Reply::Network(state) => Ok(state),
             _ => Err(unexpected()),
         }
     }
 
-    async fn note_repeat(
-        &self,
-        bucket: &AccountKey,
-        list: &RepeatKey,
-        fingerprint: u64,
-        max_len: u32,
-    ) -> Result<(), StoreError> {
+    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
+        let RepeatNote { bucket, list, fingerprint, max_len } = *request;
         let op = Op::NoteRepeat {
             record: bucket.record(),
             list: list.as_str().to_owned(),

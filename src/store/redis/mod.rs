@@ -33,6 +33,7 @@ mod sentinel;
 pub mod settings;
 mod standalone;
 
+use crate::store::{NetworkRequest, RepeatNote, SprayNoteRequest};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -42,9 +43,8 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
-use super::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
-use super::{Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError};
-use crate::throttle::bucket::BucketPolicy;
+use super::keys::{AccountKey, AttemptKey};
+use super::{Attempt, Counted, Inspection, NetworkState, SprayNote, Store, StoreError};
 use crate::throttle::{Policy, Record};
 use info::{NON_EVICTING_POLICIES, eviction_policies, fullest_node, info_text, node_texts};
 use key_check::KeyProof;
@@ -471,14 +471,8 @@ impl Store for RedisStore {
     }
 
     /// One `spray.lua` call: no `WAIT` (a spray count is a signal, not a lockout).
-    async fn note_spray(
-        &self,
-        spray: &SprayKey,
-        account: &AccountKey,
-        note: SprayNote,
-        period_ms: u64,
-        _limit: u32,
-    ) -> Result<u64, StoreError> {
+    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
+        let SprayNoteRequest { spray, account, note, period_ms, .. } = *request;
         let mut call = scripts::spray().prepare_invoke();
         for key in spray.redis_keys() {
             call.key(key);
@@ -493,22 +487,13 @@ impl Store for RedisStore {
             .map_err(|_| StoreError::Protocol("spray returned a negative count".into()))
     }
 
-    async fn network(
-        &self,
-        key: &NetworkKey,
-        op: NetworkOp,
-        policy: &BucketPolicy,
-    ) -> Result<NetworkState, StoreError> {
+    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
+        let NetworkRequest { key, op, policy } = *request;
         self.network_op(key, op, policy).await
     }
 
-    async fn note_repeat(
-        &self,
-        bucket: &AccountKey,
-        list: &RepeatKey,
-        fingerprint: u64,
-        max_len: u32,
-    ) -> Result<(), StoreError> {
+    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
+        let RepeatNote { bucket, list, fingerprint, max_len } = *request;
         self.note_repeat_op(bucket, list, fingerprint, max_len).await
     }
 

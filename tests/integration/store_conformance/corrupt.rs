@@ -2,6 +2,7 @@
 
 use portcullis::store::keys::RepeatKey;
 use portcullis::store::{Attempt, RepeatClaim};
+use portcullis::store::{NetworkRequest, RepeatNote};
 
 use super::*;
 
@@ -35,7 +36,13 @@ async fn every_repeat_read_fails(store: &dyn Store, k: &AccountKey, list: &Repea
     let claim = RepeatClaim { list, fingerprint: 0xaa11 };
     let attempt = Attempt { repeat: Some(claim), ..Attempt::new(k, None, &p) };
     assert!(store.count(&attempt).await.is_err(), "count over the repeat list {what}");
-    assert!(store.note_repeat(k, list, 0xaa11, 3).await.is_err(), "note over {what}");
+    assert!(
+        store
+            .note_repeat(&RepeatNote { bucket: k, list, fingerprint: 0xaa11, max_len: 3 })
+            .await
+            .is_err(),
+        "note over {what}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,7 +96,7 @@ async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
     for bad in ["-1", "1.5", "nan", "lots", "1e20"] {
         let _: () = redis::cmd("SET").arg(n.as_key()).arg(bad).query(&mut conn).unwrap();
         for op in [NetworkOp::Take, NetworkOp::Peek, NetworkOp::GiveBack] {
-            let r = store.network(&n, op, &p).await;
+            let r = store.network(&NetworkRequest { key: &n, op, policy: &p }).await;
             assert!(r.is_err(), "{op:?} over {bad}: {r:?}");
         }
     }
@@ -189,7 +196,10 @@ async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
         let store = open();
         let p = BucketPolicy { capacity: 3, interval_ms: 1000 };
         for op in [NetworkOp::Take, NetworkOp::Peek, NetworkOp::GiveBack] {
-            assert!(store.network(&n, op, &p).await.is_err(), "{op:?} over {what}");
+            assert!(
+                store.network(&NetworkRequest { key: &n, op, policy: &p }).await.is_err(),
+                "{op:?} over {what}"
+            );
         }
     }
 }

@@ -4,6 +4,7 @@
 //! backend: the embedded store's clock is injected; on Redis, whose clock is `TIME`, a
 //! record's window start is aged.
 
+use portcullis::store::{NetworkRequest, SprayNoteRequest};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -335,7 +336,18 @@ async fn spray_counts_distinct_failed_accounts(b: &dyn Backend) {
     const PERIOD: u64 = 60 * MIN;
     let note = |who: &str, fingerprint: &portcullis::store::keys::SprayKey, n: SprayNote| {
         let (store, who, fingerprint) = (store.clone(), key(who), fingerprint.clone());
-        async move { store.note_spray(&fingerprint, &who, n, PERIOD, 100).await.unwrap() }
+        async move {
+            store
+                .note_spray(&SprayNoteRequest {
+                    spray: &fingerprint,
+                    account: &who,
+                    note: n,
+                    period_ms: PERIOD,
+                    limit: 100,
+                })
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(note("a@example.com", &sprayed, SprayNote::Check).await, 0);
     assert_eq!(note("a@example.com", &sprayed, SprayNote::Failure).await, 1);
@@ -410,7 +422,7 @@ async fn network_buckets(b: &dyn Backend) {
     let op = |key: &NetworkKey, op: NetworkOp| {
         let store = store.clone();
         let key = key.clone();
-        async move { store.network(&key, op, &p).await.unwrap() }
+        async move { store.network(&NetworkRequest { key: &key, op, policy: &p }).await.unwrap() }
     };
     let peek = op(&n, NetworkOp::Peek).await;
     assert_eq!((peek.taken, peek.tokens, peek.full_in_ms), (false, 3, 0));
@@ -446,7 +458,13 @@ async fn concurrent_takes_stop_at_capacity(b: &dyn Backend) {
     let n = NetworkKey::new(&secret(), "default", "key:concurrent");
     let takes = (0..50).map(|_| {
         let (store, n) = (store.clone(), n.clone());
-        tokio::spawn(async move { store.network(&n, NetworkOp::Take, &p).await.unwrap().taken })
+        tokio::spawn(async move {
+            store
+                .network(&NetworkRequest { key: &n, op: NetworkOp::Take, policy: &p })
+                .await
+                .unwrap()
+                .taken
+        })
     });
     let mut taken = 0;
     for t in takes {

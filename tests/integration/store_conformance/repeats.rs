@@ -4,6 +4,7 @@
 //! with its record; a match is forgiven unseen once, then compared until a failed
 //! comparison re-arms it, exactly as `portcullis::throttle::repeat_list` (the pure twin).
 
+use portcullis::store::RepeatNote;
 use portcullis::store::keys::RepeatKey;
 use portcullis::store::{Attempt, Counted, RepeatClaim};
 use portcullis::throttle::repeat_list::{RepeatList, RepeatMatch};
@@ -32,9 +33,20 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
     assert_eq!(b.ttl_ms(phone.as_str()).await, None, "a count wrote a repeat list");
     let absent = key("absent@example.com");
     let absent_list = absent.repeats(&secret(), "ip:203.0.113.7/32");
-    store.note_repeat(&absent, &absent_list, 0xaa11, 3).await.unwrap();
+    store
+        .note_repeat(&RepeatNote {
+            bucket: &absent,
+            list: &absent_list,
+            fingerprint: 0xaa11,
+            max_len: 3,
+        })
+        .await
+        .unwrap();
     assert_eq!(b.ttl_ms(absent_list.as_str()).await, None, "a note without a record wrote");
-    store.note_repeat(&k, &phone, 0xaa11, 3).await.unwrap();
+    store
+        .note_repeat(&RepeatNote { bucket: &k, list: &phone, fingerprint: 0xaa11, max_len: 3 })
+        .await
+        .unwrap();
     let record_ttl = b.ttl_ms(&k.record()).await;
     assert!(near(b.ttl_ms(phone.as_str()).await, record_ttl.unwrap()), "list outlives record");
     // The first match is forgiven unseen; the entry is then marked, and every further
@@ -46,7 +58,10 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
         assert_eq!(again.failures, 1);
     }
     // The recheck's comparison failed: re-armed, forgiven unseen once more.
-    store.note_repeat(&k, &phone, 0xaa11, 3).await.unwrap();
+    store
+        .note_repeat(&RepeatNote { bucket: &k, list: &phone, fingerprint: 0xaa11, max_len: 3 })
+        .await
+        .unwrap();
     let rearmed = count(b, &k, &phone, 0xaa11).await;
     assert!(rearmed.repeat && !rearmed.recheck, "a note did not re-arm the entry");
     assert!(count(b, &k, &phone, 0xaa11).await.recheck);
@@ -58,7 +73,10 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
 
     // The list keeps the newest max_len; a noted fingerprint moves first.
     for fp in [0xbb22, 0xcc33, 0xaa11, 0xdd44] {
-        store.note_repeat(&k, &phone, fp, 3).await.unwrap();
+        store
+            .note_repeat(&RepeatNote { bucket: &k, list: &phone, fingerprint: fp, max_len: 3 })
+            .await
+            .unwrap();
     }
     assert!(!count(b, &k, &phone, 0xbb22).await.repeat, "the oldest was kept");
     for fp in [0xaa11, 0xcc33, 0xdd44] {
@@ -85,7 +103,10 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
     assert_eq!(fresh.failures, 1);
 
     // A new window forgets it, and its repeats.
-    store.note_repeat(&k, &phone, 0xaa11, 3).await.unwrap();
+    store
+        .note_repeat(&RepeatNote { bucket: &k, list: &phone, fingerprint: 0xaa11, max_len: 3 })
+        .await
+        .unwrap();
     assert!(count(b, &k, &phone, 0xaa11).await.repeat);
     b.advance(&k, 15 * MIN).await;
     let later = count(b, &k, &phone, 0xaa11).await;
@@ -134,7 +155,10 @@ pub(super) async fn repeat_lists_follow_the_twin(b: &dyn Backend) {
         // Notes only for a bucket with a record (the first call counts), then one in
         // three calls is a failed comparison's note; the rest are counts.
         if step > 0 && state.is_multiple_of(3) {
-            store.note_repeat(&k, &list, fingerprint, 3).await.unwrap();
+            store
+                .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint, max_len: 3 })
+                .await
+                .unwrap();
             model.note(fingerprint, 3);
             continue;
         }
@@ -170,8 +194,14 @@ async fn the_stored_list_marks_a_forgiven_entry_on_redis() {
     store.count(&Attempt::new(&k, None, &p)).await.unwrap();
     let ws = store.inspect(&k).await.unwrap().record.unwrap().window_start_ms;
     let mut text = || -> String { redis::cmd("GET").arg(list.as_str()).query(&mut conn).unwrap() };
-    store.note_repeat(&k, &list, 0xaa11, 3).await.unwrap();
-    store.note_repeat(&k, &list, 0xbb22, 3).await.unwrap();
+    store
+        .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint: 0xaa11, max_len: 3 })
+        .await
+        .unwrap();
+    store
+        .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint: 0xbb22, max_len: 3 })
+        .await
+        .unwrap();
     assert_eq!(text(), format!("{ws}|,bb22,aa11,"));
     let claim = |fingerprint| Attempt {
         repeat: Some(RepeatClaim { list: &list, fingerprint }),
@@ -183,8 +213,14 @@ async fn the_stored_list_marks_a_forgiven_entry_on_redis() {
     let again = store.count(&claim(0xaa11)).await.unwrap();
     assert!(again.repeat && again.recheck);
     assert_eq!(text(), format!("{ws}|,aa11*,bb22,"), "a recheck wrote the list");
-    store.note_repeat(&k, &list, 0xcc33, 3).await.unwrap();
+    store
+        .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint: 0xcc33, max_len: 3 })
+        .await
+        .unwrap();
     assert_eq!(text(), format!("{ws}|,cc33,aa11*,bb22,"), "a note dropped a mark");
-    store.note_repeat(&k, &list, 0xaa11, 3).await.unwrap();
+    store
+        .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint: 0xaa11, max_len: 3 })
+        .await
+        .unwrap();
     assert_eq!(text(), format!("{ws}|,aa11,cc33,bb22,"), "a note did not re-arm");
 }

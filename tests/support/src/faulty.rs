@@ -2,6 +2,7 @@
 //! `Governor` service over it: for the tests that hold that a failed store operation is
 //! a deny (fail closed), never an answer.
 
+use portcullis::store::{NetworkRequest, RepeatNote, SprayNoteRequest};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -10,12 +11,11 @@ use portcullis::defence::client_network::NetworkWatch;
 use portcullis::defence::spray::SprayWatch;
 use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
-use portcullis::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
+use portcullis::store::keys::{AccountKey, AttemptKey};
 use portcullis::store::{
     Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError,
 };
 use portcullis::throttle::Policy;
-use portcullis::throttle::bucket::BucketPolicy;
 
 /// The operation a [`FaultyStore`] fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,41 +57,23 @@ impl Store for FaultyStore {
     ) -> Result<(), StoreError> {
         self.inner.refund(k, id, window_start_ms).await
     }
-    async fn note_spray(
-        &self,
-        spray: &SprayKey,
-        account: &AccountKey,
-        note: SprayNote,
-        period_ms: u64,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
-        if self.fail == Fault::Spray(note) {
+    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
+        if self.fail == Fault::Spray(request.note) {
             return Err(injected());
         }
-        self.inner.note_spray(spray, account, note, period_ms, limit).await
+        self.inner.note_spray(request).await
     }
-    async fn network(
-        &self,
-        key: &NetworkKey,
-        op: NetworkOp,
-        policy: &BucketPolicy,
-    ) -> Result<NetworkState, StoreError> {
-        if self.fail == Fault::Network(op) {
+    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
+        if self.fail == Fault::Network(request.op) {
             return Err(injected());
         }
-        self.inner.network(key, op, policy).await
+        self.inner.network(request).await
     }
-    async fn note_repeat(
-        &self,
-        bucket: &AccountKey,
-        list: &RepeatKey,
-        fingerprint: u64,
-        max_len: u32,
-    ) -> Result<(), StoreError> {
+    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
         if self.fail == Fault::NoteRepeat {
             return Err(injected());
         }
-        self.inner.note_repeat(bucket, list, fingerprint, max_len).await
+        self.inner.note_repeat(request).await
     }
     async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
         self.inner.clear(k).await
