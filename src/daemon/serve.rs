@@ -205,6 +205,7 @@ async fn follow_the_store(
             tracing::info!("store: the key check holds again: serving");
         }
         keyed_otherwise = mismatch || keyed_otherwise && outcome.is_err();
+        readiness.set_keyed_otherwise(mismatch);
         let ready = outcome.is_ok();
         readiness.set_store(ready);
         let status = if ready { ServingStatus::Serving } else { ServingStatus::NotServing };

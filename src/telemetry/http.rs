@@ -32,6 +32,9 @@ pub struct Readiness {
     store: AtomicBool,
     /// The shutdown signal came: not ready, whatever the store says.
     draining: AtomicBool,
+    /// The store's key check value is another daemon's (docs/store.md, "One key secret
+    /// per store"): `/readyz` says so rather than "not answering".
+    keyed_otherwise: AtomicBool,
 }
 
 impl Readiness {
@@ -45,6 +48,12 @@ impl Readiness {
     pub fn set_store(&self, answers: bool) {
         self.store.store(answers, Ordering::SeqCst);
         self.publish();
+    }
+
+    /// Records whether the store's last key check found another daemon's key secret
+    /// (readiness then also follows [`Self::set_store`]).
+    pub fn set_keyed_otherwise(&self, differs: bool) {
+        self.keyed_otherwise.store(differs, Ordering::SeqCst);
     }
 
     /// From now on the daemon is draining: not ready.
@@ -64,7 +73,13 @@ impl Readiness {
     }
 
     fn report(&self) -> String {
-        let store = if self.store.load(Ordering::SeqCst) { "ok" } else { "not answering" };
+        let store = if self.store.load(Ordering::SeqCst) {
+            "ok"
+        } else if self.keyed_otherwise.load(Ordering::SeqCst) {
+            "keyed by another key secret (see the log)"
+        } else {
+            "not answering"
+        };
         let draining = if self.draining.load(Ordering::SeqCst) { "yes" } else { "no" };
         format!("store: {store}\ndraining: {draining}\n")
     }

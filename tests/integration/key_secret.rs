@@ -24,12 +24,12 @@ const OTHER_SECRET: &str = "another-secret-0123456789abcdef0123456789";
 /// What every refusing daemon's log line must name.
 const NAMES: [&str; 3] = ["store.key_secret_file", "PORTCULLIS_KEY_SECRET", "adopt-key-secret"];
 
-/// Polls `/readyz` until it answers `status` (10 s at most).
+/// Polls `/readyz` until it answers `status` (10 s at most); a 503 must say why.
 async fn wait_ready(d: &DaemonProcess, status: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (got, body) = http_get(d.admin_addr(), "/readyz").await.expect("/readyz answers");
-        if got == status {
+        if got == status && (status == 200 || body.contains("keyed by another key secret")) {
             return;
         }
         assert!(Instant::now() < deadline, "/readyz stayed {got} ({body:?}), wanted {status}");
@@ -50,7 +50,7 @@ async fn lock(d: &DaemonProcess, victim: &str) {
 /// ready, its calls `UNAVAILABLE`, one log line naming the settings), and the first
 /// keeps the lockout it counted.
 async fn another_secret_is_refused(store_toml: &str) {
-    let config = with_admin(&config_toml_with_store(store_toml), "0s");
+    let config = TestConfig::store(store_toml).admin("0s").toml();
     let first = DaemonProcess::spawn(&config);
     wait_ready(&first, 200).await;
     let victim = format!("victim-{}@example.com", uuid::Uuid::new_v4());
@@ -114,7 +114,7 @@ fn adopt(redis_url: &str, secret: &str, flags: &[&str]) -> std::process::Output 
 #[tokio::test]
 async fn rotation_is_an_explicit_operator_step() {
     let redis = RedisServer::start();
-    let config = with_admin(&config_toml(&redis.url(), ""), "0s");
+    let config = TestConfig::redis(&redis.url()).admin("0s").toml();
     let old = DaemonProcess::spawn(&config);
     wait_ready(&old, 200).await;
     let new = DaemonProcess::spawn_with_secret(&config, Some(OTHER_SECRET));
@@ -200,8 +200,8 @@ async fn the_embedded_store_refuses_another_key_secret_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let config_path = dir.path().join("portcullis.toml");
-    std::fs::write(&config_path, embedded_config_toml(&data, "")).unwrap();
-    let first = DaemonProcess::spawn(&embedded_config_toml(&data, ""));
+    std::fs::write(&config_path, TestConfig::embedded(&data).toml()).unwrap();
+    let first = DaemonProcess::spawn(&TestConfig::embedded(&data).toml());
     lock(&first, "embedded@example.com").await;
     first.terminate().await;
 
@@ -242,7 +242,7 @@ async fn the_embedded_store_refuses_another_key_secret_at_start() {
         .unwrap();
     assert!(adopt.status.success(), "{}", String::from_utf8_lossy(&adopt.stderr));
     let second =
-        DaemonProcess::spawn_with_secret(&embedded_config_toml(&data, ""), Some(OTHER_SECRET));
+        DaemonProcess::spawn_with_secret(&TestConfig::embedded(&data).toml(), Some(OTHER_SECRET));
     let mut c = second.client().await;
     assert_eq!(c.attempt("default", "embedded@example.com").await.unwrap(), Decision::Allow);
     second.terminate().await;
