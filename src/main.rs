@@ -60,6 +60,14 @@ enum Command {
         #[arg(long, value_enum)]
         reason: cli::operator::Reason,
     },
+    /// Compare a password with a stored hash through the daemon (portcullis.v1.Governor/Verify,
+    /// counted like a gateway's login). The password is read from standard input (one line),
+    /// or asked for without echo when standard input is a terminal; never from a flag.
+    /// Exit status: 0 accept, 1 reject, 2 error.
+    Verify(cli::password_ops::VerifyArgs),
+    /// Screen a new password (portcullis.v1.Governor/CheckPassword: breach filter, context
+    /// words). The password is read as for `verify`. Exit status: 0 ok, 1 refused, 2 error.
+    CheckPassword(cli::password_ops::CheckPasswordArgs),
     /// Operator: show an account key's lockout state (portcullis.v1.Admin/Inspect).
     Inspect(cli::operator::OperatorArgs),
     /// Operator: clear an account key's record (portcullis.v1.Admin/Unlock).
@@ -117,6 +125,8 @@ fn main() -> ExitCode {
                 cli::operator::operate(op, Op::Attempt(attempt_id)).await
             }
             Command::Clear { op, reason } => cli::operator::operate(op, Op::Clear(reason)).await,
+            Command::Verify(args) => cli::password_ops::verify(args).await,
+            Command::CheckPassword(args) => cli::password_ops::check_password(args).await,
             Command::Inspect(op) => cli::operator::operate(op, Op::Inspect).await,
             Command::Unlock { op, reason } => cli::operator::operate(op, Op::Unlock(reason)).await,
             Command::RevokeDevices(op) => cli::operator::operate(op, Op::RevokeDevices).await,

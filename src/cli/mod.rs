@@ -1,5 +1,6 @@
 //! The commands of the binary besides the dispatch: serving the daemon, the operator
-//! client (its network commands in [`network`]), the health probe, the breach filter's
+//! client (its network commands in [`network_ops`], `verify` and `check-password` in
+//! [`password_ops`]), the health probe, the breach filter's
 //! builder ([`breach`]). Each command's arguments live with it.
 
 /// `println!` for the operator commands, quiet on a closed pipe ([`output::say`]).
@@ -15,4 +16,5 @@ pub mod key_secret;
 pub mod network_ops;
 pub mod operator;
 pub mod output;
+pub mod password_ops;
 pub mod serve_command;

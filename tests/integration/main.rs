@@ -29,6 +29,7 @@ mod lockout_schedule;
 mod metrics;
 mod network;
 mod normalization;
+mod operator_verify;
 mod properties;
 mod readme_tour;
 mod redis_commands;
