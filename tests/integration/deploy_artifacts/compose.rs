@@ -81,14 +81,23 @@ fn on_loopback(mut config: toml::Table) -> toml::Table {
 }
 
 /// `portcullis health` against `addr`: its output, after it exited 0.
+/// Polls until it answers SERVING (the first readiness check follows the start by up to
+/// a health interval, longer on a loaded machine), 10 s at most.
 fn health(addr: SocketAddr) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["health", "--addr", &format!("http://{addr}")])
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(out.status.success(), "{addr}: {printed} {}", String::from_utf8_lossy(&out.stderr));
-    printed
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["health", "--addr", &format!("http://{addr}")])
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if out.status.success() || std::time::Instant::now() > deadline {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{addr}: {printed} {stderr}");
+            return printed;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// One operator command (`attempt`, `admit`) against `addr`: what it printed.
