@@ -7,6 +7,7 @@
 mod admin;
 mod breach;
 mod client;
+mod client_conformance;
 mod cluster_store;
 mod concurrency;
 mod cpu_budget;
