@@ -282,7 +282,7 @@ type Abuser =
 
 fn main() {
     let redis = common::RedisServer::start();
-    let config = common::config_toml(&redis.url(), SERVER_TOML);
+    let config = common::TestConfig::redis(&redis.url()).extra(SERVER_TOML).toml();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         // At the production log level: `spawn` logs at debug, which formats and pipes a

@@ -156,8 +156,9 @@ fn verify_rate(
 /// repeats, alternated over [`ROUNDS`] rounds.
 fn rates_only() -> ExitCode {
     let redis = common::RedisServer::start();
-    let daemon =
-        common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), VERIFY_TOML));
+    let daemon = common::DaemonProcess::spawn_quiet(
+        &common::TestConfig::redis(&redis.url()).extra(VERIFY_TOML).toml(),
+    );
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let hash = bcrypt::hash(LISTED, 4).expect("hash");
     let kinds = [
@@ -245,9 +246,12 @@ fn main() -> ExitCode {
     let redis = common::RedisServer::start();
     let breach =
         format!("{VERIFY_TOML}[breach]\nfilter_file = {:?}\n", filter_path.to_str().unwrap());
-    let with = common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), &breach));
-    let without =
-        common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), VERIFY_TOML));
+    let with = common::DaemonProcess::spawn_quiet(
+        &common::TestConfig::redis(&redis.url()).extra(&breach).toml(),
+    );
+    let without = common::DaemonProcess::spawn_quiet(
+        &common::TestConfig::redis(&redis.url()).extra(VERIFY_TOML).toml(),
+    );
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let hash = bcrypt::hash(LISTED, 4).expect("hash");
     eprintln!("breach: Verify with and without the filter ...");

@@ -50,7 +50,7 @@ async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -
     use portcullis::store::keys::AccountKey;
     let secret = KeySecret::new(common::SECRET.as_bytes().to_vec());
     let fingerprints = SprayFingerprints::new(&secret);
-    let settings = common::settings("redis://127.0.0.1:1", "");
+    let settings = common::TestConfig::redis("redis://127.0.0.1:1").settings();
     let realm = settings.realms.get("default").expect("the default realm").clone();
     let mut row = SprayRow {
         store: label,
@@ -162,7 +162,8 @@ fn print_spray(rows: &[SprayRow], argon2id_verify_ms: Option<f64>) {
 /// The median of argon2id `Verify` calls at the default realm's target (accepted, a
 /// fresh identifier each), in ms, against the real binary.
 fn argon2id_verify_ms(redis: &common::RedisServer, rt: &tokio::runtime::Runtime) -> f64 {
-    let daemon = common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), ""));
+    let daemon =
+        common::DaemonProcess::spawn_quiet(&common::TestConfig::redis(&redis.url()).toml());
     let mut client = rt.block_on(common::Client::connect(daemon.addr));
     let hash = StoredHash::generate(PASSWORD, &argon2id_target()).expect("hash");
     let case = Case {

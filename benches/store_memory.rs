@@ -57,7 +57,9 @@ fn baseline() -> bool {
 /// The daemon's configuration: the tests' realms plus [`FAST_REALM`], and (unless
 /// measuring a build before it) a 10-second retry horizon.
 fn daemon_config(redis: &RedisServer) -> String {
-    config_toml(&redis.url(), &format!("{}{FAST_REALM}", horizon()))
+    TestConfig::redis(&redis.url())
+        .extra(&format!("{}{FAST_REALM}", horizon()))
+        .toml()
         .replace("operation_timeout = \"300ms\"", "operation_timeout = \"2s\"")
 }
 
@@ -226,10 +228,9 @@ async fn embedded() {
         std::fs::metadata(dir.join("portcullis.redb")).map_or(0, |m| m.len())
     };
     let dir = tempfile::tempdir().unwrap();
-    let daemon = DaemonProcess::spawn_quiet(&embedded_config_toml(
-        dir.path(),
-        &format!("{}{FAST_REALM}", horizon()),
-    ));
+    let daemon = DaemonProcess::spawn_quiet(
+        &TestConfig::embedded(dir.path()).extra(&format!("{}{FAST_REALM}", horizon())).toml(),
+    );
     let mut c = daemon.client().await;
     attempt(&mut c, "default", u64::MAX, true).await.unwrap();
     let before = size(dir.path());
@@ -241,10 +242,9 @@ async fn embedded() {
     );
     assert!(daemon.terminate().await.success());
     let dir = tempfile::tempdir().unwrap();
-    let daemon = DaemonProcess::spawn_quiet(&embedded_config_toml(
-        dir.path(),
-        &format!("{}{FAST_REALM}", horizon()),
-    ));
+    let daemon = DaemonProcess::spawn_quiet(
+        &TestConfig::embedded(dir.path()).extra(&format!("{}{FAST_REALM}", horizon())).toml(),
+    );
     flood(&daemon, || (size(dir.path()), "-".to_owned())).await;
     assert!(daemon.terminate().await.success());
 }

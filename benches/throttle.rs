@@ -393,11 +393,11 @@ fn tool_rows(
     let daemons = [
         (
             "own h2 load tool: RecordAttempt, daemon process, Redis",
-            common::config_toml(&redis.url(), store_toml) + &server,
+            common::TestConfig::redis(&redis.url()).extra(store_toml).toml() + &server,
         ),
         (
             "own h2 load tool: RecordAttempt, daemon process, embedded store",
-            common::embedded_config_toml(&embedded_dir, "") + &server,
+            common::TestConfig::embedded(&embedded_dir).toml() + &server,
         ),
     ];
     let mut probe = redis.conn();
@@ -424,7 +424,7 @@ fn main() -> ExitCode {
     let redis = common::RedisServer::start();
     let store_toml = std::env::var("PORTCULLIS_BENCH_STORE_TOML").unwrap_or_default();
     let tools_only = std::env::var("PORTCULLIS_BENCH_ROWS").is_ok_and(|v| v == "tools");
-    let settings = common::settings(&redis.url(), &store_toml);
+    let settings = common::TestConfig::redis(&redis.url()).extra(&store_toml).settings();
     let StoreSettings::Redis(redis_settings) = settings.store.clone() else {
         panic!("the bench settings must select the Redis store");
     };
@@ -469,8 +469,8 @@ fn main() -> ExitCode {
     // A second daemon on the embedded store (the default without Redis), in a fresh
     // data directory on the same disk as the build.
     let data_dir = tempfile::tempdir().expect("data directory");
-    let embedded =
-        daemon_rt.block_on(common::Daemon::start(common::embedded_settings(data_dir.path())));
+    let embedded = daemon_rt
+        .block_on(common::Daemon::start(common::TestConfig::embedded(data_dir.path()).settings()));
 
     let rows: Vec<Row> = load_rt.block_on(async {
         let script = Arc::new(Script::new(portcullis::store::redis::RECORD_ATTEMPT_SOURCE));

@@ -176,8 +176,9 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("client runtime");
-    let daemon =
-        common::DaemonProcess::spawn_quiet(&common::config_toml(&redis.url(), EXTRA_REALMS));
+    let daemon = common::DaemonProcess::spawn_quiet(
+        &common::TestConfig::redis(&redis.url()).extra(EXTRA_REALMS).toml(),
+    );
     let mut cost_rows = Vec::new();
     let mut argon2id_hash = None;
     let mut client = client_rt.block_on(common::Client::connect(daemon.addr));

@@ -242,8 +242,9 @@ fn run_flood(
     daemon_rt: &tokio::runtime::Runtime,
     attack_rt: &tokio::runtime::Runtime,
 ) -> FloodRow {
-    let daemon =
-        daemon_rt.block_on(common::Daemon::start(common::settings(&redis.url(), config.extra)));
+    let daemon = daemon_rt.block_on(common::Daemon::start(
+        common::TestConfig::redis(&redis.url()).extra(config.extra).settings(),
+    ));
     let governor = daemon.verifier.budget().settings();
     let attackers =
         config.attackers.unwrap_or(governor.max_concurrent + governor.max_waiters - 1).max(1);

@@ -51,7 +51,9 @@ rpcs = ["RecordAttempt", "Admit"]
 realms = ["*"]
 "#
     );
-    let daemon = DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), &callers));
+    let daemon = DaemonProcess::spawn(
+        &TestConfig::embedded(&dir.path().join("data")).extra(&callers).toml(),
+    );
 
     let (code, out) = operator(&daemon, &ops_token, &["inspect"]);
     assert_eq!(code, 0, "{out}");
@@ -135,7 +137,8 @@ network_capacity = 2
 hash = {{ algorithm = "bcrypt", bcrypt_cost = 4 }}
 "#
     );
-    let daemon = DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), &config));
+    let daemon =
+        DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).extra(&config).toml());
     let mut gw = caller(daemon.addr, None, Some(GATEWAY_TOKEN)).await.unwrap();
     for n in 0..3 {
         let request = portcullis::pb::VerifyRequest {

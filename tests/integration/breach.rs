@@ -216,9 +216,10 @@ async fn check(
 async fn verify_flags_a_breached_password_on_accept_only_and_check_password_names_why() {
     let dir = tempfile::tempdir().unwrap();
     let filter = filter_of(dir.path(), "breach", &KNOWN);
-    let d =
-        Daemon::start(embedded_settings_with(&dir.path().join("data"), &breach_toml(&filter, "")))
-            .await;
+    let d = Daemon::start(
+        TestConfig::embedded(&dir.path().join("data")).extra(&breach_toml(&filter, "")).settings(),
+    )
+    .await;
     let mut c = d.client().await;
     let breached = bcrypt::hash("Summer2026!", 4).unwrap();
     let fine = bcrypt::hash(UNLISTED, 4).unwrap();
@@ -287,7 +288,7 @@ async fn verify_flags_a_breached_password_on_accept_only_and_check_password_name
     assert_eq!(gone, Unchecked { retryable: true }, "an unreachable daemon: {addr}");
 
     // Without a filter the check cannot be made: FAILED_PRECONDITION, never "ok".
-    let d = Daemon::start(embedded_settings(&dir.path().join("data2"))).await;
+    let d = Daemon::start(TestConfig::embedded(&dir.path().join("data2")).settings()).await;
     let mut g = GovernorClient::connect(format!("http://{}", d.addr)).await.unwrap();
     let e = check(&mut g, "alice@example.com", UNLISTED.as_bytes()).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
@@ -313,7 +314,8 @@ fn a_missing_or_broken_filter_stops_the_start_naming_the_file() {
     std::fs::write(&broken, b"PCBFUSE\0 but nothing else").unwrap();
     for (what, path) in [("missing", dir.path().join("missing.filter")), ("broken", broken)] {
         let config = dir.path().join("portcullis.toml");
-        let toml = embedded_config_toml(&dir.path().join("data"), &breach_toml(&path, ""));
+        let toml =
+            TestConfig::embedded(&dir.path().join("data")).extra(&breach_toml(&path, "")).toml();
         std::fs::write(&config, toml).unwrap();
         for command in ["check-config", "serve"] {
             let mut run = Command::new(env!("CARGO_BIN_EXE_portcullis"));
@@ -338,9 +340,10 @@ async fn reloads_under_load_fail_no_call_and_a_broken_file_keeps_the_filter() {
     let live = dir.path().join("live.filter");
     let first = filter_of(dir.path(), "first", &KNOWN);
     std::fs::copy(&first, &live).unwrap();
-    let d =
-        Daemon::start(embedded_settings_with(&dir.path().join("data"), &breach_toml(&live, "")))
-            .await;
+    let d = Daemon::start(
+        TestConfig::embedded(&dir.path().join("data")).extra(&breach_toml(&live, "")).settings(),
+    )
+    .await;
     let hash = bcrypt::hash("Summer2026!", 4).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let (calls, flagged) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -404,7 +407,7 @@ async fn sighup_reloads_it_and_nothing_secret_reaches_logs_or_metrics() {
     std::fs::copy(filter_of(dir.path(), "first", &KNOWN), &live).unwrap();
     let toml =
         breach_toml(&live, "").replace("reload_interval = \"1s\"", "reload_interval = \"1h\"");
-    let config = with_admin(&embedded_config_toml(&dir.path().join("data"), &toml), "0s");
+    let config = TestConfig::embedded(&dir.path().join("data")).extra(&toml).admin("0s").toml();
     let daemon = DaemonProcess::spawn(&config);
     daemon.wait_for_log("breach filter loaded", 1).await;
     let mut c = daemon.client().await;

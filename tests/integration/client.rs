@@ -399,7 +399,7 @@ async fn response_losing_proxy(upstream: SocketAddr) -> SocketAddr {
 #[tokio::test]
 async fn a_retried_attempt_whose_answer_was_lost_is_counted_once() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let proxy = response_losing_proxy(daemon.addr).await;
     let client = Client::new(config(&[proxy])).unwrap();
     let answer = client.record_attempt("default", "lost@example.com", None).await;

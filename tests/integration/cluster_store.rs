@@ -50,7 +50,7 @@ async fn every_scripts_keys_hash_to_one_slot() {
 
     // And every operation runs on the cluster with such identifiers (a cross-slot
     // script would fail with CROSSSLOT).
-    let daemon = Daemon::start(settings_with_store(&cluster_store(&cluster))).await;
+    let daemon = Daemon::start(TestConfig::store(&cluster_store(&cluster)).settings()).await;
     let mut c = daemon.client().await;
     for identifier in identifiers {
         c.admit("exact", identifier).await.unwrap();
@@ -66,7 +66,7 @@ async fn every_scripts_keys_hash_to_one_slot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_daemons_share_one_count_and_spread_accounts_over_every_master() {
     let cluster = RedisCluster::start(3, 1);
-    let config = config_toml_with_store(&cluster_store(&cluster));
+    let config = TestConfig::store(&cluster_store(&cluster)).toml();
     let daemons: Vec<DaemonProcess> = (0..3).map(|_| DaemonProcess::spawn(&config)).collect();
     let mut clients = Vec::new();
     for d in &daemons {
@@ -158,7 +158,7 @@ async fn resharding_the_accounts_slot_under_load_loses_and_doubles_nothing() {
     let (identifier, slot, from) = account_in_low_slot(&cluster, 8);
     let first_slot = (0..16384u16).find(|&s| cluster.master_of_slot(s) == from).unwrap();
     let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
-    let config = config_toml_with_store(&cluster_store(&cluster));
+    let config = TestConfig::store(&cluster_store(&cluster)).toml();
     let daemons: Vec<DaemonProcess> = (0..3).map(|_| DaemonProcess::spawn(&config)).collect();
     let mut clients = Vec::new();
     for d in &daemons {
@@ -292,7 +292,8 @@ async fn kill_master_under_load(wait_replicas: bool) -> i64 {
     let mut cluster = RedisCluster::start(3, 1);
     let extra = if wait_replicas { "\nwait_replicas = 1\nwait_timeout = \"200ms\"" } else { "" };
     let daemon =
-        Daemon::start(settings_with_store(&format!("{}{extra}", cluster_store(&cluster)))).await;
+        Daemon::start(TestConfig::store(&format!("{}{extra}", cluster_store(&cluster))).settings())
+            .await;
     let mut clients = Vec::new();
     for _ in 0..4 {
         clients.push(daemon.client().await);
@@ -377,7 +378,7 @@ async fn with_wait_replicas_a_master_killed_under_load_loses_nothing_answered() 
 #[tokio::test]
 async fn the_whole_cluster_down_denies_and_recovers_without_a_restart() {
     let mut cluster = RedisCluster::start(3, 0);
-    let daemon = Daemon::start(settings_with_store(&cluster_store(&cluster))).await;
+    let daemon = Daemon::start(TestConfig::store(&cluster_store(&cluster)).settings()).await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", daemon.addr))
         .unwrap()
         .timeout(CALL_DEADLINE)

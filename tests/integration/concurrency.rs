@@ -7,7 +7,7 @@ use portcullis_test_support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_attempts_allow_exactly_max_failures_and_count_all() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     // Several HTTP/2 connections, as several gateway replicas would have.
     let mut clients = Vec::new();
     for _ in 0..5 {

@@ -26,7 +26,7 @@ async fn settled(daemon: &Daemon) -> portcullis::verify::budget::BudgetStats {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn six_concurrent_logins_from_one_client_all_succeed() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let hash = StoredHash::generate(b"pw", &HashParams::Bcrypt { cost: 6 }).unwrap();
     let mut calls = JoinSet::new();
     for n in 0..6 {
@@ -77,14 +77,19 @@ async fn six_parallel_valid_logins_to_one_account(daemon: Daemon) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn six_parallel_valid_logins_to_one_account_all_accept_on_redis() {
     let redis = RedisServer::start();
-    six_parallel_valid_logins_to_one_account(Daemon::start(settings(&redis.url(), "")).await).await;
+    six_parallel_valid_logins_to_one_account(
+        Daemon::start(TestConfig::redis(&redis.url()).settings()).await,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn six_parallel_valid_logins_to_one_account_all_accept_on_the_embedded_store() {
     let data = tempfile::tempdir().unwrap();
-    six_parallel_valid_logins_to_one_account(Daemon::start(embedded_settings(data.path())).await)
-        .await;
+    six_parallel_valid_logins_to_one_account(
+        Daemon::start(TestConfig::embedded(data.path()).settings()).await,
+    )
+    .await;
 }
 
 /// Two comparisons at once and room for all fifteen calls in the queue.
@@ -120,13 +125,16 @@ async fn fifteen_concurrent_wrong_guesses(daemon: Daemon) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_wrong_guesses_compare_at_most_max_failures_on_redis() {
     let redis = RedisServer::start();
-    fifteen_concurrent_wrong_guesses(Daemon::start(settings(&redis.url(), WIDE)).await).await;
+    fifteen_concurrent_wrong_guesses(
+        Daemon::start(TestConfig::redis(&redis.url()).extra(WIDE).settings()).await,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_wrong_guesses_compare_at_most_max_failures_on_the_embedded_store() {
     let data = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(embedded_settings_with(data.path(), WIDE)).await;
+    let daemon = Daemon::start(TestConfig::embedded(data.path()).extra(WIDE).settings()).await;
     fifteen_concurrent_wrong_guesses(daemon).await;
 }
 
@@ -134,7 +142,7 @@ async fn concurrent_wrong_guesses_compare_at_most_max_failures_on_the_embedded_s
 async fn one_client_over_max_wait_is_refused_and_refunded() {
     let redis = RedisServer::start();
     let extra = "[verify]\nmax_concurrent = 1\nmax_wait = \"40ms\"\nmax_waiters = 1000\n";
-    let daemon = Daemon::start(settings(&redis.url(), extra)).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).extra(extra).settings()).await;
     // ~15 ms a comparison, 40 calls in a row for one client: most cannot start in 40 ms.
     let hash = StoredHash::generate(b"pw", &HashParams::Bcrypt { cost: 8 }).unwrap();
     let mut calls = JoinSet::new();
@@ -185,7 +193,10 @@ async fn one_client_over_max_wait_is_refused_and_refunded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_unknown_identifiers_never_exceeds_the_global_ceiling() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "[verify]\nmax_concurrent = 2\n")).await;
+    let daemon = Daemon::start(
+        TestConfig::redis(&redis.url()).extra("[verify]\nmax_concurrent = 2\n").settings(),
+    )
+    .await;
     let mut calls = JoinSet::new();
     let mut clients = Vec::new();
     for _ in 0..8 {
@@ -233,7 +244,10 @@ async fn a_flood_of_unknown_identifiers_never_exceeds_the_global_ceiling() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_cancelled_calls_leave_every_slot_free() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "[verify]\nmax_waiters = 1000\n")).await;
+    let daemon = Daemon::start(
+        TestConfig::redis(&redis.url()).extra("[verify]\nmax_waiters = 1000\n").settings(),
+    )
+    .await;
     let mut clients = Vec::new();
     for _ in 0..8 {
         clients.push(daemon.client().await);

@@ -34,10 +34,12 @@ fn assert_logs_clean(logs: &str) {
 #[tokio::test]
 async fn two_daemons_share_one_allowance_and_a_restart_keeps_the_count() {
     let redis = RedisServer::start();
-    let config = config_toml(&redis.url(), "");
+    let config = TestConfig::redis(&redis.url()).toml();
     let a = DaemonProcess::spawn(&config);
     // B serves on a multi-thread runtime, A on the one-thread default.
-    let b = DaemonProcess::spawn(&config_toml(&redis.url(), "[server]\nio_threads = 4\n"));
+    let b = DaemonProcess::spawn(
+        &TestConfig::redis(&redis.url()).extra("[server]\nio_threads = 4\n").toml(),
+    );
     assert_eq!((runtime_workers(a.pid()), runtime_workers(b.pid())), (0, 4));
     let (mut ca, mut cb) = (a.client().await, b.client().await);
 
@@ -70,7 +72,7 @@ async fn two_daemons_share_one_allowance_and_a_restart_keeps_the_count() {
 #[tokio::test]
 async fn store_errors_are_logged_without_identifiers() {
     let mut redis = RedisServer::start();
-    let d = DaemonProcess::spawn(&config_toml(&redis.url(), ""));
+    let d = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).toml());
     let mut c = d.client().await;
     c.attempt("default", ID).await.unwrap();
     redis.stop();
@@ -95,7 +97,7 @@ fn portcullis(args: &[&str]) -> (i32, String, String) {
 #[tokio::test]
 async fn operator_client_attempts_admits_and_clears() {
     let redis = RedisServer::start();
-    let d = DaemonProcess::spawn(&config_toml(&redis.url(), ""));
+    let d = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).toml());
     let addr = format!("http://{}", d.addr);
     let op = |verb: &str, extra: &[&str]| {
         let mut args =
@@ -125,11 +127,12 @@ async fn operator_client_attempts_admits_and_clears() {
 fn check_config_names_the_bad_setting() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.toml");
-    std::fs::write(&good, config_toml("redis://127.0.0.1:6379/", "")).unwrap();
+    std::fs::write(&good, TestConfig::redis("redis://127.0.0.1:6379/").toml()).unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(
         &bad,
-        config_toml("redis://127.0.0.1:6379/", "")
+        TestConfig::redis("redis://127.0.0.1:6379/")
+            .toml()
             .replace("[realms.mfa]", "[realms.mfa]\nmax_failures = 500"),
     )
     .unwrap();
@@ -165,7 +168,7 @@ fn check_config_names_the_bad_setting() {
     let typo = dir.path().join("typo.toml");
     std::fs::write(
         &typo,
-        config_toml("redis://127.0.0.1:6379/", "").replace(
+        TestConfig::redis("redis://127.0.0.1:6379/").toml().replace(
             "redis_url = \"redis://127.0.0.1:6379/\"",
             "redis_cluster_nodes = \"redis://:hunter2secret@10.0.0.1:6379\"",
         ),

@@ -45,7 +45,7 @@ fn is_reject(r: &VerifyResponse) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_known_device_logs_in_while_attackers_keep_the_account_locked() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let hash = stored_hash();
     let victim = "victim@example.com";
@@ -90,7 +90,7 @@ async fn a_known_device_logs_in_while_attackers_keep_the_account_locked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_that_are_not_valid_for_this_account_change_nothing() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let hash = stored_hash();
     let victim = "victim@example.com";
@@ -152,7 +152,7 @@ async fn tokens_that_are_not_valid_for_this_account_change_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stolen_token_buys_only_its_own_bucket() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let hash = stored_hash();
     let victim = "victim@example.com";
@@ -358,7 +358,7 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
 async fn a_token_outlives_neither_its_credential_nor_a_revocation_on_redis() {
     let redis = RedisServer::start();
     a_token_outlives_neither_its_credential_nor_a_revocation(
-        Daemon::start(settings(&redis.url(), "")).await,
+        Daemon::start(TestConfig::redis(&redis.url()).settings()).await,
     )
     .await;
 }
@@ -367,7 +367,7 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation_on_redis() {
 async fn a_token_outlives_neither_its_credential_nor_a_revocation_on_the_embedded_store() {
     let data = tempfile::tempdir().unwrap();
     a_token_outlives_neither_its_credential_nor_a_revocation(
-        Daemon::start(embedded_settings(data.path())).await,
+        Daemon::start(TestConfig::embedded(data.path()).settings()).await,
     )
     .await;
 }

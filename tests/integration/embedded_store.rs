@@ -51,7 +51,7 @@ fn refused_start(config: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answered_attempt_survives_kill_9() {
     let data = tempfile::tempdir().unwrap();
-    let config = embedded_config_toml(data.path(), "");
+    let config = TestConfig::embedded(data.path()).toml();
     let daemon = DaemonProcess::spawn(&config);
     let answered = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -87,7 +87,7 @@ async fn every_answered_attempt_survives_kill_9() {
 #[tokio::test]
 async fn a_second_daemon_on_the_same_data_directory_refuses_naming_the_lock() {
     let data = tempfile::tempdir().unwrap();
-    let config = embedded_config_toml(data.path(), "");
+    let config = TestConfig::embedded(data.path()).toml();
     let _first = DaemonProcess::spawn(&config);
     let stderr = refused_start(&config);
     assert!(stderr.contains("lock") && stderr.contains("portcullis.redb"), "{stderr}");
@@ -96,7 +96,7 @@ async fn a_second_daemon_on_the_same_data_directory_refuses_naming_the_lock() {
 #[tokio::test]
 async fn the_generated_secret_is_private_kept_and_never_logged() {
     let data = tempfile::tempdir().unwrap();
-    let config = embedded_config_toml(data.path(), "");
+    let config = TestConfig::embedded(data.path()).toml();
     let first = DaemonProcess::spawn_with_secret(&config, None);
     let mut c = first.client().await;
     for _ in 0..6 {
@@ -129,7 +129,7 @@ fn an_uncreatable_data_directory_stops_the_start_naming_it() {
     let file = tempfile::NamedTempFile::new().unwrap();
     // A path below a regular file can never be a directory, even for root.
     let bad = file.path().join("data");
-    let stderr = refused_start(&embedded_config_toml(&bad, ""));
+    let stderr = refused_start(&TestConfig::embedded(&bad).toml());
     assert!(
         stderr.contains("data directory") && stderr.contains(&bad.display().to_string()),
         "{stderr}"
@@ -183,14 +183,14 @@ impl Drop for Tmpfs {
 async fn a_read_only_data_directory_stops_the_start() {
     let Some(fs) = Tmpfs::mount("4m") else { return };
     fs.remount_read_only();
-    let stderr = refused_start(&embedded_config_toml(&fs.0.join("data"), ""));
+    let stderr = refused_start(&TestConfig::embedded(&fs.0.join("data")).toml());
     assert!(stderr.contains("data directory"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_data_directory_never_answers_allow_without_a_durable_count() {
     let Some(fs) = Tmpfs::mount("3m") else { return };
-    let daemon = DaemonProcess::spawn(&embedded_config_toml(&fs.0, ""));
+    let daemon = DaemonProcess::spawn(&TestConfig::embedded(&fs.0).toml());
     let mut c = daemon.client().await;
     // Fill what is left of the file system.
     let filler = fs.0.join("filler");

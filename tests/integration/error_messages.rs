@@ -167,7 +167,11 @@ fn a_missing_or_damaged_breach_filter_says_to_rebuild_it() {
     for (path, cause) in [(&missing, "No such file or directory"), (&damaged, "truncated")] {
         let config = dir.path().join("portcullis.toml");
         let breach = format!("[breach]\nfilter_file = {:?}\n", path.display().to_string());
-        std::fs::write(&config, embedded_config_toml(&dir.path().join("data"), &breach)).unwrap();
+        std::fs::write(
+            &config,
+            TestConfig::embedded(&dir.path().join("data")).extra(&breach).toml(),
+        )
+        .unwrap();
         let shown = path.display().to_string();
         let needles =
             ["breach.filter_file", &shown, cause, "portcullis breach-filter build", "--out"];
@@ -190,7 +194,8 @@ fn check_config_prints_the_operating_systems_reason() {
     let cert = dir.path().join("absent-cert.pem").display().to_string();
     let key = dir.path().join("absent-key.pem").display().to_string();
     let tls = format!("[tls]\ncert_file = {cert:?}\nkey_file = {key:?}\n");
-    std::fs::write(&config, embedded_config_toml(&dir.path().join("data"), &tls)).unwrap();
+    std::fs::write(&config, TestConfig::embedded(&dir.path().join("data")).extra(&tls).toml())
+        .unwrap();
     let (code, _, stderr) = check_config(&config, None);
     assert_eq!(code, 2);
     assert_has(&stderr, &["tls.cert_file", "absent-cert.pem", "No such file or directory"]);
@@ -202,7 +207,7 @@ fn check_config_prints_the_operating_systems_reason() {
 fn an_unreachable_redis_is_named_with_its_url_and_cause() {
     let port = free_port();
     let url = format!("redis://alice:hunter2secret@127.0.0.1:{port}/");
-    let daemon = DaemonProcess::spawn(&config_toml(&url, ""));
+    let daemon = DaemonProcess::spawn(&TestConfig::redis(&url).toml());
     let logs = daemon.logs();
     let line = logs
         .lines()
@@ -224,14 +229,14 @@ fn a_short_key_secret_says_where_it_came_from() {
     let config = dir.path().join("portcullis.toml");
     let secret_file = dir.path().join("key_secret");
     std::fs::write(&secret_file, "tooshort-secret-value\n").unwrap();
-    std::fs::write(&config, embedded_config_toml(&dir.path().join("data"), "")).unwrap();
+    std::fs::write(&config, TestConfig::embedded(&dir.path().join("data")).toml()).unwrap();
     let (code, _, stderr) = check_config(&config, Some("tooshort-secret-value"));
     assert_eq!(code, 2);
     assert_has(&stderr, &["PORTCULLIS_KEY_SECRET", "21 bytes", "at least 32", "openssl rand"]);
     assert!(!stderr.contains("store.key_secret_file \""), "{stderr}");
     assert!(!stderr.contains("tooshort-secret-value"), "the secret was printed: {stderr}");
 
-    let with_file = embedded_config_toml(&dir.path().join("data"), "").replacen(
+    let with_file = TestConfig::embedded(&dir.path().join("data")).toml().replacen(
         "[store]\n",
         &format!("[store]\nkey_secret_file = {secret_file:?}\n"),
         1,
@@ -251,12 +256,11 @@ fn a_short_key_secret_says_where_it_came_from() {
 fn every_bad_value_is_reported_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("portcullis.toml");
-    let toml = embedded_config_toml(
-        &dir.path().join("data"),
-        "pool_size = 0\n[server]\nmax_connections = 0\n[verify]\nmax_bcrypt_cost = 99\n",
-    )
-    .replacen("shutdown_delay = \"0s\"", "shutdown_delay = \"1h\"", 1)
-    .replacen("[realms.mfa]\n", "[realms.mfa]\nmax_failures = 500\nnetwork_capacity = 0\n", 1);
+    let toml = TestConfig::embedded(&dir.path().join("data"))
+        .extra("pool_size = 0\n[server]\nmax_connections = 0\n[verify]\nmax_bcrypt_cost = 99\n")
+        .toml()
+        .replacen("shutdown_delay = \"0s\"", "shutdown_delay = \"1h\"", 1)
+        .replacen("[realms.mfa]\n", "[realms.mfa]\nmax_failures = 500\nnetwork_capacity = 0\n", 1);
     std::fs::write(&config, toml).unwrap();
     let settings = [
         "shutdown_delay",
@@ -285,7 +289,8 @@ fn a_port_in_use_names_its_setting_the_address_and_the_cause() {
     let config = dir.path().join("portcullis.toml");
     let data = dir.path().join("data");
     let file = |listen: &str, admin: &str| {
-        let toml = embedded_config_toml(&data, "")
+        let toml = TestConfig::embedded(&data)
+            .toml()
             .replacen("listen = \"127.0.0.1:0\"", &format!("listen = \"{listen}\""), 1)
             .replacen("admin_listen = \"\"", &format!("admin_listen = \"{admin}\""), 1);
         std::fs::write(&config, toml).unwrap();

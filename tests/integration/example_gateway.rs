@@ -141,7 +141,7 @@ fn set_cookie(response: &str) -> Option<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_share_one_lockout_and_failures_look_alike() {
     let redis = RedisServer::start();
-    let daemon = DaemonProcess::spawn(&config_toml(&redis.url(), ""));
+    let daemon = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).toml());
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users.htpasswd");
     let alice = StoredHash::generate(b"correct-horse", &HashParams::Bcrypt { cost: 5 }).unwrap();
@@ -195,7 +195,7 @@ async fn two_replicas_share_one_lockout_and_failures_look_alike() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_with_the_device_cookie_logs_in_through_a_lockout() {
     let redis = RedisServer::start();
-    let daemon = DaemonProcess::spawn(&config_toml(&redis.url(), ""));
+    let daemon = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).toml());
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users.htpasswd");
     let carol = StoredHash::generate(b"correct-horse", &HashParams::Bcrypt { cost: 5 }).unwrap();
@@ -242,7 +242,7 @@ fn signals_daemon(dir: &std::path::Path) -> DaemonProcess {
          network_capacity = 2\nnetwork_action = \"flag\"\nspray_threshold = 10\n",
         filter.to_str().unwrap()
     );
-    DaemonProcess::spawn(&embedded_config_toml(&dir.join("data"), &extra))
+    DaemonProcess::spawn(&TestConfig::embedded(&dir.join("data")).extra(&extra).toml())
 }
 
 /// A password in the test's breach filter.

@@ -21,7 +21,10 @@ use tokio::net::TcpStream;
 #[tokio::test]
 async fn oversized_messages_and_header_lists_are_refused_before_decoding() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "[server]\nmax_message_kib = 16\n")).await;
+    let daemon = Daemon::start(
+        TestConfig::redis(&redis.url()).extra("[server]\nmax_message_kib = 16\n").settings(),
+    )
+    .await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     // 17 KiB of identifier: over the message limit, refused unread.
@@ -64,7 +67,10 @@ async fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
 #[tokio::test]
 async fn connections_beyond_the_bound_are_closed_at_accept() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "[server]\nmax_connections = 2\n")).await;
+    let daemon = Daemon::start(
+        TestConfig::redis(&redis.url()).extra("[server]\nmax_connections = 2\n").settings(),
+    )
+    .await;
     let mut held = Vec::new();
     for _ in 0..2 {
         held.push(TcpStream::connect(daemon.addr).await.unwrap());
@@ -84,7 +90,10 @@ async fn connections_beyond_the_bound_are_closed_at_accept() {
 #[tokio::test]
 async fn a_silent_connection_is_closed_after_the_idle_timeout() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "[server]\nidle_timeout = \"1s\"\n")).await;
+    let daemon = Daemon::start(
+        TestConfig::redis(&redis.url()).extra("[server]\nidle_timeout = \"1s\"\n").settings(),
+    )
+    .await;
     // Sends nothing at all (not even the HTTP/2 preface): a slow-headers client.
     let mut silent = TcpStream::connect(daemon.addr).await.unwrap();
     assert!(closed_within(&mut silent, Duration::from_secs(10)).await, "never closed");
@@ -143,11 +152,8 @@ async fn a_connection_that_resets_streams_in_a_loop_is_closed_while_others_are_s
     let redis = RedisServer::start();
     // h2's own bound on pending reset streams is set out of the way: only the
     // per-connection reset budget may close the connection here.
-    let daemon = Daemon::start(settings(
-        &redis.url(),
-        "[server]\nmax_client_resets_per_minute = 50\nmax_pending_accept_reset_streams = 1000\n\
-         abuse_cooldown = \"1s\"\n",
-    ))
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).extra("[server]\nmax_client_resets_per_minute = 50\nmax_pending_accept_reset_streams = 1000\n\
+         abuse_cooldown = \"1s\"\n").settings())
     .await;
     let mut victim = daemon.client().await;
     assert_eq!(victim.attempt("default", "victim@example.com").await.unwrap(), Decision::Allow);
@@ -194,10 +200,11 @@ fn grpc_frame(len: usize) -> Bytes {
 #[tokio::test]
 async fn a_connection_sending_oversized_messages_is_closed_at_the_limit() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(
-        &redis.url(),
-        "[server]\nmax_message_kib = 16\nmax_oversized_messages = 3\n",
-    ))
+    let daemon = Daemon::start(
+        TestConfig::redis(&redis.url())
+            .extra("[server]\nmax_message_kib = 16\nmax_oversized_messages = 3\n")
+            .settings(),
+    )
     .await;
     let mut conn = redis.conn();
     let mut victim = daemon.client().await;
@@ -246,8 +253,11 @@ fn abuse_limits_out_of_range_name_the_setting() {
         ("io_threads = 257", "server.io_threads"),
         ("abuse_cooldown = \"2h\"", "server.abuse_cooldown"),
     ] {
-        std::fs::write(&path, config_toml("redis://127.0.0.1:1", &format!("[server]\n{line}\n")))
-            .unwrap();
+        std::fs::write(
+            &path,
+            TestConfig::redis("redis://127.0.0.1:1").extra(&format!("[server]\n{line}\n")).toml(),
+        )
+        .unwrap();
         let e = Config::load(Some(&path), &Overrides::default())
             .and_then(|c| c.validate(Some(SECRET.into())))
             .err()

@@ -43,7 +43,7 @@ async fn wait_for(d: &DaemonProcess, status: u16, grpc: ServingStatus) -> String
 #[tokio::test]
 async fn readiness_follows_the_store() {
     let mut redis = RedisServer::start();
-    let d = DaemonProcess::spawn(&with_admin(&config_toml(&redis.url(), ""), "0s"));
+    let d = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).admin("0s").toml());
     let body = wait_for(&d, 200, ServingStatus::Serving).await;
     assert_eq!(body, "store: ok\ndraining: no\n");
     assert_eq!(http_get(d.admin_addr(), "/healthz").await.unwrap(), (200, "ok\n".into()));
@@ -67,7 +67,7 @@ async fn readiness_follows_the_store() {
 async fn sigterm_turns_not_ready_then_serves_for_the_delay_then_drains() {
     let redis = RedisServer::start();
     const DELAY: Duration = Duration::from_secs(2);
-    let mut d = DaemonProcess::spawn(&with_admin(&config_toml(&redis.url(), ""), "2s"));
+    let mut d = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).admin("2s").toml());
     wait_for(&d, 200, ServingStatus::Serving).await;
     let mut before = d.client().await;
     // A comparison of about a second (cost 14), to be in flight when the delay ends.

@@ -38,7 +38,7 @@ async fn probe_until_with(addr: &str, extra: &[&str], want: i32) -> (i32, String
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_exits_zero_only_while_serving() {
     let mut redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let addr = format!("http://{}", daemon.addr);
 
     assert_eq!(probe_until(&addr, 0).await, (0, "SERVING".to_owned()));
@@ -78,7 +78,7 @@ async fn health_probes_a_mutual_tls_daemon_with_its_ca_and_a_client_certificate(
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new("portcullis test CA");
     let tls = server_tls(dir.path(), &ca, Some(&ca.pem()), "");
-    let daemon = Daemon::start(settings(&redis.url(), &tls)).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).extra(&tls).settings()).await;
     let ca_file = write(dir.path(), "ca.pem", &ca.pem()).display().to_string();
     let leaf = ca.leaf(&["probe.test"], &[]);
     let cert = write(dir.path(), "probe.pem", &leaf.cert_pem).display().to_string();

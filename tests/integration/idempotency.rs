@@ -7,7 +7,7 @@ use portcullis_test_support::*;
 #[tokio::test]
 async fn a_retried_attempt_counts_once_and_gets_the_same_answer() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let id = "grace@example.com";

@@ -7,7 +7,7 @@ use tonic::Code;
 #[tokio::test]
 async fn bad_input_is_refused_before_any_store_work() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let over = format!("{}@example.com", "a".repeat(309));
@@ -81,7 +81,7 @@ async fn bad_input_is_refused_before_any_store_work() {
 #[tokio::test]
 async fn an_unspecified_clear_reason_does_not_clear() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     for _ in 0..6 {
         c.attempt("default", "f@example.com").await.unwrap();

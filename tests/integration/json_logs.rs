@@ -10,7 +10,7 @@ const ID: &str = "Json.Victim@Example.COM";
 async fn json_lines_name_the_realm_and_never_the_identifier() {
     let mut redis = RedisServer::start();
     let d = DaemonProcess::spawn_with_env(
-        &config_toml(&redis.url(), ""),
+        &TestConfig::redis(&redis.url()).toml(),
         &[("PORTCULLIS_LOG_FORMAT", "json")],
     );
     let mut c = d.client().await;

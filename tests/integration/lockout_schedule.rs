@@ -25,7 +25,7 @@ async fn attempts(
 #[tokio::test]
 async fn windows_double_from_first_to_max_then_hold() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let id = "mallory@example.com";
@@ -62,7 +62,7 @@ async fn windows_double_from_first_to_max_then_hold() {
 #[tokio::test]
 async fn quiet_period_longer_than_retention_starts_again_at_the_first_window() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let id = "bob@example.com";
@@ -91,7 +91,7 @@ async fn quiet_period_longer_than_retention_starts_again_at_the_first_window() {
 #[tokio::test]
 async fn second_factor_realm_never_escalates() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let id = "carol@example.com";
@@ -108,7 +108,7 @@ async fn second_factor_realm_never_escalates() {
 #[tokio::test]
 async fn admit_follows_the_door_and_never_counts() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let id = "dave@example.com";
@@ -137,7 +137,7 @@ async fn admit_follows_the_door_and_never_counts() {
 async fn reset_completed_and_verified_reopen_a_locked_door() {
     use portcullis::pb::ClearReason;
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let id = "erin@example.com";

@@ -2,7 +2,9 @@
 //! own `redis-server` (or embedded store) and daemon (`tests/support`, the
 //! `portcullis-test-support` crate the benches share). Tests that install process-wide
 //! state (a global metrics recorder, the global trace propagator) are in
-//! `tests/process_global/`, a binary of their own.
+//! `tests/process_global/`, a binary of their own. What the repository says of itself
+//! (its layout, the documentation's paths, the README's tour, what deploy/ ships) is
+//! checked apart from behaviour, in `consistency` (tests/integration/consistency/).
 
 mod admin;
 mod breach;
@@ -10,10 +12,9 @@ mod client;
 mod client_conformance;
 mod cluster_store;
 mod concurrency;
+mod consistency;
 mod cpu_budget;
 mod daemon_process;
-mod deploy_artifacts;
-mod deploy_observability;
 mod devices;
 mod embedded_store;
 mod error_messages;
@@ -25,14 +26,12 @@ mod idempotency;
 mod invalid_input;
 mod json_logs;
 mod key_secret;
-mod layout;
 mod lockout_schedule;
 mod metrics;
 mod network;
 mod normalization;
 mod operator_verify;
 mod properties;
-mod readme_tour;
 mod redis_commands;
 mod redis_credentials;
 mod redis_tls;

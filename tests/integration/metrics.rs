@@ -61,8 +61,11 @@ async fn scrape(admin: std::net::SocketAddr) -> String {
 async fn a_scripted_run_shows_exactly_its_counts() {
     let mut redis = RedisServer::start();
     // One CPU slot and no queue: a second Verify while one compares is refused.
-    let config = config_toml(&redis.url(), "[verify]\nmax_concurrent = 1\nmax_waiters = 0\n");
-    let daemon = DaemonProcess::spawn(&with_admin(&config, "0s"));
+    let config = TestConfig::redis(&redis.url())
+        .extra("[verify]\nmax_concurrent = 1\nmax_waiters = 0\n")
+        .admin("0s")
+        .toml();
+    let daemon = DaemonProcess::spawn(&config);
     let admin = daemon.admin_addr();
     let mut c = daemon.client().await;
 
@@ -191,7 +194,7 @@ async fn a_scripted_run_shows_exactly_its_counts() {
     let mut queried = queried_metrics(&dashboard);
     assert!(queried.len() >= 10, "the dashboard queries too little: {queried:?}");
     // And every metric the alert rules query.
-    let in_rules = crate::deploy_observability::metrics_in_rules();
+    let in_rules = crate::consistency::deploy_observability::metrics_in_rules();
     assert!(in_rules.len() >= 5, "the rules query too little: {in_rules:?}");
     queried.extend(in_rules);
     for metric in &queried {

@@ -253,10 +253,11 @@ async fn three_daemons_on_a_cluster_spend_one_bucket_exactly() {
     let mut daemons = Vec::new();
     for _ in 0..3 {
         daemons.push(
-            Daemon::start(settings_with_store_and(
-                &format!("redis_cluster_nodes = {}", cluster.nodes_toml()),
-                NETWORK_REALMS,
-            ))
+            Daemon::start(
+                TestConfig::store(&format!("redis_cluster_nodes = {}", cluster.nodes_toml()))
+                    .extra(NETWORK_REALMS)
+                    .settings(),
+            )
             .await,
         );
     }
@@ -303,7 +304,8 @@ async fn a_failed_bucket_operation_is_a_deny_even_for_the_right_password() {
     let hash = hash();
     for fail in [NetworkOp::Take, NetworkOp::GiveBack] {
         let dir = tempfile::tempdir().unwrap();
-        let settings = embedded_settings_with(&dir.path().join("cfg"), NETWORK_REALMS);
+        let settings =
+            TestConfig::embedded(&dir.path().join("cfg")).extra(NETWORK_REALMS).settings();
         let inner = EmbeddedStore::open(
             &dir.path().join("data"),
             std::time::Duration::from_secs(2),
@@ -344,7 +346,7 @@ async fn a_failed_bucket_operation_is_a_deny_even_for_the_right_password() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttle_episode_is_one_log_line_without_the_address() {
     let dir = tempfile::tempdir().unwrap();
-    let config = embedded_config_toml(&dir.path().join("data"), NETWORK_REALMS);
+    let config = TestConfig::embedded(&dir.path().join("data")).extra(NETWORK_REALMS).toml();
     let daemon = DaemonProcess::spawn(&config);
     let mut c = daemon.client().await;
     for n in 0..20 {

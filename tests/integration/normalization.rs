@@ -42,7 +42,7 @@ fn all_65536_case_spellings_normalize_to_one_identifier() {
 #[tokio::test]
 async fn case_spellings_reach_one_counter_through_the_daemon() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     // 256 distinct spellings, spread over the whole space (odd stride: a permutation).
     for i in 0..256u32 {
@@ -59,7 +59,7 @@ async fn case_spellings_reach_one_counter_through_the_daemon() {
 #[tokio::test]
 async fn unicode_case_and_compatibility_forms_reach_one_counter_in_email_mode() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let groups: [&[&str]; 4] = [
         // Precomposed, decomposed, upper case, full-width, padded.
@@ -91,7 +91,7 @@ async fn unicode_case_and_compatibility_forms_reach_one_counter_in_email_mode() 
 #[tokio::test]
 async fn realms_never_share_a_counter() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     // ("ab", "c@x.io") and ("a", "bc@x.io") concatenate to the same string.
@@ -114,7 +114,7 @@ async fn realms_never_share_a_counter() {
 #[tokio::test]
 async fn a_trailing_dot_and_literal_spellings_reach_one_counter() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     for spelling in
         ["dave@example.com", "dave@example.com.", "Dave@EXAMPLE.com.", "dave@example.com"]

@@ -46,7 +46,7 @@ fn overhead(calls: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
 async fn one_script_call_per_operation_and_no_connection_checks() {
     let redis = RedisServer::start();
     let mut probe = redis.conn();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     // Loads the scripts (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA) and opens connections.
     c.attempt("default", "warm-up@example.com").await.unwrap();
@@ -118,7 +118,7 @@ async fn one_script_call_per_operation_and_no_connection_checks() {
 async fn a_verify_is_five_scripts_whatever_its_verdict() {
     let redis = RedisServer::start();
     let mut probe = redis.conn();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let hash = bcrypt::hash("right", 4).unwrap();
     // Loads every script a Verify uses (a first EVALSHA answers NOSCRIPT).

@@ -28,7 +28,7 @@ fn add_acl_user(redis: &RedisServer) {
 async fn an_acl_user_with_a_password_from_the_environment_counts_and_is_never_logged() {
     let redis = RedisServer::start();
     add_acl_user(&redis);
-    let config = config_toml(&redis.url(), "redis_username = \"app\"");
+    let config = TestConfig::redis(&redis.url()).extra("redis_username = \"app\"").toml();
     let daemon = DaemonProcess::spawn_with_env(&config, &[("PORTCULLIS_REDIS_PASSWORD", PASSWORD)]);
     let mut c = daemon.client().await;
     assert_eq!(c.attempt("default", "acl@example.com").await.unwrap(), Decision::Allow);
@@ -44,20 +44,19 @@ async fn a_password_file_and_a_password_in_the_url_are_redacted() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("redis-password");
     std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
-    let config = config_toml(
-        &redis.url(),
-        &format!(
+    let config = TestConfig::redis(&redis.url())
+        .extra(&format!(
             "redis_username = \"app\"\nredis_password_file = {:?}",
             file.display().to_string()
-        ),
-    );
+        ))
+        .toml();
     let daemon = DaemonProcess::spawn(&config);
     let mut c = daemon.client().await;
     assert_eq!(c.attempt("default", "file@example.com").await.unwrap(), Decision::Allow);
     assert!(!daemon.logs().contains(PASSWORD));
 
     let url = format!("redis://app:{PASSWORD}@127.0.0.1:{}/", redis.port);
-    let daemon = DaemonProcess::spawn(&config_toml(&url, ""));
+    let daemon = DaemonProcess::spawn(&TestConfig::redis(&url).toml());
     let mut c = daemon.client().await;
     assert_eq!(c.attempt("default", "url@example.com").await.unwrap(), Decision::Allow);
     assert!(!daemon.logs().contains(PASSWORD));
@@ -67,7 +66,7 @@ async fn a_password_file_and_a_password_in_the_url_are_redacted() {
 async fn a_wrong_password_denies() {
     let redis = RedisServer::start();
     add_acl_user(&redis);
-    let config = config_toml(&redis.url(), "redis_username = \"app\"");
+    let config = TestConfig::redis(&redis.url()).extra("redis_username = \"app\"").toml();
     let daemon = DaemonProcess::spawn_with_env(&config, &[("PORTCULLIS_REDIS_PASSWORD", "wrong")]);
     let mut c = daemon.client().await;
     let e = c.attempt("default", "wrong@example.com").await.expect_err("answered");

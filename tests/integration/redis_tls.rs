@@ -51,7 +51,7 @@ fn config_error(config: &str) -> String {
 async fn standalone_over_mutual_tls_counts_exactly_and_shows_no_key() {
     let tls = RedisTlsFiles::new(true);
     let redis = RedisServer::start_tls(&tls);
-    let settings = settings(&redis.tls_url(), &tls.store_toml());
+    let settings = TestConfig::redis(&redis.tls_url()).extra(&tls.store_toml()).settings();
     let key_pem = std::fs::read_to_string(&tls.client_key_file).unwrap();
     let key_body = key_pem.lines().nth(1).unwrap();
     let shown = format!("{settings:?}");
@@ -72,11 +72,13 @@ async fn a_server_the_ca_did_not_sign_is_refused() {
     let redis = RedisServer::start_tls(&tls);
     // Trusting another CA.
     let other = RedisTlsFiles::new(false);
-    let daemon = Daemon::start(settings(&redis.tls_url(), &other.store_toml())).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&redis.tls_url()).extra(&other.store_toml()).settings())
+            .await;
     assert_refused(&daemon, "other-ca@example.com").await;
     daemon.shutdown().await;
     // Trusting the system's roots, which know nothing of the test CA.
-    let daemon = Daemon::start(settings(&redis.tls_url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.tls_url()).settings()).await;
     assert_refused(&daemon, "system-roots@example.com").await;
     daemon.shutdown().await;
     assert_eq!(dbsize(&mut redis.conn()), 0, "nothing reached the untrusted server");
@@ -87,7 +89,8 @@ async fn a_server_that_wants_a_client_certificate_refuses_a_daemon_without_one()
     let tls = RedisTlsFiles::new(true);
     let redis = RedisServer::start_tls(&tls);
     let ca_only = format!("redis_tls_ca_file = {:?}", tls.ca_file.display().to_string());
-    let daemon = Daemon::start(settings(&redis.tls_url(), &ca_only)).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&redis.tls_url()).extra(&ca_only).settings()).await;
     assert_refused(&daemon, "no-client-cert@example.com").await;
     daemon.shutdown().await;
     assert_eq!(dbsize(&mut redis.conn()), 0);
@@ -98,11 +101,11 @@ async fn a_plain_url_to_a_tls_port_fails_closed() {
     let tls = RedisTlsFiles::new(false);
     let redis = RedisServer::start_tls(&tls);
     let plain = format!("redis://127.0.0.1:{}/", redis.tls_port());
-    let daemon = Daemon::start(settings(&plain, "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&plain).settings()).await;
     assert_refused(&daemon, "plain@example.com").await;
     daemon.shutdown().await;
     // With TLS files set, a plain URL does not even start.
-    let e = config_error(&config_toml(&plain, &tls.store_toml()));
+    let e = config_error(&TestConfig::redis(&plain).extra(&tls.store_toml()).toml());
     assert!(e.contains("store.redis_url") && e.contains("not a rediss://"), "{e}");
 }
 
@@ -111,56 +114,73 @@ fn tls_settings_are_checked_at_start_up_naming_the_setting() {
     let tls = RedisTlsFiles::new(true);
     let url = "rediss://127.0.0.1:1/";
     let path = |p: &std::path::Path| format!("{:?}", p.display().to_string());
-    let e = config_error(&config_toml(
-        url,
-        &format!("redis_tls_cert_file = {}", path(&tls.client_cert_file)),
-    ));
+    let e = config_error(
+        &TestConfig::redis(url)
+            .extra(&format!("redis_tls_cert_file = {}", path(&tls.client_cert_file)))
+            .toml(),
+    );
     assert!(e.contains("store.redis_tls_key_file"), "{e}");
-    let e = config_error(&config_toml(
-        url,
-        &format!("redis_tls_key_file = {}", path(&tls.client_key_file)),
-    ));
+    let e = config_error(
+        &TestConfig::redis(url)
+            .extra(&format!("redis_tls_key_file = {}", path(&tls.client_key_file)))
+            .toml(),
+    );
     assert!(e.contains("store.redis_tls_cert_file"), "{e}");
     // A key that is not the certificate's.
-    let e = config_error(&config_toml(
-        url,
-        &format!(
-            "redis_tls_cert_file = {}\nredis_tls_key_file = {}",
-            path(&tls.client_cert_file),
-            path(&tls.key_file)
-        ),
-    ));
+    let e = config_error(
+        &TestConfig::redis(url)
+            .extra(&format!(
+                "redis_tls_cert_file = {}\nredis_tls_key_file = {}",
+                path(&tls.client_cert_file),
+                path(&tls.key_file)
+            ))
+            .toml(),
+    );
     assert!(e.contains("store.redis_tls_key_file"), "{e}");
     let key_pem = std::fs::read_to_string(&tls.key_file).unwrap();
     assert!(!e.contains(key_pem.lines().nth(1).unwrap()), "{e}");
     // A CA file that holds no certificate (here: a key).
-    let e =
-        config_error(&config_toml(url, &format!("redis_tls_ca_file = {}", path(&tls.key_file))));
+    let e = config_error(
+        &TestConfig::redis(url)
+            .extra(&format!("redis_tls_ca_file = {}", path(&tls.key_file)))
+            .toml(),
+    );
     assert!(
         e.contains("store.redis_tls_ca_file") && e.contains("no usable PEM certificate"),
         "{e}"
     );
-    let e = config_error(&config_toml(url, "redis_tls_ca_file = \"/nonexistent/ca.pem\""));
+    let e = config_error(
+        &TestConfig::redis(url).extra("redis_tls_ca_file = \"/nonexistent/ca.pem\"").toml(),
+    );
     assert!(e.contains("store.redis_tls_ca_file"), "{e}");
     // Verification cannot be switched off.
-    let e = config_error(&config_toml("rediss://127.0.0.1:1/#insecure", ""));
+    let e = config_error(&TestConfig::redis("rediss://127.0.0.1:1/#insecure").toml());
     assert!(e.contains("store.redis_url") && e.contains("#insecure"), "{e}");
     // Every node of a shape must be rediss:// when TLS files are set (and a list never
     // mixes the two schemes).
-    let e = config_error(&config_toml_with_store(&format!(
-        "redis_cluster_nodes = [\"rediss://127.0.0.1:1\", \"redis://127.0.0.1:2\"]\n{}",
-        tls.store_toml()
-    )));
+    let e = config_error(
+        &TestConfig::store(&format!(
+            "redis_cluster_nodes = [\"rediss://127.0.0.1:1\", \"redis://127.0.0.1:2\"]\n{}",
+            tls.store_toml()
+        ))
+        .toml(),
+    );
     assert!(e.contains("store.redis_cluster_nodes") && e.contains("mixes"), "{e}");
-    let e = config_error(&config_toml_with_store(&format!(
-        "redis_cluster_nodes = [\"redis://127.0.0.1:1\", \"redis://127.0.0.1:2\"]\n{}",
-        tls.store_toml()
-    )));
+    let e = config_error(
+        &TestConfig::store(&format!(
+            "redis_cluster_nodes = [\"redis://127.0.0.1:1\", \"redis://127.0.0.1:2\"]\n{}",
+            tls.store_toml()
+        ))
+        .toml(),
+    );
     assert!(e.contains("store.redis_cluster_nodes") && e.contains("not a rediss://"), "{e}");
-    let e = config_error(&config_toml_with_store(&format!(
-        "redis_sentinel = {{ master_name = \"m\", nodes = [\"redis://127.0.0.1:1\"] }}\n{}",
-        tls.store_toml()
-    )));
+    let e = config_error(
+        &TestConfig::store(&format!(
+            "redis_sentinel = {{ master_name = \"m\", nodes = [\"redis://127.0.0.1:1\"] }}\n{}",
+            tls.store_toml()
+        ))
+        .toml(),
+    );
     assert!(e.contains("store.redis_sentinel.nodes") && e.contains("not a rediss://"), "{e}");
 }
 
@@ -170,7 +190,7 @@ async fn a_cluster_over_mutual_tls_counts_exactly_on_every_master() {
     let cluster = RedisCluster::start_tls(3, 0, &tls);
     let store = format!("redis_cluster_nodes = {}\n{}", cluster.nodes_toml(), tls.store_toml());
     assert!(store.contains("rediss://"), "{store}");
-    let daemon = Daemon::start(settings_with_store(&store)).await;
+    let daemon = Daemon::start(TestConfig::store(&store).settings()).await;
     let mut c = daemon.client().await;
     assert_eq!(allowed_of(&mut c, "cluster-tls@example.com", MAX_FAILURES + 3).await, MAX_FAILURES);
     // Accounts on every master: the daemon reaches each one over TLS.
@@ -184,7 +204,7 @@ async fn a_cluster_over_mutual_tls_counts_exactly_on_every_master() {
     // The same cluster, trusting another CA: refused.
     let other = RedisTlsFiles::new(true);
     let store = format!("redis_cluster_nodes = {}\n{}", cluster.nodes_toml(), other.store_toml());
-    let daemon = Daemon::start(settings_with_store(&store)).await;
+    let daemon = Daemon::start(TestConfig::store(&store).settings()).await;
     assert_refused(&daemon, "cluster-other-ca@example.com").await;
     daemon.shutdown().await;
 }
@@ -195,7 +215,7 @@ async fn sentinel_and_master_over_mutual_tls_count_exactly() {
     let group = SentinelGroup::start_tls(&tls);
     let store = format!("{}\n{}", group.sentinel_toml(), tls.store_toml());
     assert!(store.contains("rediss://"), "{store}");
-    let daemon = Daemon::start(settings_with_store(&store)).await;
+    let daemon = Daemon::start(TestConfig::store(&store).settings()).await;
     let mut c = daemon.client().await;
     let id = "sentinel-tls@example.com";
     assert_eq!(allowed_of(&mut c, id, MAX_FAILURES + 3).await, MAX_FAILURES);
@@ -210,7 +230,7 @@ async fn sentinel_and_master_over_mutual_tls_count_exactly() {
     // Trusting another CA: neither the Sentinels nor the master are reached.
     let other = RedisTlsFiles::new(true);
     let store = format!("{}\n{}", group.sentinel_toml(), other.store_toml());
-    let daemon = Daemon::start(settings_with_store(&store)).await;
+    let daemon = Daemon::start(TestConfig::store(&store).settings()).await;
     assert_refused(&daemon, "sentinel-other-ca@example.com").await;
     daemon.shutdown().await;
 }
@@ -220,7 +240,8 @@ async fn a_tls_url_to_a_plain_port_fails_closed() {
     let tls = RedisTlsFiles::new(false);
     let redis = RedisServer::start();
     let tls_to_plain = redis.url().replacen("redis://", "rediss://", 1);
-    let daemon = Daemon::start(settings(&tls_to_plain, &tls.store_toml())).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&tls_to_plain).extra(&tls.store_toml()).settings()).await;
     assert_refused(&daemon, "tls-to-plain@example.com").await;
     daemon.shutdown().await;
     // The handshake bytes are no command Redis runs: nothing was written.
@@ -241,7 +262,7 @@ fn careless_tls_files_are_refused_at_start_up_naming_the_setting() {
     let ca_pem = std::fs::read_to_string(&tls.ca_file).unwrap();
     let key_pem = std::fs::read_to_string(&tls.client_key_file).unwrap();
     let cert_pem = std::fs::read_to_string(&tls.client_cert_file).unwrap();
-    let with = |extra: String| config_error(&config_toml(url, &extra));
+    let with = |extra: String| config_error(&TestConfig::redis(url).extra(&extra).toml());
     // A PEM envelope around garbage, alone or after a good CA.
     let garbage_der = "-----BEGIN CERTIFICATE-----\nAAAAAAAAAAAAAAAA\n-----END CERTIFICATE-----\n";
     for contents in [garbage_der.to_owned(), format!("{ca_pem}{garbage_der}")] {
@@ -301,7 +322,7 @@ fn a_password_in_a_tls_url_is_never_shown() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("portcullis.toml");
-        std::fs::write(&path, config_toml(url, &tls.store_toml())).unwrap();
+        std::fs::write(&path, TestConfig::redis(url).extra(&tls.store_toml()).toml()).unwrap();
         let config = Config::load(Some(&path), &Overrides::default()).unwrap();
         let shown = match config.clone().validate(Some(SECRET.into())) {
             Ok(settings) => format!("{config:?} {settings:?}"),
@@ -323,7 +344,9 @@ async fn a_server_certificate_for_another_name_is_refused() {
     tls.key_file =
         portcullis_test_support::pki::write(tls.dir.path(), "other-server.key", &other.key_pem);
     let redis = RedisServer::start_tls(&tls);
-    let daemon = Daemon::start(settings(&redis.tls_url(), &tls.store_toml())).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&redis.tls_url()).extra(&tls.store_toml()).settings())
+            .await;
     assert_refused(&daemon, "other-name@example.com").await;
     daemon.shutdown().await;
     assert_eq!(dbsize(&mut redis.conn()), 0, "nothing reached the misnamed server");

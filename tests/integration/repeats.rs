@@ -321,7 +321,7 @@ async fn the_store_keeps_no_password_and_no_unkeyed_digest_of_one() {
 async fn a_failed_repeat_note_is_a_deny() {
     use portcullis::store::embedded::{EmbeddedStore, SystemClock};
     let dir = tempfile::tempdir().unwrap();
-    let settings = embedded_settings_with(&dir.path().join("cfg"), REALMS);
+    let settings = TestConfig::embedded(&dir.path().join("cfg")).extra(REALMS).settings();
     let inner = EmbeddedStore::open(
         &dir.path().join("data"),
         std::time::Duration::from_secs(2),

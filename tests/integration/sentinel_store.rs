@@ -13,7 +13,7 @@ use tonic::Code;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_master_killed_under_load_fails_over_without_an_allow_past_the_limit() {
     let mut group = SentinelGroup::start();
-    let daemon = Daemon::start(settings_with_store(&group.sentinel_toml())).await;
+    let daemon = Daemon::start(TestConfig::store(&group.sentinel_toml()).settings()).await;
     let mut clients = Vec::new();
     for _ in 0..4 {
         clients.push(daemon.client().await);

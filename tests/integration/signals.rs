@@ -18,7 +18,7 @@ fn token_file(dir: &std::path::Path, name: &str, token: &str) -> std::path::Path
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_and_the_user_signals_never_end_a_daemon_without_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), ""));
+    let mut daemon = DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).toml());
     let mut c = daemon.client().await;
     for (n, signal) in ["HUP", "USR1", "USR2", "HUP"].into_iter().enumerate() {
         daemon.signal(signal);
@@ -35,7 +35,7 @@ async fn sighup_and_the_user_signals_never_end_a_daemon_without_tls() {
     }
     assert!(daemon.terminate().await.success(), "SIGTERM exits 0");
 
-    let mut daemon = DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data2"), ""));
+    let mut daemon = DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data2")).toml());
     daemon.signal("INT");
     let status = daemon.wait_exit(Duration::from_secs(10)).await.expect("SIGINT stops it");
     assert!(status.success(), "SIGINT exits 0: {status:?}");
@@ -60,7 +60,7 @@ async fn sighup_reloads_callers_on_open_connections_and_refuses_a_bad_file() {
         text
     };
     let data = dir.path().join("data");
-    let daemon = DaemonProcess::spawn(&embedded_config_toml(&data, &callers(true)));
+    let daemon = DaemonProcess::spawn(&TestConfig::embedded(&data).extra(&callers(true)).toml());
     let mut gateway = caller(daemon.addr, None, Some(web)).await.unwrap();
     assert_eq!(gateway.attempt("default", "a@example.com").await.unwrap(), Decision::Allow);
 
@@ -72,7 +72,7 @@ async fn sighup_reloads_callers_on_open_connections_and_refuses_a_bad_file() {
     assert_eq!(gateway.attempt("default", "a@example.com").await.unwrap(), Decision::Allow);
 
     // The web caller removed: its open connection gets no further call.
-    let mut without_web = embedded_config_toml(&data, &callers(false));
+    let mut without_web = TestConfig::embedded(&data).extra(&callers(false)).toml();
     std::fs::write(daemon.config_path(), &without_web).unwrap();
     daemon.signal("HUP");
     daemon.wait_for_log("reload: configuration reloaded", 1).await;

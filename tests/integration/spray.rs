@@ -46,7 +46,7 @@ fn load(toml: &str) -> Settings {
 }
 
 fn redis_settings(redis: &RedisServer) -> Settings {
-    load(&config_toml(&redis.url(), SPRAY_REALMS))
+    load(&TestConfig::redis(&redis.url()).extra(SPRAY_REALMS).toml())
 }
 
 async fn spray_status(daemon: &Daemon, realm: &str) -> SprayStatusResponse {
@@ -121,7 +121,7 @@ async fn a_sprayed_password_trips_the_signal_near_the_threshold_on_redis() {
 async fn a_sprayed_password_trips_the_signal_at_the_threshold_on_the_embedded_store() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let settings = load(&embedded_config_toml(&data, SPRAY_REALMS));
+    let settings = load(&TestConfig::embedded(&data).extra(SPRAY_REALMS).toml());
     let daemon = Daemon::start(settings).await;
     let mut c = daemon.client().await;
     let first = spray_500(&mut c).await;
@@ -234,8 +234,9 @@ async fn only_real_failed_comparisons_count_and_no_answer_tells_an_accounts_own_
 #[tokio::test]
 async fn spray_episodes_are_logged_by_realm_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let daemon =
-        DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), SPRAY_REALMS));
+    let daemon = DaemonProcess::spawn(
+        &TestConfig::embedded(&dir.path().join("data")).extra(SPRAY_REALMS).toml(),
+    );
     let mut c = daemon.client().await;
     for i in 0..12 {
         let id = format!("sprayed.user{i}@example.com");
@@ -277,7 +278,8 @@ async fn a_spray_call_that_fails_is_a_deny_even_for_the_right_password() {
         [(SprayNote::Check, SPRAYED), (SprayNote::Failure, b"a wrong password".as_slice())]
     {
         let dir = tempfile::tempdir().unwrap();
-        let settings = load(&embedded_config_toml(&dir.path().join("cfg"), SPRAY_REALMS));
+        let settings =
+            load(&TestConfig::embedded(&dir.path().join("cfg")).extra(SPRAY_REALMS).toml());
         let inner = EmbeddedStore::open(
             &dir.path().join("data"),
             std::time::Duration::from_secs(2),
@@ -330,7 +332,7 @@ realms = ["fast"]
         token_file("ops.sha256", OPERATOR_TOKEN),
         token_file("watch.sha256", WATCHER_TOKEN),
     );
-    let daemon = Daemon::start(settings(&redis.url(), &callers)).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).extra(&callers).settings()).await;
     let status = |realm: &str| SprayStatusRequest { realm: realm.into() };
     // Inspect and Unlock do not include SprayStatus.
     let mut ops = caller(daemon.addr, None, Some(OPERATOR_TOKEN)).await.unwrap();

@@ -11,8 +11,9 @@ use tonic::Code;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
 
-/// The tests' daemons use a 300 ms operation timeout (`portcullis_test_support::config_toml`); the
-/// margin covers scheduling on a loaded 2-core machine, far below the client's 5 s deadline.
+/// The tests' daemons use a 300 ms operation timeout
+/// (`portcullis_test_support::TestConfig::redis`); the margin covers scheduling on a
+/// loaded 2-core machine, far below the client's 5 s deadline.
 const ANSWER_WITHIN: Duration = Duration::from_millis(300 + 1200);
 
 /// Calls all three RPCs and asserts each is UNAVAILABLE, in time.
@@ -42,7 +43,7 @@ async fn assert_every_rpc_unavailable(c: &mut Client) {
 #[tokio::test]
 async fn redis_stopped_means_unavailable_never_allow() {
     let mut redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     c.attempt("default", "ivan@example.com").await.unwrap();
     redis.stop();
@@ -55,7 +56,8 @@ async fn redis_stopped_means_unavailable_never_allow() {
 #[tokio::test]
 async fn redis_refusing_connections_means_unavailable() {
     let port = free_port();
-    let daemon = Daemon::start(settings(&format!("redis://127.0.0.1:{port}/"), "")).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&format!("redis://127.0.0.1:{port}/")).settings()).await;
     let mut c = daemon.client().await;
     assert_every_rpc_unavailable(&mut c).await;
     daemon.shutdown().await;
@@ -66,7 +68,8 @@ async fn redis_that_never_answers_times_out_as_unavailable() {
     // Accepts TCP connections (the kernel completes the handshake) and never replies.
     let blackhole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = blackhole.local_addr().unwrap().port();
-    let daemon = Daemon::start(settings(&format!("redis://127.0.0.1:{port}/"), "")).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&format!("redis://127.0.0.1:{port}/")).settings()).await;
     let mut c = daemon.client().await;
     assert_every_rpc_unavailable(&mut c).await;
     drop(blackhole);
@@ -76,7 +79,7 @@ async fn redis_that_never_answers_times_out_as_unavailable() {
 #[tokio::test]
 async fn flushed_scripts_and_a_restarted_redis_count_the_next_attempt_once() {
     let mut redis = RedisServer::start_persistent();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let id = "judy@example.com";
     let key = record_key("default", Normalization::Email, id);
@@ -117,7 +120,7 @@ async fn flushed_scripts_and_a_restarted_redis_count_the_next_attempt_once() {
 #[tokio::test]
 async fn health_follows_the_store() {
     let mut redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", daemon.addr))
         .unwrap()
         .timeout(CALL_DEADLINE)
@@ -160,7 +163,7 @@ fn signal(pid: u32, signal: &str) {
 #[tokio::test]
 async fn a_frozen_redis_means_unavailable_and_a_thawed_one_counts_again() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let id = "frozen@example.com";
     c.attempt("default", id).await.unwrap();
@@ -200,7 +203,7 @@ fn client_ids(conn: &mut redis::Connection) -> Vec<u64> {
 async fn a_demoted_master_is_a_store_error_and_its_connection_is_dropped() {
     let redis = RedisServer::start();
     let other = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let id = "demoted@example.com";
     c.attempt("default", id).await.unwrap();

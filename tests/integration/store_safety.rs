@@ -55,7 +55,7 @@ fn an_evicting_policy_refuses_to_start_naming_the_policy() {
     for policy in ["allkeys-lru", "volatile-lru"] {
         let redis = RedisServer::start();
         config_set(&redis, "maxmemory-policy", policy);
-        let stderr = refused_start(&config_toml(&redis.url(), ""));
+        let stderr = refused_start(&TestConfig::redis(&redis.url()).toml());
         assert!(
             stderr.contains("refusing to start") && stderr.contains(policy),
             "the refusal does not name {policy}: {stderr}"
@@ -68,7 +68,9 @@ fn an_evicting_policy_refuses_to_start_naming_the_policy() {
 async fn the_eviction_override_serves_with_a_warning() {
     let redis = RedisServer::start();
     config_set(&redis, "maxmemory-policy", "allkeys-lru");
-    let daemon = DaemonProcess::spawn(&config_toml(&redis.url(), "allow_eviction = true"));
+    let daemon = DaemonProcess::spawn(
+        &TestConfig::redis(&redis.url()).extra("allow_eviction = true").toml(),
+    );
     let mut c = daemon.client().await;
     assert_eq!(c.attempt("default", "evict@example.com").await.unwrap(), Decision::Allow);
     let logs = daemon.logs();
@@ -102,7 +104,7 @@ async fn wait_for_health(h: &mut HealthClient<tonic::transport::Channel>, want: 
 #[tokio::test]
 async fn a_policy_turned_evicting_while_serving_denies_until_reverted() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut h = health(daemon.addr).await;
     wait_for_health(&mut h, ServingStatus::Serving).await;
     let mut c = daemon.client().await;
@@ -126,7 +128,7 @@ async fn a_policy_turned_evicting_while_serving_denies_until_reverted() {
 #[tokio::test]
 async fn out_of_memory_on_a_write_denies() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     assert_eq!(c.attempt("default", "oom@example.com").await.unwrap(), Decision::Allow);
     // Below what Redis already uses: every write is refused with OOM (noeviction).
@@ -164,8 +166,12 @@ async fn wait_replicas_answers_after_a_replica_confirms_and_denies_without_one()
     let master = RedisServer::start();
     let mut replica = RedisServer::start();
     replicate(&replica, &master);
-    let daemon =
-        Daemon::start(settings(&master.url(), "wait_replicas = 1\nwait_timeout = \"100ms\"")).await;
+    let daemon = Daemon::start(
+        TestConfig::redis(&master.url())
+            .extra("wait_replicas = 1\nwait_timeout = \"100ms\"")
+            .settings(),
+    )
+    .await;
     let mut c = daemon.client().await;
     let id = "waited@example.com";
     for _ in 0..3 {

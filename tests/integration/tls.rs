@@ -24,7 +24,9 @@ async fn mutual_tls_refuses_every_unverified_caller_before_the_store() {
     let ca = Ca::new("portcullis test CA");
     let other = Ca::new("someone else's CA");
     let tls = server_tls(dir.path(), &ca, Some(&ca.pem()), "");
-    let daemon = Daemon::start(settings(&redis.url(), &format!("{tls}{GATEWAY}"))).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&redis.url()).extra(&format!("{tls}{GATEWAY}")).settings())
+            .await;
     let mut conn = redis.conn();
 
     let refused = [
@@ -65,7 +67,9 @@ async fn the_gateway_client_library_speaks_mutual_tls() {
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new("portcullis test CA");
     let tls = server_tls(dir.path(), &ca, Some(&ca.pem()), "");
-    let daemon = Daemon::start(settings(&redis.url(), &format!("{tls}{GATEWAY}"))).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&redis.url()).extra(&format!("{tls}{GATEWAY}")).settings())
+            .await;
     let leaf = ca.leaf(&["gateway.test"], &[]);
     let client_config = |with_identity: bool| portcullis::client::ClientConfig {
         endpoints: vec![format!("https://localhost:{}", daemon.addr.port())],
@@ -165,7 +169,9 @@ async fn tls_without_client_certificates_serves_token_callers() {
     let callers = format!(
         "[callers.gateway]\ntoken_hash_file = {hashes:?}\nrpcs = [\"RecordAttempt\"]\nrealms = [\"default\"]\n"
     );
-    let daemon = Daemon::start(settings(&redis.url(), &format!("{tls}{callers}"))).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&redis.url()).extra(&format!("{tls}{callers}")).settings())
+            .await;
     let tls = || Some(client_tls(&ca.pem(), None));
     let e = try_attempt(daemon.addr, tls(), Some("wrong-token")).await.unwrap_err();
     assert!(e.starts_with("Unauthenticated"), "{e}");
@@ -194,7 +200,9 @@ san_uri = ["spiffe://test/operator"]
 rpcs = ["Inspect"]
 realms = ["*"]
 "#;
-    let daemon = Daemon::start(settings(&redis.url(), &format!("{tls}{callers}"))).await;
+    let daemon =
+        Daemon::start(TestConfig::redis(&redis.url()).extra(&format!("{tls}{callers}")).settings())
+            .await;
     let both = ca.leaf(&["gateway.test"], &["spiffe://test/operator"]);
     let answer = try_attempt(daemon.addr, Some(client_tls(&ca.pem(), Some(&both))), None).await;
     let refused = answer.unwrap_err();

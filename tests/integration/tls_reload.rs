@@ -57,7 +57,10 @@ async fn rotation_under_load_fails_no_call() {
     let dir = tempfile::tempdir().unwrap();
     let (old, new) = (Ca::new("old CA"), Ca::new("new CA"));
     rotate(dir.path(), &old, &old.pem());
-    let daemon = Daemon::start(settings(&redis.url(), &tls_section(dir.path(), "100ms"))).await;
+    let daemon = Daemon::start(
+        TestConfig::redis(&redis.url()).extra(&tls_section(dir.path(), "100ms")).settings(),
+    )
+    .await;
 
     // Clients trust both CAs for the server (as they would during a planned rotation)
     // and keep their certificate from the old CA, which stays in the bundle.
@@ -119,7 +122,8 @@ async fn sighup_reloads_at_once() {
     let (old, new) = (Ca::new("old CA"), Ca::new("new CA"));
     rotate(dir.path(), &old, &old.pem());
     let tls = tls_section(dir.path(), "24h");
-    let daemon = DaemonProcess::spawn(&embedded_config_toml(&dir.path().join("data"), &tls));
+    let daemon =
+        DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).extra(&tls).toml());
     let leaf = old.leaf(&["gateway.test"], &[]);
     assert!(
         try_attempt(daemon.addr, Some(client_tls(&old.pem(), Some(&leaf))), None).await.is_ok()
@@ -156,7 +160,8 @@ async fn an_expired_certificate_gets_no_call_through_an_open_connection() {
     let ca = Ca::new("CA");
     rotate(dir.path(), &ca, &ca.pem());
     let tls = tls_section(dir.path(), "24h");
-    let daemon = Daemon::start(embedded_settings_with(&dir.path().join("data"), &tls)).await;
+    let daemon =
+        Daemon::start(TestConfig::embedded(&dir.path().join("data")).extra(&tls).settings()).await;
     let leaf = ca.leaf_expiring_in(&["gateway.test"], 3);
     let mut open =
         caller(daemon.addr, Some(client_tls(&ca.pem(), Some(&leaf))), None).await.unwrap();
@@ -183,7 +188,8 @@ async fn a_removed_client_ca_gets_no_call_through_an_open_connection() {
     let (server, kept, removed) = (Ca::new("server CA"), Ca::new("kept CA"), Ca::new("removed CA"));
     rotate(dir.path(), &server, &format!("{}{}", kept.pem(), removed.pem()));
     let tls = tls_section(dir.path(), "100ms");
-    let daemon = Daemon::start(embedded_settings_with(&dir.path().join("data"), &tls)).await;
+    let daemon =
+        Daemon::start(TestConfig::embedded(&dir.path().join("data")).extra(&tls).settings()).await;
     let doomed = removed.leaf(&["gateway.test"], &[]);
     let staying = kept.leaf(&["gateway.test"], &[]);
     let mut old =
@@ -217,7 +223,8 @@ async fn mutual_tls_never_resumes_a_session() {
     let ca = Ca::new("CA");
     rotate(dir.path(), &ca, &ca.pem());
     let tls = tls_section(dir.path(), "24h");
-    let daemon = Daemon::start(embedded_settings_with(&dir.path().join("data"), &tls)).await;
+    let daemon =
+        Daemon::start(TestConfig::embedded(&dir.path().join("data")).extra(&tls).settings()).await;
     let leaf = ca.leaf(&["gateway.test"], &[]);
     let mut roots = rustls::RootCertStore::empty();
     roots

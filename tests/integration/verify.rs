@@ -42,7 +42,7 @@ fn bcrypt(password: &[u8], cost: u32) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_independent_vector_verifies_as_its_tool_says() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let rows = vectors();
     for (n, row) in rows.iter().enumerate() {
@@ -60,7 +60,7 @@ async fn every_independent_vector_verifies_as_its_tool_says() {
 #[tokio::test]
 async fn unknown_account_and_wrong_password_are_indistinguishable() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let realm_target = portcullis::verify::hash::HashParams::Argon2 {
         algorithm: portcullis::verify::hash::Algorithm::Argon2id,
@@ -97,7 +97,7 @@ async fn unknown_account_and_wrong_password_are_indistinguishable() {
 #[tokio::test]
 async fn a_closed_door_rejects_without_hashing_and_a_match_clears() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let hash = bcrypt(b"s3cret", 4);
@@ -134,7 +134,7 @@ async fn a_closed_door_rejects_without_hashing_and_a_match_clears() {
 #[tokio::test]
 async fn needs_rehash_when_the_hash_is_below_the_realm_target() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     // The default realm targets argon2id m=19456 t=2 p=1; a bcrypt hash is below it,
     // and so is a weaker argon2id. The `fast` realm targets bcrypt cost 4.
@@ -159,7 +159,7 @@ async fn needs_rehash_when_the_hash_is_below_the_realm_target() {
 #[tokio::test]
 async fn malformed_and_oversized_hashes_are_refused_without_work_or_count() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let bcrypt = "$2b$05$IbTcdjsgUGCtcgd/e8TOs.xs3Rqt9IqOvtdu6ZrtBE/tx1q1TDfm2";
@@ -213,7 +213,7 @@ async fn malformed_and_oversized_hashes_are_refused_without_work_or_count() {
 #[tokio::test]
 async fn bad_verify_input_is_invalid_argument_and_writes_nothing() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let hash = "$2b$05$IbTcdjsgUGCtcgd/e8TOs.xs3Rqt9IqOvtdu6ZrtBE/tx1q1TDfm2";
@@ -267,7 +267,7 @@ async fn verify_with_id(
 #[tokio::test]
 async fn a_replayed_attempt_id_is_never_compared_again() {
     let redis = RedisServer::start();
-    let daemon = Daemon::start(settings(&redis.url(), "")).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let hash = &bcrypt(b"s3cret", 4);
@@ -303,7 +303,7 @@ async fn a_replayed_attempt_id_is_never_compared_again() {
 async fn a_replay_refused_by_the_budget_refunds_nothing() {
     let redis = RedisServer::start();
     let extra = "[verify]\nmax_concurrent = 1\nmax_wait = \"20ms\"\n";
-    let daemon = Daemon::start(settings(&redis.url(), extra)).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).extra(extra).settings()).await;
     let mut c = daemon.client().await;
     let mut conn = redis.conn();
     let fast = bcrypt(b"pw", 4);

@@ -290,7 +290,7 @@ fn over_a_faulty_store(
     dir: &tempfile::TempDir,
     fail: Fault,
 ) -> (portcullis::rpc::GovernorService, portcullis::rpc::AdminService) {
-    let settings = || embedded_settings_with(&dir.path().join("cfg"), REALMS);
+    let settings = || TestConfig::embedded(&dir.path().join("cfg")).extra(REALMS).settings();
     let inner = EmbeddedStore::open(
         &dir.path().join("data"),
         Duration::from_secs(2),

@@ -100,7 +100,7 @@ realms = ["*"]
         token_file(dir.path(), "web.sha256", VERIFIER_TOKEN),
         token_file(dir.path(), "ops.sha256", OPERATOR_TOKEN),
     );
-    let daemon = Daemon::start(settings(&redis.url(), &callers)).await;
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).extra(&callers).settings()).await;
     let mut conn = redis.conn();
     let mut web = caller(daemon.addr, None, Some(VERIFIER_TOKEN)).await.unwrap();
 
@@ -186,7 +186,7 @@ fn caller_configuration_errors_name_the_setting() {
     let redis_url = "redis://127.0.0.1:1/";
     let check = |callers: &str, want: &str| {
         let path = dir.path().join("p.toml");
-        std::fs::write(&path, config_toml(redis_url, callers)).unwrap();
+        std::fs::write(&path, TestConfig::redis(redis_url).extra(callers).toml()).unwrap();
         let e = portcullis::config::Config::load(Some(&path), &Default::default())
             .and_then(|c| c.validate(Some(SECRET.into())))
             .unwrap_err()
@@ -223,7 +223,7 @@ fn caller_configuration_errors_name_the_setting() {
     let ok = format!(
         "[callers.a]\ntoken_hash_file = {hashes:?}\nrpcs = [\"Verify\"]\nrealms = [\"*\"]\n"
     );
-    std::fs::write(&path, config_toml(redis_url, &ok)).unwrap();
+    std::fs::write(&path, TestConfig::redis(redis_url).extra(&ok).toml()).unwrap();
     let settings = portcullis::config::Config::load(Some(&path), &Default::default())
         .unwrap()
         .validate(Some(SECRET.into()))

@@ -93,7 +93,7 @@ async fn a_caller_trace_state_is_bounded_in_exported_spans() {
     let (collector, endpoint) = start_collector().await;
     let redis = RedisServer::start();
     let daemon = DaemonProcess::spawn_with_env(
-        &config_toml(&redis.url(), ""),
+        &TestConfig::redis(&redis.url()).toml(),
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint), ("OTEL_SERVICE_NAME", "portcullis-test")],
     );
     let mut c = portcullis_test_support::Client::connect(daemon.addr).await;
@@ -158,7 +158,7 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
         .unwrap();
     let breach = format!("[breach]\nfilter_file = {:?}\n", filter.to_str().unwrap());
     let daemon = DaemonProcess::spawn_with_env(
-        &config_toml(&redis.url(), &breach),
+        &TestConfig::redis(&redis.url()).extra(&breach).toml(),
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint), ("OTEL_SERVICE_NAME", "portcullis-test")],
     );
 

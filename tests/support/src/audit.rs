@@ -8,7 +8,7 @@ use portcullis::normalize::{Normalization, normalize};
 use portcullis::secret::KeySecret;
 use portcullis::store::keys::{AccountKey, KEY_CHECK};
 
-use crate::*;
+use crate::config::SECRET;
 
 /// The record key of (realm, identifier) as the daemon derives it.
 pub fn record_key(realm: &str, mode: Normalization, identifier: &str) -> String {

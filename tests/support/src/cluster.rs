@@ -3,7 +3,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::*;
+use crate::server::{Node, RedisTlsFiles, spawn_redis_node_tls};
 
 /// A real Redis Cluster on free loopback ports: `masters` masters with `replicas` each,
 /// created with `redis-cli --cluster create`, with a short `cluster-node-timeout` so a

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use portcullis::config::Settings;
 
-use crate::*;
+use crate::client::Client;
+use crate::config::{SECRET, TestConfig};
+use crate::server::RedisServer;
 
 /// The `portcullis` binary a [`DaemonProcess`] runs: this tree's, or the one
 /// `PORTCULLIS_BINARY` names (benches compare an older build with it).
@@ -51,8 +53,8 @@ impl Daemon {
     /// store in `dir/data`: for behaviour every store must show alike.
     pub async fn on(redis: Option<&RedisServer>, dir: &Path, extra: &str) -> Self {
         let settings = match redis {
-            Some(r) => settings(&r.url(), extra),
-            None => embedded_settings_with(&dir.join("data"), extra),
+            Some(r) => TestConfig::redis(&r.url()).extra(extra).settings(),
+            None => TestConfig::embedded(&dir.join("data")).extra(extra).settings(),
         };
         Self::start(settings).await
     }
@@ -116,7 +118,7 @@ impl DaemonProcess {
         // The default admin port (9464) is shared: a developer's own daemon may hold it.
         assert!(
             config.contains("admin_listen"),
-            "a test daemon's config must set [telemetry] admin_listen (TEST_TOP_LEVEL or with_admin)"
+            "a test daemon's config must set [telemetry] admin_listen (TEST_TOP_LEVEL or TestConfig::admin)"
         );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("portcullis.toml");
@@ -179,7 +181,7 @@ impl DaemonProcess {
     }
 
     /// The admin listener's address (the daemon must have been started with
-    /// [`with_admin`]); waits up to 10 s for its log line.
+    /// [`TestConfig::admin`]); waits up to 10 s for its log line.
     pub fn admin_addr(&self) -> SocketAddr {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

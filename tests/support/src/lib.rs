@@ -5,7 +5,8 @@
 //! certificates, and helpers to read the store the way an auditor would.
 //!
 //! # Layout
-//! - [`config`]: the test key secret and realms, the TOML and settings of each shape.
+//! - [`config`]: the test key secret and realms, and [`TestConfig`]: the TOML and
+//!   settings of each store shape.
 //! - [`server`]: `redis-server` children ([`RedisServer`], cluster and Sentinel [`Node`]s).
 //! - [`cluster`]: a Redis Cluster ([`RedisCluster`]).
 //! - [`sentinel`]: a Sentinel group ([`SentinelGroup`]).
@@ -39,11 +40,17 @@ pub mod sentinel;
 pub mod server;
 pub mod verify_bench;
 
-pub use audit::*;
-pub use client::*;
-pub use cluster::*;
-pub use config::*;
-pub use daemon::*;
-pub use faulty::*;
-pub use sentinel::*;
-pub use server::*;
+// What the tests and benches use by name from the crate root (`use
+// portcullis_test_support::*;`); the rest is reached through its module.
+pub use audit::{
+    account_key_count, age_record, assert_store_clean, dbsize, http_get, read_record, record_key,
+};
+pub use client::{
+    CALL_DEADLINE, Caller, Client, account, caller, grpc_request, try_attempt, verdict,
+};
+pub use cluster::{RedisCluster, replicated};
+pub use config::{REALMS_TOML, SECRET, TEST_TOP_LEVEL, TestConfig, free_port};
+pub use daemon::{Daemon, DaemonProcess, daemon_binary};
+pub use faulty::{Fault, FaultyStore, governor_over};
+pub use sentinel::SentinelGroup;
+pub use server::{Node, RedisServer, RedisTlsFiles};

@@ -4,7 +4,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::*;
+use crate::config::free_port;
+use crate::server::{
+    Node, RedisTlsFiles, redis_server_binary, spawn_redis_node_tls, wait_for_ping,
+};
 
 /// A Sentinel-monitored master with one replica and three `redis-sentinel`s (quorum 2)
 /// on free loopback ports, failing over within seconds.

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::*;
+use crate::config::free_port;
+use crate::pki;
 
 /// TLS material for test Redis nodes, in files made at test time: a CA, the servers'
 /// certificate for `127.0.0.1` and `localhost` (also what they present to each other for
