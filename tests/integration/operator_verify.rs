@@ -325,3 +325,50 @@ async fn check_password_prints_the_reason_and_exits_0_only_when_ok() {
     assert_eq!(code, 2);
     assert!(stderr.contains(&format!("cannot reach the daemon at {dead}")), "{stderr}");
 }
+
+/// docs/gateways.md's walkthrough, its operator-client half: each `$ portcullis ...` line
+/// of its console block, run against a daemon on its embedded defaults, prints what the
+/// page shows (the steps the grpcurl half makes, without grpcurl).
+#[test]
+fn the_gateways_walkthrough_prints_what_the_page_shows() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/gateways.md"))
+            .unwrap();
+    let section = page.split("## A walkthrough with grpcurl").nth(1).expect("the walkthrough");
+    let mut steps: Vec<(String, Vec<String>)> = Vec::new();
+    for block in section.split("```console").skip(1) {
+        for line in block.split("```").next().unwrap().lines() {
+            if let Some(command) = line.strip_prefix("$ ") {
+                steps.push((command.to_owned(), Vec::new()));
+            } else if let Some((_, shown)) = steps.last_mut()
+                && !line.is_empty()
+            {
+                shown.push(line.to_owned());
+            }
+        }
+    }
+    assert!(steps.len() >= 6, "{steps:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let d = DaemonProcess::spawn(&format!(
+        "listen = \"127.0.0.1:0\"\n{TEST_TOP_LEVEL}[store]\ndata_dir = {:?}\n",
+        dir.path().display().to_string()
+    ));
+    // `portcullis` is the built binary, pointed at this daemon.
+    let prelude = format!(
+        "portcullis() {{ local command=$1; shift; '{}' \"$command\" --addr http://{} \"$@\"; }}",
+        env!("CARGO_BIN_EXE_portcullis"),
+        d.addr
+    );
+    for (command, shown) in &steps {
+        let out = Command::new("bash").arg("-c").arg(format!("{prelude}\n{command}")).output();
+        let out = out.unwrap();
+        let printed = String::from_utf8_lossy(&out.stdout);
+        let printed: Vec<&str> = printed.lines().collect();
+        assert_eq!(
+            printed,
+            *shown,
+            "`{command}` printed {printed:?}, docs/gateways.md shows {shown:?}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
