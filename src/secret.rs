@@ -143,6 +143,13 @@ impl KeyCheck {
         &self.0
     }
 
+    /// The value that closes a store to every key secret while it is rotated
+    /// (`portcullis adopt-key-secret`): 64 zeros, which no key secret's sub-key is (an
+    /// HMAC-SHA-256 output of all zeros has probability 2^-256).
+    pub fn closed() -> Self {
+        KeyCheck("0".repeat(64))
+    }
+
     /// Whether `stored` (what the store holds) is this value, compared in constant time.
     pub fn matches(&self, stored: &[u8]) -> bool {
         use subtle::ConstantTimeEq;

@@ -12,8 +12,8 @@ use clap::Args;
 use portcullis::config::StoreSettings;
 use portcullis::secret::KeySecret;
 use portcullis::setting::error_chain;
-use portcullis::store::embedded::EmbeddedStore;
-use portcullis::store::redis::RedisStore;
+use portcullis::store::embedded::{DB_FILE, EmbeddedStore};
+use portcullis::store::redis::{ROTATION_PAUSE, RedisStore};
 
 use super::serve_command::{ServeArgs, load};
 
@@ -37,7 +37,8 @@ pub async fn adopt_key_secret(args: AdoptArgs) -> ExitCode {
             "portcullis: adopt-key-secret makes the store's key secret the one this \
              configuration gives (store.key_secret_file or PORTCULLIS_KEY_SECRET): every \
              count kept under the old secret is forgotten, and daemons still holding the old \
-             secret stop serving within a second. Run it again with --forget-counts to do so."
+             secret stop serving (on Redis the store is closed to every secret for a few seconds \
+             first, so two never serve at once). Run it again with --forget-counts to do so."
         );
         return ExitCode::from(2);
     }
@@ -56,31 +57,48 @@ pub async fn adopt_key_secret(args: AdoptArgs) -> ExitCode {
                 );
                 return ExitCode::from(2);
             };
+            let target = redis.shape.describe();
+            say!(
+                "closing {target} to every key secret for {} s, then opening it to this one",
+                ROTATION_PAUSE.as_secs()
+            );
             match RedisStore::open(&redis) {
                 Ok(store) => store
                     .adopt_key_check(&secret.store_check())
                     .await
-                    .map_err(|e| format!("the Redis store did not take the key check value: {e}")),
-                Err(e) => Err(format!("the Redis store could not be opened: {e}")),
+                    .map(|()| target.clone())
+                    .map_err(|e| format!("{target} did not take the key check value: {}; check that it runs and that this host can reach it, then run this again", error_chain(&e))),
+                Err(e) => Err(format!("{target} could not be opened: {}", error_chain(&e))),
             }
         }
         StoreSettings::Embedded { data_dir, .. } => {
+            let target = format!("the embedded store in {} (store.data_dir)", data_dir.display());
+            if !data_dir.join(DB_FILE).is_file() {
+                eprintln!(
+                    "portcullis: there is no {target}: nothing to adopt. For a Redis store, give \
+                     --config with its [store] (or --redis-url); for an embedded one, --data-dir"
+                );
+                return ExitCode::from(2);
+            }
             let secret = match settings.secret {
                 Some(secret) => Ok(secret),
                 None => KeySecret::load_or_generate(&data_dir),
             };
             match secret {
                 Ok(secret) => EmbeddedStore::adopt_key_check(&data_dir, &secret.store_check())
-                    .map_err(|e| format!("{} (is a daemon still using it?)", error_chain(&e))),
+                    .map(|()| target.clone())
+                    .map_err(|e| {
+                        format!("{} (is a daemon still using it? stop it first)", error_chain(&e))
+                    }),
                 Err(e) => Err(error_chain(&e)),
             }
         }
     };
     match adopted {
-        Ok(()) => {
+        Ok(target) => {
             say!(
-                "the store's key check value is now this key secret's: daemons holding it serve, \
-                 every other one stops at its next check"
+                "{target} is now keyed by this key secret: daemons holding it serve (on Redis \
+                 at their next check, within a second), every other one refuses"
             );
             ExitCode::SUCCESS
         }

@@ -181,7 +181,7 @@ async fn serve_config(
     let listen = settings.listen;
     let admin_listen: Option<SocketAddr> = settings.admin_listen;
     // The store opens (and the data directory is checked and locked) before the port
-    // is taken: a daemon that cannot count never listens.
+    // is taken; an unsafe Redis stops the start right after (preflight).
     let daemon = match portcullis::Daemon::new(settings) {
         Ok(d) => d.with_reload_source(source, config),
         Err(e) => {
@@ -189,10 +189,6 @@ async fn serve_config(
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = daemon.preflight().await {
-        tracing::error!("refusing to start: {}", chain(&e));
-        return ExitCode::from(2);
-    }
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -210,6 +206,12 @@ async fn serve_config(
             }
         },
     };
+    // The ports first, then the store's first answer: a daemon that cannot listen never
+    // writes the store's key check value (docs/store.md, "One key secret per store").
+    if let Err(e) = daemon.preflight().await {
+        tracing::error!("refusing to start: {}", chain(&e));
+        return ExitCode::from(2);
+    }
     match listener.local_addr() {
         Ok(addr) => tracing::info!("listening on {addr}"),
         Err(e) => tracing::warn!("listening, address unknown: {e}"),

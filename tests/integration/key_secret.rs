@@ -129,8 +129,30 @@ async fn rotation_is_an_explicit_operator_step() {
     wait_ready(&old, 200).await;
     wait_ready(&new, 503).await;
 
-    let done = adopt(&redis.url(), OTHER_SECRET, &["--forget-counts"]);
+    // While the store is rotated, never do both daemons answer: the store is closed to
+    // every secret first. Sampled every few ms, one call to each daemon in turn.
+    let url = redis.url();
+    let rotation = std::thread::spawn(move || adopt(&url, OTHER_SECRET, &["--forget-counts"]));
+    let (mut c_old, mut c_new) = (old.client().await, new.client().await);
+    let (mut old_answers, mut new_answers) = (0, 0);
+    for i in 0.. {
+        let id = format!("during-{i}@example.com");
+        let old_answered = c_old.attempt("default", &id).await.is_ok();
+        let new_answered = c_new.attempt("default", &id).await.is_ok();
+        assert!(!(old_answered && new_answered), "both secrets served at sample {i}");
+        old_answers += usize::from(old_answered);
+        new_answers += usize::from(new_answered);
+        if rotation.is_finished() && new_answered {
+            break;
+        }
+        assert!(i < 5000, "the new secret never served");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(old_answers > 0 && new_answers > 0, "{old_answers} {new_answers}");
+    let done = rotation.join().unwrap();
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(said.contains("Redis at redis://127.0.0.1:") && said.contains("closing"), "{said}");
     // The new secret serves, the old one stops: never both.
     wait_ready(&new, 200).await;
     wait_ready(&old, 503).await;
@@ -273,4 +295,128 @@ async fn the_key_check_script_follows_its_worked_example() {
     store.adopt_key_check(&theirs).await.unwrap();
     assert_eq!(held(&mut conn).as_deref(), Some(theirs.as_str()));
     assert!(matches!(proven.ready().await, Err(StoreError::KeySecretMismatch)));
+}
+
+/// Redis answers the key check with something no daemon wrote (another type there):
+/// a serving daemon refuses from its next check, rather than serving on.
+#[tokio::test]
+async fn a_key_check_of_another_type_refuses_a_serving_daemon() {
+    let redis = RedisServer::start();
+    let store = RedisStore::new(&redis.url(), Duration::from_secs(2), 1)
+        .unwrap()
+        .with_key_check(KeySecret::new(SECRET.into()).store_check());
+    store.ready().await.unwrap();
+    let mut conn = redis.conn();
+    let _: () = redis::cmd("DEL").arg(KEY_CHECK).query(&mut conn).unwrap();
+    let _: () = redis::cmd("HSET").arg(KEY_CHECK).arg("a").arg("b").query(&mut conn).unwrap();
+    assert!(matches!(store.ready().await, Err(StoreError::KeySecretMismatch)));
+    let key = AccountKey::new(
+        &KeySecret::new(SECRET.into()),
+        "default",
+        &normalize(Normalization::Email, "wrongtype@example.com").unwrap(),
+    );
+    let policy = Policy {
+        max_failures: 5,
+        first_window: Duration::from_secs(900),
+        max_window: Duration::from_secs(3600),
+        retention: Duration::from_secs(86_400),
+        second_factor_required: false,
+    };
+    assert!(matches!(
+        store.record_attempt(&key, None, &policy).await,
+        Err(StoreError::KeySecretMismatch)
+    ));
+}
+
+/// A daemon that was refused never claims the store when its value vanishes (a `DEL`,
+/// a flush): the daemons that proved it before write it back, the refused one keeps
+/// refusing.
+#[tokio::test]
+async fn a_refused_daemon_never_claims_a_store_whose_value_vanished() {
+    let redis = RedisServer::start();
+    let open = |secret: &str| {
+        RedisStore::new(&redis.url(), Duration::from_secs(2), 1)
+            .unwrap()
+            .with_key_check(KeySecret::new(secret.into()).store_check())
+    };
+    let (ours, theirs) = (open(SECRET), open(OTHER_SECRET));
+    ours.ready().await.unwrap();
+    assert!(matches!(theirs.ready().await, Err(StoreError::KeySecretMismatch)));
+    let mut conn = redis.conn();
+    let _: () = redis::cmd("DEL").arg(KEY_CHECK).query(&mut conn).unwrap();
+    assert!(matches!(theirs.ready().await, Err(StoreError::KeySecretMismatch)));
+    let held: Option<String> = redis::cmd("GET").arg(KEY_CHECK).query(&mut conn).unwrap();
+    assert_eq!(held, None, "the refused daemon wrote its value");
+    ours.ready().await.unwrap();
+    assert!(matches!(theirs.ready().await, Err(StoreError::KeySecretMismatch)));
+}
+
+/// A daemon that cannot take its port exits before it touches the store: an empty
+/// store is not claimed by a start that never served.
+#[tokio::test]
+async fn a_start_that_cannot_listen_writes_no_key_check() {
+    let redis = RedisServer::start();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = Command::new(daemon_binary())
+        .args(["serve", "--redis-url", &redis.url(), "--admin-listen", ""])
+        .args(["--listen", &taken.local_addr().unwrap().to_string()])
+        .env("PORTCULLIS_KEY_SECRET", OTHER_SECRET)
+        .env_remove("PORTCULLIS_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let held: Option<String> = redis::cmd("GET").arg(KEY_CHECK).query(&mut redis.conn()).unwrap();
+    assert_eq!(held, None);
+}
+
+/// `adopt-key-secret` with no store named does not make an embedded store to adopt.
+#[test]
+fn adopt_without_a_store_adopts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(daemon_binary())
+        .args(["adopt-key-secret", "--forget-counts"])
+        .current_dir(dir.path())
+        .env("PORTCULLIS_KEY_SECRET", OTHER_SECRET)
+        .env_remove("PORTCULLIS_CONFIG")
+        .env_remove("PORTCULLIS_REDIS_URL")
+        .env_remove("PORTCULLIS_DATA_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("nothing to adopt") && said.contains("--redis-url"), "{said}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "it made a store");
+}
+
+/// Rotation on Redis closes the store to every key secret (a value no secret gives) for
+/// three readiness checks before it opens it to the new one: every daemon on the old
+/// secret has stopped before any on the new one starts.
+#[tokio::test]
+async fn rotation_closes_the_store_before_it_opens_it() {
+    let redis = RedisServer::start();
+    let old = RedisStore::new(&redis.url(), Duration::from_secs(2), 1)
+        .unwrap()
+        .with_key_check(KeySecret::new(SECRET.into()).store_check());
+    old.ready().await.unwrap();
+    let new = KeySecret::new(OTHER_SECRET.into()).store_check();
+    let operator = RedisStore::new(&redis.url(), Duration::from_secs(2), 1).unwrap();
+    let started = Instant::now();
+    let rotation = tokio::spawn(async move { operator.adopt_key_check(&new).await });
+    let mut conn = redis.conn();
+    let (mut closed_at, mut opened_at) = (None, None);
+    while opened_at.is_none() {
+        let held: String = redis::cmd("GET").arg(KEY_CHECK).query(&mut conn).unwrap();
+        if held == "0".repeat(64) {
+            closed_at.get_or_insert(started.elapsed());
+        } else if held == KeySecret::new(OTHER_SECRET.into()).store_check().as_str() {
+            opened_at = Some(started.elapsed());
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the rotation never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rotation.await.unwrap().unwrap();
+    let (closed_at, opened_at) =
+        (closed_at.expect("the store was never closed"), opened_at.unwrap());
+    assert!(opened_at - closed_at >= Duration::from_millis(2900), "{closed_at:?} {opened_at:?}");
+    assert!(matches!(old.ready().await, Err(StoreError::KeySecretMismatch)));
 }

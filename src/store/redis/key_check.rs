@@ -25,6 +25,11 @@ pub(super) struct KeyProof {
     check: OnceLock<KeyCheck>,
     /// Set while the last proof found another daemon's value.
     mismatch: AtomicBool,
+    /// Set for good once a proof found another value: from then on this daemon never
+    /// writes its own into a store that holds none (after a `DEL` or a flush, a daemon
+    /// that was refused must not claim the store from the others); only
+    /// `portcullis adopt-key-secret` makes it serve.
+    seen_other: AtomicBool,
 }
 
 impl KeyProof {
@@ -38,8 +43,10 @@ impl KeyProof {
         self.mismatch.load(Ordering::Relaxed)
     }
 
-    /// Runs `key_check.lua` in `mode` on `conn` when a value is set, and records the
-    /// outcome. `Ok(false)`: the store holds another daemon's value.
+    /// Runs the key check in `mode` on `conn` when a value is set (a `GET`, and
+    /// `key_check.lua` only when the store holds none), and records the outcome.
+    /// `Ok(false)`: the store holds another daemon's value, something that is no
+    /// daemon's, or nothing after this daemon has seen another value.
     ///
     /// # Errors
     /// The script's [`RedisError`] (the outcome is then left as it was).
@@ -54,17 +61,41 @@ impl KeyProof {
         // A read first: the script, which writes, is needed only while the store holds no
         // value (its first daemon, or a store that lost its data), so a readiness check
         // costs one GET, as cheap as the PING it sits beside.
-        let held: Option<Vec<u8>> = match mode {
-            KeyCheckMode::Prove => redis::cmd("GET").arg(KEY_CHECK).query_async(conn).await?,
-            KeyCheckMode::Adopt => None,
+        let read = match mode {
+            KeyCheckMode::Prove => redis::cmd("GET").arg(KEY_CHECK).query_async(conn).await,
+            KeyCheckMode::Adopt => Ok(None),
+        };
+        let held: Option<Vec<u8>> = match read {
+            Ok(held) => held,
+            // Redis answered, but not with a string (WRONGTYPE: someone wrote another
+            // type there): no daemon's value, so a refusal, never an error that leaves
+            // the last outcome (and the serving) as it was.
+            Err(e) if is_answer(&e) => {
+                self.refuse_for_good();
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
         };
         let held = match held {
             Some(held) => held,
+            None if self.seen_other.load(Ordering::Relaxed) => {
+                self.refuse_for_good();
+                return Ok(false);
+            }
             None => invoke(conn, check, mode).await?,
         };
         let matched = check.matches(&held);
-        self.mismatch.store(!matched, Ordering::Relaxed);
+        if matched {
+            self.mismatch.store(false, Ordering::Relaxed);
+        } else {
+            self.refuse_for_good();
+        }
         Ok(matched)
+    }
+
+    fn refuse_for_good(&self) {
+        self.seen_other.store(true, Ordering::Relaxed);
+        self.mismatch.store(true, Ordering::Relaxed);
     }
 
     /// As [`Self::run`] for a new connection: a mismatch is an error, so the pool does
@@ -88,6 +119,13 @@ impl KeyProof {
     pub fn refuse(&self) -> Result<(), StoreError> {
         if self.refused() { Err(StoreError::KeySecretMismatch) } else { Ok(()) }
     }
+}
+
+/// Whether `e` is Redis's answer (a reply it sent: `WRONGTYPE`, a script error) rather
+/// than a failure to reach it.
+fn is_answer(e: &RedisError) -> bool {
+    !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error())
+        && e.code().is_some()
 }
 
 /// One `key_check.lua` call with `check` in `mode`: answers the value the store holds
@@ -135,14 +173,20 @@ impl RedisStore {
         }
     }
 
-    /// The operator's rotation step (`portcullis adopt-key-secret`): the store's key
-    /// check value becomes `check`'s, so daemons holding that key secret serve and every
-    /// other one stops at its next check (within a health interval). Call it on a store
-    /// opened without [`Self::with_key_check`].
+    /// The operator's rotation step (`portcullis adopt-key-secret`), in two writes so
+    /// that no two key secrets ever serve at once: first the store is *closed* (a value
+    /// no key secret gives, so every daemon refuses at its next check), then, after
+    /// [`ROTATION_PAUSE`] (three health intervals: every daemon has checked by then),
+    /// its value becomes `check`'s and the daemons holding that secret serve at their
+    /// next check. Call it on a store opened without [`Self::with_key_check`].
     ///
     /// # Errors
-    /// [`StoreError`] when Redis cannot answer.
+    /// [`StoreError`] when Redis cannot answer (after the first write the store stays
+    /// closed: run the command again).
     pub async fn adopt_key_check(&self, check: &KeyCheck) -> Result<(), StoreError> {
+        let closed = KeyCheck::closed();
+        self.on_connection(async |conn| invoke(conn, &closed, KeyCheckMode::Adopt).await).await?;
+        tokio::time::sleep(ROTATION_PAUSE).await;
         let held =
             self.on_connection(async |conn| invoke(conn, check, KeyCheckMode::Adopt).await).await?;
         if check.matches(&held) {
@@ -152,3 +196,7 @@ impl RedisStore {
         }
     }
 }
+
+/// How long `adopt-key-secret` keeps a Redis store closed between the old key secret and
+/// the new: three readiness checks of every daemon (one a second).
+pub const ROTATION_PAUSE: std::time::Duration = std::time::Duration::from_secs(3);

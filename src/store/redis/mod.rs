@@ -24,6 +24,7 @@
 mod cluster;
 mod info;
 mod key_check;
+pub use key_check::ROTATION_PAUSE;
 mod network_bucket;
 mod pool;
 mod repeat_note;
