@@ -67,9 +67,8 @@ impl KeyProof {
         };
         let held: Option<Vec<u8>> = match read {
             Ok(held) => held,
-            // Redis answered, but not with a string (WRONGTYPE: someone wrote another
-            // type there): no daemon's value, so a refusal, never an error that leaves
-            // the last outcome (and the serving) as it was.
+            // Another type there: no daemon's value, so a refusal, never an error that
+            // leaves the last outcome (and the serving) as it was.
             Err(e) if is_answer(&e) => {
                 self.refuse_for_good();
                 return Ok(false);
@@ -121,11 +120,12 @@ impl KeyProof {
     }
 }
 
-/// Whether `e` is Redis's answer (a reply it sent: `WRONGTYPE`, a script error) rather
-/// than a failure to reach it.
+/// Whether `e` is Redis saying the key holds another type (`WRONGTYPE`): something no
+/// daemon wrote there. Every other error (a dropped connection, `LOADING` while Redis
+/// reads its data back, an ACL refusal) leaves the outcome as it was: the call fails, and
+/// the next check decides.
 fn is_answer(e: &RedisError) -> bool {
-    !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error())
-        && e.code().is_some()
+    e.code() == Some("WRONGTYPE")
 }
 
 /// One `key_check.lua` call with `check` in `mode`: answers the value the store holds

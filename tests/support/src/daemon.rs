@@ -49,7 +49,7 @@ impl Daemon {
         Self { addr, verifier, stop: Some(stop), task: Some(task) }
     }
 
-    /// A daemon with [`REALMS_TOML`] and `extra` on `redis` (`Some`), or on an embedded
+    /// A daemon with [`REALMS_TOML`](crate::config::REALMS_TOML) and `extra` on `redis` (`Some`), or on an embedded
     /// store in `dir/data`: for behaviour every store must show alike.
     pub async fn on(redis: Option<&RedisServer>, dir: &Path, extra: &str) -> Self {
         let settings = match redis {

@@ -326,7 +326,7 @@ pub(crate) fn wait_for_ping(port: u16, child: &mut Child) -> bool {
     false
 }
 
-/// One node of a [`RedisCluster`] or [`SentinelGroup`]: a child process on a port.
+/// One node of a [`RedisCluster`](crate::cluster::RedisCluster) or [`SentinelGroup`](crate::sentinel::SentinelGroup): a child process on a port.
 pub struct Node {
     pub(crate) child: Option<Child>,
     pub port: u16,
