@@ -11,8 +11,8 @@ use portcullis::normalize::Normalization;
 use portcullis::pb::governor_server::{Governor, GovernorServer};
 use portcullis::pb::*;
 use portcullis_test_support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 
 const DENY_RETRYABLE: Answer = Answer {
@@ -347,60 +347,11 @@ async fn retries_stay_within_the_budget() {
     assert_eq!(client.stats().transport_failures, 7);
 }
 
-/// A TCP proxy that forwards connection 1 until the daemon starts its first response
-/// (an HTTP/2 frame on a stream other than 0), then cuts it: the request was served, its
-/// answer lost. Later connections are forwarded whole.
-async fn response_losing_proxy(upstream: SocketAddr) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut first = true;
-        while let Ok((client, _)) = listener.accept().await {
-            let server = TcpStream::connect(upstream).await.unwrap();
-            let cut = std::mem::replace(&mut first, false);
-            tokio::spawn(async move {
-                let (mut cr, mut cw) = client.into_split();
-                let (mut sr, mut sw) = server.into_split();
-                let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 16384];
-                loop {
-                    let n = match sr.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    buf.extend_from_slice(&chunk[..n]);
-                    // Forward whole frames; stop at the first stream frame when cutting.
-                    while buf.len() >= 9 {
-                        let len = (usize::from(buf[0]) << 16)
-                            | (usize::from(buf[1]) << 8)
-                            | usize::from(buf[2]);
-                        if buf.len() < 9 + len {
-                            break;
-                        }
-                        let stream =
-                            u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) & 0x7fff_ffff;
-                        if cut && stream != 0 {
-                            up.abort();
-                            return; // drops both sockets: the client sees a reset
-                        }
-                        let frame: Vec<u8> = buf.drain(..9 + len).collect();
-                        if cw.write_all(&frame).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 #[tokio::test]
 async fn a_retried_attempt_whose_answer_was_lost_is_counted_once() {
     let redis = RedisServer::start();
     let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
-    let proxy = response_losing_proxy(daemon.addr).await;
+    let proxy = response_cutting_proxy(daemon.addr, Cut::First).await;
     let client = Client::new(config(&[proxy])).unwrap();
     let answer = client.record_attempt("default", "lost@example.com", None).await;
     assert_eq!(answer, ALLOW);

@@ -17,10 +17,10 @@ use portcullis::client::{
 };
 use portcullis::pb::governor_server::{Governor, GovernorServer};
 use portcullis::pb::*;
-use portcullis_test_support::free_port;
+use portcullis_test_support::{Cut, free_port, response_cutting_proxy};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 
 /// The table, from the repository.
@@ -134,52 +134,6 @@ async fn serve(fake: Fake) -> SocketAddr {
     addr
 }
 
-/// A TCP proxy to `upstream` that forwards every connection until the upstream starts
-/// its first response (an HTTP/2 frame on a stream other than 0), then closes both
-/// sides: each request arrives, no answer ever does.
-async fn resetting_proxy(upstream: SocketAddr) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = TcpStream::connect(upstream).await else { continue };
-            tokio::spawn(async move {
-                let (mut cr, mut cw) = client.into_split();
-                let (mut sr, mut sw) = server.into_split();
-                let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 16384];
-                loop {
-                    let n = match sr.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    buf.extend_from_slice(&chunk[..n]);
-                    while buf.len() >= 9 {
-                        let len = (usize::from(buf[0]) << 16)
-                            | (usize::from(buf[1]) << 8)
-                            | usize::from(buf[2]);
-                        if buf.len() < 9 + len {
-                            break;
-                        }
-                        let stream =
-                            u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) & 0x7fff_ffff;
-                        if stream != 0 {
-                            up.abort();
-                            return; // drops both sockets
-                        }
-                        let frame: Vec<u8> = buf.drain(..9 + len).collect();
-                        if cw.write_all(&frame).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 /// A listener that answers every connection with bytes that are not HTTP/2.
 async fn garbage() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -243,7 +197,14 @@ async fn run_case(case: &Value, deadline: Duration) -> Vec<String> {
     } else if let Some(ms) = fault.get("delay_ms").and_then(Value::as_u64) {
         (serve(fake(Reply::Late(Duration::from_millis(ms)))).await, false)
     } else if field_bool(fault, "reset") {
-        (resetting_proxy(serve(fake(Reply::Fields(serde_json::json!({})))).await).await, false)
+        (
+            response_cutting_proxy(
+                serve(fake(Reply::Fields(serde_json::json!({})))).await,
+                Cut::Every,
+            )
+            .await,
+            false,
+        )
     } else if field_bool(fault, "garbage") {
         (garbage().await, false)
     } else if field_bool(fault, "unreachable") {

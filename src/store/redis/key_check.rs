@@ -69,7 +69,7 @@ impl KeyProof {
             Ok(held) => held,
             // Another type there: no daemon's value, so a refusal, never an error that
             // leaves the last outcome (and the serving) as it was.
-            Err(e) if is_answer(&e) => {
+            Err(e) if is_wrong_type(&e) => {
                 self.refuse_for_good();
                 return Ok(false);
             }
@@ -124,7 +124,7 @@ impl KeyProof {
 /// daemon wrote there. Every other error (a dropped connection, `LOADING` while Redis
 /// reads its data back, an ACL refusal) leaves the outcome as it was: the call fails, and
 /// the next check decides.
-fn is_answer(e: &RedisError) -> bool {
+fn is_wrong_type(e: &RedisError) -> bool {
     e.code() == Some("WRONGTYPE")
 }
 

@@ -15,6 +15,8 @@
 //! - [`audit`]: records, keys and their expiry as the store holds them.
 //! - [`faulty`]: a store that fails one chosen operation, and a service over it.
 //! - [`pki`]: test certificates made at test time.
+//! - [`proxy`]: a TCP proxy that loses a gRPC response (a reset after the request was
+//!   served).
 //! - [`bench`](mod@bench), [`proc_cpu`]: what the benches share (percentiles, Redis `INFO`, CPU
 //!   time from `/proc`).
 //! - [`h2_load`], [`load_tools`]: the own HTTP/2 gRPC load generator, and the throttle
@@ -36,6 +38,7 @@ pub mod load_tools;
 pub mod pki;
 pub mod probe;
 pub mod proc_cpu;
+pub mod proxy;
 pub mod sentinel;
 pub mod server;
 pub mod verify_bench;
@@ -52,5 +55,6 @@ pub use cluster::{RedisCluster, replicated};
 pub use config::{REALMS_TOML, SECRET, TEST_TOP_LEVEL, TestConfig, free_port};
 pub use daemon::{Daemon, DaemonProcess, daemon_binary};
 pub use faulty::{Fault, FaultyStore, governor_over};
+pub use proxy::{Cut, response_cutting_proxy};
 pub use sentinel::SentinelGroup;
 pub use server::{Node, RedisServer, RedisTlsFiles};
