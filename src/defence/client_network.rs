@@ -231,16 +231,7 @@ impl NetworkWatch {
 
     /// Runs [`Self::expire`] every `interval` until the watch is dropped.
     pub fn spawn_expiry(self: &Arc<Self>, interval: Duration) {
-        let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(interval);
-            ticks.tick().await;
-            loop {
-                ticks.tick().await;
-                let Some(watch) = weak.upgrade() else { return };
-                watch.expire(Instant::now());
-            }
-        });
+        super::spawn_ticks(self, interval, Self::expire);
     }
 }
 

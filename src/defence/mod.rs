@@ -33,8 +33,31 @@
 //!    labels, described in `docs/observability.md`.
 //! 8. **Docs**: a section in `docs/` saying what it stops and what it does not.
 
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
 pub mod breach;
 pub mod client_network;
 pub mod devices;
 pub mod repeats;
 pub mod spray;
+
+/// Runs `tick(watch, now)` every `interval` (the first after one interval) until `watch`
+/// is dropped: how a defence's episodes end without traffic (the spray and network
+/// watches).
+pub(crate) fn spawn_ticks<T: Send + Sync + 'static>(
+    watch: &Arc<T>,
+    interval: Duration,
+    tick: impl Fn(&T, Instant) + Send + 'static,
+) {
+    let weak: Weak<T> = Arc::downgrade(watch);
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let Some(watch) = weak.upgrade() else { return };
+            tick(&watch, Instant::now());
+        }
+    });
+}

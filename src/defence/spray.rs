@@ -306,18 +306,10 @@ impl SprayWatch {
     /// Closes episodes whose fingerprints all aged out, every `interval`, so the gauge
     /// and the end line come without traffic. Runs until the watch is dropped.
     pub fn spawn_expiry(self: &Arc<Self>, interval: Duration) {
-        let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(interval);
-            ticks.tick().await;
-            loop {
-                ticks.tick().await;
-                let Some(watch) = weak.upgrade() else { return };
-                let now = Instant::now();
-                let mut realms = watch.realms.lock().unwrap_or_else(|e| e.into_inner());
-                for (realm, w) in realms.iter_mut() {
-                    w.expire(realm, now);
-                }
+        super::spawn_ticks(self, interval, |watch: &Self, now| {
+            let mut realms = watch.realms.lock().unwrap_or_else(|e| e.into_inner());
+            for (realm, w) in realms.iter_mut() {
+                w.expire(realm, now);
             }
         });
     }
