@@ -47,6 +47,10 @@ pub enum Rpc {
     /// `Governor/CheckPassword` (set and change time, docs/breach.md): its own
     /// permission, so a login gateway need not be able to test passwords at will.
     CheckPassword,
+    /// `Governor/RecordFlowAttempt` (docs/flows.md).
+    RecordFlowAttempt,
+    /// `Governor/ClearFlow` (docs/flows.md).
+    ClearFlow,
     /// `Admin/Inspect` (operators).
     Inspect,
     /// `Admin/Unlock` (operators).
@@ -71,6 +75,8 @@ impl Rpc {
             "/portcullis.v1.Governor/Verify" => Rpc::Verify,
             "/portcullis.v1.Governor/ClearAttempts" => Rpc::ClearAttempts,
             "/portcullis.v1.Governor/CheckPassword" => Rpc::CheckPassword,
+            "/portcullis.v1.Governor/RecordFlowAttempt" => Rpc::RecordFlowAttempt,
+            "/portcullis.v1.Governor/ClearFlow" => Rpc::ClearFlow,
             "/portcullis.v1.Admin/Inspect" => Rpc::Inspect,
             "/portcullis.v1.Admin/Unlock" => Rpc::Unlock,
             "/portcullis.v1.Admin/SprayStatus" => Rpc::SprayStatus,
@@ -98,7 +104,7 @@ pub struct CallerConfig {
     #[serde(default)]
     pub token_hash_file: Option<PathBuf>,
     /// RPCs it may call: `Admit`, `RecordAttempt`, `Verify`, `ClearAttempts`,
-    /// `CheckPassword`, and for operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`, `InspectNetwork`,
+    /// `CheckPassword`, `RecordFlowAttempt`, `ClearFlow`, and for operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`, `InspectNetwork`,
     /// `ReleaseNetwork`.
     pub rpcs: Vec<Rpc>,
     /// Realms it may name, or `["*"]` for every configured realm.

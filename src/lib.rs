@@ -31,6 +31,8 @@
 //! - [`realm`]: realms and their policies; `[realms.NAME]`.
 //! - [`login`]: the `Verify` flow in domain types (count, checks, admission, compare,
 //!   clear or note).
+//! - [`flows`]: the flows around the login (one-time and recovery codes, reset and
+//!   verification mails) in domain types.
 //! - [`transport`]: the listener's connections, split by mechanism (limits, TLS and its
 //!   reload, abuse cooldown, call tracking); `[server]`, `[tls]`.
 //! - [`auth`]: callers, their identities and permissions; `[callers.NAME]`.
@@ -46,6 +48,7 @@ pub mod auth;
 pub mod config;
 pub mod daemon;
 pub mod defence;
+pub mod flows;
 pub mod login;
 pub mod realm;
 pub mod rpc;

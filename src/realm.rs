@@ -1,6 +1,10 @@
 //! Realms: named sets of end users with their own login rules (Keycloak's term), and
 //! `[realms.NAME]`, their settings, defaults and ranges (docs/throttle.md, "The rules").
 
+mod flow_settings;
+
+pub use flow_settings::{FlowsConfig, MailConfig, RecoveryCodeConfig, SecondFactorConfig};
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -16,6 +20,7 @@ use crate::normalize::Normalization;
 use crate::setting::{Bound, ConfigError, Problems, below, between, check};
 use crate::throttle::Policy;
 use crate::throttle::bucket::BucketPolicy;
+use crate::throttle::flow::FlowPolicies;
 use crate::verify::config::HashTargetConfig;
 use crate::verify::hash::{Ceilings, HashParams};
 
@@ -43,6 +48,8 @@ pub struct Realm {
     pub step_up_failures: Option<u32>,
     /// Repeated wrong passwords (docs/throttle.md, "Repeated passwords").
     pub repeat: RepeatPolicy,
+    /// The flows around the login (docs/flows.md).
+    pub flows: FlowPolicies,
 }
 
 impl Realm {
@@ -155,6 +162,9 @@ pub struct RealmConfig {
     /// Bytes kept of each refused password's keyed fingerprint, 2–8.
     #[default(4)]
     pub repeat_fingerprint_bytes: u8,
+    /// The flows around the login (docs/flows.md): `[realms.NAME.flows.second_factor]`,
+    /// `.recovery_code`, `.password_reset`, `.verification_resend`.
+    pub flows: FlowsConfig,
 }
 
 /// Most entries of `trusted_networks`.
@@ -182,6 +192,7 @@ impl RealmConfig {
         let interval_ms = self.note_network(name, &mut problems);
         self.note_repeat(name, &mut problems);
         let step_up_failures = self.step_up_failures(name, &mut problems);
+        let flows = self.flows.validate(name, &mut problems);
         let hash_target = problems.note(self.hash.validate(name, ceilings));
         if let Some(e) = problems.into_error() {
             return Err(e);
@@ -192,7 +203,7 @@ impl RealmConfig {
                 "could not be checked",
             ));
         };
-        Ok(self.realm(name, hash_target, interval_ms, step_up_failures))
+        Ok(self.realm(name, hash_target, interval_ms, step_up_failures, flows))
     }
 
     /// The lockout rules' settings: `max_failures`, the windows, the retention, the
@@ -301,6 +312,7 @@ impl RealmConfig {
         hash_target: HashParams,
         interval_ms: u64,
         step_up_failures: Option<u32>,
+        flows: FlowPolicies,
     ) -> Realm {
         Realm {
             name: name.to_owned(),
@@ -331,6 +343,7 @@ impl RealmConfig {
                 list_length: self.repeat_list_length,
                 fingerprint_bytes: self.repeat_fingerprint_bytes,
             },
+            flows,
         }
     }
 }

@@ -7,12 +7,15 @@
 //! bucket of the throttle per client network, `network.lua`), [`repeat_list`] (a
 //! client's list of refused passwords, `record_attempt.lua` and `repeat.lua`),
 //! [`spray_window`] (the periods of spray detection, `spray.lua`), [`door`] (the door
-//! `Admin/Inspect` reports, `admit.lua`), and this module's own rules
+//! `Admin/Inspect` reports, `admit.lua`), [`send_log`] (the mail flows' send caps,
+//! `send.lua`), and this module's own rules
 //! (`record_attempt.lua`, `admit.lua`, `refund.lua`).
 
 pub mod bucket;
 pub mod door;
+pub mod flow;
 pub mod repeat_list;
+pub mod send_log;
 pub mod spray_window;
 
 use std::time::Duration;

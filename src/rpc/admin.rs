@@ -29,7 +29,9 @@ use crate::pb::{
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
 
-use crate::store::{Inspection, NetworkOp, Store};
+use crate::flows::{FlowInspection, Flows};
+use crate::store::{Inspection, NetworkOp, Sent, Store};
+use crate::throttle::send_log::CAP_WINDOW_MS;
 use crate::throttle::{self, Policy};
 
 /// The log target of the operator audit lines (docs/security.md, the Admin service):
@@ -45,6 +47,8 @@ pub struct AdminService {
     secret: KeySecret,
     /// The Governor service's view of password spraying.
     spray: Arc<SprayWatch>,
+    /// Reads the flows' records (docs/flows.md).
+    flows: Flows,
 }
 
 impl AdminService {
@@ -55,7 +59,8 @@ impl AdminService {
         secret: KeySecret,
         spray: Arc<SprayWatch>,
     ) -> Self {
-        Self { realms, store, secret, spray }
+        let flows = Flows::new(store.clone(), &secret);
+        Self { realms, store, secret, spray, flows }
     }
 
     /// The request's account, validated and keyed exactly as `Governor` does it.
@@ -117,6 +122,20 @@ pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
     }
 }
 
+/// The answer to `Inspect` of a mail flow (docs/flows.md): `failures` counts the mails
+/// of the last 24 h, the door is closed while the interval or the daily cap holds the
+/// next one back.
+pub fn mail_inspection(sent: &Sent) -> InspectResponse {
+    InspectResponse {
+        door: if sent.allowed { DoorState::Open as i32 } else { DoorState::Closed as i32 },
+        failures: sent.sends,
+        step: 0,
+        seconds_until_open: sent.next_in_ms.div_ceil(1000),
+        window_seconds: CAP_WINDOW_MS / 1000,
+        repeats_forgiven: 0,
+    }
+}
+
 #[tonic::async_trait]
 impl Admin for AdminService {
     async fn inspect(
@@ -124,11 +143,31 @@ impl Admin for AdminService {
         request: Request<InspectRequest>,
     ) -> Result<Response<InspectResponse>, Status> {
         let caller = caller(request.extensions());
-        let (realm, key) =
-            self.account(request.get_ref().account.as_ref(), request.extensions())?;
-        let read = self.store.inspect(&key).await.map_err(store_unavailable)?;
-        let answer = inspection(&realm.policy, &read);
-        tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, door = ?DoorState::try_from(answer.door).ok(), "admin: inspect");
+        let req = request.get_ref();
+        let (realm, key) = self.account(req.account.as_ref(), request.extensions())?;
+        let flow = super::validate::flow_or_login(req.flow)?;
+        let answer = match flow {
+            None => {
+                let read = self.store.inspect(&key).await.map_err(store_unavailable)?;
+                inspection(&realm.policy, &read)
+            }
+            Some(flow) => {
+                let read = self
+                    .flows
+                    .inspect(realm, &key.flow(flow), flow)
+                    .await
+                    .map_err(store_unavailable)?;
+                match (read, realm.flows.code(flow)) {
+                    (FlowInspection::Code(read), Some(policy)) => inspection(policy, &read),
+                    (FlowInspection::Mail(sent), _) => mail_inspection(&sent),
+                    (FlowInspection::Code(_), None) => {
+                        return Err(Status::internal("the flow's record did not match its kind"));
+                    }
+                }
+            }
+        };
+        let flow = flow.map_or("login", |f| f.as_str());
+        tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow, door = ?DoorState::try_from(answer.door).ok(), "admin: inspect");
         count_call("Inspect", caller);
         Ok(Response::new(answer))
     }
@@ -148,6 +187,13 @@ impl Admin for AdminService {
             }
             Ok(reason) => reason,
         };
+        if let Some(flow) = super::validate::flow_or_login(req.flow)? {
+            // One flow's record only: the login's and the devices are left as they are.
+            self.store.clear(&key.flow(flow)).await.map_err(store_unavailable)?;
+            tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow = flow.as_str(), reason = %reason.as_str_name(), "admin: unlock cleared a flow's record");
+            count_call("Unlock", caller);
+            return Ok(Response::new(UnlockResponse {}));
+        }
         self.store.clear(&key).await.map_err(store_unavailable)?;
         // An attack that was mitigated may have left the attacker a device token.
         if reason == UnlockReason::AttackMitigated {

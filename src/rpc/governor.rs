@@ -9,12 +9,14 @@ use zeroize::Zeroizing;
 use super::validate;
 use super::{decision, login_failed, store_unavailable, verdict};
 use crate::defence::breach::PasswordCheck;
+use crate::flows::{FlowAttempt, Flows};
 use crate::login::{LoginRequest, Logins};
 use crate::pb::governor_server::Governor;
 use crate::pb::{
     Account, AdmitRequest, AdmitResponse, CheckPasswordRequest, CheckPasswordResponse,
-    ClearAttemptsRequest, ClearAttemptsResponse, ClearReason, PasswordCheckReason,
-    RecordAttemptRequest, RecordAttemptResponse, VerifyRequest, VerifyResponse,
+    ClearAttemptsRequest, ClearAttemptsResponse, ClearFlowRequest, ClearFlowResponse, ClearReason,
+    PasswordCheckReason, RecordAttemptRequest, RecordAttemptResponse, RecordFlowAttemptRequest,
+    RecordFlowAttemptResponse, VerifyRequest, VerifyResponse,
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
@@ -22,6 +24,7 @@ use crate::store::Store;
 use crate::store::keys::AccountKey;
 use crate::telemetry::metrics::{BAD_HASHES, PASSWORD_CHECKS};
 use crate::telemetry::traces::{record_outcome, record_status};
+use crate::throttle::flow::FlowKind;
 
 pub use crate::login::MAX_REPLAYS;
 
@@ -33,6 +36,8 @@ pub struct GovernorService {
     secret: KeySecret,
     /// The login check of `Verify`.
     logins: Arc<Logins>,
+    /// The flows around the login (docs/flows.md).
+    flows: Flows,
 }
 
 impl GovernorService {
@@ -43,7 +48,8 @@ impl GovernorService {
         secret: KeySecret,
         logins: Arc<Logins>,
     ) -> Self {
-        Self { realms, store, secret, logins }
+        let flows = Flows::new(store.clone(), &secret);
+        Self { realms, store, secret, logins, flows }
     }
 
     fn account_key(
@@ -117,6 +123,45 @@ impl GovernorService {
         self.logins.clear(realm, &key, verified_from).await.map_err(store_unavailable)?;
         record_outcome("cleared", None);
         Ok(Response::new(ClearAttemptsResponse {}))
+    }
+
+    async fn record_flow_call(
+        &self,
+        request: Request<RecordFlowAttemptRequest>,
+    ) -> Result<Response<RecordFlowAttemptResponse>, Status> {
+        let req = request.get_ref();
+        let (realm, account) = self.account_key(req.account.as_ref(), request.extensions())?;
+        let flow = validate::flow(req.flow)?;
+        let key = account.flow(flow);
+        let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id)?;
+        // A mail flow's budget is per client network: without a client, none.
+        validate::client_key(&req.client_key, flow.kind() == FlowKind::Mail)?;
+        let attempt = FlowAttempt {
+            realm,
+            key: &key,
+            flow,
+            attempt: attempt.as_ref(),
+            client_key: &req.client_key,
+        };
+        let answer = self.flows.record(&attempt).await.map_err(store_unavailable)?;
+        Ok(Response::new(RecordFlowAttemptResponse { decision: decision(answer.allowed()) }))
+    }
+
+    async fn clear_flow_call(
+        &self,
+        request: Request<ClearFlowRequest>,
+    ) -> Result<Response<ClearFlowResponse>, Status> {
+        let req = request.get_ref();
+        let (realm, account) = self.account_key(req.account.as_ref(), request.extensions())?;
+        let flow = validate::flow(req.flow)?;
+        if flow.kind() != FlowKind::Code {
+            return Err(Status::invalid_argument(
+                "flow must be FLOW_SECOND_FACTOR or FLOW_RECOVERY_CODE: a mail flow's caps are not cleared by a gateway",
+            ));
+        }
+        self.flows.clear(realm, &account.flow(flow)).await.map_err(store_unavailable)?;
+        record_outcome("cleared", None);
+        Ok(Response::new(ClearFlowResponse {}))
     }
 
     async fn check_password_call(
@@ -217,6 +262,24 @@ impl Governor for GovernorService {
         request: Request<ClearAttemptsRequest>,
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
         let result = self.clear_call(request).await;
+        record_status(&result);
+        result
+    }
+
+    async fn record_flow_attempt(
+        &self,
+        request: Request<RecordFlowAttemptRequest>,
+    ) -> Result<Response<RecordFlowAttemptResponse>, Status> {
+        let result = self.record_flow_call(request).await;
+        record_status(&result);
+        result
+    }
+
+    async fn clear_flow(
+        &self,
+        request: Request<ClearFlowRequest>,
+    ) -> Result<Response<ClearFlowResponse>, Status> {
+        let result = self.clear_flow_call(request).await;
         record_status(&result);
         result
     }

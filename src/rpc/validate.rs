@@ -15,7 +15,8 @@ use crate::pb::Account;
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
 use crate::store::keys::{AccountKey, AttemptId, AttemptKey};
-use crate::telemetry::traces::record_realm;
+use crate::telemetry::traces::{record_flow, record_realm};
+use crate::throttle::flow::Flow;
 use crate::verify::MAX_CLIENT_KEY_BYTES;
 
 /// Validates `account` (before any store or CPU work) and derives its key: the account
@@ -87,6 +88,39 @@ pub(crate) fn client_key(client_key: &str, required: bool) -> Result<(), Status>
         )));
     }
     Ok(())
+}
+
+/// The wire's `portcullis.v1.Flow` as a [`Flow`] (docs/flows.md), recorded on the
+/// call's span.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming `flow`: `FLOW_UNSPECIFIED` or a value this version does not
+/// know (fail closed: never a guess).
+pub(crate) fn flow(value: i32) -> Result<Flow, Status> {
+    let flow = flow_or_login(value)?.ok_or_else(|| {
+        Status::invalid_argument(
+            "flow is required: FLOW_SECOND_FACTOR, FLOW_RECOVERY_CODE, FLOW_PASSWORD_RESET or FLOW_VERIFICATION_RESEND",
+        )
+    })?;
+    record_flow(flow.as_str());
+    Ok(flow)
+}
+
+/// As [`flow`] for the Admin service, where `FLOW_UNSPECIFIED` (or an absent field)
+/// names the login throttle's record: `None`.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming `flow` for a value this version does not know.
+pub(crate) fn flow_or_login(value: i32) -> Result<Option<Flow>, Status> {
+    use crate::pb::Flow as Wire;
+    match Wire::try_from(value) {
+        Ok(Wire::Unspecified) => Ok(None),
+        Ok(Wire::SecondFactor) => Ok(Some(Flow::SecondFactor)),
+        Ok(Wire::RecoveryCode) => Ok(Some(Flow::RecoveryCode)),
+        Ok(Wire::PasswordReset) => Ok(Some(Flow::PasswordReset)),
+        Ok(Wire::VerificationResend) => Ok(Some(Flow::VerificationResend)),
+        Err(_) => Err(Status::invalid_argument(format!("flow {value} is not a known flow"))),
+    }
 }
 
 /// The size bounds of `Verify`'s own fields.

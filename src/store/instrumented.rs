@@ -8,7 +8,7 @@
 //! `ping` and `ready` (the health checks, once a second) are passed through without a
 //! span or a metric, so a health check never moves the operation counts.
 
-use super::{NetworkRequest, RepeatNote, SprayNoteRequest};
+use super::{NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -120,6 +120,10 @@ impl Store for InstrumentedStore {
 
     async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
         self.operation("repeat", self.inner.note_repeat(request)).await
+    }
+
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
+        self.operation("send", self.inner.send(request)).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

@@ -12,8 +12,13 @@
 //! portcullis:v2:{<32 hex digest>}:d:<16 hex>     one known device's bucket (hash f, ws, st)
 //! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
 //! portcullis:v2:{<32 hex digest>}:p:<16 hex>     one client's refused-password list
+//! portcullis:v2:{<32 hex digest>}:f:<flow tag>    one flow's record (docs/flows.md):
+//!                                                 2f, rc (hash f, ws, st), pr, vr (send log)
+//! portcullis:v2:{<32 hex digest>}:fa:<16 hex>    one flow attempt_id's answer
 //! portcullis:v2:{spray:<16 hex realm tag>:<4 hex fingerprint>}:…   spray counts
 //! portcullis:v2:{n:<32 hex digest>}              one client network's bucket (its TAT)
+//! portcullis:v2:{n:<32 hex digest>}              a mail flow's per-network budget (same shape,
+//!                                                 its own keyed digest)
 //! portcullis:v2:key-check                        the store's key check value (one per store)
 //! ```
 //!
@@ -32,6 +37,7 @@ use crate::secret::update_framed;
 
 use crate::normalize::NormalizedIdentifier;
 use crate::secret::KeySecret;
+use crate::throttle::flow::Flow;
 
 /// Prefix of every key; the version changes when the layout does (v2: the compact
 /// layout; a daemon of this version ignores v1 keys, which expire by themselves).
@@ -55,12 +61,26 @@ const SUFFIX_DIGEST_BYTES: usize = 8;
 /// A key may also name one known device's bucket of that account
 /// ([`AccountKey::device`]): the same hash tag, so an operation on it stays single-slot,
 /// and a record of its own, so the device is counted apart from untrusted clients.
+///
+/// A key may also name one of the account's flows ([`AccountKey::flow`]): the same hash
+/// tag, a record of its own (docs/flows.md).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct AccountKey {
     /// Hex digest of (realm, normalized identifier): the hash tag (32 hex).
     digest: String,
-    /// `None`: the account's own record; `Some(hex)`: a device bucket's digest (16 hex).
-    device: Option<String>,
+    /// Which of the account's records this key names.
+    bucket: Bucket,
+}
+
+/// Which record of one account an [`AccountKey`] names.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Bucket {
+    /// The account's own login record.
+    Account,
+    /// A known device's bucket: its keyed digest (16 hex).
+    Device(String),
+    /// One flow's record (docs/flows.md).
+    Flow(Flow),
 }
 
 impl AccountKey {
@@ -71,7 +91,23 @@ impl AccountKey {
         update_framed(&mut mac, realm.as_bytes());
         update_framed(&mut mac, identifier.as_str().as_bytes());
         let digest = mac.finalize().into_bytes();
-        Self { digest: hex::encode(&digest[..ACCOUNT_DIGEST_BYTES]), device: None }
+        Self { digest: hex::encode(&digest[..ACCOUNT_DIGEST_BYTES]), bucket: Bucket::Account }
+    }
+
+    /// The record of `flow` for this account: `portcullis:v2:{<digest>}:f:<tag>`
+    /// ([`Flow::key_tag`]), in the account's hash tag, apart from its login record, so a
+    /// flow and the login throttle never clear or count each other (docs/flows.md). Its
+    /// attempt ids have their own namespace ([`AccountKey::attempt`]).
+    pub fn flow(&self, flow: Flow) -> Self {
+        Self { digest: self.digest.clone(), bucket: Bucket::Flow(flow) }
+    }
+
+    /// The flow this key names, `None` for the login record and device buckets.
+    pub fn flow_of(&self) -> Option<Flow> {
+        match self.bucket {
+            Bucket::Flow(flow) => Some(flow),
+            Bucket::Account | Bucket::Device(_) => None,
+        }
     }
 
     /// The bucket of one known device of this account (OWASP device cookies): its record
@@ -86,15 +122,17 @@ impl AccountKey {
         mac.update(nonce);
         let digest = mac.finalize().into_bytes();
         let device = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
-        Self { digest: self.digest.clone(), device: Some(device) }
+        Self { digest: self.digest.clone(), bucket: Bucket::Device(device) }
     }
 
     /// The record's key: `portcullis:v2:{<digest>}:r` for the account,
-    /// `portcullis:v2:{<digest>}:d:<16 hex>` for a device bucket.
+    /// `portcullis:v2:{<digest>}:d:<16 hex>` for a device bucket,
+    /// `portcullis:v2:{<digest>}:f:<tag>` for a flow.
     pub fn record(&self) -> String {
-        match &self.device {
-            None => format!("{KEY_PREFIX}{{{}}}:r", self.digest),
-            Some(device) => format!("{KEY_PREFIX}{{{}}}:d:{device}", self.digest),
+        match &self.bucket {
+            Bucket::Account => format!("{KEY_PREFIX}{{{}}}:r", self.digest),
+            Bucket::Device(device) => format!("{KEY_PREFIX}{{{}}}:d:{device}", self.digest),
+            Bucket::Flow(flow) => format!("{KEY_PREFIX}{{{}}}:f:{}", self.digest, flow.key_tag()),
         }
     }
 
@@ -106,19 +144,25 @@ impl AccountKey {
 
     /// Whether this key names a device bucket rather than the account's record.
     pub fn is_device(&self) -> bool {
-        self.device.is_some()
+        matches!(self.bucket, Bucket::Device(_))
     }
 
     /// `portcullis:v2:{<digest>}:a:<16 hex>`: the stored answer of one `attempt_id`, in
-    /// the same hash tag as the record.
+    /// the same hash tag as the record. A flow's ids are `…:fa:<16 hex>`, keyed with the
+    /// flow's name, so one id sent to the login and to a flow counts in each.
     pub fn attempt(&self, secret: &KeySecret, attempt_id: &AttemptId) -> AttemptKey {
         let mut mac = secret.mac();
         // Domain separation from account keys, whose first byte is a length.
         mac.update(b"attempt_id\0");
+        if let Bucket::Flow(flow) = self.bucket {
+            mac.update(flow.as_str().as_bytes());
+            mac.update(b"\0");
+        }
         mac.update(attempt_id.0.as_bytes());
         let digest = mac.finalize().into_bytes();
         let suffix = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
-        AttemptKey(format!("{KEY_PREFIX}{{{}}}:a:{suffix}", self.digest))
+        let kind = if self.flow_of().is_some() { "fa" } else { "a" };
+        AttemptKey(format!("{KEY_PREFIX}{{{}}}:{kind}:{suffix}", self.digest))
     }
 
     /// `portcullis:v2:{<digest>}:p:<16 hex>`: the list of passwords one client (its
@@ -129,7 +173,11 @@ impl AccountKey {
     pub fn repeats(&self, secret: &KeySecret, scope: &str) -> RepeatKey {
         let mut mac = secret.mac();
         mac.update(b"repeat\0");
-        mac.update(self.device.as_deref().unwrap_or("").as_bytes());
+        let device = match &self.bucket {
+            Bucket::Device(device) => device.as_str(),
+            Bucket::Account | Bucket::Flow(_) => "",
+        };
+        mac.update(device.as_bytes());
         mac.update(b"\0");
         mac.update(scope.as_bytes());
         let digest = mac.finalize().into_bytes();
@@ -145,8 +193,13 @@ impl AccountKey {
 
 impl std::fmt::Debug for AccountKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let bucket = if self.device.is_some() { ", device" } else { "" };
-        write!(f, "AccountKey({}…{bucket})", &self.digest[..8])
+        let bucket = match self.bucket {
+            Bucket::Account => "",
+            Bucket::Device(_) => ", device",
+            Bucket::Flow(flow) => flow.as_str(),
+        };
+        let sep = if matches!(self.bucket, Bucket::Flow(_)) { ", " } else { "" };
+        write!(f, "AccountKey({}…{sep}{bucket})", &self.digest[..8])
     }
 }
 
@@ -221,6 +274,19 @@ impl NetworkKey {
         // attempt ids and devices.
         mac.update(b"network\0");
         // Both are bounded (a realm name, a client_key of at most 256 bytes).
+        update_framed(&mut mac, realm.as_bytes());
+        update_framed(&mut mac, network.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        Self { digest: hex::encode(&digest[..ACCOUNT_DIGEST_BYTES]) }
+    }
+
+    /// The per-network budget of a mail flow (docs/flows.md): the same shape as the
+    /// login's network bucket, keyed with the flow's name as well, so the two never
+    /// share tokens.
+    pub fn flow(secret: &KeySecret, realm: &str, flow: Flow, network: &str) -> Self {
+        let mut mac = secret.mac();
+        mac.update(b"flow-network\0");
+        update_framed(&mut mac, flow.as_str().as_bytes());
         update_framed(&mut mac, realm.as_bytes());
         update_framed(&mut mac, network.as_bytes());
         let digest = mac.finalize().into_bytes();
@@ -347,6 +413,38 @@ mod tests {
         assert_ne!(d, k.device(&secret(), &[8; 16]));
         let id = AttemptId::parse("x").unwrap().unwrap();
         assert_eq!(d.attempt(&secret(), &id), k.attempt(&secret(), &id));
+    }
+
+    #[test]
+    fn flow_records_share_the_hash_tag_and_not_the_record_or_attempt_ids() {
+        let k = key("default", "alice@example.com");
+        let id = AttemptId::parse("x").unwrap().unwrap();
+        let mut seen = vec![k.record()];
+        for (flow, tag) in [
+            (Flow::SecondFactor, "2f"),
+            (Flow::RecoveryCode, "rc"),
+            (Flow::PasswordReset, "pr"),
+            (Flow::VerificationResend, "vr"),
+        ] {
+            let f = k.flow(flow);
+            assert_eq!(f.record(), format!("portcullis:v2:{{{}}}:f:{tag}", k.digest()));
+            assert_eq!(f.flow_of(), Some(flow));
+            assert!(!f.is_device());
+            let attempt = f.attempt(&secret(), &id);
+            assert!(attempt.as_str().starts_with(&format!("portcullis:v2:{{{}}}:fa:", k.digest())));
+            assert_ne!(attempt, k.attempt(&secret(), &id), "{flow:?} shares the login's ids");
+            seen.push(f.record());
+            seen.push(attempt.as_str().to_owned());
+        }
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 9, "every flow has its own record and attempt ids");
+        let login = NetworkKey::new(&secret(), "default", "ip:203.0.113.7/32");
+        let reset =
+            NetworkKey::flow(&secret(), "default", Flow::PasswordReset, "ip:203.0.113.7/32");
+        let resend =
+            NetworkKey::flow(&secret(), "default", Flow::VerificationResend, "ip:203.0.113.7/32");
+        assert!(login != reset && reset != resend && login != resend);
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod redis;
 use async_trait::async_trait;
 
 use crate::throttle::bucket::BucketPolicy;
+use crate::throttle::send_log::SendPolicy;
 use crate::throttle::{Policy, Record};
 use keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 
@@ -153,6 +154,55 @@ pub struct RepeatNote<'a> {
     pub fingerprint: u64,
     /// Fingerprints kept (the realm's `repeat_list_length`, 1–16).
     pub max_len: u32,
+}
+
+/// What a [`Store::send`] call does with a mail flow's send log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// A request to send: allowed or not, by the log's interval and daily cap; an
+    /// allowed one is noted.
+    Send,
+    /// Reads the log; writes nothing (`Admin/Inspect`).
+    Peek,
+}
+
+impl SendOp {
+    /// The name the store's script takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SendOp::Send => "send",
+            SendOp::Peek => "peek",
+        }
+    }
+}
+
+/// One call on a mail flow's send log ([`Store::send`]; docs/flows.md).
+#[derive(Debug, Clone, Copy)]
+pub struct SendRequest<'a> {
+    /// The flow's record of the account ([`keys::AccountKey::flow`]).
+    pub log: &'a AccountKey,
+    /// Where the gateway's idempotency id keeps its answer (a retried request is
+    /// noted once and gets the first answer).
+    pub attempt_id: Option<&'a AttemptKey>,
+    /// The flow's interval and daily cap.
+    pub policy: &'a SendPolicy,
+    /// Send, or read.
+    pub op: SendOp,
+}
+
+/// A send log after one [`SendRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// [`SendOp::Send`]: the mail may be sent (noted in the log); [`SendOp::Peek`]: one
+    /// would be now.
+    pub allowed: bool,
+    /// Sends in the last 24 h after the call (0 ..= daily cap).
+    pub sends: u32,
+    /// Milliseconds until a send would be allowed (0: now).
+    pub next_in_ms: u64,
+    /// How often this `attempt_id` was seen before (0: a first call). A replay gets the
+    /// first call's `allowed` and notes nothing.
+    pub replays: u64,
 }
 
 /// One attempt to count (docs/throttle.md, "The rules").
@@ -339,7 +389,14 @@ pub trait Store: Send + Sync + 'static {
     /// (a bucket without a record notes nothing). Writes nothing else.
     async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError>;
 
-    /// `ClearAttempts`: deletes the record.
+    /// A mail flow's send log (docs/flows.md; [`crate::throttle::send_log`]'s rules):
+    /// for [`SendOp::Send`], whether a mail may go to the account now, noting it when it
+    /// may, once per `attempt_id`, atomically on the store's clock; [`SendOp::Peek`]
+    /// writes nothing.
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError>;
+
+    /// `ClearAttempts`: deletes the record (a login record, a device bucket, or a flow's
+    /// record: `ClearFlow` and the operator's `Unlock`).
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;
 
     /// `Verify`'s match: deletes `bucket`'s record (the account's, or the known device's)

@@ -45,6 +45,17 @@ pub const TLS_RELOADS: &str = "portcullis_tls_reloads_total";
 /// Counter: attempts counted, by `realm` and `decision` (`allow`, `deny`), from
 /// `RecordAttempt` and `Verify`.
 pub const ATTEMPTS: &str = "portcullis_attempts_total";
+/// Counter: flow attempts counted (docs/flows.md), by `realm`, `flow`
+/// (`second_factor`, `recovery_code`, `password_reset`, `verification_resend`),
+/// `decision` (`allow`, `deny`) and `reason` (`ok`; for a deny `account`: the
+/// account's window, interval or daily cap; `network`: the client network's budget;
+/// `replay`: an attempt_id replayed too often).
+pub const FLOW_ATTEMPTS: &str = "portcullis_flow_attempts_total";
+/// Counter: a code flow's door closed (an account used up its window of codes), by
+/// `realm` and `flow`.
+pub const FLOW_LOCKOUTS: &str = "portcullis_flow_lockouts_total";
+/// Counter: code flows cleared by a verified code (`ClearFlow`), by `realm` and `flow`.
+pub const FLOW_CLEARS: &str = "portcullis_flow_clears_total";
 /// Counter: lockouts started (an account key used up its window), by `realm`.
 pub const LOCKOUTS: &str = "portcullis_lockouts_total";
 /// Counter: `Verify` verdicts, by `realm` and `verdict` (`accept`, `reject`).

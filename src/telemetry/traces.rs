@@ -150,12 +150,14 @@ const GOVERNOR: &str = "portcullis.v1.Governor";
 
 /// The methods of [`GOVERNOR`]: wire name and span name. A fixed table, so a caller's
 /// path never becomes a span name.
-const METHODS: [(&str, &str); 5] = [
+const METHODS: [(&str, &str); 7] = [
     ("Admit", "portcullis.v1.Governor/Admit"),
     ("RecordAttempt", "portcullis.v1.Governor/RecordAttempt"),
     ("Verify", "portcullis.v1.Governor/Verify"),
     ("ClearAttempts", "portcullis.v1.Governor/ClearAttempts"),
     ("CheckPassword", "portcullis.v1.Governor/CheckPassword"),
+    ("RecordFlowAttempt", "portcullis.v1.Governor/RecordFlowAttempt"),
+    ("ClearFlow", "portcullis.v1.Governor/ClearFlow"),
 ];
 
 /// The server span of one `portcullis.v1.Governor` call (for tonic's `trace_fn`), a
@@ -180,6 +182,7 @@ pub fn rpc_span(request: &http::Request<()>) -> Span {
         rpc.method = *method,
         rpc.grpc.status_code = Empty,
         realm = Empty,
+        flow = Empty,
         outcome = Empty,
         refusal.reason = Empty,
     );
@@ -195,6 +198,12 @@ pub fn rpc_span(request: &http::Request<()>) -> Span {
 /// Records the realm (a configured name) on the current RPC span.
 pub fn record_realm(realm: &str) {
     Span::current().record("realm", realm);
+}
+
+/// Records the flow (`second_factor`, `recovery_code`, `password_reset`,
+/// `verification_resend`; docs/flows.md) on the current RPC span.
+pub fn record_flow(flow: &'static str) {
+    Span::current().record("flow", flow);
 }
 
 /// Records the outcome (`allow`, `deny`, `accept`, `reject`, `refused`,

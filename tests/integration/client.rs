@@ -134,6 +134,18 @@ impl Governor for Fake {
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
         self.decision(|_| ClearAttemptsResponse {})
     }
+    async fn record_flow_attempt(
+        &self,
+        _: Request<portcullis::pb::RecordFlowAttemptRequest>,
+    ) -> Result<Response<portcullis::pb::RecordFlowAttemptResponse>, Status> {
+        self.decision(|decision| portcullis::pb::RecordFlowAttemptResponse { decision })
+    }
+    async fn clear_flow(
+        &self,
+        _: Request<portcullis::pb::ClearFlowRequest>,
+    ) -> Result<Response<portcullis::pb::ClearFlowResponse>, Status> {
+        self.decision(|_| portcullis::pb::ClearFlowResponse {})
+    }
     async fn check_password(
         &self,
         _: Request<portcullis::pb::CheckPasswordRequest>,

@@ -113,6 +113,21 @@ impl Governor for Fake {
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
         self.answer("", |_| ClearAttemptsResponse {}, serde_json::json!({})).await
     }
+    async fn record_flow_attempt(
+        &self,
+        r: Request<portcullis::pb::RecordFlowAttemptRequest>,
+    ) -> Result<Response<portcullis::pb::RecordFlowAttemptResponse>, Status> {
+        let make = |v: &Value| portcullis::pb::RecordFlowAttemptResponse {
+            decision: field_i32(v, "decision"),
+        };
+        self.answer(&r.into_inner().attempt_id, make, serde_json::json!({"decision": 1})).await
+    }
+    async fn clear_flow(
+        &self,
+        _: Request<portcullis::pb::ClearFlowRequest>,
+    ) -> Result<Response<portcullis::pb::ClearFlowResponse>, Status> {
+        self.answer("", |_| portcullis::pb::ClearFlowResponse {}, serde_json::json!({})).await
+    }
     async fn check_password(
         &self,
         _: Request<CheckPasswordRequest>,

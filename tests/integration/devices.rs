@@ -288,6 +288,7 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     ops.unlock(portcullis::pb::UnlockRequest {
         account: account(REALM, victim),
         reason: portcullis::pb::UnlockReason::OwnerVerified as i32,
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -312,6 +313,7 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     ops.unlock(portcullis::pb::UnlockRequest {
         account: account(REALM, victim),
         reason: portcullis::pb::UnlockReason::OwnerVerified as i32,
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -325,6 +327,7 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     ops.unlock(portcullis::pb::UnlockRequest {
         account: account(REALM, victim),
         reason: portcullis::pb::UnlockReason::AttackMitigated as i32,
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -341,6 +344,7 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     ops.unlock(portcullis::pb::UnlockRequest {
         account: account(REALM, victim),
         reason: portcullis::pb::UnlockReason::OwnerVerified as i32,
+        ..Default::default()
     })
     .await
     .unwrap();

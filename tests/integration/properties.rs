@@ -124,6 +124,12 @@ impl Store for CountingStore {
     async fn note_repeat(&self, _: &RepeatNote<'_>) -> Result<(), StoreError> {
         Err(self.fail())
     }
+    async fn send(
+        &self,
+        _: &portcullis::store::SendRequest<'_>,
+    ) -> Result<portcullis::store::Sent, StoreError> {
+        Err(self.fail())
+    }
     async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {
         Err(self.fail())
     }

@@ -313,7 +313,10 @@ fn open<T>(message: T) -> tonic::Request<T> {
 
 /// [`held`] through the services themselves.
 async fn held_in(admin: &portcullis::rpc::AdminService, identifier: &str) -> (u32, u32) {
-    let req = portcullis::pb::InspectRequest { account: account("exits", identifier) };
+    let req = portcullis::pb::InspectRequest {
+        account: account("exits", identifier),
+        ..Default::default()
+    };
     let failures = admin.inspect(open(req)).await.unwrap().into_inner().failures;
     let req =
         portcullis::pb::InspectNetworkRequest { realm: "exits".into(), client_key: NET.into() };

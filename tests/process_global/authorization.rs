@@ -145,6 +145,7 @@ realms = ["*"]
             .unlock(UnlockRequest {
                 account: account("default", "v@example.com"),
                 reason: UnlockReason::OwnerVerified as i32,
+                ..Default::default()
             })
             .await,
         "Admin/Unlock",

@@ -47,6 +47,14 @@ pub(super) enum Entry {
     Bucket {
         tat_ms: u64,
     },
+    /// A mail flow's send log (docs/flows.md; `crate::throttle::send_log`): send times,
+    /// newest first, expiring a cap window after the newest. Encoded as tag 8, the
+    /// count, two zero words, the expiry, then the times.
+    Sends {
+        times: [u64; MAX_SENDS],
+        len: u8,
+        expires_ms: u64,
+    },
     /// One password fingerprint's counts (docs/spray.md) for period `period` (plus one)
     /// and the one before: `[current, previous]` of each.
     SprayCount {
@@ -68,6 +76,9 @@ pub(super) struct SprayCounts {
 /// Most fingerprints an [`Entry::Repeats`] holds (`repeat_list_length` is at most this).
 pub(super) const MAX_REPEATS: usize = crate::throttle::repeat_list::MAX_REPEAT_LIST;
 
+/// Most times an [`Entry::Sends`] holds (the highest `daily_cap`).
+pub(super) const MAX_SENDS: usize = crate::throttle::send_log::MAX_DAILY_CAP as usize;
+
 /// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
 pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
 
@@ -79,7 +90,8 @@ impl Entry {
             | Entry::Spray { expires_ms, .. }
             | Entry::Epoch { expires_ms, .. }
             | Entry::SprayCount { expires_ms, .. }
-            | Entry::Repeats { expires_ms, .. } => expires_ms,
+            | Entry::Repeats { expires_ms, .. }
+            | Entry::Sends { expires_ms, .. } => expires_ms,
             Entry::Bucket { tat_ms } => tat_ms,
         }
     }
@@ -106,6 +118,16 @@ impl Entry {
                 out.extend_from_slice(&expires_ms.to_le_bytes());
                 for fp in &fingerprints[..usize::from(len).min(MAX_REPEATS)] {
                     out.extend_from_slice(&fp.to_le_bytes());
+                }
+            }
+            Entry::Sends { times, len, expires_ms } => {
+                out.push(8);
+                out.extend_from_slice(&u64::from(len).to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+                for t in &times[..usize::from(len).min(MAX_SENDS)] {
+                    out.extend_from_slice(&t.to_le_bytes());
                 }
             }
             Entry::Attempt { allowed, window_start_ms, replays, expires_ms } => {
@@ -161,6 +183,12 @@ impl Entry {
                 bytes.len() >= 33
                     && (bytes.len() - 33).is_multiple_of(8)
                     && (bytes.len() - 33) / 8 <= MAX_REPEATS
+            }
+            // A send log: the fixed words, then its times.
+            Some(8) => {
+                bytes.len() >= 33
+                    && (bytes.len() - 33).is_multiple_of(8)
+                    && (bytes.len() - 33) / 8 <= MAX_SENDS
             }
             _ => bytes.len() == 33,
         };
@@ -219,6 +247,23 @@ impl Entry {
                     window_start_ms: time(0)?,
                     fingerprints,
                     marks,
+                    len: u8::try_from(len).map_err(|_| corrupt())?,
+                    expires_ms: word(3),
+                })
+            }
+            8 => {
+                let len = (bytes.len() - 33) / 8;
+                let mut times = [0u64; MAX_SENDS];
+                for (i, t) in times.iter_mut().enumerate().take(len) {
+                    *t = time(4 + i)?;
+                }
+                // Newest first, and the count word agrees with the times.
+                let ordered = times[..len].windows(2).all(|w| w[0] >= w[1]);
+                if !ordered || word(0) != len as u64 {
+                    return Err(corrupt());
+                }
+                Ok(Entry::Sends {
+                    times,
                     len: u8::try_from(len).map_err(|_| corrupt())?,
                     expires_ms: word(3),
                 })

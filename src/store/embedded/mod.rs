@@ -19,7 +19,7 @@
 //! writer sweeps expired entries through an expiry index at most every
 //! [`SWEEP_INTERVAL`].
 
-use crate::store::{NetworkRequest, RepeatNote, SprayNoteRequest};
+use crate::store::{NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -358,6 +358,21 @@ impl Store for EmbeddedStore {
         let NetworkRequest { key, op, policy } = *request;
         match self.submit(Op::Network { key: key.as_key(), op, policy: *policy }).await? {
             Reply::Network(state) => Ok(state),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
+        let SendRequest { log, attempt_id, policy, op } = *request;
+        let op = Op::Send {
+            log: log.record(),
+            attempt: attempt_id.map(|a| a.as_str().to_owned()),
+            attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
+            policy: *policy,
+            op,
+        };
+        match self.submit(op).await? {
+            Reply::Sent(sent) => Ok(sent),
             _ => Err(unexpected()),
         }
     }

@@ -9,8 +9,11 @@ use redb::{Database, ReadableTable, TableDefinition};
 use super::attempt_count::AttemptId;
 use super::entry::{Entry, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
-use crate::store::{Counted, Inspection, NetworkOp, NetworkState, SprayNote, StoreError};
+use crate::store::{
+    Counted, Inspection, NetworkOp, NetworkState, SendOp, Sent, SprayNote, StoreError,
+};
 use crate::throttle::bucket::{BucketPolicy, Spent};
+use crate::throttle::send_log::{self, SendPolicy};
 use crate::throttle::spray_window;
 use crate::throttle::{self, Policy, Record};
 
@@ -86,6 +89,14 @@ pub(super) enum Op {
         op: NetworkOp,
         policy: BucketPolicy,
     },
+    /// A mail flow's send log.
+    Send {
+        log: String,
+        attempt: Option<String>,
+        attempt_ttl_ms: u64,
+        policy: SendPolicy,
+        op: SendOp,
+    },
     Ping,
 }
 
@@ -98,6 +109,7 @@ pub(super) enum Reply {
     Inspected(Inspection),
     Count(u64),
     Network(NetworkState),
+    Sent(Sent),
     Done,
 }
 
@@ -208,6 +220,7 @@ impl Writer {
                         | Op::Ping
                         | Op::Spray { note: SprayNote::Check, .. }
                         | Op::Network { op: NetworkOp::Peek, .. }
+                        | Op::Send { op: SendOp::Peek, .. }
                 );
                 results.push(t.apply(op));
             }
@@ -248,6 +261,9 @@ impl Tables<'_, '_> {
             }
             Op::Ping => Ok(Reply::Done),
             Op::Network { key, op, policy } => self.network(key, *op, policy).map(Reply::Network),
+            Op::Send { log, attempt, attempt_ttl_ms, policy, op } => {
+                self.send(log, attempt.as_deref(), *attempt_ttl_ms, policy, *op).map(Reply::Sent)
+            }
             Op::Spray { count, member, note, period_ms, limit } => {
                 self.spray(count, member, *note, *period_ms, *limit).map(Reply::Count)
             }
@@ -348,6 +364,7 @@ impl Tables<'_, '_> {
                 | Entry::SprayCount { .. }
                 | Entry::Bucket { .. }
                 | Entry::Repeats { .. }
+                | Entry::Sends { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),
@@ -440,6 +457,63 @@ impl Tables<'_, '_> {
         self.put(key, Entry::Spray { failed: noted, expires_ms })?;
         self.put(count_key, Entry::SprayCount { period: noted, counts, expires_ms })?;
         Ok(union(counts))
+    }
+
+    /// The embedded form of `send.lua`: [`send_log`]'s rules on the flow's send log,
+    /// once per attempt id; a refused send and a peek write nothing but the attempt id.
+    fn send(
+        &mut self,
+        key: &str,
+        attempt: Option<&str>,
+        attempt_ttl_ms: u64,
+        policy: &SendPolicy,
+        op: SendOp,
+    ) -> Result<Sent, StoreError> {
+        let now = self.now;
+        if let (Some(attempt), SendOp::Send) = (attempt, op) {
+            match self.get(attempt)? {
+                Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) => {
+                    let replays = replays + 1;
+                    let entry = Entry::Attempt { allowed, window_start_ms, replays, expires_ms };
+                    self.put(attempt, entry)?;
+                    return Ok(Sent { allowed, sends: 0, next_in_ms: 0, replays });
+                }
+                Some(_) => {
+                    return Err(StoreError::Protocol("an attempt key holds another entry".into()));
+                }
+                None => {}
+            }
+        }
+        let held = match self.get(key)? {
+            Some(Entry::Sends { times, len, .. }) => times[..usize::from(len)].to_vec(),
+            None => Vec::new(),
+            Some(_) => return Err(StoreError::Protocol("a send log holds another entry".into())),
+        };
+        let outcome = policy.send(&held, now);
+        let allowed = outcome.allowed;
+        if op == SendOp::Send {
+            if allowed {
+                let mut times = [0u64; super::entry::MAX_SENDS];
+                let len = outcome.log.len().min(times.len());
+                times[..len].copy_from_slice(&outcome.log[..len]);
+                let expires_ms = send_log::expires_ms(&outcome.log).unwrap_or(now);
+                let len = u8::try_from(len).unwrap_or(u8::MAX);
+                self.put(key, Entry::Sends { times, len, expires_ms })?;
+            }
+            if let Some(attempt) = attempt {
+                let expires_ms = now.saturating_add(attempt_ttl_ms);
+                let entry = Entry::Attempt { allowed, window_start_ms: 0, replays: 0, expires_ms };
+                self.put(attempt, entry)?;
+            }
+        }
+        // A peek answers as the log stands (a send now: would it be allowed?).
+        let log = if op == SendOp::Send { outcome.log } else { send_log::live(&held, now) };
+        Ok(Sent {
+            allowed,
+            sends: u32::try_from(log.len()).unwrap_or(u32::MAX),
+            next_in_ms: policy.next_in_ms(&log, now),
+            replays: 0,
+        })
     }
 
     pub(super) fn put(&mut self, key: &str, entry: Entry) -> Result<(), StoreError> {

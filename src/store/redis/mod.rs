@@ -29,12 +29,13 @@ mod network_bucket;
 mod pool;
 mod repeat_note;
 mod scripts;
+mod send_log;
 pub use scripts::RECORD_ATTEMPT_SOURCE;
 mod sentinel;
 pub mod settings;
 mod standalone;
 
-use crate::store::{NetworkRequest, RepeatNote, SprayNoteRequest};
+use crate::store::{NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -496,6 +497,10 @@ impl Store for RedisStore {
     async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
         let RepeatNote { bucket, list, fingerprint, max_len } = *request;
         self.note_repeat_op(bucket, list, fingerprint, max_len).await
+    }
+
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
+        self.send_op(request).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

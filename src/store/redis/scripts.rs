@@ -84,3 +84,8 @@ script!(
     key_check,
     "key_check.lua"
 );
+script!(
+    /// A mail flow's send log: request a send, or read the log.
+    send,
+    "send.lua"
+);

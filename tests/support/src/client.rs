@@ -213,7 +213,10 @@ impl Caller {
         realm: &str,
         identifier: &str,
     ) -> Result<portcullis::pb::InspectResponse, tonic::Status> {
-        let req = portcullis::pb::InspectRequest { account: account(realm, identifier) };
+        let req = portcullis::pb::InspectRequest {
+            account: account(realm, identifier),
+            ..Default::default()
+        };
         Ok(self.admin.inspect(req).await?.into_inner())
     }
 

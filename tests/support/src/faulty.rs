@@ -2,7 +2,7 @@
 //! `Governor` service over it: for the tests that hold that a failed store operation is
 //! a deny (fail closed), never an answer.
 
-use portcullis::store::{NetworkRequest, RepeatNote, SprayNoteRequest};
+use portcullis::store::{NetworkRequest, RepeatNote, SendOp, SendRequest, Sent, SprayNoteRequest};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -26,6 +26,12 @@ pub enum Fault {
     Network(NetworkOp),
     /// `note_repeat`.
     NoteRepeat,
+    /// `send` with this operation (a mail flow's send log).
+    Send(SendOp),
+    /// `count` of a flow's record (a code flow's attempt).
+    FlowCount,
+    /// `clear` of a flow's record (`ClearFlow`, `Unlock` of a flow).
+    FlowClear,
 }
 
 /// `inner`, except that the operation `fail` names is a [`StoreError`].
@@ -44,6 +50,9 @@ impl Store for FaultyStore {
         self.inner.is_open(k, p).await
     }
     async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
+        if self.fail == Fault::FlowCount && attempt.key.flow_of().is_some() {
+            return Err(injected());
+        }
         self.inner.count(attempt).await
     }
     async fn revoke_devices(&self, k: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
@@ -75,7 +84,16 @@ impl Store for FaultyStore {
         }
         self.inner.note_repeat(request).await
     }
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
+        if self.fail == Fault::Send(request.op) {
+            return Err(injected());
+        }
+        self.inner.send(request).await
+    }
     async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
+        if self.fail == Fault::FlowClear && k.flow_of().is_some() {
+            return Err(injected());
+        }
         self.inner.clear(k).await
     }
     async fn accept(&self, b: &AccountKey, k: &AccountKey, ttl: u64) -> Result<u64, StoreError> {

@@ -1,0 +1,228 @@
+//! The flows around the login (docs/flows.md), in the domain's own types: one attempt
+//! at a one-time or recovery code, one request to send a reset or verification mail,
+//! counted before the gateway acts, on the account's key (the login throttle's
+//! normalization and keyed digest) but in a record of the flow's own.
+//!
+//! - A **code flow** (`second_factor`, `recovery_code`) is the login throttle's count
+//!   ([`crate::store::Store::count`], `record_attempt.lua`) on the flow's record with the
+//!   flow's policy; a verified code clears it ([`Flows::clear`]).
+//! - A **mail flow** (`password_reset`, `verification_resend`) takes a token of the
+//!   client network's budget for the flow, then asks the account's send log
+//!   ([`crate::store::Store::send`], `send.lua`). A refused send, or a replayed
+//!   `attempt_id`, gives the token back: the budget counts the mails a network caused,
+//!   and a network whose budget is empty touches no account's log. Nothing a gateway
+//!   sends clears a send log.
+//!
+//! Every answer is ALLOW or DENY, from the counts alone: the daemon never knows whether
+//! the account exists, so the answer cannot say. Every store error is the caller's
+//! deny (`crate::rpc` answers `UNAVAILABLE`).
+
+use std::sync::Arc;
+
+use crate::login::MAX_REPLAYS;
+use crate::realm::Realm;
+use crate::secret::KeySecret;
+use crate::store::keys::{AccountKey, AttemptKey, NetworkKey};
+use crate::store::{
+    Attempt, Inspection, NetworkOp, NetworkRequest, SendOp, SendRequest, Sent, Store, StoreError,
+};
+use crate::telemetry::metrics::{FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
+use crate::throttle::flow::{Flow, FlowKind, MailPolicy};
+
+/// What a flow attempt answered, and why (the metric's `reason`; never on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowAnswer {
+    /// Check the code, or send the mail.
+    Allow,
+    /// The account's window (a code flow), or its interval or daily cap (a mail flow).
+    DenyAccount,
+    /// The client network's budget for the flow is spent.
+    DenyNetwork,
+    /// An `attempt_id` replayed more than [`MAX_REPLAYS`] times.
+    DenyReplay,
+}
+
+impl FlowAnswer {
+    /// Whether the gateway may go on.
+    pub fn allowed(self) -> bool {
+        self == FlowAnswer::Allow
+    }
+
+    /// The metric's `reason` label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            FlowAnswer::Allow => "ok",
+            FlowAnswer::DenyAccount => "account",
+            FlowAnswer::DenyNetwork => "network",
+            FlowAnswer::DenyReplay => "replay",
+        }
+    }
+}
+
+/// One flow attempt, validated (`crate::rpc` checked every field before any store
+/// work).
+#[derive(Debug, Clone, Copy)]
+pub struct FlowAttempt<'a> {
+    /// The account's realm.
+    pub realm: &'a Realm,
+    /// The flow's record of the account ([`AccountKey::flow`]).
+    pub key: &'a AccountKey,
+    /// Which flow.
+    pub flow: Flow,
+    /// Where the `attempt_id`'s answer is kept ([`AccountKey::attempt`] of `key`).
+    pub attempt: Option<&'a AttemptKey>,
+    /// The client's key as the gateway sent it (required for a mail flow; empty or
+    /// unused for a code flow).
+    pub client_key: &'a str,
+}
+
+/// What the operator's `Inspect` reads of a flow's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowInspection {
+    /// A code flow's record and the store's clock (read as the login's).
+    Code(Inspection),
+    /// A mail flow's send log, read without a send.
+    Mail(Sent),
+}
+
+/// Everything a flow attempt needs, shared by every call.
+pub struct Flows {
+    store: Arc<dyn Store>,
+    /// Keys the client networks' budgets.
+    secret: KeySecret,
+}
+
+impl Flows {
+    /// Flows counted in `store`, network budgets keyed by `secret`.
+    pub fn new(store: Arc<dyn Store>, secret: &KeySecret) -> Self {
+        Self { store, secret: secret.clone() }
+    }
+
+    /// Counts one attempt (see the module docs) and answers it.
+    ///
+    /// # Errors
+    /// The store's error (the caller denies).
+    pub async fn record(&self, attempt: &FlowAttempt<'_>) -> Result<FlowAnswer, StoreError> {
+        let FlowAttempt { realm, flow, .. } = *attempt;
+        let answer = match (realm.flows.code(flow), realm.flows.mail(flow)) {
+            (Some(policy), _) => self.code(attempt, policy).await?,
+            (None, Some(policy)) => self.mail(attempt, policy).await?,
+            (None, None) => return Err(StoreError::Protocol(format!("{flow:?} has no policy"))),
+        };
+        metrics::counter!(
+            FLOW_ATTEMPTS,
+            "realm" => realm.name.clone(),
+            "flow" => flow.as_str(),
+            "decision" => if answer.allowed() { "allow" } else { "deny" },
+            "reason" => answer.reason(),
+        )
+        .increment(1);
+        Ok(answer)
+    }
+
+    /// A code flow: the login throttle's count on the flow's record.
+    async fn code(
+        &self,
+        attempt: &FlowAttempt<'_>,
+        policy: &crate::throttle::Policy,
+    ) -> Result<FlowAnswer, StoreError> {
+        let counted = self.store.count(&Attempt::new(attempt.key, attempt.attempt, policy)).await?;
+        if counted.locked_now {
+            let realm = attempt.realm.name.clone();
+            metrics::counter!(FLOW_LOCKOUTS, "realm" => realm, "flow" => attempt.flow.as_str())
+                .increment(1);
+            tracing::info!(realm = %attempt.realm.name, flow = attempt.flow.as_str(), "a flow's door closed for an account key");
+        }
+        Ok(if counted.replays > MAX_REPLAYS {
+            FlowAnswer::DenyReplay
+        } else if counted.allowed {
+            FlowAnswer::Allow
+        } else {
+            FlowAnswer::DenyAccount
+        })
+    }
+
+    /// A mail flow: the network's budget first, then the account's send log.
+    async fn mail(
+        &self,
+        attempt: &FlowAttempt<'_>,
+        policy: &MailPolicy,
+    ) -> Result<FlowAnswer, StoreError> {
+        let network = self.network_key(attempt);
+        let bucket = |key, op| NetworkRequest { key, op, policy: &policy.network };
+        if let Some(key) = &network {
+            let taken = self.store.network(&bucket(key, NetworkOp::Take)).await?;
+            if !taken.taken {
+                return Ok(FlowAnswer::DenyNetwork);
+            }
+        }
+        let request = SendRequest {
+            log: attempt.key,
+            attempt_id: attempt.attempt,
+            policy: &policy.send,
+            op: SendOp::Send,
+        };
+        let sent = self.store.send(&request).await?;
+        // Only a mail this call caused keeps the network's token.
+        if (!sent.allowed || sent.replays > 0)
+            && let Some(key) = &network
+        {
+            self.store.network(&bucket(key, NetworkOp::GiveBack)).await?;
+        }
+        Ok(if sent.replays > MAX_REPLAYS {
+            FlowAnswer::DenyReplay
+        } else if sent.allowed {
+            FlowAnswer::Allow
+        } else {
+            FlowAnswer::DenyAccount
+        })
+    }
+
+    /// The flow's budget key of the attempt's client network; `None` for a trusted
+    /// network (the realm's `trusted_networks`) or an empty `client_key`.
+    fn network_key(&self, attempt: &FlowAttempt<'_>) -> Option<NetworkKey> {
+        let realm = attempt.realm;
+        let network = realm.network.network(attempt.client_key)?;
+        Some(NetworkKey::flow(&self.secret, &realm.name, attempt.flow, &network.as_text()))
+    }
+
+    /// `ClearFlow`: a verified code clears its code flow's record. A mail flow is never
+    /// cleared by a gateway (`crate::rpc` refuses it before this).
+    ///
+    /// # Errors
+    /// The store's error (the caller answers `UNAVAILABLE`); a mail flow is a
+    /// [`StoreError::Protocol`] (never reached through the RPC).
+    pub async fn clear(&self, realm: &Realm, key: &AccountKey) -> Result<(), StoreError> {
+        let Some(flow) = key.flow_of().filter(|f| f.kind() == FlowKind::Code) else {
+            return Err(StoreError::Protocol("only a code flow is cleared by a code".into()));
+        };
+        self.store.clear(key).await?;
+        metrics::counter!(FLOW_CLEARS, "realm" => realm.name.clone(), "flow" => flow.as_str())
+            .increment(1);
+        Ok(())
+    }
+
+    /// The operator's `Inspect` of a flow's record; writes nothing.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn inspect(
+        &self,
+        realm: &Realm,
+        key: &AccountKey,
+        flow: Flow,
+    ) -> Result<FlowInspection, StoreError> {
+        match realm.flows.mail(flow) {
+            Some(policy) => {
+                let request = SendRequest {
+                    log: key,
+                    attempt_id: None,
+                    policy: &policy.send,
+                    op: SendOp::Peek,
+                };
+                Ok(FlowInspection::Mail(self.store.send(&request).await?))
+            }
+            None => Ok(FlowInspection::Code(self.store.inspect(key).await?)),
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The Redis side of the mail flows' send caps (docs/flows.md): one `send.lua` call on
+//! the flow's record, in the account's hash tag (one slot on a cluster).
+
+use super::{RedisStore, scripts};
+use crate::store::{SendOp, SendRequest, Sent, StoreError};
+use crate::throttle::send_log::CAP_WINDOW_MS;
+
+impl RedisStore {
+    /// [`crate::store::Store::send`] on Redis. A send waits for `store.wait_replicas`
+    /// as a counted attempt does (it bounds mails); a peek does not.
+    pub(super) async fn send_op(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
+        let SendRequest { log, attempt_id, policy, op } = *request;
+        let mut call = scripts::send().key(log.record());
+        if let (Some(attempt), SendOp::Send) = (attempt_id, op) {
+            call.key(attempt.as_str());
+        }
+        call.arg(op.as_str())
+            .arg(policy.min_interval_ms)
+            .arg(policy.daily_cap)
+            .arg(CAP_WINDOW_MS)
+            .arg(self.attempt_ttl_ms);
+        let reply: Vec<i64> = match op {
+            SendOp::Send => self.invoke_counted(&call).await?,
+            SendOp::Peek => self.invoke(&call).await?,
+        };
+        let [allowed, sends, next_in_ms, replays] = reply[..] else {
+            return Err(StoreError::Protocol(format!("send returned {} values", reply.len())));
+        };
+        let allowed = match allowed {
+            1 => true,
+            0 => false,
+            other => return Err(StoreError::Protocol(format!("send allowed={other}"))),
+        };
+        let sends = u32::try_from(sends)
+            .ok()
+            .filter(|&s| s <= policy.daily_cap)
+            .ok_or_else(|| StoreError::Protocol("send returned sends out of range".into()))?;
+        let number = |v: i64, name: &str| {
+            u64::try_from(v).map_err(|_| StoreError::Protocol(format!("send: negative {name}")))
+        };
+        Ok(Sent {
+            allowed,
+            sends,
+            next_in_ms: number(next_in_ms, "wait")?,
+            replays: number(replays, "replay count")?,
+        })
+    }
+}

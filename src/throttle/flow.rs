@@ -1,0 +1,174 @@
+//! The flows around the login (docs/flows.md): their names, the records they keep and
+//! their validated limits. Pure: the counting is the login throttle's own rules
+//! ([`super::attempt`], for the code flows) and the send log's ([`super::send_log`], for
+//! the mail flows); `crate::flows` calls the store.
+
+use std::time::Duration;
+
+use super::Policy;
+use super::bucket::BucketPolicy;
+use super::send_log::SendPolicy;
+
+/// One flow. Its name ([`Flow::as_str`]) is its settings table
+/// (`[realms.NAME.flows.<name>]`), its metric label and its operator CLI name; its wire
+/// value is `portcullis.v1.Flow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Flow {
+    /// Attempts at a one-time code (TOTP, a mailed or texted code): a window of
+    /// `max_failures`, never escalating (NIST SP 800-63B-4 §3.2.2: throttle like
+    /// passwords).
+    SecondFactor,
+    /// Attempts at a recovery (backup) code: counted like a password, escalating.
+    RecoveryCode,
+    /// Requests to send a password-reset mail: interval, daily cap, per-network budget.
+    PasswordReset,
+    /// Requests to resend an address-verification mail: as `PasswordReset`.
+    VerificationResend,
+}
+
+/// How a flow counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowKind {
+    /// A guess at a code: the login throttle's record and rules, its own policy; a
+    /// verified code clears it (`ClearFlow`).
+    Code,
+    /// A request to send a mail: a send log per account and a budget per client
+    /// network; nothing a gateway sends clears it.
+    Mail,
+}
+
+impl Flow {
+    /// Every flow, in wire order.
+    pub const ALL: [Flow; 4] =
+        [Flow::SecondFactor, Flow::RecoveryCode, Flow::PasswordReset, Flow::VerificationResend];
+
+    /// The flow's name: settings table, metric label, CLI argument.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flow::SecondFactor => "second_factor",
+            Flow::RecoveryCode => "recovery_code",
+            Flow::PasswordReset => "password_reset",
+            Flow::VerificationResend => "verification_resend",
+        }
+    }
+
+    /// The flow named `name` ([`Flow::as_str`]).
+    pub fn from_name(name: &str) -> Option<Flow> {
+        Flow::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
+    /// The two characters naming the flow's record in a store key
+    /// (`portcullis:v2:{<digest>}:f:<tag>`; `crate::store::keys`).
+    pub fn key_tag(self) -> &'static str {
+        match self {
+            Flow::SecondFactor => "2f",
+            Flow::RecoveryCode => "rc",
+            Flow::PasswordReset => "pr",
+            Flow::VerificationResend => "vr",
+        }
+    }
+
+    /// How the flow counts.
+    pub fn kind(self) -> FlowKind {
+        match self {
+            Flow::SecondFactor | Flow::RecoveryCode => FlowKind::Code,
+            Flow::PasswordReset | Flow::VerificationResend => FlowKind::Mail,
+        }
+    }
+}
+
+/// A mail flow's limits: per account, and per client network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MailPolicy {
+    /// The account's interval and daily cap.
+    pub send: SendPolicy,
+    /// The client network's budget: `network_budget` sends an hour, as a token bucket
+    /// of that capacity refilled over one hour.
+    pub network: BucketPolicy,
+}
+
+/// The validated limits of every flow of one realm (`[realms.NAME.flows.*]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowPolicies {
+    /// `second_factor`: its throttle, never escalating.
+    pub second_factor: Policy,
+    /// `recovery_code`: its throttle, escalating as the password's does.
+    pub recovery_code: Policy,
+    /// `password_reset`.
+    pub password_reset: MailPolicy,
+    /// `verification_resend`.
+    pub verification_resend: MailPolicy,
+}
+
+impl FlowPolicies {
+    /// A code flow's throttle; `None` for a mail flow.
+    pub fn code(&self, flow: Flow) -> Option<&Policy> {
+        match flow {
+            Flow::SecondFactor => Some(&self.second_factor),
+            Flow::RecoveryCode => Some(&self.recovery_code),
+            Flow::PasswordReset | Flow::VerificationResend => None,
+        }
+    }
+
+    /// A mail flow's limits; `None` for a code flow.
+    pub fn mail(&self, flow: Flow) -> Option<&MailPolicy> {
+        match flow {
+            Flow::PasswordReset => Some(&self.password_reset),
+            Flow::VerificationResend => Some(&self.verification_resend),
+            Flow::SecondFactor | Flow::RecoveryCode => None,
+        }
+    }
+}
+
+/// The throttle of a code flow that never escalates: one window of `window`, its record
+/// kept for that window only ([`super::expiry_ms`] of a realm that never escalates; the
+/// retention, one second past the window because a policy's must exceed its longest
+/// window, is never used).
+pub fn fixed_window(max_failures: u32, window: Duration) -> Policy {
+    Policy {
+        max_failures,
+        first_window: window,
+        max_window: window,
+        retention: window + Duration::from_secs(1),
+        second_factor_required: true,
+    }
+}
+
+/// The per-network budget of `per_hour` sends: a bucket of that capacity that fills in an
+/// hour.
+pub fn hourly_budget(per_hour: u32) -> BucketPolicy {
+    BucketPolicy {
+        capacity: per_hour,
+        interval_ms: (3_600_000 / u64::from(per_hour.max(1))).max(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_tags_are_distinct() {
+        let mut tags: Vec<_> = Flow::ALL.iter().map(|f| f.key_tag()).collect();
+        tags.dedup();
+        assert_eq!(tags.len(), 4);
+        for flow in Flow::ALL {
+            assert_eq!(Flow::from_name(flow.as_str()), Some(flow));
+        }
+        assert_eq!(Flow::from_name("login"), None);
+    }
+
+    #[test]
+    fn a_second_factor_record_lives_for_its_window_only() {
+        let policy = fixed_window(5, Duration::from_secs(900));
+        assert!(!policy.escalates());
+        let t = 1_800_000_000_000;
+        let mut record = None;
+        for _ in 0..8 {
+            record = Some(crate::throttle::attempt(&policy, record, t).record);
+        }
+        let record = record.unwrap();
+        assert_eq!(record.step, 0, "never escalates");
+        assert_eq!(crate::throttle::expiry_ms(&policy, &record, t + 5_000), t + 900_000);
+    }
+}
