@@ -51,6 +51,8 @@ pub enum Rpc {
     RecordFlowAttempt,
     /// `Governor/ClearFlow` (docs/flows.md).
     ClearFlow,
+    /// `Governor/ConfirmDevice` (docs/devices.md, "Step-up for unknown devices").
+    ConfirmDevice,
     /// `Admin/Inspect` (operators).
     Inspect,
     /// `Admin/Unlock` (operators).
@@ -77,6 +79,7 @@ impl Rpc {
             "/portcullis.v1.Governor/CheckPassword" => Rpc::CheckPassword,
             "/portcullis.v1.Governor/RecordFlowAttempt" => Rpc::RecordFlowAttempt,
             "/portcullis.v1.Governor/ClearFlow" => Rpc::ClearFlow,
+            "/portcullis.v1.Governor/ConfirmDevice" => Rpc::ConfirmDevice,
             "/portcullis.v1.Admin/Inspect" => Rpc::Inspect,
             "/portcullis.v1.Admin/Unlock" => Rpc::Unlock,
             "/portcullis.v1.Admin/SprayStatus" => Rpc::SprayStatus,
@@ -104,7 +107,7 @@ pub struct CallerConfig {
     #[serde(default)]
     pub token_hash_file: Option<PathBuf>,
     /// RPCs it may call: `Admit`, `RecordAttempt`, `Verify`, `ClearAttempts`,
-    /// `CheckPassword`, `RecordFlowAttempt`, `ClearFlow`, and for operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`, `InspectNetwork`,
+    /// `CheckPassword`, `RecordFlowAttempt`, `ClearFlow`, `ConfirmDevice`, and for operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`, `InspectNetwork`,
     /// `ReleaseNetwork`.
     pub rpcs: Vec<Rpc>,
     /// Realms it may name, or `["*"]` for every configured realm.

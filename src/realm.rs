@@ -14,6 +14,7 @@ use smart_default::SmartDefault;
 use ipnet::IpNet;
 
 use crate::defence::client_network::{NetworkAction, NetworkPolicy};
+use crate::defence::devices::UnknownDevice;
 use crate::defence::repeats::RepeatPolicy;
 use crate::defence::spray::{SprayAction, SprayPolicy};
 use crate::normalize::Normalization;
@@ -50,6 +51,11 @@ pub struct Realm {
     pub repeat: RepeatPolicy,
     /// The flows around the login (docs/flows.md).
     pub flows: FlowPolicies,
+    /// What a right password from an unknown device gets (docs/devices.md).
+    pub unknown_device: UnknownDevice,
+    /// Accepts of a breached password answered `ACCEPT` (with `password_breached`)
+    /// before the next one answers `CHANGE_REQUIRED` (docs/breach.md), 0–20.
+    pub breached_grace_logins: u32,
 }
 
 impl Realm {
@@ -165,6 +171,16 @@ pub struct RealmConfig {
     /// The flows around the login (docs/flows.md): `[realms.NAME.flows.second_factor]`,
     /// `.recovery_code`, `.password_reset`, `.verification_resend`.
     pub flows: FlowsConfig,
+    /// `"allow"`: a right password from a device without a valid device token is
+    /// accepted; `"step_up"`: it answers `VERDICT_CHALLENGE` until `ConfirmDevice`
+    /// (docs/devices.md, "Step-up for unknown devices"). Recommended once the gateway
+    /// has a second factor to ask for.
+    pub unknown_device: UnknownDevice,
+    /// Accepts of a breached password answered with `password_breached` before a change
+    /// is required (`VERDICT_CHANGE_REQUIRED`), per account and stored hash, counted
+    /// fleet-wide, 0–20 (docs/breach.md).
+    #[default(3)]
+    pub breached_grace_logins: u32,
 }
 
 /// Most entries of `trusted_networks`.
@@ -193,6 +209,11 @@ impl RealmConfig {
         self.note_repeat(name, &mut problems);
         let step_up_failures = self.step_up_failures(name, &mut problems);
         let flows = self.flows.validate(name, &mut problems);
+        problems.note(check(
+            &format!("realms.{name}.breached_grace_logins"),
+            self.breached_grace_logins,
+            0..=20,
+        ));
         let hash_target = problems.note(self.hash.validate(name, ceilings));
         if let Some(e) = problems.into_error() {
             return Err(e);
@@ -344,6 +365,8 @@ impl RealmConfig {
                 fingerprint_bytes: self.repeat_fingerprint_bytes,
             },
             flows,
+            unknown_device: self.unknown_device,
+            breached_grace_logins: self.breached_grace_logins,
         }
     }
 }

@@ -8,10 +8,12 @@
 //! client's list of refused passwords, `record_attempt.lua` and `repeat.lua`),
 //! [`spray_window`] (the periods of spray detection, `spray.lua`), [`door`] (the door
 //! `Admin/Inspect` reports, `admit.lua`), [`send_log`] (the mail flows' send caps,
-//! `send.lua`), and this module's own rules
+//! `send.lua`), [`breached_count`] (grace logins of a breached password,
+//! `breached.lua`), and this module's own rules
 //! (`record_attempt.lua`, `admit.lua`, `refund.lua`).
 
 pub mod bucket;
+pub mod breached_count;
 pub mod door;
 pub mod flow;
 pub mod repeat_list;

@@ -30,6 +30,14 @@
 //! puts every older token's attempt on the account's own record (docs/devices.md,
 //! "Revocation"). Version-1 tokens (before this binding) are untrusted.
 //!
+//! A **challenge token** (docs/devices.md, "Step-up for unknown devices") has the same
+//! layout with version byte 67 (`C`) and the domain `"portcullis challenge token v1\0"`:
+//! a realm whose `unknown_device = "step_up"` answers a right password without a valid
+//! device token with `VERDICT_CHALLENGE` and one of these instead of a device token;
+//! `ConfirmDevice` exchanges it, within [`CHALLENGE_TTL`] and for the same realm,
+//! account and stored hash, for a device token under the epoch it carries. Neither kind
+//! passes for the other.
+//!
 //! The device key is [`KeySecret::subkey`]`("device-token")`, so every daemon sharing
 //! the store (and so the key secret) accepts every other's tokens, and a token made with
 //! it is no account key, attempt key or spray fingerprint. The token carries no
@@ -64,6 +72,29 @@ const EPOCH_AT: usize = 1 + 8;
 const NONCE_AT: usize = EPOCH_AT + 4;
 const TOKEN_BYTES: usize = NONCE_AT + NONCE_BYTES + TAG_BYTES;
 const DOMAIN: &[u8] = b"portcullis device token v2\0";
+/// A challenge token's version byte and domain (module docs).
+const CHALLENGE_VERSION: u8 = b'C';
+const CHALLENGE_DOMAIN: &[u8] = b"portcullis challenge token v1\0";
+
+/// How long a challenge token may be exchanged for a device token (`ConfirmDevice`)
+/// after the `VERDICT_CHALLENGE` that issued it: long enough to read a mailed code,
+/// short enough that a leaked one is soon worthless.
+pub const CHALLENGE_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// `realms.NAME.unknown_device`: what a right password without a valid device token of
+/// the account gets (docs/devices.md, "Step-up for unknown devices").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownDevice {
+    /// `VERDICT_ACCEPT` with a fresh device token, as for a known device. The default:
+    /// the daemon cannot know whether a gateway has a channel for a second factor.
+    #[default]
+    Allow,
+    /// `VERDICT_CHALLENGE` (reason `NEW_DEVICE`) with a challenge token and no device
+    /// token; `ConfirmDevice` after the gateway's challenge passed issues the device
+    /// token (Clerk, Auth0 "NewDevice" and Cognito ask the same).
+    StepUp,
+}
 
 /// Issues and checks device tokens with the key derived from the key secret.
 #[derive(Clone)]
@@ -114,9 +145,9 @@ impl DeviceTokens {
         Self { key: secret.subkey(crate::secret::SubKey::DeviceToken), secret: secret.clone() }
     }
 
-    fn tag(&self, grant: &Grant<'_>, body: &[u8]) -> Hmac<Sha256> {
+    fn tag(&self, domain: &[u8], grant: &Grant<'_>, body: &[u8]) -> Hmac<Sha256> {
         let mut mac = keyed_mac(&self.key);
-        mac.update(DOMAIN);
+        mac.update(domain);
         // Realm names are at most 64 bytes (configuration), stored hashes far below
         // u32::MAX (the request's size limit).
         update_framed(&mut mac, grant.realm.as_bytes());
@@ -145,17 +176,53 @@ impl DeviceTokens {
         epoch: u64,
         issued_at: SystemTime,
     ) -> Result<String, IssueError> {
+        self.mint((VERSION, DOMAIN), grant, epoch, issued_at)
+    }
+
+    /// The credential `grant` names, as the breached count binds to it
+    /// ([`AccountKey::credential`]).
+    pub fn credential(&self, grant: &Grant<'_>) -> u64 {
+        grant.account.credential(&self.secret, grant.stored_hash)
+    }
+
+    /// A challenge token for `grant` under device epoch `epoch` (module docs): what a
+    /// step-up realm answers a right password from an unknown device with.
+    ///
+    /// # Errors
+    /// [`IssueError`] when the random source fails or `epoch` does not fit 32 bits.
+    pub fn issue_challenge(&self, grant: &Grant<'_>, epoch: u64) -> Result<String, IssueError> {
+        self.mint((CHALLENGE_VERSION, CHALLENGE_DOMAIN), grant, epoch, SystemTime::now())
+    }
+
+    /// The device epoch a challenge token carries, when it is this key secret's, for
+    /// exactly this realm, account key and stored hash, and younger than
+    /// [`CHALLENGE_TTL`] at `now`; `None` for anything else (a device token included).
+    pub fn check_challenge(&self, token: &str, grant: &Grant<'_>, now: SystemTime) -> Option<u64> {
+        let body =
+            self.open((CHALLENGE_VERSION, CHALLENGE_DOMAIN), token, grant, CHALLENGE_TTL, now)?;
+        let epoch = u32::from_be_bytes(body[EPOCH_AT..NONCE_AT].try_into().ok()?);
+        Some(u64::from(epoch))
+    }
+
+    /// A token of kind `(version, domain)`: the layout of the module docs.
+    fn mint(
+        &self,
+        (version, domain): (u8, &[u8]),
+        grant: &Grant<'_>,
+        epoch: u64,
+        issued_at: SystemTime,
+    ) -> Result<String, IssueError> {
         let epoch =
             u32::try_from(epoch).map_err(|_| IssueError("device epoch over 2^32".into()))?;
         let mut nonce = [0u8; NONCE_BYTES];
         getrandom::fill(&mut nonce).map_err(|e| IssueError(e.to_string()))?;
         let seconds = issued_at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let mut token = Vec::with_capacity(TOKEN_BYTES);
-        token.push(VERSION);
+        token.push(version);
         token.extend_from_slice(&seconds.to_be_bytes());
         token.extend_from_slice(&epoch.to_be_bytes());
         token.extend_from_slice(&nonce);
-        let tag = self.tag(grant, &token).finalize().into_bytes();
+        let tag = self.tag(domain, grant, &token).finalize().into_bytes();
         token.extend_from_slice(&tag[..TAG_BYTES]);
         Ok(URL_SAFE_NO_PAD.encode(token))
     }
@@ -174,27 +241,43 @@ impl DeviceTokens {
         ttl: Duration,
         now: SystemTime,
     ) -> Option<KnownDevice> {
+        let body = self.open((VERSION, DOMAIN), token, grant, ttl, now)?;
+        let epoch = u32::from_be_bytes(body[EPOCH_AT..NONCE_AT].try_into().ok()?);
+        Some(KnownDevice {
+            bucket: grant.account.device(&self.secret, &body[NONCE_AT..]),
+            epoch: u64::from(epoch),
+        })
+    }
+
+    /// The body of a token of kind `(version, domain)` that checks out for `grant` and
+    /// is younger than `ttl` at `now`; `None` otherwise. The tag is compared in constant
+    /// time.
+    fn open(
+        &self,
+        (version, domain): (u8, &[u8]),
+        token: &str,
+        grant: &Grant<'_>,
+        ttl: Duration,
+        now: SystemTime,
+    ) -> Option<Vec<u8>> {
         if token.is_empty() || token.len() > MAX_DEVICE_TOKEN_BYTES || grant.stored_hash.is_empty()
         {
             return None;
         }
-        let raw = URL_SAFE_NO_PAD.decode(token).ok()?;
-        if raw.len() != TOKEN_BYTES || raw[0] != VERSION {
+        let mut raw = URL_SAFE_NO_PAD.decode(token).ok()?;
+        if raw.len() != TOKEN_BYTES || raw[0] != version {
             return None;
         }
         let (body, tag) = raw.split_at(TOKEN_BYTES - TAG_BYTES);
-        self.tag(grant, body).verify_truncated_left(tag).ok()?;
+        self.tag(domain, grant, body).verify_truncated_left(tag).ok()?;
         let seconds = u64::from_be_bytes(body[1..EPOCH_AT].try_into().ok()?);
-        let epoch = u32::from_be_bytes(body[EPOCH_AT..NONCE_AT].try_into().ok()?);
         let issued = UNIX_EPOCH.checked_add(Duration::from_secs(seconds))?;
         let fresh = match now.duration_since(issued) {
             Ok(age) => age < ttl,
             Err(ahead) => ahead.duration() <= MAX_CLOCK_SKEW,
         };
-        fresh.then(|| KnownDevice {
-            bucket: grant.account.device(&self.secret, &body[NONCE_AT..]),
-            epoch: u64::from(epoch),
-        })
+        raw.truncate(TOKEN_BYTES - TAG_BYTES);
+        fresh.then_some(raw)
     }
 }
 
@@ -252,6 +335,25 @@ mod tests {
         let changed = "$2b$04$0123456789012345678901uX6mlVUI1D4p.w3Xq1bUq3wCDiE5kK3";
         assert_eq!(check_with(&tokens, &token, "default", "alice", changed), None);
         assert_eq!(check_with(&tokens, &token, "default", "alice", ""), None);
+    }
+
+    #[test]
+    fn a_challenge_token_is_no_device_token_and_binds_like_one() {
+        let tokens = DeviceTokens::new(&secret());
+        let alice = account("default", "alice");
+        let grant = Grant { realm: "default", account: &alice, stored_hash: HASH };
+        let challenge = tokens.issue_challenge(&grant, 4).unwrap();
+        assert_eq!(tokens.check_challenge(&challenge, &grant, SystemTime::now()), Some(4));
+        assert_eq!(check(&tokens, &challenge, "default", "alice"), None, "not a device token");
+        let device = issue(&tokens, "default", &alice, 4);
+        assert_eq!(tokens.check_challenge(&device, &grant, SystemTime::now()), None);
+        let bob = account("default", "bob");
+        let other = Grant { realm: "default", account: &bob, stored_hash: HASH };
+        assert_eq!(tokens.check_challenge(&challenge, &other, SystemTime::now()), None);
+        let changed = Grant { stored_hash: "$2b$04$other", ..grant };
+        assert_eq!(tokens.check_challenge(&challenge, &changed, SystemTime::now()), None);
+        let later = SystemTime::now() + CHALLENGE_TTL + Duration::from_secs(1);
+        assert_eq!(tokens.check_challenge(&challenge, &grant, later), None, "expired");
     }
 
     #[test]

@@ -21,12 +21,16 @@ use super::signals::{Turn, signals};
 use super::{LoginError, LoginRequest, LoginVerdict, note_count};
 use crate::defence::breach::BreachList;
 use crate::defence::client_network::NetworkWatch;
-use crate::defence::devices::{DeviceTokens, Grant, KnownDevice};
+use crate::defence::devices::{DeviceTokens, Grant, IssueError, KnownDevice, UnknownDevice};
 use crate::defence::spray::{SprayAction, SprayWatch};
 use crate::realm::Realm;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
-use crate::store::{Attempt, Counted, DeviceClaim, RepeatClaim, SprayNote, Store, StoreError};
+use crate::store::{
+    Attempt, BREACHED_COUNT_TTL_MS, BreachedNote, Counted, DeviceClaim, RepeatClaim, SprayNote,
+    Store, StoreError,
+};
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS};
+use crate::throttle::breached_count;
 use crate::verify::budget::{Aborted, Refusal, Ticket};
 use crate::verify::{Comparison, Outcome};
 
@@ -364,6 +368,12 @@ impl<'a> Call<'a> {
     /// carries. A token that cannot be made is an error (deny), never an accept without
     /// it; the user logs in again. A login that succeeded is no failure of its network:
     /// the token goes back in the same round trip.
+    ///
+    /// In a `step_up` realm, a match counted on the account's record (no device token of
+    /// this account and credential, or a revoked one) is a challenge instead: a
+    /// challenge token, no device token (docs/devices.md, "Step-up for unknown
+    /// devices"). Otherwise a breached password is counted (docs/breach.md, "Grace
+    /// logins"), and past the realm's grace logins the answer requires a change.
     async fn accept(
         &self,
         held: &mut Held<'_>,
@@ -380,17 +390,37 @@ impl<'a> Call<'a> {
         let epoch = epoch?;
         settled?;
         let grant = Grant { realm: &realm.name, account: self.key, stored_hash };
-        let device_token = devices.issue(&grant, epoch).inspect_err(|e| {
-            tracing::error!(realm = %realm.name, error = %e, "no device token");
-        })?;
+        let signals = signals(realm, pass.suspected, 0, pass.flagged);
         if compared.breached {
             metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
         }
+        let no_token =
+            |e: &IssueError| tracing::error!(realm = %realm.name, error = %e, "no token");
+        if realm.unknown_device == UnknownDevice::StepUp && !bucket.is_device() {
+            let challenge_token = devices.issue_challenge(&grant, epoch).inspect_err(no_token)?;
+            return Ok(LoginVerdict::Challenge {
+                challenge_token,
+                password_breached: compared.breached,
+                signals,
+            });
+        }
+        if compared.breached {
+            let note = BreachedNote {
+                account: self.key,
+                credential: devices.credential(&grant),
+                ttl_ms: BREACHED_COUNT_TTL_MS,
+            };
+            let count = self.store.note_breached(&note).await?;
+            if breached_count::change_required(count, realm.breached_grace_logins) {
+                return Ok(LoginVerdict::ChangeRequired { signals });
+            }
+        }
+        let device_token = devices.issue(&grant, epoch).inspect_err(no_token)?;
         Ok(LoginVerdict::Accept {
             needs_rehash: compared.outcome.needs_rehash,
             device_token,
             password_breached: compared.breached,
-            signals: signals(realm, pass.suspected, 0, pass.flagged),
+            signals,
         })
     }
 

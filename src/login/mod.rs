@@ -44,7 +44,10 @@ use crate::realm::Realm;
 use crate::secret::KeySecret;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::store::{Counted, Store, StoreError};
-use crate::telemetry::metrics::{ATTEMPTS, DEVICE_LOCKOUTS, LOCKOUTS, TRUSTED_CALLS, VERDICTS};
+use crate::telemetry::metrics::{
+    ATTEMPTS, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, TRUSTED_CALLS, VERDICTS,
+};
+use crate::throttle::flow::Flow;
 use crate::verify::budget::{Aborted, Lane, Refusal};
 use crate::verify::{Comparison, Verifier};
 use job::Job;
@@ -89,6 +92,22 @@ pub enum LoginVerdict {
         device_token: String,
         /// The password is in the breach filter (docs/breach.md).
         password_breached: bool,
+        /// What the answer carries besides.
+        signals: Signals,
+    },
+    /// The password matched, from a device the realm does not know (`unknown_device =
+    /// "step_up"`): a second factor before any session (docs/devices.md).
+    Challenge {
+        /// What `ConfirmDevice` exchanges for a device token once the challenge passed.
+        challenge_token: String,
+        /// The password is in the breach filter: ask for a change after the challenge.
+        password_breached: bool,
+        /// What the answer carries besides.
+        signals: Signals,
+    },
+    /// The password matched, but it is breached and its grace logins are spent: a
+    /// password change before any session (docs/breach.md, "Grace logins").
+    ChangeRequired {
         /// What the answer carries besides.
         signals: Signals,
     },
@@ -245,6 +264,36 @@ impl Logins {
     }
 }
 
+impl Logins {
+    /// `ConfirmDevice` (docs/devices.md, "Step-up for unknown devices"): the gateway's
+    /// challenge after a [`LoginVerdict::Challenge`] passed. `None` when the challenge
+    /// token is not this fleet's for exactly this realm, account key and stored hash, or
+    /// older than [`crate::defence::devices::CHALLENGE_TTL`]: no device token. Else the
+    /// account's `second_factor` record is cleared (the code was verified) and a device
+    /// token is issued under the epoch the challenge carries (a revocation since then
+    /// leaves it untrusted at its first use).
+    ///
+    /// # Errors
+    /// The store's error, or no random nonce: no device token (the gateway denies).
+    pub async fn confirm_device(
+        &self,
+        realm: &Realm,
+        key: &AccountKey,
+        challenge_token: &str,
+        stored_hash: &str,
+    ) -> Result<Option<String>, LoginError> {
+        let grant = Grant { realm: &realm.name, account: key, stored_hash };
+        let Some(epoch) = self.devices.check_challenge(challenge_token, &grant, SystemTime::now())
+        else {
+            return Ok(None);
+        };
+        self.store.clear(&key.flow(Flow::SecondFactor)).await?;
+        let token = self.devices.issue(&grant, epoch)?;
+        metrics::counter!(DEVICES_CONFIRMED, "realm" => realm.name.clone()).increment(1);
+        Ok(Some(token))
+    }
+}
+
 /// Meters a counted attempt, and emits the single lockout event: realm only, never the
 /// identifier or its key. A known device's bucket closing is its own event (`key` names
 /// a device bucket). `allowed` is the answer given (a replay may be refused although
@@ -268,6 +317,8 @@ pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: b
 fn note_verdict(realm: &str, verdict: &LoginVerdict) {
     let name = match verdict {
         LoginVerdict::Accept { .. } => "accept",
+        LoginVerdict::Challenge { .. } => "challenge",
+        LoginVerdict::ChangeRequired { .. } => "change_required",
         LoginVerdict::Reject { .. } => "reject",
     };
     metrics::counter!(VERDICTS, "realm" => realm.to_owned(), "verdict" => name).increment(1);

@@ -9,14 +9,16 @@ use zeroize::Zeroizing;
 use super::validate;
 use super::{decision, login_failed, store_unavailable, verdict};
 use crate::defence::breach::PasswordCheck;
+use crate::defence::devices::MAX_DEVICE_TOKEN_BYTES;
 use crate::flows::{FlowAttempt, Flows};
 use crate::login::{LoginRequest, Logins};
 use crate::pb::governor_server::Governor;
 use crate::pb::{
     Account, AdmitRequest, AdmitResponse, CheckPasswordRequest, CheckPasswordResponse,
     ClearAttemptsRequest, ClearAttemptsResponse, ClearFlowRequest, ClearFlowResponse, ClearReason,
-    PasswordCheckReason, RecordAttemptRequest, RecordAttemptResponse, RecordFlowAttemptRequest,
-    RecordFlowAttemptResponse, VerifyRequest, VerifyResponse,
+    ConfirmDeviceRequest, ConfirmDeviceResponse, PasswordCheckReason, RecordAttemptRequest,
+    RecordAttemptResponse, RecordFlowAttemptRequest, RecordFlowAttemptResponse, VerifyRequest,
+    VerifyResponse,
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
@@ -27,6 +29,10 @@ use crate::telemetry::traces::{record_outcome, record_status};
 use crate::throttle::flow::FlowKind;
 
 pub use crate::login::MAX_REPLAYS;
+
+/// Longest `stored_hash` `ConfirmDevice` takes, in bytes (an argon2 PHC string with
+/// long parameters fits many times).
+const MAX_STORED_HASH_BYTES: usize = 1024;
 
 /// The `portcullis.v1.Governor` service.
 pub struct GovernorService {
@@ -164,6 +170,40 @@ impl GovernorService {
         Ok(Response::new(ClearFlowResponse {}))
     }
 
+    async fn confirm_device_call(
+        &self,
+        request: Request<ConfirmDeviceRequest>,
+    ) -> Result<Response<ConfirmDeviceResponse>, Status> {
+        let req = request.get_ref();
+        let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
+        if req.challenge_token.is_empty() || req.challenge_token.len() > MAX_DEVICE_TOKEN_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "challenge_token is required, at most {MAX_DEVICE_TOKEN_BYTES} bytes"
+            )));
+        }
+        if req.stored_hash.is_empty() {
+            return Err(Status::invalid_argument("stored_hash is required"));
+        }
+        if req.stored_hash.len() > MAX_STORED_HASH_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "stored_hash is longer than {MAX_STORED_HASH_BYTES} bytes"
+            )));
+        }
+        let token = self
+            .logins
+            .confirm_device(realm, &key, &req.challenge_token, &req.stored_hash)
+            .await
+            .map_err(login_failed)?;
+        let Some(device_token) = token else {
+            record_outcome("challenge_invalid", None);
+            return Err(Status::failed_precondition(
+                "challenge_token is not valid for this account and stored_hash (expired after 15 minutes, or another account's, credential's or fleet's): no device token",
+            ));
+        };
+        record_outcome("confirmed", None);
+        Ok(Response::new(ConfirmDeviceResponse { device_token }))
+    }
+
     async fn check_password_call(
         &self,
         request: Request<CheckPasswordRequest>,
@@ -262,6 +302,15 @@ impl Governor for GovernorService {
         request: Request<ClearAttemptsRequest>,
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
         let result = self.clear_call(request).await;
+        record_status(&result);
+        result
+    }
+
+    async fn confirm_device(
+        &self,
+        request: Request<ConfirmDeviceRequest>,
+    ) -> Result<Response<ConfirmDeviceResponse>, Status> {
+        let result = self.confirm_device_call(request).await;
         record_status(&result);
         result
     }

@@ -17,7 +17,7 @@ pub use governor::{GovernorService, MAX_REPLAYS};
 use tonic::Status;
 
 use crate::login::{LoginError, LoginVerdict, Signals};
-use crate::pb::{Decision, Verdict, VerifyResponse};
+use crate::pb::{ChallengeReason, Decision, Verdict, VerifyResponse};
 use crate::store::StoreError;
 use crate::telemetry::traces::record_outcome;
 use crate::verify::budget::Refusal;
@@ -46,6 +46,8 @@ pub fn reject(signals: Signals) -> VerifyResponse {
         step_up: signals.step_up,
         network_throttled: signals.network_throttled,
         password_breached: false,
+        challenge_reason: ChallengeReason::Unspecified as i32,
+        challenge_token: String::new(),
     }
 }
 
@@ -64,15 +66,48 @@ fn accept(
         step_up: signals.step_up,
         network_throttled: signals.network_throttled,
         password_breached,
+        challenge_reason: ChallengeReason::Unspecified as i32,
+        challenge_token: String::new(),
     }
 }
 
-/// A login check's verdict as the wire answer ([`accept`] or [`reject`]).
+/// A right password that needs a second factor first (docs/devices.md, "Step-up for
+/// unknown devices"): its own verdict, no device token, no `needs_rehash` (a new stored
+/// hash before `ConfirmDevice` would orphan the challenge token).
+fn challenge(challenge_token: String, password_breached: bool, signals: Signals) -> VerifyResponse {
+    VerifyResponse {
+        verdict: Verdict::Challenge as i32,
+        challenge_reason: ChallengeReason::NewDevice as i32,
+        challenge_token,
+        password_breached,
+        ..accept(false, String::new(), false, signals)
+    }
+}
+
+/// A right, breached password whose grace logins are spent (docs/breach.md): its own
+/// verdict, no device token.
+fn change_required(signals: Signals) -> VerifyResponse {
+    VerifyResponse {
+        verdict: Verdict::ChangeRequired as i32,
+        ..accept(false, String::new(), true, signals)
+    }
+}
+
+/// A login check's verdict as the wire answer ([`accept`], [`challenge`],
+/// [`change_required`] or [`reject`]).
 fn verdict(verdict: LoginVerdict) -> VerifyResponse {
     match verdict {
         LoginVerdict::Accept { needs_rehash, device_token, password_breached, signals } => {
             record_outcome("accept", None);
             accept(needs_rehash, device_token, password_breached, signals)
+        }
+        LoginVerdict::Challenge { challenge_token, password_breached, signals } => {
+            record_outcome("challenge", None);
+            challenge(challenge_token, password_breached, signals)
+        }
+        LoginVerdict::ChangeRequired { signals } => {
+            record_outcome("change_required", None);
+            change_required(signals)
         }
         LoginVerdict::Reject { signals } => {
             record_outcome("reject", None);

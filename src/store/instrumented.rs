@@ -8,7 +8,7 @@
 //! `ping` and `ready` (the health checks, once a second) are passed through without a
 //! span or a metric, so a health check never moves the operation counts.
 
-use super::{NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
+use super::{BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -124,6 +124,10 @@ impl Store for InstrumentedStore {
 
     async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
         self.operation("send", self.inner.send(request)).await
+    }
+
+    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {
+        self.operation("breached", self.inner.note_breached(note)).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

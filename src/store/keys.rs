@@ -11,6 +11,8 @@
 //! portcullis:v2:{<32 hex digest>}:a:<16 hex>     one attempt_id's answer (a retry horizon)
 //! portcullis:v2:{<32 hex digest>}:d:<16 hex>     one known device's bucket (hash f, ws, st)
 //! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
+//! portcullis:v2:{<32 hex digest>}:b              breached accepts of one credential
+//!                                                 ("<16 hex credential>:<count>")
 //! portcullis:v2:{<32 hex digest>}:p:<16 hex>     one client's refused-password list
 //! portcullis:v2:{<32 hex digest>}:f:<flow tag>    one flow's record (docs/flows.md):
 //!                                                 2f, rc (hash f, ws, st), pr, vr (send log)
@@ -140,6 +142,25 @@ impl AccountKey {
     /// "Revocation"), in the same hash tag as its record and device buckets.
     pub fn device_epoch(&self) -> String {
         format!("{KEY_PREFIX}{{{}}}:e", self.digest)
+    }
+
+    /// `portcullis:v2:{<digest>}:b`: the account's count of accepted breached passwords
+    /// (docs/breach.md, "Grace logins"), in the same hash tag as its record.
+    pub fn breached_count(&self) -> String {
+        format!("{KEY_PREFIX}{{{}}}:b", self.digest)
+    }
+
+    /// A keyed digest of `stored_hash` (64 bits): what the breached count is bound to,
+    /// so a new stored hash starts it afresh. Names neither the hash nor the account.
+    pub fn credential(&self, secret: &KeySecret, stored_hash: &str) -> u64 {
+        let mut mac = secret.mac();
+        mac.update(b"credential\0");
+        mac.update(self.digest.as_bytes());
+        mac.update(stored_hash.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(word)
     }
 
     /// Whether this key names a device bucket rather than the account's record.

@@ -205,6 +205,23 @@ pub struct Sent {
     pub replays: u64,
 }
 
+/// One accept of a breached password to count ([`Store::note_breached`]; docs/breach.md,
+/// "Grace logins").
+#[derive(Debug, Clone, Copy)]
+pub struct BreachedNote<'a> {
+    /// The account key (its record's hash tag).
+    pub account: &'a AccountKey,
+    /// The accepted credential ([`keys::AccountKey::credential`] of the stored hash).
+    pub credential: u64,
+    /// How long the count is kept after this accept, in ms.
+    pub ttl_ms: u64,
+}
+
+/// How long a breached-accept count is kept after its last accept
+/// ([`BreachedNote::ttl_ms`]): a year, so a user who logs in rarely still meets the
+/// change requirement.
+pub const BREACHED_COUNT_TTL_MS: u64 = 366 * 24 * 3600 * 1000;
+
 /// One attempt to count (docs/throttle.md, "The rules").
 #[derive(Debug, Clone, Copy)]
 pub struct Attempt<'a> {
@@ -394,6 +411,12 @@ pub trait Store: Send + Sync + 'static {
     /// may, once per `attempt_id`, atomically on the store's clock; [`SendOp::Peek`]
     /// writes nothing.
     async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError>;
+
+    /// An accept of a breached password: counts it on the account, for `credential`
+    /// only (another credential starts the count at 1), atomically, keeping it
+    /// `ttl_ms`; answers the count including this accept
+    /// ([`crate::throttle::breached_count`]).
+    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError>;
 
     /// `ClearAttempts`: deletes the record (a login record, a device bucket, or a flow's
     /// record: `ClearFlow` and the operator's `Unlock`).

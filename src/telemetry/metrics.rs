@@ -58,10 +58,14 @@ pub const FLOW_LOCKOUTS: &str = "portcullis_flow_lockouts_total";
 pub const FLOW_CLEARS: &str = "portcullis_flow_clears_total";
 /// Counter: lockouts started (an account key used up its window), by `realm`.
 pub const LOCKOUTS: &str = "portcullis_lockouts_total";
-/// Counter: `Verify` verdicts, by `realm` and `verdict` (`accept`, `reject`).
+/// Counter: `Verify` verdicts, by `realm` and `verdict` (`accept`, `reject`,
+/// `challenge`, `change_required`).
 pub const VERDICTS: &str = "portcullis_verify_verdicts_total";
 /// Counter: CPU-budget refusals, by `reason` (`queue_full`, `wait_timeout`, `deadline`).
 pub const REFUSALS: &str = "portcullis_verify_refusals_total";
+/// Counter: device tokens issued by `ConfirmDevice` after a step-up challenge passed,
+/// by `realm` (docs/devices.md, "Step-up for unknown devices").
+pub const DEVICES_CONFIRMED: &str = "portcullis_devices_confirmed_total";
 /// Counter: a known device's bucket closed (a device used up its window), by `realm`.
 pub const DEVICE_LOCKOUTS: &str = "portcullis_device_lockouts_total";
 /// Counter: `Verify` calls whose device token checked out (the trusted lane), by `realm`.

@@ -150,7 +150,7 @@ const GOVERNOR: &str = "portcullis.v1.Governor";
 
 /// The methods of [`GOVERNOR`]: wire name and span name. A fixed table, so a caller's
 /// path never becomes a span name.
-const METHODS: [(&str, &str); 7] = [
+const METHODS: [(&str, &str); 8] = [
     ("Admit", "portcullis.v1.Governor/Admit"),
     ("RecordAttempt", "portcullis.v1.Governor/RecordAttempt"),
     ("Verify", "portcullis.v1.Governor/Verify"),
@@ -158,6 +158,7 @@ const METHODS: [(&str, &str); 7] = [
     ("CheckPassword", "portcullis.v1.Governor/CheckPassword"),
     ("RecordFlowAttempt", "portcullis.v1.Governor/RecordFlowAttempt"),
     ("ClearFlow", "portcullis.v1.Governor/ClearFlow"),
+    ("ConfirmDevice", "portcullis.v1.Governor/ConfirmDevice"),
 ];
 
 /// The server span of one `portcullis.v1.Governor` call (for tonic's `trace_fn`), a

@@ -104,6 +104,8 @@ impl Governor for Fake {
             step_up: field_bool(v, "step_up"),
             network_throttled: field_bool(v, "network_throttled"),
             password_breached: field_bool(v, "password_breached"),
+            challenge_reason: field_i32(v, "challenge_reason"),
+            challenge_token: field_str(v, "challenge_token"),
         };
         self.answer(&r.into_inner().attempt_id, make, serde_json::json!({"verdict": 1})).await
     }
@@ -127,6 +129,15 @@ impl Governor for Fake {
         _: Request<portcullis::pb::ClearFlowRequest>,
     ) -> Result<Response<portcullis::pb::ClearFlowResponse>, Status> {
         self.answer("", |_| portcullis::pb::ClearFlowResponse {}, serde_json::json!({})).await
+    }
+    async fn confirm_device(
+        &self,
+        _: Request<portcullis::pb::ConfirmDeviceRequest>,
+    ) -> Result<Response<portcullis::pb::ConfirmDeviceResponse>, Status> {
+        let make = |v: &Value| portcullis::pb::ConfirmDeviceResponse {
+            device_token: field_str(v, "device_token"),
+        };
+        self.answer("", make, serde_json::json!({"device_token": "t"})).await
     }
     async fn check_password(
         &self,

@@ -130,6 +130,12 @@ impl Store for CountingStore {
     ) -> Result<portcullis::store::Sent, StoreError> {
         Err(self.fail())
     }
+    async fn note_breached(
+        &self,
+        _: &portcullis::store::BreachedNote<'_>,
+    ) -> Result<u64, StoreError> {
+        Err(self.fail())
+    }
     async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {
         Err(self.fail())
     }

@@ -55,6 +55,12 @@ pub(super) enum Entry {
         len: u8,
         expires_ms: u64,
     },
+    /// An account's accepts of one breached credential (docs/breach.md, "Grace logins").
+    Breached {
+        credential: u64,
+        count: u64,
+        expires_ms: u64,
+    },
     /// One password fingerprint's counts (docs/spray.md) for period `period` (plus one)
     /// and the one before: `[current, previous]` of each.
     SprayCount {
@@ -91,7 +97,8 @@ impl Entry {
             | Entry::Epoch { expires_ms, .. }
             | Entry::SprayCount { expires_ms, .. }
             | Entry::Repeats { expires_ms, .. }
-            | Entry::Sends { expires_ms, .. } => expires_ms,
+            | Entry::Sends { expires_ms, .. }
+            | Entry::Breached { expires_ms, .. } => expires_ms,
             Entry::Bucket { tat_ms } => tat_ms,
         }
     }
@@ -141,6 +148,13 @@ impl Entry {
                 out.push(3);
                 out.extend_from_slice(&failed.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Breached { credential, count, expires_ms } => {
+                out.push(9);
+                out.extend_from_slice(&credential.to_le_bytes());
+                out.extend_from_slice(&count.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
@@ -231,6 +245,7 @@ impl Entry {
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
+            9 => Ok(Entry::Breached { credential: word(0), count: count(1)?, expires_ms: word(3) }),
             6 if word(0) == word(3) => Ok(Entry::Bucket { tat_ms: time(0)? }),
             7 => {
                 let len = (bytes.len() - 33) / 8;

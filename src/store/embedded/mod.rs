@@ -19,7 +19,9 @@
 //! writer sweeps expired entries through an expiry index at most every
 //! [`SWEEP_INTERVAL`].
 
-use crate::store::{NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
+use crate::store::{
+    BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -358,6 +360,18 @@ impl Store for EmbeddedStore {
         let NetworkRequest { key, op, policy } = *request;
         match self.submit(Op::Network { key: key.as_key(), op, policy: *policy }).await? {
             Reply::Network(state) => Ok(state),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {
+        let op = Op::Breached {
+            key: note.account.breached_count(),
+            credential: note.credential,
+            ttl_ms: note.ttl_ms,
+        };
+        match self.submit(op).await? {
+            Reply::Count(count) => Ok(count),
             _ => Err(unexpected()),
         }
     }

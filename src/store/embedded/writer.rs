@@ -89,6 +89,12 @@ pub(super) enum Op {
         op: NetworkOp,
         policy: BucketPolicy,
     },
+    /// An accept of a breached credential.
+    Breached {
+        key: String,
+        credential: u64,
+        ttl_ms: u64,
+    },
     /// A mail flow's send log.
     Send {
         log: String,
@@ -261,6 +267,9 @@ impl Tables<'_, '_> {
             }
             Op::Ping => Ok(Reply::Done),
             Op::Network { key, op, policy } => self.network(key, *op, policy).map(Reply::Network),
+            Op::Breached { key, credential, ttl_ms } => {
+                self.breached(key, *credential, *ttl_ms).map(Reply::Count)
+            }
             Op::Send { log, attempt, attempt_ttl_ms, policy, op } => {
                 self.send(log, attempt.as_deref(), *attempt_ttl_ms, policy, *op).map(Reply::Sent)
             }
@@ -365,6 +374,7 @@ impl Tables<'_, '_> {
                 | Entry::Bucket { .. }
                 | Entry::Repeats { .. }
                 | Entry::Sends { .. }
+                | Entry::Breached { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),
@@ -457,6 +467,21 @@ impl Tables<'_, '_> {
         self.put(key, Entry::Spray { failed: noted, expires_ms })?;
         self.put(count_key, Entry::SprayCount { period: noted, counts, expires_ms })?;
         Ok(union(counts))
+    }
+
+    /// The embedded form of `breached.lua` ([`crate::throttle::breached_count::note`]).
+    fn breached(&mut self, key: &str, credential: u64, ttl_ms: u64) -> Result<u64, StoreError> {
+        let held = match self.get(key)? {
+            Some(Entry::Breached { credential, count, .. }) => Some((credential, count)),
+            None => None,
+            Some(_) => {
+                return Err(StoreError::Protocol("a breached count holds another entry".into()));
+            }
+        };
+        let count = crate::throttle::breached_count::note(held, credential);
+        let expires_ms = self.now.saturating_add(ttl_ms);
+        self.put(key, Entry::Breached { credential, count, expires_ms })?;
+        Ok(count)
     }
 
     /// The embedded form of `send.lua`: [`send_log`]'s rules on the flow's send log,

@@ -35,7 +35,9 @@ mod sentinel;
 pub mod settings;
 mod standalone;
 
-use crate::store::{NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
+use crate::store::{
+    BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -501,6 +503,16 @@ impl Store for RedisStore {
 
     async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
         self.send_op(request).await
+    }
+
+    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {
+        let mut call = scripts::breached().key(note.account.breached_count());
+        call.arg(format!("{:016x}", note.credential)).arg(note.ttl_ms);
+        let count: i64 = self.invoke_counted(&call).await?;
+        u64::try_from(count)
+            .ok()
+            .filter(|&c| c >= 1)
+            .ok_or_else(|| StoreError::Protocol(format!("breached returned {count}")))
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {

@@ -89,3 +89,8 @@ script!(
     send,
     "send.lua"
 );
+script!(
+    /// Grace logins: count an accept of a breached password.
+    breached,
+    "breached.lua"
+);

@@ -2,7 +2,9 @@
 //! `Governor` service over it: for the tests that hold that a failed store operation is
 //! a deny (fail closed), never an answer.
 
-use portcullis::store::{NetworkRequest, RepeatNote, SendOp, SendRequest, Sent, SprayNoteRequest};
+use portcullis::store::{
+    BreachedNote, NetworkRequest, RepeatNote, SendOp, SendRequest, Sent, SprayNoteRequest,
+};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -30,8 +32,12 @@ pub enum Fault {
     Send(SendOp),
     /// `count` of a flow's record (a code flow's attempt).
     FlowCount,
-    /// `clear` of a flow's record (`ClearFlow`, `Unlock` of a flow).
+    /// `clear` of a flow's record (`ClearFlow`, `Unlock` of a flow, `ConfirmDevice`).
     FlowClear,
+    /// `note_breached` (the grace logins of a breached password).
+    NoteBreached,
+    /// `accept` (a right password's clear and device epoch).
+    Accept,
 }
 
 /// `inner`, except that the operation `fail` names is a [`StoreError`].
@@ -97,7 +103,16 @@ impl Store for FaultyStore {
         self.inner.clear(k).await
     }
     async fn accept(&self, b: &AccountKey, k: &AccountKey, ttl: u64) -> Result<u64, StoreError> {
+        if self.fail == Fault::Accept {
+            return Err(injected());
+        }
         self.inner.accept(b, k, ttl).await
+    }
+    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {
+        if self.fail == Fault::NoteBreached {
+            return Err(injected());
+        }
+        self.inner.note_breached(note).await
     }
     async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
         self.inner.inspect(k).await
