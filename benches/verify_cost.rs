@@ -7,8 +7,10 @@
 //! (`StoredHash::matches_keeping`, as the daemon's hashing threads run it) alternated with
 //! `Verify` end to end over loopback gRPC (sequential calls, a fresh identifier each, the
 //! matching stored hash, so every call is an accept at the realm's target), so a drift of
-//! the machine's speed moves both alike; then a wrong password and an unknown account,
-//! which the timing rule says cost the same. The daemon is the real binary in its own
+//! the machine's speed moves both alike; then a right password from an unknown device
+//! in a step-up realm (a `VERDICT_CHALLENGE`, which should cost what an accept costs),
+//! and a wrong password and an unknown account, which the timing rule says cost the
+//! same. The daemon is the real binary in its own
 //! process (`PORTCULLIS_BINARY` names another build, e.g. an older one, for a
 //! before/after): its allocator and its runtime (`server.io_threads`) are the ones a
 //! deployment has. A first row at argon2's minimum cost shows what `Verify` adds by
@@ -37,7 +39,8 @@ use portcullis::verify::hash::{Algorithm, HashParams, StoredHash};
 /// `common::REALMS_TOML`.
 const EXTRA_REALMS: &str = "[realms.argon2i]\nhash = { algorithm = \"argon2i\" }\n\
     [realms.argon2d]\nhash = { algorithm = \"argon2d\" }\n\
-    [realms.bcrypt10]\nhash = { algorithm = \"bcrypt\", bcrypt_cost = 10 }\n";
+    [realms.bcrypt10]\nhash = { algorithm = \"bcrypt\", bcrypt_cost = 10 }\n\
+    [realms.stepup]\nunknown_device = \"step_up\"\n";
 
 /// An algorithm at its default target, and the realm targeting it.
 struct Target {
@@ -224,6 +227,22 @@ fn main() -> ExitCode {
         }
     }
     let argon2id_hash = argon2id_hash.expect("the argon2id target is measured");
+    // A step-up realm (docs/devices.md): the same right password from an unknown device
+    // answers a challenge (a challenge token instead of a device token), at the same
+    // target: it should cost what the plain accept above costs.
+    eprintln!("cost: argon2id, step-up challenge ...");
+    let case = Case {
+        realm: "stepup",
+        password: PASSWORD,
+        raw: &argon2id_hash,
+        stored_hash: argon2id_hash.as_str(),
+        want: Verdict::Challenge,
+        rehash: false,
+        tag: "step-up",
+    };
+    let (raw, rpc, cpu) = time_case(&client_rt, &mut client, daemon.pid(), &case);
+    let label = "argon2id, step-up realm: right password, unknown device (CHALLENGE)".into();
+    cost_rows.push(CostRow { label, params: describe(&argon2id_hash.params()), raw, rpc, cpu });
     // The timing rule: a wrong password and an unknown identifier cost the same. Both
     // are alternated with the same raw work: the wrong password against the hash.
     for (label, tag, stored_hash) in [
