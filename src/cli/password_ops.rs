@@ -65,8 +65,10 @@ pub struct CheckPasswordArgs {
     daemon: DaemonArgs,
 }
 
-/// `verify`: prints the verdict (`ACCEPT` or `REJECT`) and the answer's signals; exit 0
-/// on an accept, 1 on a reject (or a verdict this version does not know), 2 on an error.
+/// `verify`: prints the verdict (`ACCEPT`, `REJECT`, `CHALLENGE` or `CHANGE_REQUIRED`)
+/// and the answer's signals; exit 0 on an accept, 1 on anything else (a reject, a
+/// challenge, a change requirement, a verdict this version does not know), 2 on an
+/// error.
 pub async fn verify(args: VerifyArgs) -> ExitCode {
     let daemon = args.daemon.shown();
     exit(verify_call(args).await, &daemon)
@@ -112,8 +114,14 @@ async fn verify_call(args: VerifyArgs) -> Result<bool, Box<dyn std::error::Error
     zeroize::Zeroize::zeroize(&mut request.password);
     let r = answer?.into_inner();
     // Anything but an explicit ACCEPT, including values this version does not know, is a
-    // reject.
+    // reject; a challenge and a change requirement are named (neither is an accept).
     let accepted = r.verdict == Verdict::Accept as i32;
+    let shown = match Verdict::try_from(r.verdict) {
+        Ok(Verdict::Accept) => "ACCEPT",
+        Ok(Verdict::Challenge) => "CHALLENGE",
+        Ok(Verdict::ChangeRequired) => "CHANGE_REQUIRED",
+        _ => "REJECT",
+    };
     let device_token = match (r.device_token.is_empty(), args.show_device_token) {
         (true, _) => "none".to_owned(),
         (false, true) => r.device_token.clone(),
@@ -121,7 +129,7 @@ async fn verify_call(args: VerifyArgs) -> Result<bool, Box<dyn std::error::Error
     };
     say!(
         "{}\nneeds_rehash: {}\ndevice_token: {device_token}\nspray_suspected: {}\nstep_up: {}\nnetwork_throttled: {}\npassword_breached: {}",
-        if accepted { "ACCEPT" } else { "REJECT" },
+        shown,
         r.needs_rehash,
         r.spray_suspected,
         r.step_up,
