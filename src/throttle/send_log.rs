@@ -134,11 +134,14 @@ mod tests {
         assert_eq!(log.len(), 5);
         assert!(!RESET.send(&log, T + 3_600_000).allowed, "the sixth in 24 h");
         assert_eq!(RESET.next_in_ms(&log, T + 3_600_000), CAP_WINDOW_MS - 3_600_000);
-        // The first send leaves the window: one more fits, not two.
+        // The first send leaves the window: one more fits, not two, until the second
+        // leaves it too (a sliding 24 h, not a calendar day).
         let later = RESET.send(&log, T + CAP_WINDOW_MS);
         assert!(later.allowed);
         assert_eq!(later.log.len(), 5);
-        assert!(!RESET.send(&later.log, T + CAP_WINDOW_MS + 60_000).allowed);
+        let full = SendPolicy { min_interval_ms: 1_000, ..RESET };
+        assert!(!full.send(&later.log, T + CAP_WINDOW_MS + 59_999).allowed, "cap");
+        assert!(full.send(&later.log, T + CAP_WINDOW_MS + 60_000).allowed);
     }
 
     #[test]
