@@ -24,6 +24,21 @@
 //! The example has no CAPTCHA provider, second factor or sessions: the pages say where a
 //! real gateway puts them.
 //!
+//! Two flows around the login (docs/flows.md), each counted by the daemon *before* the
+//! gateway acts:
+//!
+//! - `POST /password/reset` (form field `username`): "forgot password". It asks
+//!   `RecordFlowAttempt(FLOW_PASSWORD_RESET)` with the client's address, "sends" the
+//!   mail (a log line, where a real gateway queues it) only when the daemon allows *and*
+//!   the account exists, and answers every request with the same page, byte for byte:
+//!   an account that exists, one that does not, a request over the caps. Only a daemon
+//!   that cannot answer gets the `503`, which says nothing about the account either.
+//! - `POST /login/code` (form fields `username`, `code`): the one-time code step. It asks
+//!   `RecordFlowAttempt(FLOW_SECOND_FACTOR)` before it looks at the code; on a deny the
+//!   "too many codes" page (`429`), right code or not; on an allow a right code clears
+//!   the flow (`ClearFlow`) and logs in, a wrong one gets `401`. The codes come from
+//!   `--codes` (`name:code` lines), a stand-in for TOTP secrets or mailed codes.
+//!
 //! Known devices (OWASP device cookies): a successful login sets the device token the
 //! daemon returned as an `HttpOnly; Secure; SameSite=Strict` cookie named for the account,
 //! and the next login to that account sends it back, so this browser keeps logging in
@@ -32,6 +47,7 @@
 //! ```sh
 //! cargo run --release --example gateway -- --users users.txt --listen 127.0.0.1:8080
 //! curl -i -d 'username=alice&password=secret' http://127.0.0.1:8080/login
+//! curl -i -d 'username=alice' http://127.0.0.1:8080/password/reset
 //! ```
 
 use std::collections::HashMap;
@@ -45,7 +61,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Parser;
 use portcullis_client::{
-    Client, ClientConfig, Decision, Login, Normalization, client_key_from_forwarded, normalize,
+    Client, ClientConfig, Decision, Flow, Login, Normalization, client_key_from_forwarded,
+    normalize,
 };
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -55,6 +72,10 @@ struct Args {
     /// Users file: one `name:hash` per line (bcrypt or argon2 PHC); `#` starts a comment.
     #[arg(long)]
     users: PathBuf,
+    /// One-time codes: one `name:code` per line, each account's current code (a stand-in
+    /// for a TOTP secret or a mailed code); without it no account has a code.
+    #[arg(long)]
+    codes: Option<PathBuf>,
     /// HTTP listen address (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -80,8 +101,27 @@ struct Gateway {
     /// Stored hashes by normalized identifier: the lookup uses the same normalization
     /// as the daemon's counter (email mode, the daemon's default).
     users: HashMap<String, String>,
+    /// Each account's current one-time code, by normalized identifier (`--codes`).
+    codes: HashMap<String, String>,
     /// `--trusted-proxy-hops`.
     trusted_proxy_hops: usize,
+}
+
+impl Gateway {
+    /// The end client's address as our own proxies saw it, never the `X-Forwarded-For`
+    /// header's leftmost (client-chosen) entry.
+    fn client_key(&self, peer: SocketAddr, headers: &HeaderMap) -> String {
+        let forwarded: Vec<&str> =
+            headers.get_all("x-forwarded-for").iter().filter_map(|v| v.to_str().ok()).collect();
+        client_key_from_forwarded(peer.ip(), &forwarded, self.trusted_proxy_hops)
+    }
+
+    /// The value `table` holds for `typed`, looked up as the daemon counts it (the same
+    /// normalization); `None` for an unknown account or a name that does not normalize.
+    fn lookup<'a>(&self, table: &'a HashMap<String, String>, typed: &str) -> Option<&'a str> {
+        let id = normalize(Normalization::Email, typed).ok()?;
+        table.get(id.as_str()).map(String::as_str)
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -217,11 +257,7 @@ async fn check(
         identifier.as_ref().and_then(|id| gw.users.get(id.as_str())).map_or("", String::as_str);
     let cookie_name = identifier.as_ref().map(|id| device_cookie_name(&gw.realm, id.as_str()));
     let device_token = cookie_name.as_deref().and_then(|name| cookie(headers, name));
-    // The end client's address as our own proxies saw it, never the header's leftmost
-    // (client-chosen) entry.
-    let forwarded: Vec<&str> =
-        headers.get_all("x-forwarded-for").iter().filter_map(|v| v.to_str().ok()).collect();
-    let client_key = client_key_from_forwarded(peer.ip(), &forwarded, gw.trusted_proxy_hops);
+    let client_key = gw.client_key(peer, headers);
     let answer = gw
         .client
         .verify(Login {
@@ -283,6 +319,98 @@ async fn check(
     }
 }
 
+#[derive(serde::Deserialize)]
+struct ResetForm {
+    username: String,
+}
+
+/// The one answer to a reset request, whatever the account and the daemon's decision
+/// (OWASP's Forgot Password Cheat Sheet: the same message either way).
+fn reset_requested() -> Response {
+    let body = "if an account exists for that name, we have sent it a link to reset its password\n";
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// `POST /password/reset`: counted first, for every name alike; a mail only on an allow
+/// for an account that exists; one page for all (docs/flows.md, "No oracle").
+async fn password_reset(
+    State(gw): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<ResetForm>,
+) -> Response {
+    let client_key = gw.client_key(peer, &headers);
+    let answer =
+        gw.client.password_reset_request(&gw.realm, &form.username, &client_key, None).await;
+    // The daemon or its store cannot answer now: no account's doing, so no oracle.
+    if answer.retryable {
+        return unavailable();
+    }
+    if answer.is_allowed() && gw.lookup(&gw.users, &form.username).is_some() {
+        // A real gateway makes a single-use, expiring reset token here and puts the mail
+        // in its outbox; it never sends inline, where the mail server's round trip would
+        // make the answer slower for accounts that exist. The log names no account.
+        tracing::info!(flow = "password_reset", "reset mail queued");
+    }
+    reset_requested()
+}
+
+#[derive(serde::Deserialize)]
+struct CodeForm {
+    username: String,
+    code: String,
+}
+
+/// The code step's window of tries is used up: no code is looked at, right or wrong,
+/// until it ends. No time is given: the daemon answers none.
+fn too_many_codes() -> Response {
+    let mut r =
+        (StatusCode::TOO_MANY_REQUESTS, "too many codes: try again later\n").into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// A wrong code, for an account with a code and one without alike.
+fn wrong_code() -> Response {
+    (StatusCode::UNAUTHORIZED, "wrong code\n").into_response()
+}
+
+/// `a == b` in a time that does not depend on where they first differ.
+fn same_code(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `POST /login/code`: the one-time code step. In a real gateway it follows a matched
+/// password and names the account by that pending login's server-side record, never by
+/// a name the form sends; the example takes the name from the form to stay short.
+async fn login_code(State(gw): State<Arc<Gateway>>, Form(form): Form<CodeForm>) -> Response {
+    // Counted before the code is looked at: a guess over the window is refused, right
+    // or wrong, so the window bounds the guesses whatever the code.
+    let answer = gw.client.second_factor_attempt(&gw.realm, &form.username, None).await;
+    match answer.decision {
+        Decision::Deny if answer.retryable => unavailable(),
+        Decision::Deny => too_many_codes(),
+        Decision::Allow => {
+            let expected = gw.lookup(&gw.codes, &form.username);
+            if !expected.is_some_and(|c| same_code(c.as_bytes(), form.code.trim().as_bytes())) {
+                return wrong_code();
+            }
+            // A verified code clears the flow's count. Should that fail, the record
+            // still ends with its window: the login goes on.
+            let cleared = gw.client.clear_flow(&gw.realm, &form.username, Flow::SecondFactor).await;
+            if !cleared.is_allowed() {
+                tracing::warn!("a verified code's count was not cleared");
+            }
+            // A real gateway starts the session (and sets the device cookie) here.
+            (StatusCode::OK, "welcome\n").into_response()
+        }
+    }
+}
+
+/// A `name:value` file (users and their hashes, or their codes), keyed by normalized
+/// name.
 fn read_users(path: &PathBuf) -> Result<HashMap<String, String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut users = HashMap::new();
@@ -292,7 +420,7 @@ fn read_users(path: &PathBuf) -> Result<HashMap<String, String>, String> {
             continue;
         }
         let (name, hash) =
-            line.split_once(':').ok_or_else(|| format!("line {}: expected name:hash", n + 1))?;
+            line.split_once(':').ok_or_else(|| format!("line {}: expected name:value", n + 1))?;
         let id =
             normalize(Normalization::Email, name).map_err(|e| format!("line {}: {e}", n + 1))?;
         users.insert(id.as_str().to_owned(), hash.to_owned());
@@ -306,6 +434,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let telemetry = telemetry::init();
     let args = Args::parse();
     let users = read_users(&args.users)?;
+    let codes = args.codes.as_ref().map(read_users).transpose()?.unwrap_or_default();
     let client = Client::new(ClientConfig {
         endpoints: args.daemons,
         call_timeout: args.call_timeout,
@@ -315,12 +444,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         client,
         realm: args.realm,
         users,
+        codes,
         trusted_proxy_hops: args.trusted_proxy_hops,
     });
     let metrics = telemetry.metrics.clone();
     let app = axum::Router::new()
         .route("/login", post(login))
         .route(PASSWORD_CHANGE, get(password_change_page))
+        .route("/password/reset", post(password_reset))
+        .route("/login/code", post(login_code))
         .route(
             "/metrics",
             get(move || {

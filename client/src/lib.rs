@@ -31,12 +31,17 @@
 //! caller's trace; retries, ejections and the breaker's state are recorded through the
 //! `metrics` facade of the gateway's process (`docs/observability.md`).
 //!
+//! The flows around the login (one-time and recovery codes, reset and verification
+//! mails: [`Flow`], [`Client::record_flow_attempt`], [`Client::clear_flow`];
+//! `docs/flows.md`) go through the same call machinery, with the same outcomes.
+//!
 //! `docs/client.md` has the table of every outcome.
 
 mod answer;
 mod client_key;
 pub mod codec;
 mod config;
+mod flow;
 pub mod metrics;
 pub mod normalize;
 mod pool;
@@ -52,6 +57,7 @@ pub mod pb {
 pub use answer::{Answer, Decision, Login, PasswordCheck};
 pub use client_key::client_key_from_forwarded;
 pub use config::{Bearer, ClientConfig, ClientError, ClientTls};
+pub use flow::Flow;
 
 use answer::{decision_answer, failure_answer};
 
@@ -198,13 +204,10 @@ impl Client {
 
     /// `Admit`: is the account key's door open? Never counts.
     pub async fn admit(&self, realm: &str, identifier: &str) -> Answer {
-        let account = account(realm, identifier);
-        let route = route_key(realm, identifier);
+        let req = AdmitRequest { account: account(realm, identifier) };
         let answer = self
-            .call("Admit", &route, |mut c, timeout| {
-                let mut req = tonic::Request::new(AdmitRequest { account: account.clone() });
-                req.set_timeout(timeout);
-                crate::trace::inject(req.metadata_mut());
+            .call("Admit", &route_key(realm, identifier), |mut c, timeout| {
+                let req = outgoing(&req, timeout);
                 async move { c.admit(req).await.map(|r| r.into_inner().decision) }
             })
             .await;
@@ -241,9 +244,7 @@ impl Client {
         };
         let answer = self
             .call("RecordAttempt", &route_key(realm, identifier), |mut c, timeout| {
-                let mut req = tonic::Request::new(req.clone());
-                req.set_timeout(timeout);
-                crate::trace::inject(req.metadata_mut());
+                let req = outgoing(&req, timeout);
                 async move { c.record_attempt(req).await.map(|r| r.into_inner()) }
             })
             .await;
@@ -272,9 +273,7 @@ impl Client {
         let mut req = req;
         let answer = self
             .call("Verify", login.client_key, |mut c, timeout| {
-                let mut req = tonic::Request::new(req.clone());
-                req.set_timeout(timeout);
-                crate::trace::inject(req.metadata_mut());
+                let req = outgoing(&req, timeout);
                 async move { c.verify(req).await.map(|r| r.into_inner()) }
             })
             .await;
@@ -316,9 +315,7 @@ impl Client {
         };
         let answer = self
             .call("CheckPassword", &route_key(realm, identifier), |mut c, timeout| {
-                let mut req = tonic::Request::new(req.clone());
-                req.set_timeout(timeout);
-                crate::trace::inject(req.metadata_mut());
+                let req = outgoing(&req, timeout);
                 async move { c.check_password(req).await.map(|r| r.into_inner()) }
             })
             .await;
@@ -364,9 +361,7 @@ impl Client {
         };
         let answer = self
             .call("ClearAttempts", &route_key(realm, identifier), |mut c, timeout| {
-                let mut req = tonic::Request::new(req.clone());
-                req.set_timeout(timeout);
-                crate::trace::inject(req.metadata_mut());
+                let req = outgoing(&req, timeout);
                 async move { c.clear_attempts(req).await.map(drop) }
             })
             .await;
@@ -408,6 +403,8 @@ impl Client {
             "RecordAttempt" => "portcullis.v1.Governor/RecordAttempt",
             "Verify" => "portcullis.v1.Governor/Verify",
             "CheckPassword" => "portcullis.v1.Governor/CheckPassword",
+            "RecordFlowAttempt" => "portcullis.v1.Governor/RecordFlowAttempt",
+            "ClearFlow" => "portcullis.v1.Governor/ClearFlow",
             _ => "portcullis.v1.Governor/ClearAttempts",
         };
         let span = tracing::info_span!(
@@ -507,4 +504,14 @@ fn route_key(realm: &str, identifier: &str) -> String {
 
 fn new_attempt_id() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+/// One try's request: a copy of `message` (every try sends the same one, its
+/// `attempt_id` included), the time left as its `grpc-timeout`, and the caller's W3C
+/// trace context in its metadata.
+fn outgoing<T: Clone>(message: &T, timeout: Duration) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(message.clone());
+    req.set_timeout(timeout);
+    crate::trace::inject(req.metadata_mut());
+    req
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use portcullis::client::{Answer, ClearReason, Client, ClientConfig, Decision, Login};
+use portcullis::client::{Answer, ClearReason, Client, ClientConfig, Decision, Flow, Login};
 use portcullis::normalize::Normalization;
 use portcullis::pb::governor_server::{Governor, GovernorServer};
 use portcullis::pb::*;
@@ -145,6 +145,12 @@ impl Governor for Fake {
         _: Request<portcullis::pb::ClearFlowRequest>,
     ) -> Result<Response<portcullis::pb::ClearFlowResponse>, Status> {
         self.decision(|_| portcullis::pb::ClearFlowResponse {})
+    }
+    async fn confirm_device(
+        &self,
+        _: Request<portcullis::pb::ConfirmDeviceRequest>,
+    ) -> Result<Response<portcullis::pb::ConfirmDeviceResponse>, Status> {
+        self.decision(|_| portcullis::pb::ConfirmDeviceResponse { device_token: "fake".into() })
     }
     async fn check_password(
         &self,
@@ -452,4 +458,97 @@ fn an_answers_debug_output_never_shows_its_device_token() {
     let shown = format!("{answer:?}");
     assert!(!shown.contains("tok-ABCDEF0123456789"), "{shown}");
     assert!(shown.contains("<redacted>"), "{shown}");
+}
+
+/// Every flow method (docs/flows.md), in order: the four flows' attempts by their
+/// convenience names, one through `record_flow_attempt` with the caller's own id, then
+/// `clear_flow` of each code flow.
+async fn every_flow_call(client: &Client) -> [Answer; 7] {
+    let (realm, id, key) = ("default", "u@example.com", "192.0.2.7");
+    [
+        client.second_factor_attempt(realm, id, None).await,
+        client.recovery_code_attempt(realm, id, None).await,
+        client.password_reset_request(realm, id, key, None).await,
+        client.verification_resend_request(realm, id, key, None).await,
+        client.record_flow_attempt(realm, id, Flow::SecondFactor, "", Some("flow-1")).await,
+        client.clear_flow(realm, id, Flow::SecondFactor).await,
+        client.clear_flow(realm, id, Flow::RecoveryCode).await,
+    ]
+}
+
+#[tokio::test]
+async fn every_flow_method_fails_closed_on_every_behaviour() {
+    // Nobody listening, and bytes that are not HTTP/2: transport failures, retryable.
+    let down = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let client = Client::new(config(&[down])).unwrap();
+    assert_eq!(every_flow_call(&client).await, [DENY_RETRYABLE; 7]);
+    let garbage = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = garbage.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = garbage.accept().await {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nallow").await;
+        }
+    });
+    let client = Client::new(config(&[addr])).unwrap();
+    assert_eq!(every_flow_call(&client).await.map(|a| a.decision), [Decision::Deny; 7]);
+
+    // The daemon's answers: (name, behaviour, a flow attempt's answer, a clear's answer).
+    // ClearFlow has no enum in its answer: an OK status is the daemon's word.
+    use tonic::Code;
+    let status = Behaviour::Status;
+    let cases = [
+        ("allow", Behaviour::Allow, ALLOW, ALLOW),
+        ("unspecified", Behaviour::Unspecified, DENY_FINAL, ALLOW),
+        ("unknown value", Behaviour::Unknown, DENY_FINAL, ALLOW),
+        ("resource exhausted", status(Code::ResourceExhausted), DENY_RETRYABLE, DENY_RETRYABLE),
+        ("unavailable", status(Code::Unavailable), DENY_RETRYABLE, DENY_RETRYABLE),
+        ("invalid argument", status(Code::InvalidArgument), DENY_FINAL, DENY_FINAL),
+        ("permission denied", status(Code::PermissionDenied), DENY_FINAL, DENY_FINAL),
+        ("internal", status(Code::Internal), DENY_FINAL, DENY_FINAL),
+        // A daemon from before the flows.
+        ("unimplemented", status(Code::Unimplemented), DENY_FINAL, DENY_FINAL),
+    ];
+    for (name, behaviour, attempt, clear) in cases {
+        let fake = FakeDaemon::start(behaviour).await;
+        let client = Client::new(config(&[fake.addr])).unwrap();
+        let answers = every_flow_call(&client).await;
+        assert_eq!(
+            answers[..5],
+            [attempt.clone(), attempt.clone(), attempt.clone(), attempt.clone(), attempt],
+            "{name}"
+        );
+        assert_eq!(answers[5..], [clear.clone(), clear], "{name}");
+        assert_eq!(fake.calls(), 7, "{name}: the daemon saw retries");
+        let stats = client.stats();
+        assert_eq!((stats.retries, stats.transport_failures), (0, 0), "{name}");
+        assert_eq!(stats.healthy, [true], "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_retried_flow_attempt_whose_answer_was_lost_is_counted_once() {
+    let redis = RedisServer::start();
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
+    let id = "lost-flow@example.com";
+    let login = record_key("default", Normalization::Email, id);
+    let flow_key = |tag: &str| format!("{}:f:{tag}", login.strip_suffix(":r").unwrap());
+
+    // A code: the retry, with the same attempt_id, is counted once.
+    let client =
+        Client::new(config(&[response_cutting_proxy(daemon.addr, Cut::First).await])).unwrap();
+    assert_eq!(client.second_factor_attempt("default", id, None).await, ALLOW);
+    assert_eq!(client.stats().retries, 1, "the lost answer was not retried");
+    assert_eq!(read_record(&mut redis.conn(), &flow_key("2f")).unwrap().0, 1, "counted twice");
+
+    // A mail: the retry gets the first call's allow (a second send inside the minute
+    // would be refused) and notes no second send.
+    let client =
+        Client::new(config(&[response_cutting_proxy(daemon.addr, Cut::First).await])).unwrap();
+    assert_eq!(client.password_reset_request("default", id, "192.0.2.7", None).await, ALLOW);
+    assert_eq!(client.stats().retries, 1, "the lost answer was not retried");
+    let log: String = redis::cmd("GET").arg(flow_key("pr")).query(&mut redis.conn()).unwrap();
+    assert_eq!(log.split(',').count(), 1, "two sends noted: {log}");
+    let again = client.password_reset_request("default", id, "192.0.2.7", None).await;
+    assert_eq!(again, DENY_FINAL, "a new request inside the interval");
+    daemon.shutdown().await;
 }

@@ -5,12 +5,17 @@
 //! sent to the password change page, a sprayed one gets the second-factor page and no
 //! session, a throttled network and an account near its lockout get the challenge page,
 //! and no page tells a right password, a wrong one and an unknown account apart where
-//! the signal does not already say the password matched.
+//! the signal does not already say the password matched. The flows around the login
+//! (docs/flows.md): the reset page is one page, byte for byte, whatever the account and
+//! the daemon's decision, and mail goes only to accounts that exist within the caps; a
+//! code is counted before it is checked, so the sixth in a window is refused even when
+//! it is right, and a right one clears the count.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use portcullis::verify::hash::{HashParams, StoredHash};
@@ -27,6 +32,8 @@ fn gateway_binary() -> PathBuf {
 struct Gateway {
     child: Child,
     addr: SocketAddr,
+    /// The gateway's log lines that say a reset mail was queued, in order.
+    mails: Arc<Mutex<Vec<String>>>,
 }
 
 impl Gateway {
@@ -48,16 +55,34 @@ impl Gateway {
             .expect("the example gateway is built by `cargo test`");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
+        let mails = Arc::new(Mutex::new(Vec::new()));
+        let queued = Arc::clone(&mails);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(addr) = line.split("gateway listening on ").nth(1) {
                     let _ = tx.send(addr.trim().to_owned());
                 }
+                if line.contains("reset mail queued") {
+                    queued.lock().unwrap().push(line);
+                }
             }
         });
         let addr =
             rx.recv_timeout(Duration::from_secs(10)).expect("gateway started").parse().unwrap();
-        Self { child, addr }
+        Self { child, addr, mails }
+    }
+
+    /// The mails queued so far, once `want` have been logged (or 5 s passed) and a
+    /// moment more, so one too many would show.
+    async fn mails_settled(&self, want: usize) -> Vec<String> {
+        for _ in 0..50 {
+            if self.mails.lock().unwrap().len() >= want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.mails.lock().unwrap().clone()
     }
 
     /// POSTs a login and returns the raw response, less its `date` header (the one part
@@ -85,9 +110,25 @@ impl Gateway {
 
     /// POSTs the login form with `headers` (each line ending in CRLF).
     async fn post(&self, username: &str, password: &str, headers: &str) -> String {
-        let body = format!("username={username}&password={password}");
+        self.post_form("/login", &format!("username={username}&password={password}"), headers).await
+    }
+
+    /// POSTs the "forgot password" form from a client at `address` (as the one proxy in
+    /// front of the gateway reports it).
+    async fn reset_from(&self, address: &str, username: &str) -> String {
+        let headers = format!("x-forwarded-for: {address}\r\n");
+        self.post_form("/password/reset", &format!("username={username}"), &headers).await
+    }
+
+    /// POSTs the one-time code form.
+    async fn code(&self, username: &str, code: &str) -> String {
+        self.post_form("/login/code", &format!("username={username}&code={code}"), "").await
+    }
+
+    /// POSTs the form `body` to `path` with `headers` (each line ending in CRLF).
+    async fn post_form(&self, path: &str, body: &str, headers: &str) -> String {
         let head = format!(
-            "POST /login HTTP/1.1\r\nhost: gw\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n{headers}",
+            "POST {path} HTTP/1.1\r\nhost: gw\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n{headers}",
             body.len()
         );
         self.send(&format!("{head}connection: close\r\n\r\n{body}")).await
@@ -330,4 +371,97 @@ async fn each_signal_gets_its_page_and_no_page_is_an_oracle() {
     let fine = gw.login_from("100.64.1.3", "carol@example.com", "carol's own passphrase").await;
     assert_eq!(status(&fine), "200", "{fine}");
     assert!(fine.ends_with("welcome"), "{fine}");
+}
+
+/// The body of the page every reset request gets.
+const RESET_PAGE: &str =
+    "if an account exists for that name, we have sent it a link to reset its password";
+
+/// A users file of `names` (`NAME@example.com`), one bcrypt cost-4 hash for all.
+fn users_file(dir: &std::path::Path, names: &[&str]) -> PathBuf {
+    let hash = StoredHash::generate(b"a passphrase", &HashParams::Bcrypt { cost: 4 }).unwrap();
+    let lines: String =
+        names.iter().map(|n| format!("{n}@example.com:{}\n", hash.as_str())).collect();
+    let users = dir.join("users.htpasswd");
+    std::fs::write(&users, lines).unwrap();
+    users
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reset_page_is_one_page_and_mail_goes_only_to_known_accounts_within_the_caps() {
+    let dir = tempfile::tempdir().unwrap();
+    // Realm `mail`: one client network may cause 3 reset mails an hour; the account's
+    // caps at their defaults (one a minute, 5 a day).
+    let extra = "[realms.mail.flows.password_reset]\nnetwork_budget = 3\n";
+    let daemon =
+        DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).extra(extra).toml());
+    let users = users_file(dir.path(), &["alice", "bob", "carol"]);
+    let gw =
+        Gateway::spawn_with(&users, daemon.addr, &["--realm", "mail", "--trusted-proxy-hops", "1"]);
+
+    let page = gw.reset_from("192.0.2.1", "alice@example.com").await;
+    assert_eq!(status(&page), "200", "{page}");
+    assert!(page.ends_with(RESET_PAGE), "{page}");
+    // Allowed or refused, an account or none: the same bytes.
+    for (address, name, what) in [
+        ("192.0.2.1", "ghost@example.com", "no account (allowed: no mail)"),
+        ("192.0.2.1", "Alice@Example.COM", "the same account inside the minute (refused)"),
+        ("192.0.2.1", "bob@example.com", "the network's third mail (allowed)"),
+        ("192.0.2.1", "carol@example.com", "the network's budget spent (refused)"),
+        ("192.0.2.1", "", "no name (INVALID_ARGUMENT)"),
+        ("198.51.100.1", "carol@example.com", "another network (allowed)"),
+    ] {
+        assert_eq!(gw.reset_from(address, name).await, page, "{what}");
+    }
+    // Alice's, Bob's, and Carol's from the second network; none names its account.
+    let mails = gw.mails_settled(3).await;
+    assert_eq!(mails.len(), 3, "{mails:#?}");
+    assert!(
+        mails.iter().all(|m| !m.contains("example")),
+        "a log line names an account: {mails:#?}"
+    );
+
+    // The daemon is gone: 503, as for every account.
+    drop(daemon);
+    let down = gw.reset_from("203.0.113.1", "alice@example.com").await;
+    assert_eq!(status(&down), "503", "{down}");
+    assert_eq!(gw.reset_from("203.0.113.1", "ghost@example.com").await, down);
+    assert_eq!(gw.mails_settled(3).await.len(), 3, "a mail without the daemon's allow");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_is_counted_before_it_is_checked_and_a_right_one_clears_the_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).toml());
+    let users = users_file(dir.path(), &["dave"]);
+    let codes = dir.path().join("codes");
+    std::fs::write(&codes, "dave@example.com:246810\n").unwrap();
+    let gw = Gateway::spawn_with(&users, daemon.addr, &["--codes", codes.to_str().unwrap()]);
+    let dave = "dave@example.com";
+
+    let welcome = gw.code(dave, "246810").await;
+    assert_eq!(status(&welcome), "200", "{welcome}");
+    assert!(welcome.ends_with("welcome"), "{welcome}");
+    // Four wrong codes, then the right one: in, and the count starts again.
+    for n in 0..4 {
+        assert_eq!(status(&gw.code(dave, &format!("00000{n}")).await), "401");
+    }
+    assert_eq!(status(&gw.code(dave, "246810").await), "200", "the fifth try was refused");
+
+    // Five wrong codes use up the window (5 in 15 min), for an account with a code and
+    // one without alike.
+    let wrong = gw.code(dave, "000000").await;
+    assert_eq!(status(&wrong), "401");
+    assert!(wrong.ends_with("wrong code"), "{wrong}");
+    assert_eq!(gw.code("ghost@example.com", "000000").await, wrong);
+    for n in 1..5 {
+        assert_eq!(gw.code(dave, &format!("11111{n}")).await, wrong, "wrong code {n}");
+        assert_eq!(gw.code("ghost@example.com", &format!("11111{n}")).await, wrong);
+    }
+    // The sixth is refused before it is looked at: the right code too.
+    let refused = gw.code(dave, "246810").await;
+    assert_eq!(status(&refused), "429", "{refused}");
+    assert!(refused.ends_with("too many codes: try again later"), "{refused}");
+    assert_eq!(gw.code(dave, "000000").await, refused);
+    assert_eq!(gw.code("ghost@example.com", "246810").await, refused);
 }
