@@ -12,8 +12,8 @@
 //! `breached.lua`), and this module's own rules
 //! (`record_attempt.lua`, `admit.lua`, `refund.lua`).
 
-pub mod bucket;
 pub mod breached_count;
+pub mod bucket;
 pub mod door;
 pub mod flow;
 pub mod repeat_list;

@@ -7,6 +7,11 @@ use crate::throttle::{MAX_STORED_COUNT, MAX_STORED_TIME_MS, Record};
 
 /// An entry as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "an entry lives for one operation on the writer's stack; a send log's 50 times \
+              inline (about 400 bytes) cost less than a Box per read"
+)]
 pub(super) enum Entry {
     Record {
         record: Record,
@@ -192,18 +197,9 @@ impl Entry {
             Some(4) => bytes.len() == SPRAY_COUNT_LEN,
             // A record with repeats carries one more word.
             Some(1) => bytes.len() == 33 || bytes.len() == 41,
-            // A repeat list: the fixed words, then its fingerprints.
-            Some(7) => {
-                bytes.len() >= 33
-                    && (bytes.len() - 33).is_multiple_of(8)
-                    && (bytes.len() - 33) / 8 <= MAX_REPEATS
-            }
-            // A send log: the fixed words, then its times.
-            Some(8) => {
-                bytes.len() >= 33
-                    && (bytes.len() - 33).is_multiple_of(8)
-                    && (bytes.len() - 33) / 8 <= MAX_SENDS
-            }
+            // A repeat list, a send log: the fixed words, then its fingerprints or times.
+            Some(7) => tail_fits(bytes, MAX_REPEATS),
+            Some(8) => tail_fits(bytes, MAX_SENDS),
             _ => bytes.len() == 33,
         };
         if !fits {
@@ -272,16 +268,7 @@ impl Entry {
                 for (i, t) in times.iter_mut().enumerate().take(len) {
                     *t = time(4 + i)?;
                 }
-                // Newest first, and the count word agrees with the times.
-                let ordered = times[..len].windows(2).all(|w| w[0] >= w[1]);
-                if !ordered || word(0) != len as u64 {
-                    return Err(corrupt());
-                }
-                Ok(Entry::Sends {
-                    times,
-                    len: u8::try_from(len).map_err(|_| corrupt())?,
-                    expires_ms: word(3),
-                })
+                sends(times, len, word(0), word(3)).ok_or_else(corrupt)
             }
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,
@@ -291,4 +278,17 @@ impl Entry {
             _ => Err(corrupt()),
         }
     }
+}
+
+/// Whether `bytes` are the 33 fixed bytes and at most `max` more words.
+fn tail_fits(bytes: &[u8], max: usize) -> bool {
+    bytes.len() >= 33 && (bytes.len() - 33).is_multiple_of(8) && (bytes.len() - 33) / 8 <= max
+}
+
+/// A send log of `len` `times` whose count word says `count`: `None` unless the times
+/// are newest first and the count agrees.
+fn sends(times: [u64; MAX_SENDS], len: usize, count: u64, expires_ms: u64) -> Option<Entry> {
+    let ordered = times[..len].windows(2).all(|w| w[0] >= w[1]);
+    let len = u8::try_from(len).ok().filter(|&n| ordered && u64::from(n) == count)?;
+    Some(Entry::Sends { times, len, expires_ms })
 }

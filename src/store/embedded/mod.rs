@@ -19,9 +19,7 @@
 //! writer sweeps expired entries through an expiry index at most every
 //! [`SWEEP_INTERVAL`].
 
-use crate::store::{
-    BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest,
-};
+use crate::store::{BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;

@@ -25,19 +25,17 @@ mod cluster;
 mod info;
 mod key_check;
 pub use key_check::ROTATION_PAUSE;
+mod mail_caps;
 mod network_bucket;
 mod pool;
 mod repeat_note;
 mod scripts;
-mod send_log;
 pub use scripts::RECORD_ATTEMPT_SOURCE;
 mod sentinel;
 pub mod settings;
 mod standalone;
 
-use crate::store::{
-    BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest,
-};
+use crate::store::{BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

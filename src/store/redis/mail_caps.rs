@@ -3,7 +3,7 @@
 
 use super::{RedisStore, scripts};
 use crate::store::{SendOp, SendRequest, Sent, StoreError};
-use crate::throttle::send_log::CAP_WINDOW_MS;
+use crate::throttle::send_log::{CAP_WINDOW_MS, MAX_DAILY_CAP};
 
 impl RedisStore {
     /// [`crate::store::Store::send`] on Redis. A send waits for `store.wait_replicas`
@@ -31,9 +31,11 @@ impl RedisStore {
             0 => false,
             other => return Err(StoreError::Protocol(format!("send allowed={other}"))),
         };
+        // A log holds at most MAX_DAILY_CAP times, and more than today's cap when the cap
+        // was lowered under it (a refusal writes nothing): that is an answer, not an error.
         let sends = u32::try_from(sends)
             .ok()
-            .filter(|&s| s <= policy.daily_cap)
+            .filter(|&s| s <= MAX_DAILY_CAP)
             .ok_or_else(|| StoreError::Protocol("send returned sends out of range".into()))?;
         let number = |v: i64, name: &str| {
             u64::try_from(v).map_err(|_| StoreError::Protocol(format!("send: negative {name}")))
