@@ -19,6 +19,7 @@ mod devices;
 mod embedded_store;
 mod error_messages;
 mod example_gateway;
+mod flows;
 mod hardening;
 mod health;
 mod health_probe;

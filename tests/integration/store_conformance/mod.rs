@@ -518,6 +518,7 @@ conformance!(
 
 mod corrupt;
 mod repeats;
+mod send_log;
 use repeats::{
     concurrent_new_fingerprints_allow_max_failures, repeat_lists, repeat_lists_follow_the_twin,
 };
