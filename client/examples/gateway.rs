@@ -20,6 +20,9 @@
 //! | allow with `spray_suspected` or `step_up` | the second-factor page: no session, no device cookie yet |
 //! | allow with `password_breached` | the session (device cookie), then `303` to the password change page |
 //! | allow | `welcome` and the device cookie |
+//! | challenge (a right password from a new device, `unknown_device = "step_up"`) | the code page; the code is "mailed"; a right code at `POST /login/code` confirms the device (`ConfirmDevice`) and logs in |
+//! | with `--step-up`: deny from a browser without the account's device cookie | **the same code page**, no code sent: the form tells a combo-list checker nothing |
+//! | change required (a breached password past its grace logins) | `303` to the password change page, no session, no device cookie |
 //!
 //! The example has no CAPTCHA provider, second factor or sessions: the pages say where a
 //! real gateway puts them.
@@ -38,6 +41,15 @@
 //!   "too many codes" page (`429`), right code or not; on an allow a right code clears
 //!   the flow (`ClearFlow`) and logs in, a wrong one gets `401`. The codes come from
 //!   `--codes` (`name:code` lines), a stand-in for TOTP secrets or mailed codes.
+//!
+//! Step-up for unknown devices (docs/devices.md): run the daemon's realm with
+//! `unknown_device = "step_up"` and this gateway with `--step-up`. A right password from
+//! a browser without the account's device cookie is a challenge: the gateway keeps the
+//! challenge token in a server-side pending login (a `__Host-` cookie names it), "mails"
+//! the code (a log line) and shows the code page. A wrong password from such a browser
+//! gets the same page (and cookie), but no code and a pending login that no code
+//! completes. The code step counts each try through `FLOW_SECOND_FACTOR`, and a right
+//! code exchanges the challenge token for a device token (`ConfirmDevice`).
 //!
 //! Known devices (OWASP device cookies): a successful login sets the device token the
 //! daemon returned as an `HttpOnly; Secure; SameSite=Strict` cookie named for the account,
@@ -88,6 +100,11 @@ struct Args {
     /// Deadline of one call to the daemon.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     call_timeout: std::time::Duration,
+    /// The realm's `unknown_device` is `"step_up"`: a failed login from a browser without
+    /// the account's device cookie shows the code page a right one gets (docs/devices.md,
+    /// "No checker").
+    #[arg(long)]
+    step_up: bool,
     /// Proxies of your own in front of this gateway (load balancers, CDNs) that append
     /// to `X-Forwarded-For`; 0: clients connect directly and the header is ignored
     /// (docs/client.md, "The client key").
@@ -105,7 +122,30 @@ struct Gateway {
     codes: HashMap<String, String>,
     /// `--trusted-proxy-hops`.
     trusted_proxy_hops: usize,
+    /// `--step-up`.
+    step_up: bool,
+    /// Logins waiting for their code, by the id the challenge cookie carries.
+    pending: std::sync::Mutex<HashMap<String, Pending>>,
 }
+
+/// A login waiting for its code (the server-side record a challenge cookie names).
+struct Pending {
+    /// The name the user typed.
+    identifier: String,
+    /// A real challenge: its token and the stored hash it is bound to. `None`: the page
+    /// a wrong password got, which no code completes.
+    challenge: Option<(String, String)>,
+    /// The password is breached: the change page follows the code.
+    breached: bool,
+    /// When it stops being accepted (the challenge token's own 15 minutes).
+    expires: std::time::Instant,
+}
+
+/// The challenge cookie's name: `__Host-` (Secure, Path=/, no Domain).
+const CHALLENGE_COOKIE: &str = "__Host-portcullis-challenge";
+
+/// How long a pending login waits for its code: the challenge token's lifetime.
+const CHALLENGE_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 impl Gateway {
     /// The end client's address as our own proxies saw it, never the `X-Forwarded-For`
@@ -203,6 +243,74 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .find_map(|(n, value)| (n == name).then_some(value))
 }
 
+/// The code page: a right password from a new device and (with `--step-up`) a wrong
+/// one from a browser without the account's device cookie get the same status, headers
+/// and body; only the cookie's random id differs. A code is sent only for the first.
+fn code_page(gw: &Gateway, pending: Pending) -> Response {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    if pending.challenge.is_some() {
+        // A real gateway puts a mail (or a text) with a fresh code in its outbox here;
+        // never inline, so the page takes as long with and without one.
+        tracing::info!(flow = "second_factor", "code mail queued");
+    }
+    {
+        let mut all = gw.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        all.retain(|_, p| p.expires > now);
+        all.insert(id.clone(), pending);
+    }
+    let body = "we sent a code to your address: enter it to finish signing in \
+                (no code? check your password and sign in again)\n";
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let max_age = CHALLENGE_TTL.as_secs();
+    let cookie = format!(
+        "{CHALLENGE_COOKIE}={id}; Max-Age={max_age}; Path=/; HttpOnly; Secure; SameSite=Strict"
+    );
+    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    r
+}
+
+/// The password is right but breached and its grace logins are spent: no session, no
+/// device cookie; the change page, where a real gateway lets this login do nothing but
+/// choose a new password.
+fn change_required() -> Response {
+    let mut r =
+        (StatusCode::SEE_OTHER, "password change required before signing in\n").into_response();
+    r.headers_mut().insert(header::LOCATION, HeaderValue::from_static(PASSWORD_CHANGE));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// `welcome` (or, for a breached password, `303` to the change page) with the device
+/// cookie for `token`: a login that needs nothing more.
+fn signed_in(cookie_name: Option<String>, token: Option<String>, breached: bool) -> Response {
+    // A real gateway starts its session here (restricted to the password change when
+    // the password is breached).
+    let mut ok = if breached {
+        // In the breach filter (docs/breach.md): let the user in, then make them change
+        // it (NIST SP 800-63B). Never say so on a failed login.
+        let mut r = (StatusCode::SEE_OTHER, "password change required\n").into_response();
+        r.headers_mut().insert(header::LOCATION, HeaderValue::from_static(PASSWORD_CHANGE));
+        r
+    } else {
+        (StatusCode::OK, "welcome\n").into_response()
+    };
+    let set = cookie_name.zip(token).and_then(|(name, token)| {
+        let max_age = 90 * 24 * 3600; // the daemon's default device_token_ttl
+        HeaderValue::from_str(&format!(
+            "{name}={token}; Max-Age={max_age}; Path=/; HttpOnly; Secure; SameSite=Strict"
+        ))
+        .ok()
+    });
+    if let Some(set) = set {
+        ok.headers_mut().insert(header::SET_COOKIE, set);
+    }
+    ok
+}
+
 /// The daemon refused for capacity or could not be reached: try again shortly.
 fn unavailable() -> Response {
     let mut r = (StatusCode::SERVICE_UNAVAILABLE, "try again shortly\n").into_response();
@@ -277,11 +385,35 @@ async fn check(
         // challenge: a "second factor" page on a match would tell a credential stuffer
         // which of its passwords was right.
         _ if answer.network_throttled => challenge(),
+        // A right password from a device the account does not know, in a step-up realm
+        // (docs/devices.md): the code page, and a code.
+        Decision::Challenge => {
+            let challenge = answer.challenge_token.map(|token| (token, stored.to_owned()));
+            let pending = Pending {
+                identifier: form.username,
+                challenge,
+                breached: answer.password_breached,
+                expires: std::time::Instant::now() + CHALLENGE_TTL,
+            };
+            code_page(&gw, pending)
+        }
+        // A wrong password (or a closed door) from a browser without the account's
+        // device cookie: the same code page, no code ("No checker").
+        Decision::Deny if gw.step_up && device_token.is_none() => {
+            let pending = Pending {
+                identifier: form.username,
+                challenge: None,
+                breached: false,
+                expires: std::time::Instant::now() + CHALLENGE_TTL,
+            };
+            code_page(&gw, pending)
+        }
         // The account is near its lockout ("Step-up before the lockout"): challenge the
         // client before its next guess. Read from a count the daemon keeps for every
         // identifier, so an unknown account gets the same page at the same count.
         Decision::Deny if answer.step_up => challenge(),
         Decision::Deny => unauthorized(),
+        Decision::ChangeRequired => change_required(),
         Decision::Allow if answer.spray_suspected || answer.step_up => {
             // The password is being sprayed across the realm (docs/spray.md) and it
             // matched: the moment to demand a second factor, before any session.
@@ -293,28 +425,7 @@ async fn check(
                 // A real gateway stores a new hash at the realm's target here.
                 tracing::info!("accepted a hash below the realm's target");
             }
-            // A real gateway starts its session here (restricted to the password change
-            // when the password is breached).
-            let mut ok = if answer.password_breached {
-                // In the breach filter (docs/breach.md): let the user in, then make them
-                // change it (NIST SP 800-63B). Never say so on a failed login.
-                let mut r = (StatusCode::SEE_OTHER, "password change required\n").into_response();
-                r.headers_mut().insert(header::LOCATION, HeaderValue::from_static(PASSWORD_CHANGE));
-                r
-            } else {
-                (StatusCode::OK, "welcome\n").into_response()
-            };
-            let set = cookie_name.zip(answer.device_token).and_then(|(name, token)| {
-                let max_age = 90 * 24 * 3600; // the daemon's default device_token_ttl
-                HeaderValue::from_str(&format!(
-                    "{name}={token}; Max-Age={max_age}; Path=/; HttpOnly; Secure; SameSite=Strict"
-                ))
-                .ok()
-            });
-            if let Some(set) = set {
-                ok.headers_mut().insert(header::SET_COOKIE, set);
-            }
-            ok
+            signed_in(cookie_name, answer.device_token, answer.password_breached)
         }
     }
 }
@@ -359,6 +470,8 @@ async fn password_reset(
 
 #[derive(serde::Deserialize)]
 struct CodeForm {
+    /// Without a pending login only: the account (a stand-in, see [`login_code`]).
+    #[serde(default)]
     username: String,
     code: String,
 }
@@ -382,31 +495,68 @@ fn same_code(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// `POST /login/code`: the one-time code step. In a real gateway it follows a matched
-/// password and names the account by that pending login's server-side record, never by
-/// a name the form sends; the example takes the name from the form to stay short.
-async fn login_code(State(gw): State<Arc<Gateway>>, Form(form): Form<CodeForm>) -> Response {
+/// `POST /login/code`: the one-time code step. After a challenge (a pending login the
+/// challenge cookie names) the account is the pending login's, never the form's; a
+/// right code exchanges the challenge token for a device token (`ConfirmDevice`). Without
+/// a pending login the example takes the name from the form to stay short (a real
+/// gateway names the account by a pending login's server-side record, always).
+async fn login_code(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    Form(form): Form<CodeForm>,
+) -> Response {
+    let challenge_cookie = cookie(&headers, CHALLENGE_COOKIE);
+    let pending = challenge_cookie.and_then(|id| {
+        let mut all = gw.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        all.retain(|_, p| p.expires > now);
+        all.get(id).map(|p| (id.to_owned(), p.identifier.clone(), p.challenge.clone(), p.breached))
+    });
+    if challenge_cookie.is_some() && pending.is_none() {
+        // A pending login that expired or was completed: sign in again.
+        return unauthorized();
+    }
+    let identifier = pending.as_ref().map_or_else(|| form.username.clone(), |p| p.1.clone());
+    let identifier = identifier.as_str();
     // Counted before the code is looked at: a guess over the window is refused, right
     // or wrong, so the window bounds the guesses whatever the code.
-    let answer = gw.client.second_factor_attempt(&gw.realm, &form.username, None).await;
+    let answer = gw.client.second_factor_attempt(&gw.realm, identifier, None).await;
     match answer.decision {
-        Decision::Deny if answer.retryable => unavailable(),
-        Decision::Deny => too_many_codes(),
-        Decision::Allow => {
-            let expected = gw.lookup(&gw.codes, &form.username);
-            if !expected.is_some_and(|c| same_code(c.as_bytes(), form.code.trim().as_bytes())) {
-                return wrong_code();
-            }
-            // A verified code clears the flow's count. Should that fail, the record
-            // still ends with its window: the login goes on.
-            let cleared = gw.client.clear_flow(&gw.realm, &form.username, Flow::SecondFactor).await;
-            if !cleared.is_allowed() {
-                tracing::warn!("a verified code's count was not cleared");
-            }
-            // A real gateway starts the session (and sets the device cookie) here.
-            (StatusCode::OK, "welcome\n").into_response()
-        }
+        Decision::Deny if answer.retryable => return unavailable(),
+        Decision::Allow => {}
+        _ => return too_many_codes(),
     }
+    let right = gw
+        .lookup(&gw.codes, identifier)
+        .is_some_and(|c| same_code(c.as_bytes(), form.code.trim().as_bytes()));
+    let Some((id, _, challenge, breached)) = pending else {
+        if !right {
+            return wrong_code();
+        }
+        // A verified code clears the flow's count. Should that fail, the record still
+        // ends with its window: the login goes on.
+        let cleared = gw.client.clear_flow(&gw.realm, identifier, Flow::SecondFactor).await;
+        if !cleared.is_allowed() {
+            tracing::warn!("a verified code's count was not cleared");
+        }
+        // A real gateway starts the session (and sets the device cookie) here.
+        return (StatusCode::OK, "welcome\n").into_response();
+    };
+    // The page a wrong password got: no code completes it, right or wrong.
+    let Some((token, stored_hash)) = challenge.filter(|_| right) else {
+        return wrong_code();
+    };
+    // The challenge passed: the device token, and the second factor's count cleared.
+    let confirmed = gw.client.confirm_device(&gw.realm, identifier, &token, &stored_hash).await;
+    if !confirmed.is_allowed() {
+        // An expired challenge, or the daemon unreachable: sign in again.
+        return if confirmed.retryable { unavailable() } else { unauthorized() };
+    }
+    gw.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+    let cookie_name = normalize(Normalization::Email, identifier)
+        .ok()
+        .map(|id| device_cookie_name(&gw.realm, id.as_str()));
+    signed_in(cookie_name, confirmed.device_token, breached)
 }
 
 /// A `name:value` file (users and their hashes, or their codes), keyed by normalized
@@ -446,6 +596,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         users,
         codes,
         trusted_proxy_hops: args.trusted_proxy_hops,
+        step_up: args.step_up,
+        pending: std::sync::Mutex::new(HashMap::new()),
     });
     let metrics = telemetry.metrics.clone();
     let app = axum::Router::new()

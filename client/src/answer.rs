@@ -6,7 +6,7 @@ use tonic::Code;
 
 use crate::Failure;
 
-/// The answer's decision. Every failure is `Deny`.
+/// The answer's decision. Every failure is `Deny`; only `Allow` lets a login through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     /// The daemon explicitly allowed (`DECISION_ALLOW`, `VERDICT_ACCEPT`, or a completed
@@ -14,6 +14,18 @@ pub enum Decision {
     Allow,
     /// Anything else.
     Deny,
+    /// `Verify` only (`VERDICT_CHALLENGE`): the password is right, but the device is new
+    /// to the account in a realm with `unknown_device = "step_up"`: no session before a
+    /// second factor (docs/devices.md, "Step-up for unknown devices"). Send a code,
+    /// check it with [`crate::Flow::SecondFactor`], then exchange
+    /// [`Answer::challenge_token`] with [`crate::Client::confirm_device`]. Show the
+    /// end user the same challenge page as for a `Deny` from an unknown device, so the
+    /// form tells a checker nothing. Not an allow.
+    Challenge,
+    /// `Verify` only (`VERDICT_CHANGE_REQUIRED`): the password is right, but it is
+    /// breached and its grace logins are spent (docs/breach.md): no session before the
+    /// password is changed. Not an allow.
+    ChangeRequired,
 }
 
 /// What a call answered.
@@ -47,8 +59,14 @@ pub struct Answer {
     pub network_throttled: bool,
     /// On an allowed `Verify` only: the password is in the daemon's breach filter
     /// (docs/breach.md). Let the login through, then force a password change (NIST SP
-    /// 800-63B: a compromised password must be changed).
+    /// 800-63B: a compromised password must be changed). Also set on
+    /// [`Decision::Challenge`] (ask for the change once the challenge passed) and
+    /// [`Decision::ChangeRequired`].
     pub password_breached: bool,
+    /// On [`Decision::Challenge`] only: what [`crate::Client::confirm_device`] takes once
+    /// the challenge passed (within 15 minutes, with the same stored hash). Keep it in
+    /// the gateway's server-side session, never in a URL or a page.
+    pub challenge_token: Option<String>,
 }
 
 impl std::fmt::Debug for Answer {
@@ -63,6 +81,7 @@ impl std::fmt::Debug for Answer {
             .field("step_up", &self.step_up)
             .field("network_throttled", &self.network_throttled)
             .field("password_breached", &self.password_breached)
+            .field("challenge_token", &self.challenge_token.as_ref().map(|_| "<redacted>"))
             .finish()
     }
 }
@@ -78,6 +97,7 @@ impl Answer {
             step_up: false,
             network_throttled: false,
             password_breached: false,
+            challenge_token: None,
         }
     }
 
@@ -85,7 +105,8 @@ impl Answer {
         Self { decision: Decision::Deny, retryable, ..Self::allow(false) }
     }
 
-    /// `decision == Decision::Allow`.
+    /// `decision == Decision::Allow`: false for a deny, a challenge and a change
+    /// requirement alike.
     pub fn is_allowed(&self) -> bool {
         self.decision == Decision::Allow
     }

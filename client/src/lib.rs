@@ -3,11 +3,15 @@
 //! ([`pb`]), their codec ([`codec`]) and identifier normalization ([`normalize`](mod@normalize)). It
 //! builds without the daemon's store, hashing, HTTP server and trace exporter.
 //!
-//! The client calls the daemon and answers with a two-valued [`Decision`].
+//! The client calls the daemon and answers with a [`Decision`]: `Allow`, `Deny`, or for
+//! a right password that needs more before a session, `Challenge` (a new device in a
+//! step-up realm) or `ChangeRequired` (a breached password past its grace logins).
+//! Only `Allow` lets a login through ([`Answer::is_allowed`]); the other two are
+//! outcomes of their own, never a flag beside an allow.
 //!
 //! Whatever goes wrong between gateway and daemon — a refused or reset connection, a
 //! timeout, an open circuit breaker, an error status, an unknown or unspecified enum
-//! value — arrives as [`Decision::Deny`]. There is no third outcome for a caller to
+//! value — arrives as [`Decision::Deny`]. There is no other outcome for a caller to
 //! mishandle; [`Answer::retryable`] only tells a user interface whether to say "try again
 //! later" (503) instead of "wrong credentials" (401).
 //!
@@ -288,12 +292,67 @@ impl Client {
                 password_breached: r.password_breached,
                 ..Answer::allow(r.needs_rehash)
             },
+            // A challenge without its token could never be confirmed: a deny.
+            Ok(r) if r.verdict == Verdict::Challenge as i32 && !r.challenge_token.is_empty() => {
+                Answer {
+                    decision: Decision::Challenge,
+                    challenge_token: Some(r.challenge_token),
+                    spray_suspected: r.spray_suspected,
+                    step_up: r.step_up,
+                    network_throttled: r.network_throttled,
+                    password_breached: r.password_breached,
+                    ..Answer::deny(false)
+                }
+            }
+            Ok(r) if r.verdict == Verdict::ChangeRequired as i32 => Answer {
+                decision: Decision::ChangeRequired,
+                spray_suspected: r.spray_suspected,
+                step_up: r.step_up,
+                network_throttled: r.network_throttled,
+                password_breached: true,
+                ..Answer::deny(false)
+            },
             Ok(r) => Answer {
                 spray_suspected: r.spray_suspected,
                 step_up: r.step_up,
                 network_throttled: r.network_throttled,
                 ..Answer::deny(false)
             },
+            Err(f) => failure_answer(f),
+        }
+    }
+
+    /// `ConfirmDevice` (docs/devices.md, "Step-up for unknown devices"): once the
+    /// challenge of a [`Decision::Challenge`] passed (its code checked through
+    /// [`Flow::SecondFactor`], or a mailed link followed), exchanges its
+    /// [`Answer::challenge_token`] for a device token: `Allow` with
+    /// [`Answer::device_token`] set, to store as after an accepted login. `stored_hash`
+    /// is the one sent with that `Verify`. Every failure (a challenge token that is
+    /// expired, another account's or credential's, the daemon unreachable) is a `Deny`
+    /// without a token: ask the user to log in again.
+    pub async fn confirm_device(
+        &self,
+        realm: &str,
+        identifier: &str,
+        challenge_token: &str,
+        stored_hash: &str,
+    ) -> Answer {
+        let req = crate::pb::ConfirmDeviceRequest {
+            account: account(realm, identifier),
+            challenge_token: challenge_token.to_owned(),
+            stored_hash: stored_hash.to_owned(),
+        };
+        let answer = self
+            .call("ConfirmDevice", &route_key(realm, identifier), |mut c, timeout| {
+                let req = outgoing(&req, timeout);
+                async move { c.confirm_device(req).await.map(|r| r.into_inner().device_token) }
+            })
+            .await;
+        match answer {
+            Ok(token) if !token.is_empty() => {
+                Answer { device_token: Some(token), ..Answer::allow(false) }
+            }
+            Ok(_) => Answer::deny(false),
             Err(f) => failure_answer(f),
         }
     }

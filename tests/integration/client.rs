@@ -24,6 +24,7 @@ const DENY_RETRYABLE: Answer = Answer {
     step_up: false,
     network_throttled: false,
     password_breached: false,
+    challenge_token: None,
 };
 const DENY_FINAL: Answer = Answer {
     decision: Decision::Deny,
@@ -34,6 +35,7 @@ const DENY_FINAL: Answer = Answer {
     step_up: false,
     network_throttled: false,
     password_breached: false,
+    challenge_token: None,
 };
 const ALLOW: Answer = Answer {
     decision: Decision::Allow,
@@ -44,6 +46,7 @@ const ALLOW: Answer = Answer {
     step_up: false,
     network_throttled: false,
     password_breached: false,
+    challenge_token: None,
 };
 
 fn config(endpoints: &[SocketAddr]) -> ClientConfig {

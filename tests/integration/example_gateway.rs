@@ -9,7 +9,11 @@
 //! (docs/flows.md): the reset page is one page, byte for byte, whatever the account and
 //! the daemon's decision, and mail goes only to accounts that exist within the caps; a
 //! code is counted before it is checked, so the sixth in a window is refused even when
-//! it is right, and a right one clears the count.
+//! it is right, and a right one clears the count. Step-up for unknown devices
+//! (docs/devices.md): a right password and a wrong one from a browser without the
+//! account's device cookie get the same code page, the code is sent only for the right
+//! one, and only its code confirms the device; a breached password past its grace
+//! logins gets the change page without a session.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -62,7 +66,7 @@ impl Gateway {
                 if let Some(addr) = line.split("gateway listening on ").nth(1) {
                     let _ = tx.send(addr.trim().to_owned());
                 }
-                if line.contains("reset mail queued") {
+                if line.contains("mail queued") {
                     queued.lock().unwrap().push(line);
                 }
             }
@@ -123,6 +127,13 @@ impl Gateway {
     /// POSTs the one-time code form.
     async fn code(&self, username: &str, code: &str) -> String {
         self.post_form("/login/code", &format!("username={username}&code={code}"), "").await
+    }
+
+    /// POSTs the one-time code form with a cookie (`name=value`), no name in the form:
+    /// the pending login the cookie names says whose code it is.
+    async fn code_with_cookie(&self, code: &str, cookie: &str) -> String {
+        self.post_form("/login/code", &format!("code={code}"), &format!("cookie: {cookie}\r\n"))
+            .await
     }
 
     /// POSTs the form `body` to `path` with `headers` (each line ending in CRLF).
@@ -464,4 +475,114 @@ async fn a_code_is_counted_before_it_is_checked_and_a_right_one_clears_the_count
     assert!(refused.ends_with("too many codes: try again later"), "{refused}");
     assert_eq!(gw.code(dave, "000000").await, refused);
     assert_eq!(gw.code("ghost@example.com", "246810").await, refused);
+}
+
+/// The response with its `Set-Cookie` value's random part blanked: what two answers that
+/// differ only by a fresh challenge id have in common.
+fn without_cookie_value(response: &str) -> String {
+    response
+        .lines()
+        .map(|l| match l.split_once('=') {
+            Some((name, rest)) if l.to_ascii_lowercase().starts_with("set-cookie:") => {
+                let attrs = rest.split_once(';').map_or("", |(_, a)| a);
+                format!("{name}=<id>;{attrs}")
+            }
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `name=value` of a `Set-Cookie` header, as a browser sends it back.
+fn cookie_pair(response: &str) -> String {
+    set_cookie(response).and_then(|c| c.split(';').next()).unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_device_gets_one_code_page_for_a_right_and_a_wrong_password_and_only_the_right_one_is_confirmed()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[realms.stepup]\nunknown_device = \"step_up\"\n\
+                 hash = { algorithm = \"bcrypt\", bcrypt_cost = 4 }\n";
+    let daemon =
+        DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).extra(extra).toml());
+    let users = users_file(dir.path(), &["erin"]);
+    let codes = dir.path().join("codes");
+    std::fs::write(&codes, "erin@example.com:135790\n").unwrap();
+    let args = ["--realm", "stepup", "--step-up", "--codes", codes.to_str().unwrap()];
+    let gw = Gateway::spawn_with(&users, daemon.addr, &args);
+    let erin = "erin@example.com";
+
+    // A right password from a new browser: the code page, a challenge cookie, a code.
+    let right = gw.login(erin, "a passphrase").await;
+    assert_eq!(status(&right), "200", "{right}");
+    assert!(right.contains("we sent a code"), "{right}");
+    assert!(set_cookie(&right).is_some_and(|c| c.starts_with("__Host-portcullis-challenge=")));
+    assert_eq!(gw.mails_settled(1).await.len(), 1, "one code for the right password");
+    // A wrong password, and an account that does not exist: the same page, headers and
+    // all (only the cookie's random id differs), and no code.
+    let wrong = gw.login(erin, "not it").await;
+    let nobody = gw.login("nobody@example.com", "not it").await;
+    assert_eq!(without_cookie_value(&wrong), without_cookie_value(&right));
+    assert_eq!(without_cookie_value(&nobody), without_cookie_value(&right));
+    assert_ne!(cookie_pair(&wrong), cookie_pair(&right), "a fresh id each");
+    assert_eq!(gw.mails_settled(1).await.len(), 1, "a code went out for a wrong password");
+
+    // The wrong password's page: even the right code does not complete it.
+    let refused = gw.code_with_cookie("135790", &cookie_pair(&wrong)).await;
+    assert_eq!(status(&refused), "401", "{refused}");
+    assert!(refused.ends_with("wrong code"), "{refused}");
+    // The right password's page: a wrong code is refused, the right one confirms the
+    // device (ConfirmDevice) and sets its cookie.
+    let challenge = cookie_pair(&right);
+    assert_eq!(status(&gw.code_with_cookie("000000", &challenge).await), "401");
+    let welcome = gw.code_with_cookie("135790", &challenge).await;
+    assert_eq!(status(&welcome), "200", "{welcome}");
+    assert!(welcome.ends_with("welcome"), "{welcome}");
+    let device = cookie_pair(&welcome);
+    assert!(device.starts_with("__Host-portcullis-device-"), "{welcome}");
+    // The pending login is used up.
+    assert_eq!(status(&gw.code_with_cookie("135790", &challenge).await), "401");
+
+    // From that device: a plain login, and a wrong password the plain 401.
+    let again = gw.login_with_cookie(erin, "a passphrase", Some(&device)).await;
+    assert_eq!(status(&again), "200", "{again}");
+    assert!(again.ends_with("welcome"), "{again}");
+    let typo = gw.login_with_cookie(erin, "not it", Some(&device)).await;
+    assert_eq!(status(&typo), "401", "{typo}");
+    assert!(typo.ends_with("invalid username or password"), "{typo}");
+    assert_eq!(gw.mails_settled(1).await.len(), 1, "a code for a known device");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breached_password_past_its_grace_logins_gets_the_change_page_and_no_session() {
+    let dir = tempfile::tempdir().unwrap();
+    use sha1::Digest;
+    let corpus = dir.path().join("corpus.txt");
+    let sha1 = hex::encode_upper(sha1::Sha1::digest(BREACHED.as_bytes()));
+    std::fs::write(&corpus, format!("{sha1}:42\r\n")).unwrap();
+    let filter = dir.path().join("breach.filter");
+    portcullis::defence::breach::build::build(&corpus, &filter, &Default::default()).unwrap();
+    let extra = format!(
+        "[breach]\nfilter_file = {:?}\n[realms.grace]\nbreached_grace_logins = 1\n\
+         hash = {{ algorithm = \"bcrypt\", bcrypt_cost = 4 }}\n",
+        filter.to_str().unwrap()
+    );
+    let daemon =
+        DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).extra(&extra).toml());
+    let hash = StoredHash::generate(BREACHED.as_bytes(), &HashParams::Bcrypt { cost: 4 }).unwrap();
+    let users = dir.path().join("users.htpasswd");
+    std::fs::write(&users, format!("frank@example.com:{}\n", hash.as_str())).unwrap();
+    let gw = Gateway::spawn_with(&users, daemon.addr, &["--realm", "grace"]);
+
+    // The one grace login: in, with the device cookie, and sent to the change page.
+    let first = gw.login("frank@example.com", BREACHED).await;
+    assert_eq!(status(&first), "303", "{first}");
+    assert!(set_cookie(&first).is_some(), "{first}");
+    // The next: the change page, no session and no device cookie.
+    let second = gw.login("frank@example.com", BREACHED).await;
+    assert_eq!(status(&second), "303", "{second}");
+    assert_eq!(header(&second, "location"), Some("/password/change"));
+    assert!(second.ends_with("password change required before signing in"), "{second}");
+    assert_eq!(set_cookie(&second), None, "a device cookie without a changed password");
 }
