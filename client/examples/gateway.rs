@@ -73,11 +73,22 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Parser;
 use portcullis_client::{
-    Client, ClientConfig, Decision, Flow, Login, Normalization, client_key_from_forwarded,
-    normalize,
+    Client, ClientConfig, Decision, Login, Normalization, client_key_from_forwarded, normalize,
 };
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+// The example's own modules, beside it in `gateway/` (a crate root's modules are looked
+// up next to it, where Cargo would take a file for an example of its own).
+#[path = "gateway/codes.rs"]
+mod codes;
+#[path = "gateway/reset.rs"]
+mod reset;
+#[path = "gateway/telemetry.rs"]
+mod telemetry;
+
+use codes::{CHALLENGE_TTL, Pending, PendingLogins, code_page, login_code};
+use reset::password_reset;
 
 #[derive(Parser)]
 struct Args {
@@ -125,27 +136,8 @@ struct Gateway {
     /// `--step-up`.
     step_up: bool,
     /// Logins waiting for their code, by the id the challenge cookie carries.
-    pending: std::sync::Mutex<HashMap<String, Pending>>,
+    pending: PendingLogins,
 }
-
-/// A login waiting for its code (the server-side record a challenge cookie names).
-struct Pending {
-    /// The name the user typed.
-    identifier: String,
-    /// A real challenge: its token and the stored hash it is bound to. `None`: the page
-    /// a wrong password got, which no code completes.
-    challenge: Option<(String, String)>,
-    /// The password is breached: the change page follows the code.
-    breached: bool,
-    /// When it stops being accepted (the challenge token's own 15 minutes).
-    expires: std::time::Instant,
-}
-
-/// The challenge cookie's name: `__Host-` (Secure, Path=/, no Domain).
-const CHALLENGE_COOKIE: &str = "__Host-portcullis-challenge";
-
-/// How long a pending login waits for its code: the challenge token's lifetime.
-const CHALLENGE_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 impl Gateway {
     /// The end client's address as our own proxies saw it, never the `X-Forwarded-For`
@@ -241,36 +233,6 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find_map(|(n, value)| (n == name).then_some(value))
-}
-
-/// The code page: a right password from a new device and (with `--step-up`) a wrong
-/// one from a browser without the account's device cookie get the same status, headers
-/// and body; only the cookie's random id differs. A code is sent only for the first.
-fn code_page(gw: &Gateway, pending: Pending) -> Response {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    if pending.challenge.is_some() {
-        // A real gateway puts a mail (or a text) with a fresh code in its outbox here;
-        // never inline, so the page takes as long with and without one.
-        tracing::info!(flow = "second_factor", "code mail queued");
-    }
-    {
-        let mut all = gw.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = std::time::Instant::now();
-        all.retain(|_, p| p.expires > now);
-        all.insert(id.clone(), pending);
-    }
-    let body = "we sent a code to your address: enter it to finish signing in \
-                (no code? check your password and sign in again)\n";
-    let mut r = (StatusCode::OK, body).into_response();
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    let max_age = CHALLENGE_TTL.as_secs();
-    let cookie = format!(
-        "{CHALLENGE_COOKIE}={id}; Max-Age={max_age}; Path=/; HttpOnly; Secure; SameSite=Strict"
-    );
-    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    r
 }
 
 /// The password is right but breached and its grace logins are spent: no session, no
@@ -430,135 +392,6 @@ async fn check(
     }
 }
 
-#[derive(serde::Deserialize)]
-struct ResetForm {
-    username: String,
-}
-
-/// The one answer to a reset request, whatever the account and the daemon's decision
-/// (OWASP's Forgot Password Cheat Sheet: the same message either way).
-fn reset_requested() -> Response {
-    let body = "if an account exists for that name, we have sent it a link to reset its password\n";
-    let mut r = (StatusCode::OK, body).into_response();
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
-}
-
-/// `POST /password/reset`: counted first, for every name alike; a mail only on an allow
-/// for an account that exists; one page for all (docs/flows.md, "No oracle").
-async fn password_reset(
-    State(gw): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Form(form): Form<ResetForm>,
-) -> Response {
-    let client_key = gw.client_key(peer, &headers);
-    let answer =
-        gw.client.password_reset_request(&gw.realm, &form.username, &client_key, None).await;
-    // The daemon or its store cannot answer now: no account's doing, so no oracle.
-    if answer.retryable {
-        return unavailable();
-    }
-    if answer.is_allowed() && gw.lookup(&gw.users, &form.username).is_some() {
-        // A real gateway makes a single-use, expiring reset token here and puts the mail
-        // in its outbox; it never sends inline, where the mail server's round trip would
-        // make the answer slower for accounts that exist. The log names no account.
-        tracing::info!(flow = "password_reset", "reset mail queued");
-    }
-    reset_requested()
-}
-
-#[derive(serde::Deserialize)]
-struct CodeForm {
-    /// Without a pending login only: the account (a stand-in, see [`login_code`]).
-    #[serde(default)]
-    username: String,
-    code: String,
-}
-
-/// The code step's window of tries is used up: no code is looked at, right or wrong,
-/// until it ends. No time is given: the daemon answers none.
-fn too_many_codes() -> Response {
-    let mut r =
-        (StatusCode::TOO_MANY_REQUESTS, "too many codes: try again later\n").into_response();
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
-}
-
-/// A wrong code, for an account with a code and one without alike.
-fn wrong_code() -> Response {
-    (StatusCode::UNAUTHORIZED, "wrong code\n").into_response()
-}
-
-/// `a == b` in a time that does not depend on where they first differ.
-fn same_code(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// `POST /login/code`: the one-time code step. After a challenge (a pending login the
-/// challenge cookie names) the account is the pending login's, never the form's; a
-/// right code exchanges the challenge token for a device token (`ConfirmDevice`). Without
-/// a pending login the example takes the name from the form to stay short (a real
-/// gateway names the account by a pending login's server-side record, always).
-async fn login_code(
-    State(gw): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    Form(form): Form<CodeForm>,
-) -> Response {
-    let challenge_cookie = cookie(&headers, CHALLENGE_COOKIE);
-    let pending = challenge_cookie.and_then(|id| {
-        let mut all = gw.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = std::time::Instant::now();
-        all.retain(|_, p| p.expires > now);
-        all.get(id).map(|p| (id.to_owned(), p.identifier.clone(), p.challenge.clone(), p.breached))
-    });
-    if challenge_cookie.is_some() && pending.is_none() {
-        // A pending login that expired or was completed: sign in again.
-        return unauthorized();
-    }
-    let identifier = pending.as_ref().map_or_else(|| form.username.clone(), |p| p.1.clone());
-    let identifier = identifier.as_str();
-    // Counted before the code is looked at: a guess over the window is refused, right
-    // or wrong, so the window bounds the guesses whatever the code.
-    let answer = gw.client.second_factor_attempt(&gw.realm, identifier, None).await;
-    match answer.decision {
-        Decision::Deny if answer.retryable => return unavailable(),
-        Decision::Allow => {}
-        _ => return too_many_codes(),
-    }
-    let right = gw
-        .lookup(&gw.codes, identifier)
-        .is_some_and(|c| same_code(c.as_bytes(), form.code.trim().as_bytes()));
-    let Some((id, _, challenge, breached)) = pending else {
-        if !right {
-            return wrong_code();
-        }
-        // A verified code clears the flow's count. Should that fail, the record still
-        // ends with its window: the login goes on.
-        let cleared = gw.client.clear_flow(&gw.realm, identifier, Flow::SecondFactor).await;
-        if !cleared.is_allowed() {
-            tracing::warn!("a verified code's count was not cleared");
-        }
-        // A real gateway starts the session (and sets the device cookie) here.
-        return (StatusCode::OK, "welcome\n").into_response();
-    };
-    // The page a wrong password got: no code completes it, right or wrong.
-    let Some((token, stored_hash)) = challenge.filter(|_| right) else {
-        return wrong_code();
-    };
-    // The challenge passed: the device token, and the second factor's count cleared.
-    let confirmed = gw.client.confirm_device(&gw.realm, identifier, &token, &stored_hash).await;
-    if !confirmed.is_allowed() {
-        // An expired challenge, or the daemon unreachable: sign in again.
-        return if confirmed.retryable { unavailable() } else { unauthorized() };
-    }
-    gw.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
-    let cookie_name = normalize(Normalization::Email, identifier)
-        .ok()
-        .map(|id| device_cookie_name(&gw.realm, id.as_str()));
-    signed_in(cookie_name, confirmed.device_token, breached)
-}
-
 /// A `name:value` file (users and their hashes, or their codes), keyed by normalized
 /// name.
 fn read_users(path: &PathBuf) -> Result<HashMap<String, String>, String> {
@@ -628,61 +461,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     telemetry.shutdown().await;
     Ok(())
-}
-
-/// The gateway's own telemetry, as any service embedding the client would set it up:
-/// logs on stderr, spans over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (with the
-/// W3C propagator the client injects through), and a Prometheus recorder for the client's
-/// metrics.
-mod telemetry {
-    use opentelemetry::trace::TracerProvider as _;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-
-    pub struct Telemetry {
-        pub metrics: metrics_exporter_prometheus::PrometheusHandle,
-        provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
-    }
-
-    impl Telemetry {
-        /// Exports the buffered spans.
-        pub async fn shutdown(self) {
-            if let Some(provider) = self.provider {
-                let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
-            }
-        }
-    }
-
-    pub fn init() -> Telemetry {
-        let endpoint = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").is_ok_and(|e| !e.is_empty());
-        let provider = endpoint
-            .then(|| opentelemetry_otlp::SpanExporter::builder().with_tonic().build().ok())
-            .flatten()
-            .map(|exporter| {
-                opentelemetry_sdk::trace::SdkTracerProvider::builder()
-                    .with_batch_exporter(exporter)
-                    .with_resource(
-                        opentelemetry_sdk::Resource::builder().with_service_name("gateway").build(),
-                    )
-                    .build()
-            });
-        let spans = provider.as_ref().map(|p| {
-            opentelemetry::global::set_text_map_propagator(
-                opentelemetry_sdk::propagation::TraceContextPropagator::new(),
-            );
-            tracing_opentelemetry::layer().with_tracer(p.tracer("gateway"))
-        });
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-        tracing_subscriber::registry()
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter))
-            .with(spans)
-            .init();
-        let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
-            .install_recorder()
-            .expect("the only metrics recorder of this process");
-        Telemetry { metrics, provider }
-    }
-
-    use tracing_subscriber::Layer as _;
 }
