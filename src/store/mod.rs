@@ -196,7 +196,8 @@ pub struct Sent {
     /// [`SendOp::Send`]: the mail may be sent (noted in the log); [`SendOp::Peek`]: one
     /// would be now.
     pub allowed: bool,
-    /// Sends in the last 24 h after the call (0 ..= daily cap).
+    /// Sends in the last 24 h after the call (0 ..= [`crate::throttle::send_log::MAX_DAILY_CAP`];
+    /// above the daily cap when the cap was lowered under a full log).
     pub sends: u32,
     /// Milliseconds until a send would be allowed (0: now).
     pub next_in_ms: u64,
