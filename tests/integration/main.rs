@@ -42,6 +42,7 @@ mod sentinel_store;
 mod signals;
 mod spray;
 mod spray_window;
+mod step_up;
 mod store_conformance;
 mod store_failures;
 mod store_safety;
