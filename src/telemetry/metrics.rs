@@ -182,6 +182,10 @@ fn describe() {
     describe_counter!(ATTEMPTS, "Attempts counted, by realm and decision");
     describe_counter!(LOCKOUTS, "Lockouts started, by realm");
     describe_counter!(VERDICTS, "Verify verdicts, by realm and verdict");
+    describe_counter!(DEVICES_CONFIRMED, "Device tokens ConfirmDevice issued, by realm");
+    describe_counter!(FLOW_ATTEMPTS, "Flow attempts counted, by realm, flow, decision and reason");
+    describe_counter!(FLOW_LOCKOUTS, "Code flows' doors closed, by realm and flow");
+    describe_counter!(FLOW_CLEARS, "Code flows cleared by a verified code, by realm and flow");
     describe_counter!(REFUSALS, "CPU-budget refusals, by reason");
     describe_counter!(DEVICE_LOCKOUTS, "Known devices' buckets closed, by realm");
     describe_counter!(TRUSTED_CALLS, "Verify calls with a valid device token, by realm");
