@@ -4,16 +4,18 @@
 //! enums as `i32`, so unknown values can be sent) or its status, or answering after the
 //! deadline; a proxy in front of it that cuts every connection once the answer starts
 //! (the request arrived, the answer never does); a listener writing bytes that are not
-//! HTTP/2; a closed port. Checked: the decision, `retryable`, the answer within the
-//! table's deadline, one try for every case the endpoint answered, and for the
-//! transport failures retries that all carry the one `attempt_id`.
+//! HTTP/2; a closed port. Checked: the decision (the table's `kind` where a deny is one
+//! of its own: `Challenge`, `ChangeRequired`), the tokens (a challenge's, a confirmed
+//! device's, none on a deny), `retryable`, the answer within the table's deadline, one
+//! try for every case the endpoint answered, and for the transport failures retries
+//! that all carry the one `attempt_id`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use portcullis::client::{
-    Answer, ClearReason, Client, ClientConfig, Decision, Login, PasswordCheck,
+    Answer, ClearReason, Client, ClientConfig, Decision, Flow, Login, PasswordCheck,
 };
 use portcullis::pb::governor_server::{Governor, GovernorServer};
 use portcullis::pb::*;
@@ -172,9 +174,13 @@ async fn garbage() -> SocketAddr {
     addr
 }
 
-/// The case's call through the client: the decision and `retryable` it gave.
-async fn call(client: &Client, rpc: &str) -> (Decision, bool) {
-    let answer: Answer = match rpc {
+/// The case's call through the client: the answer (a `PasswordCheck` as the decision
+/// and `retryable` it stands for, with no token). A `RecordFlowAttempt` goes through the
+/// method of the case's `flow` (`second_factor` when it names none).
+async fn call(client: &Client, rpc: &str, flow: Option<&str>) -> Answer {
+    let (realm, id) = ("default", "alice@example.com");
+    let stored_hash = "$2b$04$abcdefghijklmnopqrstuuN0Bv8ydzWqVShXa8Ry2bBFBl0l7QEgS";
+    match rpc {
         "Admit" => client.admit("default", "alice@example.com").await,
         "RecordAttempt" => {
             client.record_attempt_from("default", "alice@example.com", "192.0.2.1", None).await
@@ -185,7 +191,7 @@ async fn call(client: &Client, rpc: &str) -> (Decision, bool) {
                     realm: "default",
                     identifier: "alice@example.com",
                     password: b"correct horse battery staple",
-                    stored_hash: "$2b$04$abcdefghijklmnopqrstuuN0Bv8ydzWqVShXa8Ry2bBFBl0l7QEgS",
+                    stored_hash,
                     client_key: "192.0.2.1",
                     attempt_id: None,
                     device_token: None,
@@ -197,16 +203,55 @@ async fn call(client: &Client, rpc: &str) -> (Decision, bool) {
                 .clear_attempts("default", "alice@example.com", ClearReason::PasswordVerified)
                 .await
         }
+        "RecordFlowAttempt" => match flow.unwrap_or("second_factor") {
+            "second_factor" => client.second_factor_attempt(realm, id, None).await,
+            "recovery_code" => client.recovery_code_attempt(realm, id, None).await,
+            "password_reset" => client.password_reset_request(realm, id, "192.0.2.1", None).await,
+            "verification_resend" => {
+                client.verification_resend_request(realm, id, "192.0.2.1", None).await
+            }
+            other => panic!("the table names a flow this test does not call: {other}"),
+        },
+        "ClearFlow" => client.clear_flow(realm, id, Flow::SecondFactor).await,
+        "ConfirmDevice" => {
+            client.confirm_device(realm, id, "ct-from-the-challenge", stored_hash).await
+        }
         "CheckPassword" => {
-            return match client.check_password("default", "alice@example.com", b"pw").await {
+            let (decision, retryable) = match client.check_password(realm, id, b"pw").await {
                 PasswordCheck::Acceptable => (Decision::Allow, false),
                 PasswordCheck::Unchecked { retryable } => (Decision::Deny, retryable),
                 PasswordCheck::Breached | PasswordCheck::ContextWord => (Decision::Deny, false),
             };
+            Answer { decision, retryable, ..answer_of() }
         }
         other => panic!("the table names an RPC this test does not call: {other}"),
-    };
-    (answer.decision, answer.retryable)
+    }
+}
+
+/// An answer to build others from (`Answer` has no public constructor).
+fn answer_of() -> Answer {
+    Answer {
+        decision: Decision::Deny,
+        needs_rehash: false,
+        retryable: false,
+        device_token: None,
+        spray_suspected: false,
+        step_up: false,
+        network_throttled: false,
+        password_breached: false,
+        challenge_token: None,
+    }
+}
+
+/// The decision the table's `kind` (else `expect`) names.
+fn decision_named(name: &str) -> Decision {
+    match name {
+        "allow" => Decision::Allow,
+        "deny" => Decision::Deny,
+        "challenge" => Decision::Challenge,
+        "change_required" => Decision::ChangeRequired,
+        other => panic!("the table names a decision this test does not know: {other}"),
+    }
 }
 
 /// Runs one case; every mismatch is a line of the returned list.
@@ -246,16 +291,39 @@ async fn run_case(case: &Value, deadline: Duration) -> Vec<String> {
     .unwrap();
 
     let started = Instant::now();
-    let (decision, retryable) = call(&client, rpc).await;
+    let answer = call(&client, rpc, case["flow"].as_str()).await;
+    let (decision, retryable) = (answer.decision, answer.retryable);
     let took = started.elapsed();
     let mut wrong = Vec::new();
-    let expect = match case["expect"].as_str().unwrap() {
-        "allow" => Decision::Allow,
-        "deny" => Decision::Deny,
-        other => panic!("{name}: expect {other:?}"),
-    };
+    // The table's `kind` where a deny is one of its own (a challenge, a change), else
+    // `expect`; only `allow` is an allow.
+    let expect = decision_named(case["kind"].as_str().unwrap_or(case["expect"].as_str().unwrap()));
     if decision != expect {
         wrong.push(format!("{name}: {decision:?}, the table says {expect:?}"));
+    }
+    if answer.is_allowed() != (case["expect"] == "allow") {
+        wrong.push(format!(
+            "{name}: is_allowed {}, the table says {}",
+            answer.is_allowed(),
+            case["expect"]
+        ));
+    }
+    // The tokens: a challenge carries the answer's challenge token; no deny carries a
+    // device token or needs_rehash; a confirmed device carries the answer's token.
+    let sent = |field: &str| case["answer"][field].as_str().map(str::to_owned);
+    let challenge_token =
+        if decision == Decision::Challenge { sent("challenge_token") } else { None };
+    if answer.challenge_token != challenge_token {
+        wrong.push(format!("{name}: challenge token {:?}", answer.challenge_token));
+    }
+    if decision != Decision::Allow && (answer.device_token.is_some() || answer.needs_rehash) {
+        wrong.push(format!("{name}: a deny with a device token or needs_rehash"));
+    }
+    if rpc == "ConfirmDevice"
+        && decision == Decision::Allow
+        && answer.device_token != sent("device_token")
+    {
+        wrong.push(format!("{name}: device token {:?}", answer.device_token));
     }
     if retryable != case["retryable"].as_bool().unwrap() {
         wrong.push(format!("{name}: retryable {retryable}, the table says {}", !retryable));
@@ -283,7 +351,7 @@ async fn run_case(case: &Value, deadline: Duration) -> Vec<String> {
     }
     // Every try the endpoint saw of a counting call carries the one generated attempt_id;
     // where the requests arrive (a reset), the retries are seen.
-    if matches!(rpc, "RecordAttempt" | "Verify") && !seen.is_empty() {
+    if matches!(rpc, "RecordAttempt" | "Verify" | "RecordFlowAttempt") && !seen.is_empty() {
         let first = &seen[0];
         if uuid::Uuid::parse_str(first).is_err() || seen.iter().any(|id| id != first) {
             wrong.push(format!("{name}: attempt_ids {seen:?}, not one generated id"));
@@ -301,6 +369,11 @@ async fn the_rust_client_gives_the_tables_decision_in_every_case() {
     let deadline = Duration::from_millis(table["call_deadline_ms"].as_u64().unwrap());
     let cases = table["cases"].as_array().unwrap().clone();
     assert!(cases.len() >= 50, "the table has {} cases", cases.len());
+    // A case whose `pending` names this runner makes a call it cannot make yet (the
+    // table says what is missing); every other case runs.
+    let cases: Vec<Value> =
+        cases.into_iter().filter(|case| case["pending"].get("rust").is_none()).collect();
+    assert!(cases.len() >= 50, "{} cases left for the Rust client", cases.len());
     // Cases are independent (an endpoint and a client each): they run together.
     let mut runs = tokio::task::JoinSet::new();
     for case in cases {

@@ -42,7 +42,11 @@ def free_port() -> int:
 
 
 class Daemon:
-    def __init__(self, data_dir: pathlib.Path) -> None:
+    """``portcullis serve`` on the embedded store in ``data_dir``. ``config_toml``
+    (optional) is written next to it and passed as ``--config`` (realms and their
+    settings; the store, listen address and admin listener stay the command line's)."""
+
+    def __init__(self, data_dir: pathlib.Path, config_toml: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.addr = f"127.0.0.1:{self.port}"
@@ -50,9 +54,14 @@ class Daemon:
         env = dict(os.environ, PORTCULLIS_KEY_SECRET=KEY_SECRET)
         for name in ("PORTCULLIS_CONFIG", "PORTCULLIS_REDIS_URL", "PORTCULLIS_REDIS_CLUSTER_NODES"):
             env.pop(name, None)
+        config_args: list[str] = []
+        if config_toml is not None:
+            config_path = data_dir.parent / f"portcullis-{self.port}.toml"
+            config_path.write_text(config_toml, encoding="utf-8")
+            config_args = ["--config", str(config_path)]
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [str(binary()), "serve", "--listen", self.addr, "--admin-listen", "", "--data-dir", str(data_dir)],
+            [str(binary()), "serve", *config_args, "--listen", self.addr, "--admin-listen", "", "--data-dir", str(data_dir)],
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -76,12 +85,13 @@ class Daemon:
         self._log.flush()
         return self.log_path.read_text(errors="replace")[-4000:]
 
-    def inspect(self, realm: str, identifier: str) -> admin_pb2.InspectResponse:
-        """portcullis.v1.Admin/Inspect: the account's lockout state, read only."""
+    def inspect(self, realm: str, identifier: str, flow: int = 0) -> admin_pb2.InspectResponse:
+        """portcullis.v1.Admin/Inspect: the account's lockout state (or a flow's record,
+        by its wire number), read only."""
         with grpc.insecure_channel(self.addr) as channel:
             stub = admin_pb2_grpc.AdminStub(channel)
             account = governor_pb2.Account(realm=realm, identifier=identifier)
-            return stub.Inspect(admin_pb2.InspectRequest(account=account), timeout=5)
+            return stub.Inspect(admin_pb2.InspectRequest(account=account, flow=flow), timeout=5)
 
     def freeze(self) -> None:
         self.proc.send_signal(signal.SIGSTOP)

@@ -27,6 +27,9 @@ REQUESTS = {
     "Verify": pb.VerifyRequest,
     "ClearAttempts": pb.ClearAttemptsRequest,
     "CheckPassword": pb.CheckPasswordRequest,
+    "RecordFlowAttempt": pb.RecordFlowAttemptRequest,
+    "ClearFlow": pb.ClearFlowRequest,
+    "ConfirmDevice": pb.ConfirmDeviceRequest,
 }
 RESPONSES = {
     "Admit": pb.AdmitResponse,
@@ -34,21 +37,29 @@ RESPONSES = {
     "Verify": pb.VerifyResponse,
     "ClearAttempts": pb.ClearAttemptsResponse,
     "CheckPassword": pb.CheckPasswordResponse,
+    "RecordFlowAttempt": pb.RecordFlowAttemptResponse,
+    "ClearFlow": pb.ClearFlowResponse,
+    "ConfirmDevice": pb.ConfirmDeviceResponse,
 }
 
 
 class Seen:
-    """What an endpoint received: one entry per request (method, attempt_id, metadata)."""
+    """What an endpoint received: one entry per request (method, attempt_id, metadata),
+    and the ``flow`` of each request that has one."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str | None, dict[str, str]]] = []
+        self.flows: list[int] = []
         self.connections = 0
 
     def add(self, method: str, request, metadata: dict[str, str]) -> None:
         attempt_id = getattr(request, "attempt_id", None) if request is not None else None
+        flow = getattr(request, "flow", None) if request is not None else None
         with self.lock:
             self.requests.append((method, attempt_id, metadata))
+            if flow is not None:
+                self.flows.append(flow)
 
     def attempt_ids(self) -> list[str]:
         with self.lock:
@@ -59,6 +70,9 @@ class AnswerEndpoint:
     def __init__(self, answer: dict | None = None, status: int | None = None, delay_ms: int | None = None) -> None:
         self.seen = Seen()
         self.answer, self.status, self.delay_ms = answer or {}, status, delay_ms
+        known = {f for r in RESPONSES.values() for f in r.DESCRIPTOR.fields_by_name}
+        if set(self.answer) - known:
+            raise ValueError(f"no response has the fields {sorted(set(self.answer) - known)}")
         handlers = {m: self._handler(m) for m in REQUESTS}
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("portcullis.v1.Governor", handlers),))
@@ -75,7 +89,10 @@ class AnswerEndpoint:
                     time.sleep(0.01)
             if self.status is not None:
                 context.abort(grpc.StatusCode[_code_name(self.status)], "refused by the fault endpoint")
-            return RESPONSES[method](**self.answer)
+            # The answer's fields this method's response has (one answer may serve
+            # several methods); enum values go in as raw ints.
+            response = RESPONSES[method]
+            return response(**{k: v for k, v in self.answer.items() if k in response.DESCRIPTOR.fields_by_name})
 
         return grpc.unary_unary_rpc_method_handler(
             handle,
@@ -206,7 +223,13 @@ def endpoint_for(case: dict):
         return AnswerEndpoint(status=fault["status"])
     if "delay_ms" in fault:
         # A late answer that would have been an allow: still a deny.
-        late = {"Verify": {"verdict": 1}, "ClearAttempts": {}, "CheckPassword": {"reason": 1}}.get(case["rpc"], {"decision": 1})
+        late = {
+            "Verify": {"verdict": 1},
+            "ClearAttempts": {},
+            "ClearFlow": {},
+            "CheckPassword": {"reason": 1},
+            "ConfirmDevice": {"device_token": "late-device-token"},
+        }.get(case["rpc"], {"decision": 1})
         return AnswerEndpoint(answer=late, delay_ms=fault["delay_ms"])
     if fault.get("reset"):
         return RawEndpoint("reset", case["rpc"])

@@ -12,6 +12,7 @@ from calls import PASSWORD, call_async, call_sync
 from faults import AnswerEndpoint, ClosedPort, RawEndpoint
 from portcullis_client import (
     Answer,
+    AnswerKind,
     AsyncClient,
     Client,
     ClientConfig,
@@ -41,7 +42,7 @@ def test_an_accept_carries_every_signal() -> None:
     assert "dev-token-123" not in repr(a) and "<redacted>" in repr(a)
 
 
-@pytest.mark.parametrize("verdict", [0, 2, 3, 99])
+@pytest.mark.parametrize("verdict", [0, 2, 5, 99])
 def test_a_reject_or_unknown_verdict_carries_advice_only(verdict: int) -> None:
     e = AnswerEndpoint(answer=dict(verdict=verdict, **SIGNALS))
     try:
@@ -49,7 +50,7 @@ def test_a_reject_or_unknown_verdict_carries_advice_only(verdict: int) -> None:
             a = call_sync(c, "Verify")
     finally:
         e.close()
-    assert a.decision is Decision.DENY and not a.retryable
+    assert a.decision is Decision.DENY and a.kind is AnswerKind.DENY and not a.retryable
     # Advice for the next attempt; never the accept-only fields.
     assert (a.spray_suspected, a.step_up, a.network_throttled) == (True, True, True)
     assert (a.needs_rehash, a.device_token, a.password_breached) == (False, None, False)

@@ -1,10 +1,23 @@
-// What a call answers: a two-valued decision and the signals that ride on it. Every
-// failure is a deny (docs/client.md, "Every outcome").
+// What a call answers: a two-valued decision, the kind of answer it was (a verify's
+// deny may be a challenge or a required password change) and the signals that ride on
+// it. Every failure is a deny (docs/client.md, "Every outcome").
 
 import { inspect } from 'node:util';
 
 /** The only two decisions there are. Every failure is `'deny'`. */
 export type Decision = 'allow' | 'deny';
+
+/**
+ * What the answer was, one value each: `'allow'` exactly when the decision is
+ * `'allow'`; the others are denies. A `verify` whose password was right may be a
+ * `'challenge'` (VERDICT_CHALLENGE: ask for a second factor, then `confirmDevice` with
+ * `challengeToken`) or a `'change_required'` (VERDICT_CHANGE_REQUIRED: no session
+ * before a password change). Neither is a login: their decision is `'deny'`.
+ */
+export type AnswerKind = 'allow' | 'deny' | 'challenge' | 'change_required';
+
+/** Why a `'challenge'`: `'new_device'` (CHALLENGE_REASON_NEW_DEVICE), or a reason this client does not know. */
+export type ChallengeReason = 'new_device' | 'unknown';
 
 /** gRPC status codes a daemon may send that mean "the same login may succeed later". */
 const RETRYABLE_CODES: ReadonlySet<number> = new Set([
@@ -33,6 +46,13 @@ export class Answer {
   /** `'allow'` or `'deny'`; the only field that decides a login. */
   readonly decision: Decision;
   /**
+   * `'allow'` (the only kind whose decision is `'allow'`), `'deny'`, or on a `verify`
+   * whose password was right `'challenge'` or `'change_required'`: denies that the
+   * gateway answers with a second factor or a password change instead of its failure
+   * page.
+   */
+  readonly kind: AnswerKind;
+  /**
    * On a deny only: the daemon refused for capacity, could not be reached or could
    * not reach its store, so the same login may succeed later (answer 503 with
    * `Retry-After`). `false` for a reject, a closed door and bad input.
@@ -48,12 +68,25 @@ export class Answer {
   readonly stepUp: boolean;
   /** On a `verify` or `recordAttempt` the daemon answered: the client's network is throttled. */
   readonly networkThrottled: boolean;
-  /** On an allowed `verify` only: the password is breached; force a change (docs/breach.md). */
+  /**
+   * On an allowed `verify`: the password is breached; force a change (docs/breach.md).
+   * Also on a `'challenge'` (ask for the change once the challenge passed) and a
+   * `'change_required'`.
+   */
   readonly passwordBreached: boolean;
+  /**
+   * On a `'challenge'` only: what `confirmDevice` takes once the second factor passed
+   * (within 15 minutes, with the same stored hash). Keep it in the gateway's
+   * server-side session, never in a URL. Never printed, as the device token.
+   */
+  readonly challengeToken: string | undefined;
+  /** On a `'challenge'` only: why. */
+  readonly challengeReason: ChallengeReason | undefined;
 
-  private constructor(decision: Decision, retryable: boolean, signals: Signals) {
-    this.decision = decision;
-    this.retryable = decision === 'deny' && retryable;
+  private constructor(kind: AnswerKind, retryable: boolean, signals: Signals, challenge?: { token: string; reason: ChallengeReason }) {
+    this.decision = kind === 'allow' ? 'allow' : 'deny';
+    this.kind = kind;
+    this.retryable = this.decision === 'deny' && retryable;
     this.needsRehash = signals.needsRehash === true;
     this.spraySuspected = signals.spraySuspected === true;
     this.stepUp = signals.stepUp === true;
@@ -63,6 +96,13 @@ export class Answer {
     this.deviceToken = undefined;
     Object.defineProperty(this, 'deviceToken', {
       value: signals.deviceToken ? signals.deviceToken : undefined,
+      enumerable: false,
+      writable: false,
+    });
+    this.challengeReason = challenge?.reason;
+    this.challengeToken = undefined;
+    Object.defineProperty(this, 'challengeToken', {
+      value: challenge?.token,
       enumerable: false,
       writable: false,
     });
@@ -79,6 +119,23 @@ export class Answer {
     return new Answer('deny', retryable, { ...signals, deviceToken: undefined, needsRehash: false, passwordBreached: false });
   }
 
+  /**
+   * A `verify` whose password was right from a device the realm does not know: a deny
+   * that carries the challenge token (non-empty) and no device token.
+   */
+  static challenge(token: string, reason: ChallengeReason, signals: Signals = {}): Answer {
+    if (typeof token !== 'string' || token === '') {
+      // A challenge without a token could never be confirmed: a plain deny.
+      return Answer.deny(false, signals);
+    }
+    return new Answer('challenge', false, { ...signals, deviceToken: undefined, needsRehash: false }, { token, reason });
+  }
+
+  /** A `verify` whose right password must be changed before any session: a deny without a device token. */
+  static changeRequired(signals: Signals = {}): Answer {
+    return new Answer('change_required', false, { ...signals, deviceToken: undefined, needsRehash: false });
+  }
+
   /** `decision === 'allow'`. */
   isAllowed(): boolean {
     return this.decision === 'allow';
@@ -87,6 +144,7 @@ export class Answer {
   toJSON(): Record<string, unknown> {
     return {
       decision: this.decision,
+      kind: this.kind,
       retryable: this.retryable,
       needsRehash: this.needsRehash,
       deviceToken: this.deviceToken === undefined ? undefined : '<redacted>',
@@ -94,6 +152,8 @@ export class Answer {
       stepUp: this.stepUp,
       networkThrottled: this.networkThrottled,
       passwordBreached: this.passwordBreached,
+      challengeToken: this.challengeToken === undefined ? undefined : '<redacted>',
+      challengeReason: this.challengeReason,
     };
   }
 
@@ -141,3 +201,9 @@ export function failureRetryable(failure: Failure): boolean {
 export const DECISION_ALLOW = 1;
 /** `VERDICT_ACCEPT` (1) is the only accept; every other verdict is a deny. */
 export const VERDICT_ACCEPT = 1;
+/** `VERDICT_CHALLENGE` (3): a deny of its own kind, `'challenge'`. */
+export const VERDICT_CHALLENGE = 3;
+/** `VERDICT_CHANGE_REQUIRED` (4): a deny of its own kind, `'change_required'`. */
+export const VERDICT_CHANGE_REQUIRED = 4;
+/** `CHALLENGE_REASON_NEW_DEVICE` (1). */
+export const CHALLENGE_REASON_NEW_DEVICE = 1;

@@ -5,7 +5,10 @@
 // timeout, bytes that are not HTTP/2, an open breaker, an error status, an unknown or
 // unspecified enum value) arrives as a deny. No method throws or rejects: there is no
 // third outcome for a caller to mishandle. `retryable` only tells a user interface
-// whether to say "try again later" (503) instead of "wrong credentials" (401).
+// whether to say "try again later" (503) instead of "wrong credentials" (401). A
+// `verify` whose password was right but needs a challenge or a password change is a
+// deny too, of its own `kind` (`'challenge'`, `'change_required'`): only `'allow'`
+// logs in.
 //
 // Resilience never becomes a bypass (docs/client.md, "Every outcome"):
 // - only transport failures are retried, at most `maxRetries` times, within the retry
@@ -25,7 +28,18 @@ import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 
-import { Answer, DECISION_ALLOW, Failure, PasswordCheck, VERDICT_ACCEPT, failureAnswer, failureRetryable } from './answer';
+import {
+  Answer,
+  CHALLENGE_REASON_NEW_DEVICE,
+  DECISION_ALLOW,
+  Failure,
+  PasswordCheck,
+  VERDICT_ACCEPT,
+  VERDICT_CHALLENGE,
+  VERDICT_CHANGE_REQUIRED,
+  failureAnswer,
+  failureRetryable,
+} from './answer';
 import { Pool, RetryBudget, monotonicMs } from './pool';
 import { GovernorMethod, Method, defaultProtoDir, loadPackage, method } from './proto';
 import { TraceContext, traceHeaders } from './trace';
@@ -96,6 +110,28 @@ export type ClearReason = 'password_verified' | 'password_reset_completed';
 /** Per-call options. */
 export interface CallOptions extends TraceContext {}
 
+/**
+ * A flow around the login (`portcullis.v1.Flow`; docs/flows.md), each with its own
+ * record per account: attempts at a one-time code or a recovery code, requests to send
+ * a password-reset or an address-verification mail.
+ */
+export type Flow = 'second_factor' | 'recovery_code' | 'password_reset' | 'verification_resend';
+
+/** The flows whose record a verified code clears (`clearFlow`); a mail flow's caps are never cleared by a gateway. */
+export type CodeFlow = 'second_factor' | 'recovery_code';
+
+/** The inputs of one `confirmDevice`. */
+export interface DeviceConfirmation extends TraceContext {
+  /** Realm name, as in the `verify` that answered `'challenge'`. */
+  realm: string;
+  /** The identifier, as in that `verify`. */
+  identifier: string;
+  /** That answer's `challengeToken`. */
+  challengeToken: string;
+  /** The stored hash sent with that `verify` (the token vouches for that credential). */
+  storedHash: string;
+}
+
 /** The inputs of one `verify`. */
 export interface Login extends TraceContext {
   /** Realm name. */
@@ -133,8 +169,23 @@ interface Endpoint {
 }
 
 const GOVERNOR = 'portcullis.v1.Governor';
-const METHODS: GovernorMethod[] = ['Admit', 'RecordAttempt', 'Verify', 'ClearAttempts', 'CheckPassword'];
+const METHODS: GovernorMethod[] = [
+  'Admit',
+  'RecordAttempt',
+  'Verify',
+  'ClearAttempts',
+  'CheckPassword',
+  'RecordFlowAttempt',
+  'ClearFlow',
+  'ConfirmDevice',
+];
 const CLEAR_REASONS: Record<ClearReason, number> = { password_verified: 1, password_reset_completed: 2 };
+const FLOWS: Record<Flow, number> = { second_factor: 1, recovery_code: 2, password_reset: 3, verification_resend: 4 };
+
+/** The wire value of a name from `table`, or `undefined` for anything else (no inherited keys). */
+function wireValue<K extends string>(table: Record<K, number>, name: unknown): number | undefined {
+  return typeof name === 'string' && Object.prototype.hasOwnProperty.call(table, name) ? table[name as K] : undefined;
+}
 
 function toBuffer(value: Buffer): Buffer {
   return value;
@@ -301,7 +352,10 @@ export class Client {
    * `Verify`: the whole login check. `storedHash` is `''` for an unknown (or disabled)
    * account. Routed by `clientKey`, so one end client's calls meet one daemon's
    * per-client ceiling. Only VERDICT_ACCEPT allows; every other verdict, known or not,
-   * is a deny.
+   * is a deny. VERDICT_CHALLENGE is a deny of kind `'challenge'` carrying
+   * `challengeToken` (ask for a second factor, then `confirmDevice`); VERDICT_CHANGE_REQUIRED
+   * one of kind `'change_required'` (no session before a password change). Neither
+   * carries a device token.
    */
   async verify(login: Login): Promise<Answer> {
     const password = typeof login.password === 'string' ? Buffer.from(login.password, 'utf8') : Buffer.from(login.password);
@@ -329,15 +383,127 @@ export class Client {
       stepUp: v['step_up'] === true,
       networkThrottled: v['network_throttled'] === true,
     };
-    if (v['verdict'] === VERDICT_ACCEPT) {
-      return Answer.allow({
-        ...common,
-        needsRehash: v['needs_rehash'] === true,
-        deviceToken: typeof v['device_token'] === 'string' && v['device_token'] !== '' ? v['device_token'] : undefined,
-        passwordBreached: v['password_breached'] === true,
-      });
+    const passwordBreached = v['password_breached'] === true;
+    switch (v['verdict']) {
+      case VERDICT_ACCEPT:
+        return Answer.allow({
+          ...common,
+          needsRehash: v['needs_rehash'] === true,
+          deviceToken: nonEmpty(v['device_token']),
+          passwordBreached,
+        });
+      case VERDICT_CHALLENGE: {
+        // A deny of its own kind: no device token, whatever the answer held; a
+        // challenge without a token is a plain deny (Answer.challenge).
+        const reason = v['challenge_reason'] === CHALLENGE_REASON_NEW_DEVICE ? 'new_device' : 'unknown';
+        return Answer.challenge(nonEmpty(v['challenge_token']) ?? '', reason, { ...common, passwordBreached });
+      }
+      case VERDICT_CHANGE_REQUIRED:
+        return Answer.changeRequired({ ...common, passwordBreached });
+      default:
+        // REJECT, UNSPECIFIED and every verdict this client does not know.
+        return Answer.deny(false, common);
     }
-    return Answer.deny(false, common);
+  }
+
+  /**
+   * `ConfirmDevice`, after a `verify` answered `'challenge'` and the gateway's second
+   * factor passed (a one-time code counted with `secondFactorAttempt` and verified, or
+   * a mailed link followed): exchanges the challenge token for a device token. An allow
+   * carries `deviceToken` (set it as the device cookie, then start the session); every
+   * failure is a deny without one: FAILED_PRECONDITION (a token that is not valid, is
+   * another account's or credential's, or is older than 15 minutes), any other status,
+   * an answer without a token, a transport failure.
+   */
+  async confirmDevice(confirm: DeviceConfirmation): Promise<Answer> {
+    const request = {
+      account: { realm: confirm.realm, identifier: confirm.identifier },
+      challenge_token: confirm.challengeToken,
+      stored_hash: confirm.storedHash,
+    };
+    const r = await this.call('ConfirmDevice', routeKey(confirm.realm, confirm.identifier), request, confirm);
+    if (r.kind !== 'ok') {
+      return failureAnswer(r);
+    }
+    const deviceToken = nonEmpty(r.value['device_token']);
+    return deviceToken === undefined ? Answer.deny(false) : Answer.allow({ deviceToken });
+  }
+
+  /**
+   * `RecordFlowAttempt`: counts one attempt at `flow` for the account **before** the
+   * gateway acts on it (checks the code, sends the mail); act only on an allow. The
+   * same outcomes as `recordAttempt`: only DECISION_ALLOW allows; every status,
+   * DECISION_UNSPECIFIED and unknown value denies; transport failures are retried with
+   * the same `attemptId` (generated when absent). `clientKey` is required for the mail
+   * flows (empty: the daemon answers INVALID_ARGUMENT, a deny); the code flows ignore it.
+   * A deny carries no time (it would tell accounts with mail from those without).
+   */
+  async recordFlowAttempt(
+    realm: string,
+    identifier: string,
+    flow: Flow,
+    options: CallOptions & { clientKey?: string; attemptId?: string } = {},
+  ): Promise<Answer> {
+    const code = wireValue(FLOWS, flow);
+    if (code === undefined) {
+      return Answer.deny(false);
+    }
+    const request = {
+      account: { realm, identifier },
+      flow: code,
+      client_key: options.clientKey ?? '',
+      attempt_id: options.attemptId ?? randomUUID(),
+    };
+    const r = await this.call('RecordFlowAttempt', routeKey(realm, identifier), request, options);
+    return r.kind === 'ok' ? decisionAnswer(r.value) : failureAnswer(r);
+  }
+
+  /** `recordFlowAttempt(…, 'second_factor')`: before checking a one-time code; on a right code, `clearFlow`. */
+  secondFactorAttempt(realm: string, identifier: string, options: CallOptions & { attemptId?: string } = {}): Promise<Answer> {
+    return this.recordFlowAttempt(realm, identifier, 'second_factor', codeFlowOptions(options));
+  }
+
+  /** `recordFlowAttempt(…, 'recovery_code')`: before checking a recovery code; on a right code, `clearFlow`. */
+  recoveryCodeAttempt(realm: string, identifier: string, options: CallOptions & { attemptId?: string } = {}): Promise<Answer> {
+    return this.recordFlowAttempt(realm, identifier, 'recovery_code', codeFlowOptions(options));
+  }
+
+  /**
+   * `recordFlowAttempt(…, 'password_reset')`: before sending a reset mail. Send one
+   * only on an allow *and* when the account exists; answer the user with the same page
+   * either way (docs/flows.md).
+   */
+  passwordResetRequest(
+    realm: string,
+    identifier: string,
+    clientKey: string,
+    options: CallOptions & { attemptId?: string } = {},
+  ): Promise<Answer> {
+    return this.recordFlowAttempt(realm, identifier, 'password_reset', { ...codeFlowOptions(options), clientKey });
+  }
+
+  /** `recordFlowAttempt(…, 'verification_resend')`: before resending an address-verification mail; send it only on an allow. */
+  verificationResendRequest(
+    realm: string,
+    identifier: string,
+    clientKey: string,
+    options: CallOptions & { attemptId?: string } = {},
+  ): Promise<Answer> {
+    return this.recordFlowAttempt(realm, identifier, 'verification_resend', { ...codeFlowOptions(options), clientKey });
+  }
+
+  /**
+   * `ClearFlow`: a code of `flow` was verified; its record is cleared. An allow when the
+   * daemon cleared it. Clears nothing of the login throttle (`clearAttempts` does that).
+   * A mail flow is refused by the daemon (INVALID_ARGUMENT, a deny).
+   */
+  async clearFlow(realm: string, identifier: string, flow: CodeFlow, options: CallOptions = {}): Promise<Answer> {
+    const code = wireValue(FLOWS, flow);
+    if (code === undefined) {
+      return Answer.deny(false);
+    }
+    const r = await this.call('ClearFlow', routeKey(realm, identifier), { account: { realm, identifier }, flow: code }, options);
+    return r.kind === 'ok' ? Answer.allow() : failureAnswer(r);
   }
 
   /** `ClearAttempts`: an allow when the daemon cleared the record. */
@@ -347,7 +513,7 @@ export class Client {
     reason: ClearReason,
     options: CallOptions & { clientKey?: string } = {},
   ): Promise<Answer> {
-    const code = CLEAR_REASONS[reason];
+    const code = wireValue(CLEAR_REASONS, reason);
     if (code === undefined) {
       return Answer.deny(false);
     }
@@ -589,6 +755,16 @@ export class Client {
 /** DECISION_ALLOW is the only allow; DENY, UNSPECIFIED and unknown values deny. */
 function decisionAnswer(value: Record<string, unknown>): Answer {
   return value['decision'] === DECISION_ALLOW ? Answer.allow() : Answer.deny(false);
+}
+
+/** A non-empty string, or `undefined`. */
+function nonEmpty(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/** The options a flow call passes on: trace context and the attempt id, nothing else. */
+function codeFlowOptions(options: CallOptions & { attemptId?: string }): CallOptions & { attemptId?: string } {
+  return { traceparent: options.traceparent, tracestate: options.tracestate, attemptId: options.attemptId };
 }
 
 /** Non-Verify calls are spread over endpoints by account, as the Rust client does. */

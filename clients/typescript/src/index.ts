@@ -1,6 +1,19 @@
 // @portcullis/client: the gateway library of Portcullis for Node. See README.md.
 
-export { Answer, Decision, PasswordCheck, Signals } from './answer';
-export { Client, ClientConfig, ClientConfigError, ClientEvent, ClientStats, ClientTls, ClearReason, CallOptions, Login } from './client';
+export { Answer, AnswerKind, ChallengeReason, Decision, PasswordCheck, Signals } from './answer';
+export {
+  Client,
+  ClientConfig,
+  ClientConfigError,
+  ClientEvent,
+  ClientStats,
+  ClientTls,
+  ClearReason,
+  CallOptions,
+  CodeFlow,
+  DeviceConfirmation,
+  Flow,
+  Login,
+} from './client';
 export { clientKeyFromForwarded } from './clientKey';
 export { TraceContext, validTraceparent } from './trace';

@@ -20,7 +20,15 @@ export interface Method {
   responseSerialize: (value: object) => Buffer;
 }
 
-export type GovernorMethod = 'Admit' | 'RecordAttempt' | 'Verify' | 'ClearAttempts' | 'CheckPassword';
+export type GovernorMethod =
+  | 'Admit'
+  | 'RecordAttempt'
+  | 'Verify'
+  | 'ClearAttempts'
+  | 'CheckPassword'
+  | 'RecordFlowAttempt'
+  | 'ClearFlow'
+  | 'ConfirmDevice';
 
 /** Where proto/ is: the option, then PORTCULLIS_PROTO_DIR, then the repository's (clients/typescript/dist/src → proto/). */
 export function defaultProtoDir(): string {

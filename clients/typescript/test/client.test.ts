@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
+import { inspect, promisify } from 'node:util';
 import * as otel from '@opentelemetry/api';
 
 import { Client } from '../src';
@@ -202,7 +202,7 @@ test('Verify\'s signals ride on the allow and on the deny', async () => {
   const all = { needs_rehash: true, device_token: 'dt-1', spray_suspected: true, step_up: true, network_throttled: true, password_breached: true };
   const accept = await startGrpcEndpoint({ answer: { verdict: 1, ...all } });
   const reject = await startGrpcEndpoint({ answer: { verdict: 2, ...all } });
-  const unknown = await startGrpcEndpoint({ answer: { verdict: 3, ...all } });
+  const unknown = await startGrpcEndpoint({ answer: { verdict: 5, ...all } });
   const record = await startGrpcEndpoint({ answer: { decision: 2, step_up: true, network_throttled: true } });
   const clients: Client[] = [];
   const client = (url: string) => {
@@ -220,6 +220,7 @@ test('Verify\'s signals ride on the allow and on the deny', async () => {
     for (const url of [reject.url, unknown.url]) {
       const d = await client(url).verify(login());
       assert.equal(d.decision, 'deny');
+      assert.equal(d.kind, 'deny');
       assert.equal(d.retryable, false);
       assert.deepEqual(
         [d.needsRehash, d.deviceToken, d.spraySuspected, d.stepUp, d.networkThrottled, d.passwordBreached],
@@ -232,6 +233,95 @@ test('Verify\'s signals ride on the allow and on the deny', async () => {
   } finally {
     for (const c of clients) c.close();
     for (const e of [accept, reject, unknown, record]) await e.close();
+  }
+});
+
+test('a challenge and a required change are denies of their own kind, with nothing of an accept', async () => {
+  const all = { needs_rehash: true, device_token: 'dt-must-not-pass', spray_suspected: true, step_up: true, network_throttled: true, password_breached: true };
+  const challenge = await startGrpcEndpoint({ answer: { verdict: 3, challenge_reason: 1, challenge_token: 'ct-1', ...all } });
+  const change = await startGrpcEndpoint({ answer: { verdict: 4, ...all } });
+  const clients: Client[] = [];
+  const client = (url: string) => {
+    const c = new Client({ endpoints: [url], callTimeoutMs: DEADLINE });
+    clients.push(c);
+    return c;
+  };
+  try {
+    const ch = await client(challenge.url).verify(login());
+    assert.deepEqual([ch.decision, ch.kind, ch.isAllowed(), ch.retryable], ['deny', 'challenge', false, false]);
+    assert.deepEqual([ch.challengeToken, ch.challengeReason], ['ct-1', 'new_device']);
+    assert.deepEqual(
+      [ch.needsRehash, ch.deviceToken, ch.spraySuspected, ch.stepUp, ch.networkThrottled, ch.passwordBreached],
+      [false, undefined, true, true, true, true],
+      'a challenge carries the advice and password_breached (ask for the change after it), never a device token',
+    );
+    assert.ok(!JSON.stringify(ch).includes('ct-1') && !inspect(ch).includes('ct-1'), 'the challenge token is never printed');
+    const cr = await client(change.url).verify(login());
+    assert.deepEqual([cr.decision, cr.kind, cr.isAllowed(), cr.retryable], ['deny', 'change_required', false, false]);
+    assert.deepEqual(
+      [cr.needsRehash, cr.deviceToken, cr.challengeToken, cr.challengeReason, cr.passwordBreached],
+      [false, undefined, undefined, undefined, true],
+    );
+  } finally {
+    for (const c of clients) c.close();
+    for (const e of [challenge, change]) await e.close();
+  }
+});
+
+test('the flow calls send their flow, client key and one attempt_id; clearFlow and confirmDevice send theirs', async () => {
+  const e = await startGrpcEndpoint({ answer: {} });
+  const c = new Client({ endpoints: [e.url], callTimeoutMs: DEADLINE });
+  try {
+    // An empty answer is DECISION_UNSPECIFIED for the flow calls: a deny.
+    assert.equal((await c.secondFactorAttempt('default', 'u@example.com', { attemptId: 'otp-1' })).decision, 'deny');
+    await c.recoveryCodeAttempt('default', 'u@example.com');
+    await c.passwordResetRequest('default', 'u@example.com', '198.51.100.4');
+    await c.verificationResendRequest('default', 'u@example.com', '198.51.100.5', { attemptId: 'mail-1' });
+    await c.recordFlowAttempt('default', 'u@example.com', 'password_reset', { clientKey: '198.51.100.6' });
+    assert.equal((await c.clearFlow('default', 'u@example.com', 'recovery_code')).decision, 'allow');
+    // An OK ConfirmDevice without a device token confirms nothing.
+    const confirmed = await c.confirmDevice({ realm: 'default', identifier: 'u@example.com', challengeToken: 'ct', storedHash: 'h' });
+    assert.deepEqual([confirmed.decision, confirmed.deviceToken], ['deny', undefined]);
+    assert.deepEqual(
+      e.seen.map((s) => [s.method, s.flow]),
+      [
+        ['RecordFlowAttempt', 1],
+        ['RecordFlowAttempt', 2],
+        ['RecordFlowAttempt', 3],
+        ['RecordFlowAttempt', 4],
+        ['RecordFlowAttempt', 3],
+        ['ClearFlow', 2],
+        ['ConfirmDevice', undefined],
+      ],
+    );
+    assert.equal(e.seen[0].attemptId, 'otp-1');
+    assert.equal(e.seen[3].attemptId, 'mail-1');
+    const generated = [e.seen[1], e.seen[2], e.seen[4]].map((s) => s.attemptId);
+    assert.ok(generated.every((id) => typeof id === 'string' && /^[0-9a-f-]{36}$/.test(id)));
+    assert.equal(new Set(generated).size, 3, 'a fresh attempt_id per logical call');
+  } finally {
+    c.close();
+    await e.close();
+  }
+});
+
+test('a flow or clear the client does not know is a deny without a call', async () => {
+  const e = await startGrpcEndpoint({ answer: { decision: 1 } });
+  const c = new Client({ endpoints: [e.url], callTimeoutMs: DEADLINE });
+  try {
+    for (const flow of ['login', '', 'toString', '__proto__', 'constructor', 1]) {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      const a = await c.recordFlowAttempt('default', 'u@example.com', flow as any);
+      assert.deepEqual([a.decision, a.retryable], ['deny', false], `flow ${String(flow)}`);
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      assert.equal((await c.clearFlow('default', 'u@example.com', flow as any)).decision, 'deny');
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      assert.equal((await c.clearAttempts('default', 'u@example.com', flow as any)).decision, 'deny');
+    }
+    assert.equal(e.seen.length, 0);
+  } finally {
+    c.close();
+    await e.close();
   }
 });
 

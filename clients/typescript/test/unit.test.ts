@@ -155,6 +155,26 @@ test('an answer never prints its device token', () => {
   assert.ok(Object.isFrozen(a));
 });
 
+test('a challenge and a required change are denies of their own kind; the challenge token is never printed', () => {
+  const c = Answer.challenge('ct-secret-456', 'new_device', { deviceToken: 'dt', needsRehash: true, passwordBreached: true, stepUp: true });
+  assert.deepEqual([c.decision, c.kind, c.isAllowed(), c.retryable], ['deny', 'challenge', false, false]);
+  assert.deepEqual([c.deviceToken, c.needsRehash, c.passwordBreached, c.stepUp], [undefined, false, true, true]);
+  assert.equal(c.challengeToken, 'ct-secret-456');
+  assert.ok(!JSON.stringify(c).includes('ct-secret-456'));
+  assert.ok(!inspect(c).includes('ct-secret-456'));
+  assert.ok(!Object.keys(c).includes('challengeToken'));
+  assert.ok(Object.isFrozen(c));
+  // A challenge without a token could never be confirmed: a plain deny.
+  const empty = Answer.challenge('', 'new_device');
+  assert.deepEqual([empty.kind, empty.challengeToken], ['deny', undefined]);
+  const r = Answer.changeRequired({ deviceToken: 'dt', needsRehash: true, passwordBreached: true });
+  assert.deepEqual([r.decision, r.kind, r.isAllowed()], ['deny', 'change_required', false]);
+  assert.deepEqual([r.deviceToken, r.needsRehash, r.challengeToken, r.passwordBreached], [undefined, false, undefined, true]);
+  // The other kinds follow the decision.
+  assert.equal(Answer.allow().kind, 'allow');
+  assert.equal(Answer.deny(true).kind, 'deny');
+});
+
 test('configuration errors name the setting', () => {
   const bad = (config: object, setting: RegExp) =>
     assert.throws(

@@ -10,7 +10,7 @@ import grpc
 import grpc.aio
 
 from . import _core
-from ._answer import Answer, ClearReason, Failed, Failure, PasswordCheck
+from ._answer import Answer, ClearReason, Failed, Failure, Flow, PasswordCheck
 from ._classify import classify
 from ._config import ClientConfig
 from ._core import BadInput, Call, ClientStats, Core
@@ -126,6 +126,88 @@ class AsyncClient:
         return await self._run(
             "CheckPassword", lambda: _core.check_password_call(realm, identifier, password), traceparent, tracestate
         )
+
+    async def confirm_device(
+        self,
+        *,
+        realm: str,
+        identifier: str,
+        challenge_token: str,
+        stored_hash: str,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Answer:
+        return await self._run(
+            "ConfirmDevice",
+            lambda: _core.confirm_device_call(realm, identifier, challenge_token, stored_hash),
+            traceparent,
+            tracestate,
+        )
+
+    async def record_flow_attempt(
+        self,
+        realm: str,
+        identifier: str,
+        flow: Flow,
+        *,
+        client_key: str = "",
+        attempt_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Answer:
+        return await self._run(
+            "RecordFlowAttempt",
+            lambda: _core.record_flow_attempt_call(realm, identifier, flow, client_key, attempt_id),
+            traceparent,
+            tracestate,
+        )
+
+    async def second_factor_attempt(
+        self, realm: str, identifier: str, *, attempt_id: str | None = None, traceparent: str | None = None, tracestate: str | None = None
+    ) -> Answer:
+        return await self.record_flow_attempt(
+            realm, identifier, Flow.SECOND_FACTOR, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
+        )
+
+    async def recovery_code_attempt(
+        self, realm: str, identifier: str, *, attempt_id: str | None = None, traceparent: str | None = None, tracestate: str | None = None
+    ) -> Answer:
+        return await self.record_flow_attempt(
+            realm, identifier, Flow.RECOVERY_CODE, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
+        )
+
+    async def password_reset_request(
+        self,
+        realm: str,
+        identifier: str,
+        *,
+        client_key: str,
+        attempt_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Answer:
+        return await self.record_flow_attempt(
+            realm, identifier, Flow.PASSWORD_RESET, client_key=client_key, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
+        )
+
+    async def verification_resend_request(
+        self,
+        realm: str,
+        identifier: str,
+        *,
+        client_key: str,
+        attempt_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Answer:
+        return await self.record_flow_attempt(
+            realm, identifier, Flow.VERIFICATION_RESEND, client_key=client_key, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
+        )
+
+    async def clear_flow(
+        self, realm: str, identifier: str, flow: Flow, *, traceparent: str | None = None, tracestate: str | None = None
+    ) -> Answer:
+        return await self._run("ClearFlow", lambda: _core.clear_flow_call(realm, identifier, flow), traceparent, tracestate)
 
     def route(self, client_key: str) -> str | None:
         return self._core.route(client_key)

@@ -1,5 +1,7 @@
-"""What a call answers: a two-valued :class:`Decision` on an :class:`Answer`, and how a
-daemon's answer or a failure becomes one. Every failure is a deny."""
+"""What a call answers: a two-valued :class:`Decision` on an :class:`Answer`, the
+answer's :class:`AnswerKind` (a ``verify`` deny may be a challenge or a required
+password change), the flows around the login, and how a daemon's answer or a failure
+becomes an answer. Every failure is a deny."""
 
 from __future__ import annotations
 
@@ -19,13 +21,60 @@ class Decision(enum.Enum):
     DENY = "deny"
 
 
+class AnswerKind(enum.Enum):
+    """What the answer was, one value each. ``ALLOW`` exactly when the decision is
+    ``ALLOW``; the others are denies. A ``verify`` whose password was right may be a
+    ``CHALLENGE`` (``VERDICT_CHALLENGE``: ask for a second factor, then
+    ``confirm_device`` with ``challenge_token``) or a ``CHANGE_REQUIRED``
+    (``VERDICT_CHANGE_REQUIRED``: no session before a password change). Neither logs in:
+    their decision is ``DENY``."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    CHALLENGE = "challenge"
+    CHANGE_REQUIRED = "change_required"
+
+
+class ChallengeReason(enum.Enum):
+    """Why a ``CHALLENGE``."""
+
+    #: ``CHALLENGE_REASON_NEW_DEVICE``: no valid device token of this account and
+    #: credential came with the login.
+    NEW_DEVICE = "new_device"
+    #: A reason this client does not know (still a challenge).
+    UNKNOWN = "unknown"
+
+
+class Flow(enum.Enum):
+    """A flow around the login (``portcullis.v1.Flow``; docs/flows.md), each with its own
+    record per account. The values are the wire numbers."""
+
+    #: Attempts at a one-time code (TOTP, a mailed or texted code).
+    SECOND_FACTOR = 1
+    #: Attempts at a recovery (backup) code.
+    RECOVERY_CODE = 2
+    #: Requests to send a password-reset mail (needs a client key).
+    PASSWORD_RESET = 3
+    #: Requests to resend an address-verification mail (needs a client key).
+    VERIFICATION_RESEND = 4
+
+    @property
+    def is_mail(self) -> bool:
+        """Whether the flow sends mail (its requests need a ``client_key``, and no
+        gateway call clears its caps) rather than checks a code."""
+        return self in (Flow.PASSWORD_RESET, Flow.VERIFICATION_RESEND)
+
+
 @dataclass(frozen=True, repr=False, eq=True)
 class Answer:
-    """What a call answered. ``decision`` is the only field that decides a login.
+    """What a call answered. ``decision`` is the only field that decides a login;
+    ``kind`` says which deny it was when a ``verify`` needs a challenge or a password
+    change (``allowed`` is ``True`` only for ``AnswerKind.ALLOW``).
 
     An ``Answer`` has no truth value (``if answer:`` raises ``TypeError``): test
     ``answer.allowed`` or ``answer.decision``, so that no object that merely exists reads
-    as an allow.
+    as an allow. No deny holds a device token or ``needs_rehash``: constructing one that
+    does raises ``ValueError``.
     """
 
     decision: Decision
@@ -48,9 +97,37 @@ class Answer:
     #: used up its bucket of failed logins in a realm whose ``network_action`` is
     #: ``flag``. Implies ``step_up``.
     network_throttled: bool = False
-    #: On an allowed ``verify`` only: the password is in the daemon's breach filter
-    #: (docs/breach.md): let the login through, then force a password change.
+    #: On an allowed ``verify``: the password is in the daemon's breach filter
+    #: (docs/breach.md): let the login through, then force a password change. Also on a
+    #: ``CHALLENGE`` (ask for the change once the challenge passed) and a
+    #: ``CHANGE_REQUIRED``.
     password_breached: bool = False
+    #: ``ALLOW`` exactly when ``decision`` is ``ALLOW``; on a ``verify`` deny,
+    #: ``CHALLENGE`` or ``CHANGE_REQUIRED`` where the password was right. Derived from
+    #: ``decision`` when not given.
+    kind: AnswerKind | None = None
+    #: On a ``CHALLENGE`` only: what ``confirm_device`` takes once the second factor
+    #: passed (within 15 minutes, with the same stored hash). Keep it in the gateway's
+    #: server-side session, never in a URL. Never printed by ``repr``.
+    challenge_token: str | None = None
+    #: On a ``CHALLENGE`` only: why.
+    challenge_reason: ChallengeReason | None = None
+
+    def __post_init__(self) -> None:
+        kind = self.kind
+        if kind is None:
+            kind = AnswerKind.ALLOW if self.decision is Decision.ALLOW else AnswerKind.DENY
+            object.__setattr__(self, "kind", kind)
+        if not isinstance(self.decision, Decision) or not isinstance(kind, AnswerKind):
+            raise TypeError("decision must be a Decision and kind an AnswerKind")
+        if (self.decision is Decision.ALLOW) != (kind is AnswerKind.ALLOW):
+            raise ValueError(f"an answer of kind {kind.value} cannot have decision {self.decision.value}")
+        if kind is not AnswerKind.ALLOW and (self.device_token is not None or self.needs_rehash):
+            raise ValueError("a deny carries no device token and no needs_rehash")
+        if (kind is AnswerKind.CHALLENGE) != bool(self.challenge_token):
+            raise ValueError("a challenge token comes with a challenge, and only with one")
+        if (kind is AnswerKind.CHALLENGE) != (self.challenge_reason is not None):
+            raise ValueError("a challenge reason comes with a challenge, and only with one")
 
     @property
     def allowed(self) -> bool:
@@ -65,14 +142,19 @@ class Answer:
         raise TypeError("an Answer has no truth value: test answer.allowed")
 
     def __repr__(self) -> str:
-        # The device token is a credential for the device's bucket: never printed.
+        # The device token is a credential for the device's bucket, the challenge token
+        # one step from it: never printed.
         token = None if self.device_token is None else "<redacted>"
+        challenge = None if self.challenge_token is None else "<redacted>"
+        reason = None if self.challenge_reason is None else self.challenge_reason.value
         return (
-            f"Answer(decision={self.decision.value}, needs_rehash={self.needs_rehash}, "
+            f"Answer(decision={self.decision.value}, kind={self.kind.value}, "
+            f"needs_rehash={self.needs_rehash}, "
             f"retryable={self.retryable}, device_token={token}, "
             f"spray_suspected={self.spray_suspected}, step_up={self.step_up}, "
             f"network_throttled={self.network_throttled}, "
-            f"password_breached={self.password_breached})"
+            f"password_breached={self.password_breached}, "
+            f"challenge_token={challenge}, challenge_reason={reason})"
         )
 
     __str__ = __repr__
@@ -84,6 +166,24 @@ class Answer:
     @classmethod
     def deny(cls, retryable: bool) -> "Answer":
         return cls(Decision.DENY, retryable=retryable)
+
+    @classmethod
+    def challenge(cls, token: str, reason: ChallengeReason, **signals: bool) -> "Answer":
+        """A right password that needs a second factor first: a deny of kind
+        ``CHALLENGE`` carrying ``token``. Without a token it could never be confirmed:
+        a plain deny."""
+        if not isinstance(token, str) or not token:
+            signals.pop("password_breached", None)  # as on any plain deny
+            return cls(Decision.DENY, **signals)
+        return cls(
+            Decision.DENY, kind=AnswerKind.CHALLENGE, challenge_token=token, challenge_reason=reason, **signals
+        )
+
+    @classmethod
+    def change_required(cls, **signals: bool) -> "Answer":
+        """A right password that must be changed before any session: a deny of kind
+        ``CHANGE_REQUIRED``."""
+        return cls(Decision.DENY, kind=AnswerKind.CHANGE_REQUIRED, **signals)
 
 
 class PasswordCheckResult(enum.Enum):

@@ -12,10 +12,12 @@ from typing import Any, Callable
 from . import _config
 from ._answer import (
     Answer,
+    ChallengeReason,
     ClearReason,
     Decision,
     Failed,
     Failure,
+    Flow,
     PasswordCheck,
     PasswordCheckResult,
     failure_answer,
@@ -27,7 +29,16 @@ from ._pool import HealthPolicy, Pool, RetryBudget
 
 log = logging.getLogger("portcullis_client")
 
-METHODS = ("Admit", "RecordAttempt", "Verify", "ClearAttempts", "CheckPassword")
+METHODS = (
+    "Admit",
+    "RecordAttempt",
+    "Verify",
+    "ClearAttempts",
+    "CheckPassword",
+    "RecordFlowAttempt",
+    "ClearFlow",
+    "ConfirmDevice",
+)
 
 
 class BadInput(Exception):
@@ -235,23 +246,32 @@ def verify_call(
     )
 
     def interpret(r: pb.VerifyResponse) -> Answer:
+        advice = dict(
+            spray_suspected=bool(r.spray_suspected),
+            step_up=bool(r.step_up),
+            network_throttled=bool(r.network_throttled),
+        )
         if r.verdict == pb.VERDICT_ACCEPT:
             return Answer(
                 Decision.ALLOW,
                 needs_rehash=bool(r.needs_rehash),
                 device_token=r.device_token or None,
-                spray_suspected=bool(r.spray_suspected),
-                step_up=bool(r.step_up),
-                network_throttled=bool(r.network_throttled),
                 password_breached=bool(r.password_breached),
+                **advice,
             )
+        if r.verdict == pb.VERDICT_CHALLENGE:
+            # A deny of its own kind, with the challenge token and never a device token
+            # (whatever the answer held); without a token, a plain deny.
+            reason = (
+                ChallengeReason.NEW_DEVICE
+                if r.challenge_reason == pb.CHALLENGE_REASON_NEW_DEVICE
+                else ChallengeReason.UNKNOWN
+            )
+            return Answer.challenge(r.challenge_token, reason, password_breached=bool(r.password_breached), **advice)
+        if r.verdict == pb.VERDICT_CHANGE_REQUIRED:
+            return Answer.change_required(password_breached=bool(r.password_breached), **advice)
         # REJECT, UNSPECIFIED and any verdict this client does not know: a deny.
-        return Answer(
-            Decision.DENY,
-            spray_suspected=bool(r.spray_suspected),
-            step_up=bool(r.step_up),
-            network_throttled=bool(r.network_throttled),
-        )
+        return Answer(Decision.DENY, **advice)
 
     # Verify is routed by the client key, so one end client's calls meet one daemon's
     # per-client CPU ceiling.
@@ -272,6 +292,54 @@ def clear_attempts_call(realm: object, identifier: object, reason: object, clien
         lambda _r: Answer.allow(),
         failure_answer,
     )
+
+
+def confirm_device_call(realm: object, identifier: object, challenge_token: object, stored_hash: object) -> Call:
+    acct = account(realm, identifier)
+    req = pb.ConfirmDeviceRequest(
+        account=acct,
+        challenge_token=text("challenge_token", challenge_token),
+        stored_hash=text("stored_hash", stored_hash),
+    )
+
+    def interpret(r: pb.ConfirmDeviceResponse) -> Answer:
+        # An OK answer without a device token confirms nothing.
+        if not r.device_token:
+            return Answer.deny(False)
+        return Answer(Decision.ALLOW, device_token=r.device_token)
+
+    return Call("ConfirmDevice", req, route_key(acct.realm, acct.identifier), interpret, failure_answer)
+
+
+def flow(value: object) -> Flow:
+    if not isinstance(value, Flow):
+        raise BadInput(f"flow must be Flow, not {type(value).__name__}")
+    return value
+
+
+def record_flow_attempt_call(
+    realm: object, identifier: object, which: object, client_key: object, attempt_id: object
+) -> Call:
+    acct = account(realm, identifier)
+    req = pb.RecordFlowAttemptRequest(
+        account=acct,
+        flow=flow(which).value,
+        client_key=text("client_key", client_key, optional=True),
+        attempt_id=text("attempt_id", attempt_id, optional=True) or new_attempt_id(),
+    )
+    return Call(
+        "RecordFlowAttempt",
+        req,
+        route_key(acct.realm, acct.identifier),
+        lambda r: decision_answer(r.decision),
+        failure_answer,
+    )
+
+
+def clear_flow_call(realm: object, identifier: object, which: object) -> Call:
+    acct = account(realm, identifier)
+    req = pb.ClearFlowRequest(account=acct, flow=flow(which).value)
+    return Call("ClearFlow", req, route_key(acct.realm, acct.identifier), lambda _r: Answer.allow(), failure_answer)
 
 
 def check_password_failure(failed: Failed) -> PasswordCheck:

@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 
 from . import _core
-from ._answer import Answer, ClearReason, Failed, Failure, PasswordCheck
+from ._answer import Answer, ClearReason, Failed, Failure, Flow, PasswordCheck
 from ._classify import classify
 from ._config import ClientConfig
 from ._core import BadInput, Call, ClientStats, Core
@@ -142,6 +142,111 @@ class Client:
         return self._run(
             "CheckPassword", lambda: _core.check_password_call(realm, identifier, password), traceparent, tracestate
         )
+
+    def confirm_device(
+        self,
+        *,
+        realm: str,
+        identifier: str,
+        challenge_token: str,
+        stored_hash: str,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Answer:
+        """``ConfirmDevice``, after a ``verify`` answered ``AnswerKind.CHALLENGE`` and the
+        gateway's second factor passed: exchanges the challenge token for a device token.
+        ``ALLOW`` carries ``device_token`` (set the device cookie, then start the
+        session); every failure is a deny without one (``FAILED_PRECONDITION``: the token
+        is not valid, another account's or credential's, or older than 15 minutes)."""
+        return self._run(
+            "ConfirmDevice",
+            lambda: _core.confirm_device_call(realm, identifier, challenge_token, stored_hash),
+            traceparent,
+            tracestate,
+        )
+
+    def record_flow_attempt(
+        self,
+        realm: str,
+        identifier: str,
+        flow: Flow,
+        *,
+        client_key: str = "",
+        attempt_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Answer:
+        """``RecordFlowAttempt``: counts one attempt at ``flow`` for the account *before*
+        the gateway acts (checks the code, sends the mail); act only on ``ALLOW``. The
+        outcomes of ``record_attempt``: only ``DECISION_ALLOW`` allows, transport
+        failures are retried with the same ``attempt_id`` (generated when ``None``).
+        ``client_key`` is required for the mail flows; the code flows ignore it."""
+        return self._run(
+            "RecordFlowAttempt",
+            lambda: _core.record_flow_attempt_call(realm, identifier, flow, client_key, attempt_id),
+            traceparent,
+            tracestate,
+        )
+
+    def second_factor_attempt(
+        self, realm: str, identifier: str, *, attempt_id: str | None = None, traceparent: str | None = None, tracestate: str | None = None
+    ) -> Answer:
+        """``record_flow_attempt(..., Flow.SECOND_FACTOR)``: before checking a one-time
+        code; on a right code, ``clear_flow``."""
+        return self.record_flow_attempt(
+            realm, identifier, Flow.SECOND_FACTOR, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
+        )
+
+    def recovery_code_attempt(
+        self, realm: str, identifier: str, *, attempt_id: str | None = None, traceparent: str | None = None, tracestate: str | None = None
+    ) -> Answer:
+        """``record_flow_attempt(..., Flow.RECOVERY_CODE)``: before checking a recovery
+        code; on a right code, ``clear_flow``."""
+        return self.record_flow_attempt(
+            realm, identifier, Flow.RECOVERY_CODE, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
+        )
+
+    def password_reset_request(
+        self,
+        realm: str,
+        identifier: str,
+        *,
+        client_key: str,
+        attempt_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Answer:
+        """``record_flow_attempt(..., Flow.PASSWORD_RESET)``: before sending a reset
+        mail. Send one only on ``ALLOW`` *and* when the account exists; answer the user
+        with the same page either way."""
+        return self.record_flow_attempt(
+            realm, identifier, Flow.PASSWORD_RESET, client_key=client_key, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
+        )
+
+    def verification_resend_request(
+        self,
+        realm: str,
+        identifier: str,
+        *,
+        client_key: str,
+        attempt_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> Answer:
+        """``record_flow_attempt(..., Flow.VERIFICATION_RESEND)``: before resending an
+        address-verification mail; send it only on ``ALLOW``."""
+        return self.record_flow_attempt(
+            realm, identifier, Flow.VERIFICATION_RESEND, client_key=client_key, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
+        )
+
+    def clear_flow(
+        self, realm: str, identifier: str, flow: Flow, *, traceparent: str | None = None, tracestate: str | None = None
+    ) -> Answer:
+        """``ClearFlow``: a code of ``flow`` (``SECOND_FACTOR`` or ``RECOVERY_CODE``) was
+        verified; ``ALLOW`` when the daemon cleared its record. A mail flow is refused
+        by the daemon (``INVALID_ARGUMENT``, a deny). Clears nothing of the login
+        throttle (that is ``clear_attempts``)."""
+        return self._run("ClearFlow", lambda: _core.clear_flow_call(realm, identifier, flow), traceparent, tracestate)
 
     def route(self, client_key: str) -> str | None:
         """The endpoint a ``verify`` for ``client_key`` would go to now; ``None`` when

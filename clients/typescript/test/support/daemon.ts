@@ -32,9 +32,20 @@ export interface Daemon {
   stop: () => Promise<void>;
 }
 
-export async function startDaemon(): Promise<Daemon> {
+/**
+ * Starts a daemon. `configToml` (optional) is written to a file in the temp directory
+ * and passed as `--config` (realms and their settings; the store, listen address and
+ * admin listener stay the command line's).
+ */
+export async function startDaemon(configToml?: string): Promise<Daemon> {
   const binary = daemonBinary();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-ts-daemon-'));
+  const configArgs: string[] = [];
+  if (configToml !== undefined) {
+    const configFile = path.join(dataDir, 'portcullis.toml');
+    fs.writeFileSync(configFile, configToml);
+    configArgs.push('--config', configFile);
+  }
   const port = await closedPort();
   const url = `http://127.0.0.1:${port}`;
   const env: NodeJS.ProcessEnv = {
@@ -42,7 +53,7 @@ export async function startDaemon(): Promise<Daemon> {
     HOME: process.env['HOME'] ?? dataDir,
     PORTCULLIS_KEY_SECRET: randomBytes(32).toString('hex'),
   };
-  const child = spawn(binary, ['serve', '--listen', `127.0.0.1:${port}`, '--admin-listen', '', '--data-dir', dataDir], {
+  const child = spawn(binary, ['serve', ...configArgs, '--listen', `127.0.0.1:${port}`, '--admin-listen', '', '--data-dir', path.join(dataDir, 'data')], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -31,9 +31,14 @@ const FIELDS: Record<string, Record<string, number>> = {
     step_up: 5,
     network_throttled: 6,
     password_breached: 7,
+    challenge_reason: 8,
+    challenge_token: 9,
   },
   ClearAttempts: {},
   CheckPassword: { reason: 1 },
+  RecordFlowAttempt: { decision: 1 },
+  ClearFlow: {},
+  ConfirmDevice: { device_token: 1 },
 };
 
 function varint(n: number): number[] {
@@ -71,6 +76,8 @@ export function encodeAnswer(methodName: string, answer: Record<string, unknown>
 export interface Seen {
   method: string;
   attemptId: string | undefined;
+  /** The request's `flow` (RecordFlowAttempt, ClearFlow), a number. */
+  flow: number | undefined;
   traceparent: string | undefined;
   tracestate: string | undefined;
   authorization: string | undefined;
@@ -107,9 +114,12 @@ function lateAnswer(methodName: string): Record<string, unknown> {
     case 'Verify':
       return { verdict: 1 };
     case 'ClearAttempts':
+    case 'ClearFlow':
       return {};
     case 'CheckPassword':
       return { reason: 1 };
+    case 'ConfirmDevice':
+      return { device_token: 'late-device-token' };
     default:
       return { decision: 1 };
   }
@@ -222,6 +232,7 @@ export async function startGrpcEndpoint(behaviour: Behaviour, port = 0): Promise
       seen.push({
         method: name,
         attemptId: typeof call.request['attempt_id'] === 'string' ? (call.request['attempt_id'] as string) : undefined,
+        flow: typeof call.request['flow'] === 'number' ? (call.request['flow'] as number) : undefined,
         traceparent: md['traceparent'] as string | undefined,
         tracestate: md['tracestate'] as string | undefined,
         authorization: md['authorization'] as string | undefined,

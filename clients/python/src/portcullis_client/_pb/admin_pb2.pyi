@@ -29,10 +29,12 @@ UNLOCK_REASON_ATTACK_MITIGATED: UnlockReason
 UNLOCK_REASON_OTHER: UnlockReason
 
 class InspectRequest(_message.Message):
-    __slots__ = ("account",)
+    __slots__ = ("account", "flow")
     ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
     account: _governor_pb2.Account
-    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ...) -> None: ...
+    flow: _governor_pb2.Flow
+    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., flow: _Optional[_Union[_governor_pb2.Flow, str]] = ...) -> None: ...
 
 class InspectResponse(_message.Message):
     __slots__ = ("door", "failures", "step", "seconds_until_open", "window_seconds", "repeats_forgiven")
@@ -51,12 +53,14 @@ class InspectResponse(_message.Message):
     def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ...) -> None: ...
 
 class UnlockRequest(_message.Message):
-    __slots__ = ("account", "reason")
+    __slots__ = ("account", "reason", "flow")
     ACCOUNT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
     account: _governor_pb2.Account
     reason: UnlockReason
-    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., reason: _Optional[_Union[UnlockReason, str]] = ...) -> None: ...
+    flow: _governor_pb2.Flow
+    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., reason: _Optional[_Union[UnlockReason, str]] = ..., flow: _Optional[_Union[_governor_pb2.Flow, str]] = ...) -> None: ...
 
 class UnlockResponse(_message.Message):
     __slots__ = ()

@@ -24,21 +24,25 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cportcullis/v1/governor.proto\x12\rportcullis.v1\",\n\x07\x41\x63\x63ount\x12\r\n\x05realm\x18\x01 \x01(\t\x12\x12\n\nidentifier\x18\x02 \x01(\t\"7\n\x0c\x41\x64mitRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\":\n\rAdmitResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0e\x32\x17.portcullis.v1.Decision\"g\n\x14RecordAttemptRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x12\n\nclient_key\x18\x03 \x01(\t\"n\n\x15RecordAttemptResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0e\x32\x17.portcullis.v1.Decision\x12\x0f\n\x07step_up\x18\x02 \x01(\x08\x12\x19\n\x11network_throttled\x18\x03 \x01(\x08\"\x9d\x01\n\rVerifyRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x10\n\x08password\x18\x02 \x01(\x0c\x12\x13\n\x0bstored_hash\x18\x03 \x01(\t\x12\x12\n\nclient_key\x18\x04 \x01(\t\x12\x12\n\nattempt_id\x18\x05 \x01(\t\x12\x14\n\x0c\x64\x65vice_token\x18\x06 \x01(\t\"\xc5\x01\n\x0eVerifyResponse\x12\'\n\x07verdict\x18\x01 \x01(\x0e\x32\x16.portcullis.v1.Verdict\x12\x14\n\x0cneeds_rehash\x18\x02 \x01(\x08\x12\x14\n\x0c\x64\x65vice_token\x18\x03 \x01(\t\x12\x17\n\x0fspray_suspected\x18\x04 \x01(\x08\x12\x0f\n\x07step_up\x18\x05 \x01(\x08\x12\x19\n\x11network_throttled\x18\x06 \x01(\x08\x12\x19\n\x11password_breached\x18\x07 \x01(\x08\"\x7f\n\x14\x43learAttemptsRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12*\n\x06reason\x18\x02 \x01(\x0e\x32\x1a.portcullis.v1.ClearReason\x12\x12\n\nclient_key\x18\x03 \x01(\t\"\x17\n\x15\x43learAttemptsResponse\"Q\n\x14\x43heckPasswordRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x10\n\x08password\x18\x02 \x01(\x0c\"K\n\x15\x43heckPasswordResponse\x12\x32\n\x06reason\x18\x01 \x01(\x0e\x32\".portcullis.v1.PasswordCheckReason*K\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x44\x45\x43ISION_ALLOW\x10\x01\x12\x11\n\rDECISION_DENY\x10\x02*J\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x12\n\x0eVERDICT_ACCEPT\x10\x01\x12\x12\n\x0eVERDICT_REJECT\x10\x02*z\n\x0b\x43learReason\x12\x1c\n\x18\x43LEAR_REASON_UNSPECIFIED\x10\x00\x12\"\n\x1e\x43LEAR_REASON_PASSWORD_VERIFIED\x10\x01\x12)\n%CLEAR_REASON_PASSWORD_RESET_COMPLETED\x10\x02*\xa6\x01\n\x13PasswordCheckReason\x12%\n!PASSWORD_CHECK_REASON_UNSPECIFIED\x10\x00\x12\x1c\n\x18PASSWORD_CHECK_REASON_OK\x10\x01\x12\"\n\x1ePASSWORD_CHECK_REASON_BREACHED\x10\x02\x12&\n\"PASSWORD_CHECK_REASON_CONTEXT_WORD\x10\x03\x32\xa9\x03\n\x08Governor\x12\x42\n\x05\x41\x64mit\x12\x1b.portcullis.v1.AdmitRequest\x1a\x1c.portcullis.v1.AdmitResponse\x12Z\n\rRecordAttempt\x12#.portcullis.v1.RecordAttemptRequest\x1a$.portcullis.v1.RecordAttemptResponse\x12\x45\n\x06Verify\x12\x1c.portcullis.v1.VerifyRequest\x1a\x1d.portcullis.v1.VerifyResponse\x12Z\n\rClearAttempts\x12#.portcullis.v1.ClearAttemptsRequest\x1a$.portcullis.v1.ClearAttemptsResponse\x12Z\n\rCheckPassword\x12#.portcullis.v1.CheckPasswordRequest\x1a$.portcullis.v1.CheckPasswordResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cportcullis/v1/governor.proto\x12\rportcullis.v1\",\n\x07\x41\x63\x63ount\x12\r\n\x05realm\x18\x01 \x01(\t\x12\x12\n\nidentifier\x18\x02 \x01(\t\"7\n\x0c\x41\x64mitRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\":\n\rAdmitResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0e\x32\x17.portcullis.v1.Decision\"g\n\x14RecordAttemptRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x12\n\nclient_key\x18\x03 \x01(\t\"n\n\x15RecordAttemptResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0e\x32\x17.portcullis.v1.Decision\x12\x0f\n\x07step_up\x18\x02 \x01(\x08\x12\x19\n\x11network_throttled\x18\x03 \x01(\x08\"\x9d\x01\n\rVerifyRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x10\n\x08password\x18\x02 \x01(\x0c\x12\x13\n\x0bstored_hash\x18\x03 \x01(\t\x12\x12\n\nclient_key\x18\x04 \x01(\t\x12\x12\n\nattempt_id\x18\x05 \x01(\t\x12\x14\n\x0c\x64\x65vice_token\x18\x06 \x01(\t\"\x98\x02\n\x0eVerifyResponse\x12\'\n\x07verdict\x18\x01 \x01(\x0e\x32\x16.portcullis.v1.Verdict\x12\x14\n\x0cneeds_rehash\x18\x02 \x01(\x08\x12\x14\n\x0c\x64\x65vice_token\x18\x03 \x01(\t\x12\x17\n\x0fspray_suspected\x18\x04 \x01(\x08\x12\x0f\n\x07step_up\x18\x05 \x01(\x08\x12\x19\n\x11network_throttled\x18\x06 \x01(\x08\x12\x19\n\x11password_breached\x18\x07 \x01(\x08\x12\x38\n\x10\x63hallenge_reason\x18\x08 \x01(\x0e\x32\x1e.portcullis.v1.ChallengeReason\x12\x17\n\x0f\x63hallenge_token\x18\t \x01(\t\"m\n\x14\x43onfirmDeviceRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x17\n\x0f\x63hallenge_token\x18\x02 \x01(\t\x12\x13\n\x0bstored_hash\x18\x03 \x01(\t\"-\n\x15\x43onfirmDeviceResponse\x12\x14\n\x0c\x64\x65vice_token\x18\x01 \x01(\t\"\x7f\n\x14\x43learAttemptsRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12*\n\x06reason\x18\x02 \x01(\x0e\x32\x1a.portcullis.v1.ClearReason\x12\x12\n\nclient_key\x18\x03 \x01(\t\"\x17\n\x15\x43learAttemptsResponse\"\x8e\x01\n\x18RecordFlowAttemptRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12!\n\x04\x66low\x18\x02 \x01(\x0e\x32\x13.portcullis.v1.Flow\x12\x12\n\nclient_key\x18\x03 \x01(\t\x12\x12\n\nattempt_id\x18\x04 \x01(\t\"F\n\x19RecordFlowAttemptResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0e\x32\x17.portcullis.v1.Decision\"^\n\x10\x43learFlowRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12!\n\x04\x66low\x18\x02 \x01(\x0e\x32\x13.portcullis.v1.Flow\"\x13\n\x11\x43learFlowResponse\"Q\n\x14\x43heckPasswordRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x10\n\x08password\x18\x02 \x01(\x0c\"K\n\x15\x43heckPasswordResponse\x12\x32\n\x06reason\x18\x01 \x01(\x0e\x32\".portcullis.v1.PasswordCheckReason*K\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x44\x45\x43ISION_ALLOW\x10\x01\x12\x11\n\rDECISION_DENY\x10\x02*~\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x12\n\x0eVERDICT_ACCEPT\x10\x01\x12\x12\n\x0eVERDICT_REJECT\x10\x02\x12\x15\n\x11VERDICT_CHALLENGE\x10\x03\x12\x1b\n\x17VERDICT_CHANGE_REQUIRED\x10\x04*T\n\x0f\x43hallengeReason\x12 \n\x1c\x43HALLENGE_REASON_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x43HALLENGE_REASON_NEW_DEVICE\x10\x01*z\n\x0b\x43learReason\x12\x1c\n\x18\x43LEAR_REASON_UNSPECIFIED\x10\x00\x12\"\n\x1e\x43LEAR_REASON_PASSWORD_VERIFIED\x10\x01\x12)\n%CLEAR_REASON_PASSWORD_RESET_COMPLETED\x10\x02*\x83\x01\n\x04\x46low\x12\x14\n\x10\x46LOW_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46LOW_SECOND_FACTOR\x10\x01\x12\x16\n\x12\x46LOW_RECOVERY_CODE\x10\x02\x12\x17\n\x13\x46LOW_PASSWORD_RESET\x10\x03\x12\x1c\n\x18\x46LOW_VERIFICATION_RESEND\x10\x04*\xa6\x01\n\x13PasswordCheckReason\x12%\n!PASSWORD_CHECK_REASON_UNSPECIFIED\x10\x00\x12\x1c\n\x18PASSWORD_CHECK_REASON_OK\x10\x01\x12\"\n\x1ePASSWORD_CHECK_REASON_BREACHED\x10\x02\x12&\n\"PASSWORD_CHECK_REASON_CONTEXT_WORD\x10\x03\x32\xbd\x05\n\x08Governor\x12\x42\n\x05\x41\x64mit\x12\x1b.portcullis.v1.AdmitRequest\x1a\x1c.portcullis.v1.AdmitResponse\x12Z\n\rRecordAttempt\x12#.portcullis.v1.RecordAttemptRequest\x1a$.portcullis.v1.RecordAttemptResponse\x12\x45\n\x06Verify\x12\x1c.portcullis.v1.VerifyRequest\x1a\x1d.portcullis.v1.VerifyResponse\x12Z\n\rClearAttempts\x12#.portcullis.v1.ClearAttemptsRequest\x1a$.portcullis.v1.ClearAttemptsResponse\x12Z\n\rCheckPassword\x12#.portcullis.v1.CheckPasswordRequest\x1a$.portcullis.v1.CheckPasswordResponse\x12\x66\n\x11RecordFlowAttempt\x12\'.portcullis.v1.RecordFlowAttemptRequest\x1a(.portcullis.v1.RecordFlowAttemptResponse\x12N\n\tClearFlow\x12\x1f.portcullis.v1.ClearFlowRequest\x1a .portcullis.v1.ClearFlowResponse\x12Z\n\rConfirmDevice\x12#.portcullis.v1.ConfirmDeviceRequest\x1a$.portcullis.v1.ConfirmDeviceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'portcullis.v1.governor_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DECISION']._serialized_start=1101
-  _globals['_DECISION']._serialized_end=1176
-  _globals['_VERDICT']._serialized_start=1178
-  _globals['_VERDICT']._serialized_end=1252
-  _globals['_CLEARREASON']._serialized_start=1254
-  _globals['_CLEARREASON']._serialized_end=1376
-  _globals['_PASSWORDCHECKREASON']._serialized_start=1379
-  _globals['_PASSWORDCHECKREASON']._serialized_end=1545
+  _globals['_DECISION']._serialized_start=1676
+  _globals['_DECISION']._serialized_end=1751
+  _globals['_VERDICT']._serialized_start=1753
+  _globals['_VERDICT']._serialized_end=1879
+  _globals['_CHALLENGEREASON']._serialized_start=1881
+  _globals['_CHALLENGEREASON']._serialized_end=1965
+  _globals['_CLEARREASON']._serialized_start=1967
+  _globals['_CLEARREASON']._serialized_end=2089
+  _globals['_FLOW']._serialized_start=2092
+  _globals['_FLOW']._serialized_end=2223
+  _globals['_PASSWORDCHECKREASON']._serialized_start=2226
+  _globals['_PASSWORDCHECKREASON']._serialized_end=2392
   _globals['_ACCOUNT']._serialized_start=47
   _globals['_ACCOUNT']._serialized_end=91
   _globals['_ADMITREQUEST']._serialized_start=93
@@ -52,15 +56,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VERIFYREQUEST']._serialized_start=428
   _globals['_VERIFYREQUEST']._serialized_end=585
   _globals['_VERIFYRESPONSE']._serialized_start=588
-  _globals['_VERIFYRESPONSE']._serialized_end=785
-  _globals['_CLEARATTEMPTSREQUEST']._serialized_start=787
-  _globals['_CLEARATTEMPTSREQUEST']._serialized_end=914
-  _globals['_CLEARATTEMPTSRESPONSE']._serialized_start=916
-  _globals['_CLEARATTEMPTSRESPONSE']._serialized_end=939
-  _globals['_CHECKPASSWORDREQUEST']._serialized_start=941
-  _globals['_CHECKPASSWORDREQUEST']._serialized_end=1022
-  _globals['_CHECKPASSWORDRESPONSE']._serialized_start=1024
-  _globals['_CHECKPASSWORDRESPONSE']._serialized_end=1099
-  _globals['_GOVERNOR']._serialized_start=1548
-  _globals['_GOVERNOR']._serialized_end=1973
+  _globals['_VERIFYRESPONSE']._serialized_end=868
+  _globals['_CONFIRMDEVICEREQUEST']._serialized_start=870
+  _globals['_CONFIRMDEVICEREQUEST']._serialized_end=979
+  _globals['_CONFIRMDEVICERESPONSE']._serialized_start=981
+  _globals['_CONFIRMDEVICERESPONSE']._serialized_end=1026
+  _globals['_CLEARATTEMPTSREQUEST']._serialized_start=1028
+  _globals['_CLEARATTEMPTSREQUEST']._serialized_end=1155
+  _globals['_CLEARATTEMPTSRESPONSE']._serialized_start=1157
+  _globals['_CLEARATTEMPTSRESPONSE']._serialized_end=1180
+  _globals['_RECORDFLOWATTEMPTREQUEST']._serialized_start=1183
+  _globals['_RECORDFLOWATTEMPTREQUEST']._serialized_end=1325
+  _globals['_RECORDFLOWATTEMPTRESPONSE']._serialized_start=1327
+  _globals['_RECORDFLOWATTEMPTRESPONSE']._serialized_end=1397
+  _globals['_CLEARFLOWREQUEST']._serialized_start=1399
+  _globals['_CLEARFLOWREQUEST']._serialized_end=1493
+  _globals['_CLEARFLOWRESPONSE']._serialized_start=1495
+  _globals['_CLEARFLOWRESPONSE']._serialized_end=1514
+  _globals['_CHECKPASSWORDREQUEST']._serialized_start=1516
+  _globals['_CHECKPASSWORDREQUEST']._serialized_end=1597
+  _globals['_CHECKPASSWORDRESPONSE']._serialized_start=1599
+  _globals['_CHECKPASSWORDRESPONSE']._serialized_end=1674
+  _globals['_GOVERNOR']._serialized_start=2395
+  _globals['_GOVERNOR']._serialized_end=3096
 # @@protoc_insertion_point(module_scope)

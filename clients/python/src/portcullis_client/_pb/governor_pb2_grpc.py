@@ -60,6 +60,21 @@ class GovernorStub:
                 request_serializer=portcullis_dot_v1_dot_governor__pb2.CheckPasswordRequest.SerializeToString,
                 response_deserializer=portcullis_dot_v1_dot_governor__pb2.CheckPasswordResponse.FromString,
                 _registered_method=True)
+        self.RecordFlowAttempt = channel.unary_unary(
+                '/portcullis.v1.Governor/RecordFlowAttempt',
+                request_serializer=portcullis_dot_v1_dot_governor__pb2.RecordFlowAttemptRequest.SerializeToString,
+                response_deserializer=portcullis_dot_v1_dot_governor__pb2.RecordFlowAttemptResponse.FromString,
+                _registered_method=True)
+        self.ClearFlow = channel.unary_unary(
+                '/portcullis.v1.Governor/ClearFlow',
+                request_serializer=portcullis_dot_v1_dot_governor__pb2.ClearFlowRequest.SerializeToString,
+                response_deserializer=portcullis_dot_v1_dot_governor__pb2.ClearFlowResponse.FromString,
+                _registered_method=True)
+        self.ConfirmDevice = channel.unary_unary(
+                '/portcullis.v1.Governor/ConfirmDevice',
+                request_serializer=portcullis_dot_v1_dot_governor__pb2.ConfirmDeviceRequest.SerializeToString,
+                response_deserializer=portcullis_dot_v1_dot_governor__pb2.ConfirmDeviceResponse.FromString,
+                _registered_method=True)
 
 
 class GovernorServicer:
@@ -114,6 +129,44 @@ class GovernorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordFlowAttempt(self, request, context):
+        """Counts one attempt at a flow around the login (docs/flows.md) before the gateway
+        acts on it, atomically, and answers whether it may: check a one-time code
+        (FLOW_SECOND_FACTOR) or a recovery code (FLOW_RECOVERY_CODE), send a reset mail
+        (FLOW_PASSWORD_RESET) or a verification mail (FLOW_VERIFICATION_RESEND). Each flow
+        has its own record per account, apart from the login throttle's. The answer is the
+        same for an identifier with an account and one without, and a DENY carries no time.
+        Cost: one store operation for a code flow; for a mail flow two (the network's
+        budget, then the account's caps), three when the caps refuse or the attempt_id is a
+        replay (the network's token goes back).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClearFlow(self, request, context):
+        """A code the gateway verified: clears that code flow's record (FLOW_SECOND_FACTOR,
+        FLOW_RECOVERY_CODE). The mail flows' caps are never cleared by a gateway
+        (INVALID_ARGUMENT): an attacker who could would get fresh mails. Clears nothing of
+        the login throttle, and ClearAttempts clears no flow. Cost: one store operation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConfirmDevice(self, request, context):
+        """The gateway's challenge after a VERDICT_CHALLENGE passed (a one-time code counted
+        through FLOW_SECOND_FACTOR and verified, or a mailed link followed): exchanges the
+        challenge token for a device token (docs/devices.md, "Step-up for unknown
+        devices"), and clears the account's FLOW_SECOND_FACTOR record as ClearFlow does. A
+        challenge token that is not this fleet's, is another account's or credential's, or
+        is older than 15 minutes is FAILED_PRECONDITION: no device token. Cost: one HMAC
+        check and one store operation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GovernorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +194,21 @@ def add_GovernorServicer_to_server(servicer, server):
                     servicer.CheckPassword,
                     request_deserializer=portcullis_dot_v1_dot_governor__pb2.CheckPasswordRequest.FromString,
                     response_serializer=portcullis_dot_v1_dot_governor__pb2.CheckPasswordResponse.SerializeToString,
+            ),
+            'RecordFlowAttempt': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordFlowAttempt,
+                    request_deserializer=portcullis_dot_v1_dot_governor__pb2.RecordFlowAttemptRequest.FromString,
+                    response_serializer=portcullis_dot_v1_dot_governor__pb2.RecordFlowAttemptResponse.SerializeToString,
+            ),
+            'ClearFlow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearFlow,
+                    request_deserializer=portcullis_dot_v1_dot_governor__pb2.ClearFlowRequest.FromString,
+                    response_serializer=portcullis_dot_v1_dot_governor__pb2.ClearFlowResponse.SerializeToString,
+            ),
+            'ConfirmDevice': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConfirmDevice,
+                    request_deserializer=portcullis_dot_v1_dot_governor__pb2.ConfirmDeviceRequest.FromString,
+                    response_serializer=portcullis_dot_v1_dot_governor__pb2.ConfirmDeviceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -279,6 +347,87 @@ class Governor:
             '/portcullis.v1.Governor/CheckPassword',
             portcullis_dot_v1_dot_governor__pb2.CheckPasswordRequest.SerializeToString,
             portcullis_dot_v1_dot_governor__pb2.CheckPasswordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordFlowAttempt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/portcullis.v1.Governor/RecordFlowAttempt',
+            portcullis_dot_v1_dot_governor__pb2.RecordFlowAttemptRequest.SerializeToString,
+            portcullis_dot_v1_dot_governor__pb2.RecordFlowAttemptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearFlow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/portcullis.v1.Governor/ClearFlow',
+            portcullis_dot_v1_dot_governor__pb2.ClearFlowRequest.SerializeToString,
+            portcullis_dot_v1_dot_governor__pb2.ClearFlowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConfirmDevice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/portcullis.v1.Governor/ConfirmDevice',
+            portcullis_dot_v1_dot_governor__pb2.ConfirmDeviceRequest.SerializeToString,
+            portcullis_dot_v1_dot_governor__pb2.ConfirmDeviceResponse.FromString,
             options,
             channel_credentials,
             insecure,
