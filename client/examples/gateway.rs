@@ -21,7 +21,7 @@
 //! | allow with `password_breached` | the session (device cookie), then `303` to the password change page |
 //! | allow | `welcome` and the device cookie |
 //! | challenge (a right password from a new device, `unknown_device = "step_up"`) | the code page; the code is "mailed"; a right code at `POST /login/code` confirms the device (`ConfirmDevice`) and logs in |
-//! | with `--step-up`: deny from a browser without the account's device cookie | **the same code page**, no code sent: the form tells a combo-list checker nothing |
+//! | with `--step-up`: every other deny (a wrong password, a closed door, an unknown account, with a device cookie or without) | **the same code page**, no code sent: the form tells a combo-list checker nothing |
 //! | change required (a breached password past its grace logins) | `303` to the password change page, no session, no device cookie |
 //!
 //! The example has no CAPTCHA provider, second factor or sessions: the pages say where a
@@ -36,20 +36,24 @@
 //!   the account exists, and answers every request with the same page, byte for byte:
 //!   an account that exists, one that does not, a request over the caps. Only a daemon
 //!   that cannot answer gets the `503`, which says nothing about the account either.
-//! - `POST /login/code` (form fields `username`, `code`): the one-time code step. It asks
-//!   `RecordFlowAttempt(FLOW_SECOND_FACTOR)` before it looks at the code; on a deny the
-//!   "too many codes" page (`429`), right code or not; on an allow a right code clears
-//!   the flow (`ClearFlow`) and logs in, a wrong one gets `401`. The codes come from
-//!   `--codes` (`name:code` lines), a stand-in for TOTP secrets or mailed codes.
+//! - `POST /login/code` (form field `code`): the one-time code step of a pending login
+//!   (below). It asks `RecordFlowAttempt(FLOW_SECOND_FACTOR)` before it looks at the
+//!   code; on a deny the "too many codes" page (`429`), right code or not; on an allow a
+//!   right code confirms the device (`ConfirmDevice`, which clears the count) and logs
+//!   in, a wrong one gets `401`. The codes come from `--codes` (`name:code` lines), a
+//!   stand-in for TOTP secrets or mailed codes. A code alone signs no one in: without a
+//!   pending login the answer is `401`.
 //!
 //! Step-up for unknown devices (docs/devices.md): run the daemon's realm with
 //! `unknown_device = "step_up"` and this gateway with `--step-up`. A right password from
 //! a browser without the account's device cookie is a challenge: the gateway keeps the
 //! challenge token in a server-side pending login (a `__Host-` cookie names it), "mails"
-//! the code (a log line) and shows the code page. A wrong password from such a browser
-//! gets the same page (and cookie), but no code and a pending login that no code
-//! completes. The code step counts each try through `FLOW_SECOND_FACTOR`, and a right
-//! code exchanges the challenge token for a device token (`ConfirmDevice`).
+//! the code (a log line) and shows the code page. Every failed login gets the same page
+//! (and cookie), but no code and a pending login that no code completes, whose tries are
+//! counted on a decoy record (the real user's code step is never closed by wrong
+//! passwords, and a checker cannot tell by the tries it gets). The code step counts each
+//! try through `FLOW_SECOND_FACTOR`, and a right code exchanges the challenge token for
+//! a device token (`ConfirmDevice`). Pending logins are bounded (100,000; past it, 503).
 //!
 //! Known devices (OWASP device cookies): a successful login sets the device token the
 //! daemon returned as an `HttpOnly; Secure; SameSite=Strict` cookie named for the account,
@@ -87,7 +91,7 @@ mod reset;
 #[path = "gateway/telemetry.rs"]
 mod telemetry;
 
-use codes::{CHALLENGE_TTL, Pending, PendingLogins, code_page, login_code};
+use codes::{PendingLogins, code_page, login_code};
 use reset::password_reset;
 
 #[derive(Parser)]
@@ -111,9 +115,8 @@ struct Args {
     /// Deadline of one call to the daemon.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     call_timeout: std::time::Duration,
-    /// The realm's `unknown_device` is `"step_up"`: a failed login from a browser without
-    /// the account's device cookie shows the code page a right one gets (docs/devices.md,
-    /// "No checker").
+    /// The realm's `unknown_device` is `"step_up"`: every failed login shows the code
+    /// page a right password from a new device gets (docs/devices.md, "No checker").
     #[arg(long)]
     step_up: bool,
     /// Proxies of your own in front of this gateway (load balancers, CDNs) that append
@@ -351,24 +354,14 @@ async fn check(
         // (docs/devices.md): the code page, and a code.
         Decision::Challenge => {
             let challenge = answer.challenge_token.map(|token| (token, stored.to_owned()));
-            let pending = Pending {
-                identifier: form.username,
-                challenge,
-                breached: answer.password_breached,
-                expires: std::time::Instant::now() + CHALLENGE_TTL,
-            };
-            code_page(&gw, pending)
+            let id = identifier.as_ref().map(|id| id.as_str());
+            code_page(&gw, id, challenge, answer.password_breached)
         }
-        // A wrong password (or a closed door) from a browser without the account's
-        // device cookie: the same code page, no code ("No checker").
-        Decision::Deny if gw.step_up && device_token.is_none() => {
-            let pending = Pending {
-                identifier: form.username,
-                challenge: None,
-                breached: false,
-                expires: std::time::Instant::now() + CHALLENGE_TTL,
-            };
-            code_page(&gw, pending)
+        // Every other failed login (a wrong password, a closed door, an unknown account,
+        // a device cookie or none: the gateway cannot tell which devices the daemon
+        // trusted): the same code page, no code ("No checker").
+        Decision::Deny if gw.step_up => {
+            code_page(&gw, identifier.as_ref().map(|id| id.as_str()), None, false)
         }
         // The account is near its lockout ("Step-up before the lockout"): challenge the
         // client before its next guess. Read from a count the daemon keeps for every
@@ -430,7 +423,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         codes,
         trusted_proxy_hops: args.trusted_proxy_hops,
         step_up: args.step_up,
-        pending: std::sync::Mutex::new(HashMap::new()),
+        pending: PendingLogins::default(),
     });
     let metrics = telemetry.metrics.clone();
     let app = axum::Router::new()

@@ -35,7 +35,8 @@
 //! a realm whose `unknown_device = "step_up"` answers a right password without a valid
 //! device token with `VERDICT_CHALLENGE` and one of these instead of a device token;
 //! `ConfirmDevice` exchanges it, within [`CHALLENGE_TTL`] and for the same realm,
-//! account and stored hash, for a device token under the epoch it carries. Neither kind
+//! account and stored hash, for a device token under the account's device epoch as the
+//! store holds it then (a challenge token's epoch field is 0 and unused). Neither kind
 //! passes for the other.
 //!
 //! The device key is [`KeySecret::subkey`]`("device-token")`, so every daemon sharing
@@ -185,23 +186,21 @@ impl DeviceTokens {
         grant.account.credential(&self.secret, grant.stored_hash)
     }
 
-    /// A challenge token for `grant` under device epoch `epoch` (module docs): what a
-    /// step-up realm answers a right password from an unknown device with.
+    /// A challenge token for `grant` (module docs): what a step-up realm answers a right
+    /// password from an unknown device with.
     ///
     /// # Errors
-    /// [`IssueError`] when the random source fails or `epoch` does not fit 32 bits.
-    pub fn issue_challenge(&self, grant: &Grant<'_>, epoch: u64) -> Result<String, IssueError> {
-        self.mint((CHALLENGE_VERSION, CHALLENGE_DOMAIN), grant, epoch, SystemTime::now())
+    /// [`IssueError`] when the random source fails.
+    pub fn issue_challenge(&self, grant: &Grant<'_>) -> Result<String, IssueError> {
+        self.mint((CHALLENGE_VERSION, CHALLENGE_DOMAIN), grant, 0, SystemTime::now())
     }
 
-    /// The device epoch a challenge token carries, when it is this key secret's, for
-    /// exactly this realm, account key and stored hash, and younger than
-    /// [`CHALLENGE_TTL`] at `now`; `None` for anything else (a device token included).
-    pub fn check_challenge(&self, token: &str, grant: &Grant<'_>, now: SystemTime) -> Option<u64> {
-        let body =
-            self.open((CHALLENGE_VERSION, CHALLENGE_DOMAIN), token, grant, CHALLENGE_TTL, now)?;
-        let epoch = u32::from_be_bytes(body[EPOCH_AT..NONCE_AT].try_into().ok()?);
-        Some(u64::from(epoch))
+    /// Whether `token` is a challenge token of this key secret for exactly this realm,
+    /// account key and stored hash, younger than [`CHALLENGE_TTL`] at `now` (a device
+    /// token, or anything else, is not).
+    pub fn check_challenge(&self, token: &str, grant: &Grant<'_>, now: SystemTime) -> bool {
+        self.open((CHALLENGE_VERSION, CHALLENGE_DOMAIN), token, grant, CHALLENGE_TTL, now)
+            .is_some()
     }
 
     /// A token of kind `(version, domain)`: the layout of the module docs.
@@ -342,18 +341,18 @@ mod tests {
         let tokens = DeviceTokens::new(&secret());
         let alice = account("default", "alice");
         let grant = Grant { realm: "default", account: &alice, stored_hash: HASH };
-        let challenge = tokens.issue_challenge(&grant, 4).unwrap();
-        assert_eq!(tokens.check_challenge(&challenge, &grant, SystemTime::now()), Some(4));
+        let challenge = tokens.issue_challenge(&grant).unwrap();
+        assert!(tokens.check_challenge(&challenge, &grant, SystemTime::now()));
         assert_eq!(check(&tokens, &challenge, "default", "alice"), None, "not a device token");
-        let device = issue(&tokens, "default", &alice, 4);
-        assert_eq!(tokens.check_challenge(&device, &grant, SystemTime::now()), None);
+        let device = issue(&tokens, "default", &alice, 0);
+        assert!(!tokens.check_challenge(&device, &grant, SystemTime::now()));
         let bob = account("default", "bob");
         let other = Grant { realm: "default", account: &bob, stored_hash: HASH };
-        assert_eq!(tokens.check_challenge(&challenge, &other, SystemTime::now()), None);
+        assert!(!tokens.check_challenge(&challenge, &other, SystemTime::now()));
         let changed = Grant { stored_hash: "$2b$04$other", ..grant };
-        assert_eq!(tokens.check_challenge(&challenge, &changed, SystemTime::now()), None);
+        assert!(!tokens.check_challenge(&challenge, &changed, SystemTime::now()));
         let later = SystemTime::now() + CHALLENGE_TTL + Duration::from_secs(1);
-        assert_eq!(tokens.check_challenge(&challenge, &grant, later), None, "expired");
+        assert!(!tokens.check_challenge(&challenge, &grant, later), "expired");
     }
 
     #[test]

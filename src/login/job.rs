@@ -124,7 +124,10 @@ impl Job {
             held.settle(End::Unhashed).await?;
             return Ok(pass.reject);
         }
-        if counted.repeat && !counted.recheck {
+        // A step-up realm compares every repeat: an unhashed answer to a wrong
+        // password's repeat, beside a hashed one to a right password's (a challenge is
+        // never forgiven), would tell a checker which was right by time.
+        if counted.repeat && !counted.recheck && realm.unknown_device != UnknownDevice::StepUp {
             return call.forgive(&mut held, pass.reject).await;
         }
         let compared = match compare(&mut ticket, deadline, comparison, password, breach).await {
@@ -372,8 +375,12 @@ impl<'a> Call<'a> {
     /// In a `step_up` realm, a match counted on the account's record (no device token of
     /// this account and credential, or a revoked one) is a challenge instead: a
     /// challenge token, no device token (docs/devices.md, "Step-up for unknown
-    /// devices"). Otherwise a breached password is counted (docs/breach.md, "Grace
-    /// logins"), and past the realm's grace logins the answer requires a change.
+    /// devices"), and in the store exactly what a failed comparison leaves ([`Self::fail`]:
+    /// the count kept, the network's token spent, the spray failure and the repeat
+    /// noted), so no later answer's time tells a right password from a wrong one;
+    /// `ConfirmDevice` clears the record. Otherwise a breached password is counted
+    /// (docs/breach.md, "Grace logins"), and past the realm's grace logins the answer
+    /// requires a change.
     async fn accept(
         &self,
         held: &mut Held<'_>,
@@ -383,27 +390,32 @@ impl<'a> Call<'a> {
         pass: &Pass,
     ) -> Result<LoginVerdict, LoginError> {
         let (realm, bucket) = (self.realm, held.bucket);
-        let (epoch, settled) = tokio::join!(
-            self.store.accept(bucket, self.key, realm.device_epoch_ttl_ms()),
-            held.settle(End::Compared { matched: true }),
-        );
-        let epoch = epoch?;
-        settled?;
         let grant = Grant { realm: &realm.name, account: self.key, stored_hash };
         let signals = signals(realm, pass.suspected, 0, pass.flagged);
         if compared.breached {
             metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
         }
-        let no_token =
-            |e: &IssueError| tracing::error!(realm = %realm.name, error = %e, "no token");
+        let no_token = |e: &IssueError| tracing::error!(realm = %realm.name, error = %e, "no token");
         if realm.unknown_device == UnknownDevice::StepUp && !bucket.is_device() {
-            let challenge_token = devices.issue_challenge(&grant, epoch).inspect_err(no_token)?;
+            let challenge_token = devices.issue_challenge(&grant).inspect_err(no_token)?;
+            self.fail(held, pass.reject.clone()).await?;
+            // The signals of the reject a wrong password gets here.
+            let signals = match &pass.reject {
+                LoginVerdict::Reject { signals } => *signals,
+                _ => signals,
+            };
             return Ok(LoginVerdict::Challenge {
                 challenge_token,
                 password_breached: compared.breached,
                 signals,
             });
         }
+        let (epoch, settled) = tokio::join!(
+            self.store.accept(bucket, self.key, realm.device_epoch_ttl_ms()),
+            held.settle(End::Compared { matched: true }),
+        );
+        let epoch = epoch?;
+        settled?;
         if compared.breached {
             let note = BreachedNote {
                 account: self.key,

@@ -268,10 +268,10 @@ impl Logins {
     /// `ConfirmDevice` (docs/devices.md, "Step-up for unknown devices"): the gateway's
     /// challenge after a [`LoginVerdict::Challenge`] passed. `None` when the challenge
     /// token is not this fleet's for exactly this realm, account key and stored hash, or
-    /// older than [`crate::defence::devices::CHALLENGE_TTL`]: no device token. Else the
-    /// account's `second_factor` record is cleared (the code was verified) and a device
-    /// token is issued under the epoch the challenge carries (a revocation since then
-    /// leaves it untrusted at its first use).
+    /// older than [`crate::defence::devices::CHALLENGE_TTL`]: no device token. Else, in
+    /// one round trip, the account's login record is cleared (the challenge left it
+    /// counted, as a failure would) reading its device epoch, and its `second_factor`
+    /// record (the code was verified); a device token is issued under that epoch.
     ///
     /// # Errors
     /// The store's error, or no random nonce: no device token (the gateway denies).
@@ -283,11 +283,16 @@ impl Logins {
         stored_hash: &str,
     ) -> Result<Option<String>, LoginError> {
         let grant = Grant { realm: &realm.name, account: key, stored_hash };
-        let Some(epoch) = self.devices.check_challenge(challenge_token, &grant, SystemTime::now())
-        else {
+        if !self.devices.check_challenge(challenge_token, &grant, SystemTime::now()) {
             return Ok(None);
-        };
-        self.store.clear(&key.flow(Flow::SecondFactor)).await?;
+        }
+        let second_factor = key.flow(Flow::SecondFactor);
+        let (epoch, cleared) = tokio::join!(
+            self.store.accept(key, key, realm.device_epoch_ttl_ms()),
+            self.store.clear(&second_factor),
+        );
+        let epoch = epoch?;
+        cleared?;
         let token = self.devices.issue(&grant, epoch)?;
         metrics::counter!(DEVICES_CONFIRMED, "realm" => realm.name.clone()).increment(1);
         Ok(Some(token))

@@ -441,41 +441,65 @@ async fn the_reset_page_is_one_page_and_mail_goes_only_to_known_accounts_within_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_code_is_counted_before_it_is_checked_and_a_right_one_clears_the_count() {
+async fn a_code_is_counted_before_it_is_checked_and_wrong_passwords_never_close_the_real_code_step()
+{
     let dir = tempfile::tempdir().unwrap();
-    let daemon = DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).toml());
+    let daemon = DaemonProcess::spawn(
+        &TestConfig::embedded(&dir.path().join("data")).extra(STEP_UP_REALM).toml(),
+    );
     let users = users_file(dir.path(), &["dave"]);
     let codes = dir.path().join("codes");
     std::fs::write(&codes, "dave@example.com:246810\n").unwrap();
-    let gw = Gateway::spawn_with(&users, daemon.addr, &["--codes", codes.to_str().unwrap()]);
+    let args = ["--realm", "stepup", "--step-up", "--codes", codes.to_str().unwrap()];
+    let gw = Gateway::spawn_with(&users, daemon.addr, &args);
     let dave = "dave@example.com";
+    let pending = async |password: &str| cookie_pair(&gw.login(dave, password).await);
 
-    let welcome = gw.code(dave, "246810").await;
-    assert_eq!(status(&welcome), "200", "{welcome}");
-    assert!(welcome.ends_with("welcome"), "{welcome}");
-    // Four wrong codes, then the right one: in, and the count starts again.
+    // A code alone signs no one in: no pending login, no code step.
+    let alone = gw.code(dave, "246810").await;
+    assert_eq!(status(&alone), "401", "{alone}");
+    assert!(alone.ends_with("invalid username or password"), "{alone}");
+
+    // Four wrong codes, then the right one: in (ConfirmDevice clears the count).
+    let first = pending("a passphrase").await;
     for n in 0..4 {
-        assert_eq!(status(&gw.code(dave, &format!("00000{n}")).await), "401");
+        assert_eq!(status(&gw.code_with_cookie(&format!("00000{n}"), &first).await), "401");
     }
-    assert_eq!(status(&gw.code(dave, "246810").await), "200", "the fifth try was refused");
+    let welcome = gw.code_with_cookie("246810", &first).await;
+    assert_eq!(status(&welcome), "200", "the fifth try was refused: {welcome}");
 
-    // Five wrong codes use up the window (5 in 15 min), for an account with a code and
-    // one without alike.
-    let wrong = gw.code(dave, "000000").await;
+    // A wrong password's page counts its codes as a real one does (five, then 429, the
+    // right code too), on a decoy record: the real code step stays open.
+    let decoy = pending("not it").await;
+    let wrong = gw.code_with_cookie("000000", &decoy).await;
     assert_eq!(status(&wrong), "401");
     assert!(wrong.ends_with("wrong code"), "{wrong}");
-    assert_eq!(gw.code("ghost@example.com", "000000").await, wrong);
     for n in 1..5 {
-        assert_eq!(gw.code(dave, &format!("11111{n}")).await, wrong, "wrong code {n}");
-        assert_eq!(gw.code("ghost@example.com", &format!("11111{n}")).await, wrong);
+        assert_eq!(gw.code_with_cookie(&format!("11111{n}"), &decoy).await, wrong, "{n}");
     }
-    // The sixth is refused before it is looked at: the right code too.
-    let refused = gw.code(dave, "246810").await;
+    let refused = gw.code_with_cookie("246810", &decoy).await;
     assert_eq!(status(&refused), "429", "{refused}");
     assert!(refused.ends_with("too many codes: try again later"), "{refused}");
-    assert_eq!(gw.code(dave, "000000").await, refused);
-    assert_eq!(gw.code("ghost@example.com", "246810").await, refused);
+    let ghost = cookie_pair(&gw.login("ghost@example.com", "not it").await);
+    for n in 0..5 {
+        assert_eq!(gw.code_with_cookie(&format!("22222{n}"), &ghost).await, wrong, "ghost {n}");
+    }
+    assert_eq!(gw.code_with_cookie("246810", &ghost).await, refused);
+    let real = pending("a passphrase").await;
+    let welcome = gw.code_with_cookie("246810", &real).await;
+    assert_eq!(status(&welcome), "200", "wrong passwords closed the code step: {welcome}");
+
+    // Five wrong codes on a real page use up the window (5 in 15 min): the sixth is
+    // refused before it is looked at, the right code too, and the same as the decoy's.
+    let real = pending("a passphrase").await;
+    for n in 0..5 {
+        assert_eq!(gw.code_with_cookie(&format!("33333{n}"), &real).await, wrong, "{n}");
+    }
+    assert_eq!(gw.code_with_cookie("246810", &real).await, refused);
 }
+
+/// A realm that asks for a second factor from a new device (bcrypt cost 4).
+const STEP_UP_REALM: &str = "[realms.stepup]\nunknown_device = \"step_up\"\nhash = { algorithm = \"bcrypt\", bcrypt_cost = 4 }\n";
 
 /// The response with its `Set-Cookie` value's random part blanked: what two answers that
 /// differ only by a fresh challenge id have in common.
@@ -502,10 +526,9 @@ fn cookie_pair(response: &str) -> String {
 async fn a_new_device_gets_one_code_page_for_a_right_and_a_wrong_password_and_only_the_right_one_is_confirmed()
  {
     let dir = tempfile::tempdir().unwrap();
-    let extra = "[realms.stepup]\nunknown_device = \"step_up\"\n\
-                 hash = { algorithm = \"bcrypt\", bcrypt_cost = 4 }\n";
-    let daemon =
-        DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("data")).extra(extra).toml());
+    let daemon = DaemonProcess::spawn(
+        &TestConfig::embedded(&dir.path().join("data")).extra(STEP_UP_REALM).toml(),
+    );
     let users = users_file(dir.path(), &["erin"]);
     let codes = dir.path().join("codes");
     std::fs::write(&codes, "erin@example.com:135790\n").unwrap();
@@ -544,13 +567,18 @@ async fn a_new_device_gets_one_code_page_for_a_right_and_a_wrong_password_and_on
     // The pending login is used up.
     assert_eq!(status(&gw.code_with_cookie("135790", &challenge).await), "401");
 
-    // From that device: a plain login, and a wrong password the plain 401.
+    // From that device: a plain login. A wrong password gets the code page, with a
+    // device cookie or without one (a made-up one included): the gateway cannot know
+    // which devices the daemon trusted, and a cookie must not turn the page into a "wrong
+    // password" a checker could read.
     let again = gw.login_with_cookie(erin, "a passphrase", Some(&device)).await;
     assert_eq!(status(&again), "200", "{again}");
     assert!(again.ends_with("welcome"), "{again}");
     let typo = gw.login_with_cookie(erin, "not it", Some(&device)).await;
-    assert_eq!(status(&typo), "401", "{typo}");
-    assert!(typo.ends_with("invalid username or password"), "{typo}");
+    assert_eq!(without_cookie_value(&typo), without_cookie_value(&right));
+    let name = device.split('=').next().unwrap();
+    let made_up = gw.login_with_cookie(erin, "not it", Some(&format!("{name}=garbage"))).await;
+    assert_eq!(without_cookie_value(&made_up), without_cookie_value(&right));
     assert_eq!(gw.mails_settled(1).await.len(), 1, "a code for a known device");
 }
 

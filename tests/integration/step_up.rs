@@ -28,7 +28,7 @@ use portcullis::pb::{
 };
 use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
-use portcullis::store::Store;
+use portcullis::store::{SprayNote, Store};
 use portcullis::store::embedded::{EmbeddedStore, SystemClock};
 use portcullis::store::keys::AccountKey;
 use portcullis::store::redis::RedisStore;
@@ -57,6 +57,7 @@ max_waiters = 64
 hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
 unknown_device = "step_up"
 network_capacity = 100000
+max_failures = 20
 [realms.stepup5]
 hash = { algorithm = "bcrypt", bcrypt_cost = 5 }
 unknown_device = "step_up"
@@ -132,7 +133,9 @@ async fn confirm(
 }
 
 /// A challenge for a new device, and nothing else: its token, no device token, no
-/// rehash, no signal; `password_breached` as given. Answers the challenge token.
+/// rehash, no signal but the `step_up` a reject would carry at the same count (a
+/// challenge is counted as a failure until ConfirmDevice); `password_breached` as given.
+/// Answers the challenge token.
 fn challenged(r: &VerifyResponse, breached: bool, what: &str) -> String {
     assert!(!r.challenge_token.is_empty(), "{what}: no challenge token: {r:?}");
     let want = VerifyResponse {
@@ -140,6 +143,7 @@ fn challenged(r: &VerifyResponse, breached: bool, what: &str) -> String {
         challenge_reason: ChallengeReason::NewDevice as i32,
         password_breached: breached,
         challenge_token: r.challenge_token.clone(),
+        step_up: r.step_up,
         ..VerifyResponse::default()
     };
     assert_eq!(r, &want, "{what}: not a plain challenge");

@@ -19,11 +19,11 @@ async fn a_step_up_realm_tells_no_unknown_account_from_a_wrong_password_or_a_clo
     for step in 0..8 {
         let guess = format!("guess {step}");
         let password = if step < 5 { guess.as_bytes() } else { PASSWORD };
-        let known = c.verify("stepup", "known@example.com", password, &hash, "192.0.2.30");
+        let known = c.verify("stepup5", "known@example.com", password, &hash, "192.0.2.30");
         let known = known.await.unwrap();
-        let unknown = c.verify("stepup", "nobody@example.com", password, "", "192.0.2.31");
+        let unknown = c.verify("stepup5", "nobody@example.com", password, "", "192.0.2.31");
         let unknown = unknown.await.unwrap();
-        let wrong = c.verify("stepup", "wrong@example.com", guess.as_bytes(), &hash, "192.0.2.32");
+        let wrong = c.verify("stepup5", "wrong@example.com", guess.as_bytes(), &hash, "192.0.2.32");
         let wrong = wrong.await.unwrap();
         assert_eq!(verdict(&known), Verdict::Reject, "step {step}");
         assert_eq!(known.encode_to_vec(), unknown.encode_to_vec(), "step {step}: unknown account");
@@ -31,14 +31,51 @@ async fn a_step_up_realm_tells_no_unknown_account_from_a_wrong_password_or_a_clo
         assert!(known.challenge_token.is_empty() && known.challenge_reason == 0);
     }
     let closed = portcullis::rpc::reject(Signals { step_up: true, ..Signals::default() });
-    let r = c.verify("stepup", "known@example.com", PASSWORD, &hash, "192.0.2.30").await.unwrap();
+    let r = c.verify("stepup5", "known@example.com", PASSWORD, &hash, "192.0.2.30").await.unwrap();
     assert_eq!(r.encode_to_vec(), closed.encode_to_vec(), "a closed door let the password in");
     // The right password from an unknown device on an open door: a challenge, not a
     // reject.
-    let r = c.verify("stepup", "open@example.com", PASSWORD, &hash, "192.0.2.33").await.unwrap();
+    let r = c.verify("stepup5", "open@example.com", PASSWORD, &hash, "192.0.2.33").await.unwrap();
     challenged(&r, false, "open door");
     let plain = portcullis::rpc::reject(Signals::default()).encode_to_vec();
     assert_ne!(r.encode_to_vec(), plain);
+    d.shutdown().await;
+}
+
+/// What a checker can make a step-up realm do after a candidate password gives it
+/// nothing to time: the same password again, or five wrong ones after it, are compared
+/// (hashed) exactly as often, and leave the same count, whether the candidate was right
+/// (a challenge) or wrong (a reject). A challenge leaves the store as a failure does;
+/// a repeat is compared, never forgiven unhashed; ConfirmDevice clears the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checker_cannot_tell_a_right_candidate_by_what_follows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(None, dir.path(), false).await;
+    let mut c = d.client().await;
+    let mut ops = caller(d.addr, None, None).await.unwrap();
+    let hash = hash_of(PASSWORD);
+    // Each sequence on an account of its own, from a client of its own; answers the
+    // comparisons it caused and the count it left.
+    let mut run = async |who: &str, candidate: &[u8], then: &[&[u8]]| {
+        let before = d.budget().comparisons;
+        let client = format!("192.0.2.{}", who.len());
+        c.verify("stepup5", who, candidate, &hash, &client).await.unwrap();
+        for password in then {
+            c.verify("stepup5", who, password, &hash, &client).await.unwrap();
+        }
+        let failures = ops.inspect("stepup5", who).await.unwrap().failures;
+        (d.budget().comparisons - before, failures)
+    };
+    // The same candidate twice.
+    let right = run("twice-right@example.com", PASSWORD, &[PASSWORD]).await;
+    let wrong = run("twice-wrong@example.com", b"not it", &[b"not it"]).await;
+    assert_eq!(right, wrong, "a repeat of the right password and of a wrong one differ");
+    assert_eq!(right.0, 2, "a repeat was answered unhashed");
+    // The candidate, then five wrong passwords: the door closes at the same step.
+    let fives: Vec<&[u8]> = vec![b"w1", b"w2", b"w3", b"w4", b"w5"];
+    let right = run("five-right@example.com", PASSWORD, &fives).await;
+    let wrong = run("five-wrong-x@example.com", b"not it", &fives).await;
+    assert_eq!(right, wrong, "the door state after a right candidate and a wrong one differ");
     d.shutdown().await;
 }
 

@@ -139,8 +139,9 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
     let mut ops = caller(d.addr, None, None).await.unwrap();
     let hash = hash_of(PASSWORD);
     let (alice, bob) = ("alice@example.com", "bob@example.com");
-    // Two wrong guesses first: the challenge clears the account's record and gives its
-    // network's token back, as an accept does (the password was right).
+    // Two wrong guesses first: the challenge leaves the store as a failed comparison
+    // does (the count kept, its network's token spent), so no later answer's time tells
+    // it from a wrong password; ConfirmDevice clears the record (below).
     for n in 0..2 {
         let guess = format!("guess {n}");
         let r = c.verify("stepup", alice, guess.as_bytes(), &hash, "192.0.2.1").await.unwrap();
@@ -150,11 +151,11 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
     let network_tokens = ops.inspect_network("stepup", "192.0.2.1").await.unwrap().tokens;
     let first = c.verify("stepup", alice, PASSWORD, &hash, "192.0.2.1").await.unwrap();
     let challenge = challenged(&first, false, "no token");
-    assert_eq!(ops.inspect("stepup", alice).await.unwrap().failures, 0, "the record stayed");
+    assert_eq!(ops.inspect("stepup", alice).await.unwrap().failures, 3, "a challenge counts");
     let after = ops.inspect_network("stepup", "192.0.2.1").await.unwrap().tokens;
     assert!(
-        after >= network_tokens,
-        "the challenge kept its network's token ({network_tokens} -> {after})"
+        after < network_tokens,
+        "the challenge gave its network's token back ({network_tokens} -> {after})"
     );
     let bobs = challenged(
         &c.verify("stepup", bob, PASSWORD, &hash, "192.0.2.2").await.unwrap(),
@@ -204,7 +205,7 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
         tokens().issue(&Grant { realm: "stepup", account: &key, stored_hash: &hash }, 0).unwrap();
     let other_fleet =
         DeviceTokens::new(&KeySecret::new(b"another fleet's key secret, 0123456789".to_vec()))
-            .issue_challenge(&Grant { realm: "stepup", account: &key, stored_hash: &hash }, 0)
+            .issue_challenge(&Grant { realm: "stepup", account: &key, stored_hash: &hash })
             .unwrap();
     let other_realm_challenge = tokens()
         .issue_challenge(
@@ -213,7 +214,6 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
                 account: &account_key("stepgrace", alice),
                 stored_hash: &hash,
             },
-            0,
         )
         .unwrap();
     let truncated = challenge[..challenge.len() - 1].to_owned();
@@ -307,7 +307,10 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
     let again = challenged(&r, false, "after the refused confirmations");
 
     // The challenge passed: the token is trusted at the next login, and a plain accept.
+    assert!(ops.inspect("stepup", alice).await.unwrap().failures > 0);
     let device = confirm(&mut c, "stepup", alice, &again, &hash).await.unwrap();
+    let cleared = ops.inspect("stepup", alice).await.unwrap().failures;
+    assert_eq!(cleared, 0, "ConfirmDevice left the login record");
     let r = c.verify_with_device("stepup", alice, PASSWORD, &hash, "192.0.2.1", &device).await;
     let renewed = accepted(&r.unwrap(), false, "the confirmed device");
     // It vouches for its credential only: with another stored hash (a password change),
@@ -330,18 +333,17 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
         .unwrap();
     let r = c.verify_with_device("stepup", bob, PASSWORD, &hash, "192.0.2.2", &bob_device).await;
     challenged(&r.unwrap(), false, "a revoked device");
-    // A challenge from before the revocation buys a token under the old epoch: untrusted
-    // at its first use.
-    let stale = confirm(&mut c, "stepup", bob, &late, &hash).await.unwrap();
-    let r = c.verify_with_device("stepup", bob, PASSWORD, &hash, "192.0.2.3", &stale).await;
-    let fresh = challenged(&r.unwrap(), false, "a token confirmed across a revocation");
-    let current = confirm(&mut c, "stepup", bob, &fresh, &hash).await.unwrap();
-    let r = c.verify_with_device("stepup", bob, PASSWORD, &hash, "192.0.2.3", &current).await;
-    accepted(&r.unwrap(), false, "a token confirmed after the revocation");
+    // A challenge from before the revocation, confirmed after it (the second factor
+    // passed since): a token under the epoch ConfirmDevice reads, trusted.
+    let confirmed = confirm(&mut c, "stepup", bob, &late, &hash).await.unwrap();
+    let r = c.verify_with_device("stepup", bob, PASSWORD, &hash, "192.0.2.3", &confirmed).await;
+    accepted(&r.unwrap(), false, "a token confirmed after a revocation");
 
-    // A wrong password is a plain reject, token or not.
+    // A wrong password is a plain reject, token or not (the account's count is below
+    // its step-up: alice's record was cleared by her ConfirmDevice).
     let r = c.verify("stepup", alice, b"wrong", &hash, "192.0.2.1").await.unwrap();
-    assert_eq!(r.encode_to_vec(), portcullis::rpc::reject(Signals::default()).encode_to_vec());
+    assert_eq!(verdict(&r), Verdict::Reject);
+    assert!(r.device_token.is_empty() && r.challenge_token.is_empty());
 
     // The challenge asks for no rehash (a new stored hash would orphan its token); the
     // accept of the confirmed device does.

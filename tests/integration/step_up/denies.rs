@@ -78,19 +78,33 @@ fn unavailable<T: std::fmt::Debug>(r: Result<T, Status>, what: &str) {
 }
 
 /// Each store operation of these paths failing is a deny (UNAVAILABLE), never an
-/// answer: the accept's clear behind a challenge, the breached count behind an accept,
-/// ConfirmDevice's clear of the second_factor record behind a device token.
+/// answer: a challenge's failure notes (as a failed comparison's), the breached count
+/// behind an accept, ConfirmDevice's clears (the login record and the second_factor
+/// record) behind a device token.
 async fn every_failed_store_operation_is_a_deny(inner: Arc<dyn Store>, settings: &Settings) {
     let hash = hash_of(PASSWORD);
     let breached_hash = hash_of(BREACHED.as_bytes());
     let healthy = governor_with_breach(inner.clone(), settings);
 
-    // The accept's clear fails: no challenge (and so no challenge token), no accept.
+    // A challenge leaves what a failed comparison leaves: its notes failing, no
+    // challenge (and so no challenge token), as a wrong password gets no reject.
+    for fault in [Fault::Spray(SprayNote::Failure), Fault::NoteRepeat] {
+        let g = faulty(&inner, fault, settings);
+        let r = verify_on(&g, "stepup", "notes@example.com", PASSWORD, &hash).await;
+        unavailable(r, &format!("step-up with {fault:?} failing"));
+        let r = verify_on(&g, "stepup", "notes@example.com", b"wrong", &hash).await;
+        unavailable(r, &format!("a wrong password with {fault:?} failing"));
+    }
+    // The accept's clear fails: no accept; a challenge does not clear (ConfirmDevice
+    // does, below).
     let g = faulty(&inner, Fault::Accept, settings);
-    unavailable(verify_on(&g, "stepup", "accept@example.com", PASSWORD, &hash).await, "step-up");
     unavailable(verify_on(&g, "grace", "accept@example.com", PASSWORD, &hash).await, "accept");
-    let r = verify_on(&g, "stepup", "accept@example.com", b"wrong", &hash).await.unwrap();
-    assert_eq!(verdict(&r), Verdict::Reject, "a wrong password needs no accept");
+    let r = verify_on(&g, "stepup", "accept@example.com", PASSWORD, &hash).await.unwrap();
+    let accept_challenge = challenged(&r, false, "a challenge needs no accept");
+    unavailable(
+        confirm_on(&g, "accept@example.com", &accept_challenge, &hash).await,
+        "ConfirmDevice with the login record's clear failing",
+    );
 
     // The breached count fails: no accept of a breached password; an unlisted one and a
     // challenge (which is not counted) are answered.
@@ -112,7 +126,7 @@ async fn every_failed_store_operation_is_a_deny(inner: Arc<dyn Store>, settings:
     }
 
     // ConfirmDevice's clear of the second_factor record fails: no device token, and the
-    // record stays (its door stays shut).
+    // record stays (its door stays shut). (The login record's clear runs beside it.)
     let g = faulty(&inner, Fault::FlowClear, settings);
     let who = "confirm@example.com";
     let r = verify_on(&g, "stepup", who, PASSWORD, &hash).await.unwrap();
