@@ -183,6 +183,14 @@ fn kind_text(kind: &figment::error::Kind) -> String {
 pub trait Value: PartialOrd + Copy {
     /// The value as the configuration file would write it.
     fn text(&self) -> String;
+
+    /// The value as the daemon uses it, which range checks compare: itself, or for a
+    /// duration its whole milliseconds (the stores' unit), so a range that holds for
+    /// the configured values holds for the values the stores are given (`1h 500us` is
+    /// not above `1h` there).
+    fn as_used(&self) -> Self {
+        *self
+    }
 }
 
 macro_rules! plain_value {
@@ -199,6 +207,10 @@ plain_value!(u8, u32, u64, usize, f64);
 impl Value for Duration {
     fn text(&self) -> String {
         humantime::format_duration(*self).to_string()
+    }
+
+    fn as_used(&self) -> Self {
+        Duration::from_millis(u64::try_from(self.as_millis()).unwrap_or(u64::MAX))
     }
 }
 
@@ -273,7 +285,8 @@ pub fn between<T: Value>(
     low: Bound<T>,
     high: Bound<T>,
 ) -> Result<(), ConfigError> {
-    if low.value <= value && value <= high.value {
+    let used = value.as_used();
+    if low.value.as_used() <= used && used <= high.value.as_used() {
         return Ok(());
     }
     let separator = if low.name.is_some() || high.name.is_some() { " – " } else { "–" };
@@ -289,7 +302,7 @@ pub fn between<T: Value>(
 /// # Errors
 /// [`ConfigError::OutOfRange`] naming the setting, its value and the limit.
 pub fn below<T: Value>(setting: &str, value: T, limit: Bound<T>) -> Result<(), ConfigError> {
-    if value < limit.value {
+    if value.as_used() < limit.value.as_used() {
         return Ok(());
     }
     Err(ConfigError::OutOfRange {
@@ -318,5 +331,16 @@ mod tests {
         let e = check_noted("verify.max_password_bytes", 10usize, 64..=65_536, "NIST");
         assert!(e.unwrap_err().to_string().ends_with("allowed 64–65536 (NIST)"));
         assert!(check("x", 5u32, 5..=5).is_ok() && below("x", 1u32, Bound::fixed(2)).is_ok());
+    }
+
+    #[test]
+    fn durations_are_compared_as_the_stores_use_them_in_whole_milliseconds() {
+        let hour = Duration::from_secs(3600);
+        let over = hour + Duration::from_micros(500);
+        // 1h 500us is 3,600,000 ms, as 1h: not above it where a script compares them.
+        assert!(below("max_window", hour, Bound::setting("retention", over)).is_err());
+        assert!(below("max_window", hour, Bound::setting("retention", over + hour)).is_ok());
+        let low = Bound::fixed(Duration::from_millis(1000));
+        assert!(between("w", Duration::from_micros(999_999), low, Bound::fixed(hour)).is_err());
     }
 }

@@ -82,14 +82,11 @@ pub fn expires_ms(log: &[u64]) -> Option<u64> {
     log.first().map(|&newest| newest.saturating_add(CAP_WINDOW_MS))
 }
 
-/// Reads a log as `send.lua` stores it: decimal times, comma-separated, newest first
-/// (non-increasing), at most [`MAX_DAILY_CAP`], each at most
-/// [`MAX_STORED_TIME_MS`]. Anything else was not written by a daemon: `None` (a store
-/// error, a deny).
+/// Reads a log as `send.lua` stores it: 1 to [`MAX_DAILY_CAP`] decimal times,
+/// comma-separated, newest first (non-increasing), each at most [`MAX_STORED_TIME_MS`]
+/// (an empty log is never stored: an allowed send writes its own time). Anything else
+/// was not written by a daemon: `None` (a store error, a deny).
 pub fn parse(text: &str) -> Option<Vec<u64>> {
-    if text.is_empty() {
-        return Some(Vec::new());
-    }
     let mut log = Vec::new();
     for part in text.split(',') {
         if part.is_empty() || part.len() > 15 || !part.bytes().all(|b| b.is_ascii_digit()) {
@@ -152,7 +149,7 @@ mod tests {
 
     #[test]
     fn stored_logs_read_strictly() {
-        assert_eq!(parse(""), Some(vec![]));
+        assert_eq!(parse(""), None, "an empty log is never written");
         assert_eq!(parse(&text(&[T, T - 5])), Some(vec![T, T - 5]));
         for bad in ["x", "1,", ",1", "1,2", "-1", "1 ", "99999999999999999999", "1.5"] {
             assert_eq!(parse(bad), None, "{bad:?}");

@@ -56,8 +56,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The log, read strictly (send_log::parse): anything else is a corrupt send log.
 local log = {}
 local held = redis.call('GET', KEYS[1])
-if held and held ~= '' then
-  if string.find(held, '[^0-9,]') or string.find(held, ',,', 1, true)
+if held then
+  -- An empty log is never written (an allowed send writes its own time).
+  if held == '' or string.find(held, '[^0-9,]') or string.find(held, ',,', 1, true)
       or string.sub(held, -1) == ',' or string.sub(held, 1, 1) == ',' then
     error('corrupt send log')
   end

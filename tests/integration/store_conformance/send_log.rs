@@ -280,6 +280,7 @@ async fn send_logs_a_daemon_never_writes_are_store_errors_on_redis() {
         "1234567890123456",
         "nan",
         "inf",
+        "",
     ]
     .map(String::from)
     .into();
