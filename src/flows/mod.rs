@@ -9,7 +9,8 @@
 //! - A **mail flow** (`password_reset`, `verification_resend`) takes a token of the
 //!   client network's budget for the flow, then asks the account's send log
 //!   ([`crate::store::Store::send`], `send.lua`). A refused send, or a replayed
-//!   `attempt_id`, gives the token back: the budget counts the mails a network caused,
+//!   `attempt_id`, gives the token back (after the answer, so a refusal takes as long as
+//!   an allow): the budget counts the mails a network caused,
 //!   and a network whose budget is empty touches no account's log. Nothing a gateway
 //!   sends clears a send log.
 //!
@@ -163,11 +164,19 @@ impl Flows {
             op: SendOp::Send,
         };
         let sent = self.store.send(&request).await?;
-        // Only a mail this call caused keeps the network's token.
+        // Only a mail this call caused keeps the network's token. It goes back after the
+        // answer: a refusal then takes the two round trips an allow takes (three would
+        // tell that someone asked for this name lately), and a give-back that fails
+        // leaves the network over-counted, the safe side (the store wrapper logs it).
         if (!sent.allowed || sent.replays > 0)
-            && let Some(key) = &network
+            && let Some(key) = network
         {
-            self.store.network(&bucket(key, NetworkOp::GiveBack)).await?;
+            let (store, policy) = (self.store.clone(), policy.network);
+            tokio::spawn(async move {
+                let give_back =
+                    NetworkRequest { key: &key, op: NetworkOp::GiveBack, policy: &policy };
+                let _ = store.network(&give_back).await;
+            });
         }
         Ok(if sent.replays > MAX_REPLAYS {
             FlowAnswer::DenyReplay
