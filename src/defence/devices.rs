@@ -199,8 +199,7 @@ impl DeviceTokens {
     /// account key and stored hash, younger than [`CHALLENGE_TTL`] at `now` (a device
     /// token, or anything else, is not).
     pub fn check_challenge(&self, token: &str, grant: &Grant<'_>, now: SystemTime) -> bool {
-        self.open((CHALLENGE_VERSION, CHALLENGE_DOMAIN), token, grant, CHALLENGE_TTL, now)
-            .is_some()
+        self.open((CHALLENGE_VERSION, CHALLENGE_DOMAIN), token, grant, CHALLENGE_TTL, now).is_some()
     }
 
     /// A token of kind `(version, domain)`: the layout of the module docs.

@@ -395,7 +395,8 @@ impl<'a> Call<'a> {
         if compared.breached {
             metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
         }
-        let no_token = |e: &IssueError| tracing::error!(realm = %realm.name, error = %e, "no token");
+        let no_token =
+            |e: &IssueError| tracing::error!(realm = %realm.name, error = %e, "no token");
         if realm.unknown_device == UnknownDevice::StepUp && !bucket.is_device() {
             let challenge_token = devices.issue_challenge(&grant).inspect_err(no_token)?;
             self.fail(held, pass.reject.clone()).await?;

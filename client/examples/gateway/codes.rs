@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use super::{Gateway, cookie, device_cookie_name, signed_in, unauthorized, unavailable};
 
 /// A login waiting for its code (the server-side record a challenge cookie names).
+#[derive(Clone)]
 pub(super) struct Pending {
     /// The account, normalized as the daemon counts it.
     identifier: String,
@@ -65,12 +66,10 @@ impl PendingLogins {
         Some(id)
     }
 
-    /// The pending login `id` names, if it is still waiting: its account, challenge and
-    /// breach flag.
-    fn get(&self, id: &str) -> Option<(String, Option<(String, String)>, bool)> {
+    /// The pending login `id` names, if it is still waiting.
+    fn get(&self, id: &str) -> Option<Pending> {
         let all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let p = all.get(id).filter(|p| p.expires > Instant::now())?;
-        Some((p.identifier.clone(), p.challenge.clone(), p.breached))
+        all.get(id).filter(|p| p.expires > Instant::now()).cloned()
     }
 
     fn remove(&self, id: &str) {
@@ -164,7 +163,7 @@ pub(super) async fn login_code(
     Form(form): Form<CodeForm>,
 ) -> Response {
     let Some(id) = cookie(&headers, CHALLENGE_COOKIE) else { return unauthorized() };
-    let Some((identifier, challenge, breached)) = gw.pending.get(id) else {
+    let Some(Pending { identifier, challenge, breached, .. }) = gw.pending.get(id) else {
         return unauthorized();
     };
     let counted_on = if challenge.is_some() { identifier.clone() } else { decoy(&identifier) };
