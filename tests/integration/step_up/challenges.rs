@@ -208,13 +208,11 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
             .issue_challenge(&Grant { realm: "stepup", account: &key, stored_hash: &hash })
             .unwrap();
     let other_realm_challenge = tokens()
-        .issue_challenge(
-            &Grant {
-                realm: "stepgrace",
-                account: &account_key("stepgrace", alice),
-                stored_hash: &hash,
-            },
-        )
+        .issue_challenge(&Grant {
+            realm: "stepgrace",
+            account: &account_key("stepgrace", alice),
+            stored_hash: &hash,
+        })
         .unwrap();
     let truncated = challenge[..challenge.len() - 1].to_owned();
     let refused: [(&str, &str, &str, &str); 8] = [
