@@ -214,30 +214,8 @@ async fn concurrent_sends_note_one_mail(b: &dyn LogBackend) {
     assert_eq!(allowed, 1);
 }
 
-macro_rules! send_log_conformance {
-    ($($case:ident),* $(,)?) => {
-        mod embedded {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(&Embedded::new()).await;
-                }
-            )*
-        }
-        mod redis_backend {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(&Redis::new()).await;
-                }
-            )*
-        }
-    };
-}
-
-send_log_conformance!(
+// The parent's `conformance!`: each case on both stores.
+conformance!(
     send_log_follows_the_twin,
     attempt_ids_note_one_mail,
     concurrent_sends_note_one_mail
