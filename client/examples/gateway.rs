@@ -263,6 +263,8 @@ fn signed_in(cookie_name: Option<String>, token: Option<String>, breached: bool)
     } else {
         (StatusCode::OK, "welcome\n").into_response()
     };
+    // It carries a credential (the device cookie): no cache keeps it.
+    ok.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let set = cookie_name.zip(token).and_then(|(name, token)| {
         let max_age = 90 * 24 * 3600; // the daemon's default device_token_ttl
         HeaderValue::from_str(&format!(
@@ -271,7 +273,7 @@ fn signed_in(cookie_name: Option<String>, token: Option<String>, breached: bool)
         .ok()
     });
     if let Some(set) = set {
-        ok.headers_mut().insert(header::SET_COOKIE, set);
+        ok.headers_mut().append(header::SET_COOKIE, set);
     }
     ok
 }

@@ -143,41 +143,42 @@ impl Flows {
         })
     }
 
-    /// A mail flow: the network's budget first, then the account's send log.
+    /// A mail flow: the network's budget first, then the account's send log
+    /// ([`Store::send_mail`]); a token still owed back goes back after the answer, so a
+    /// refusal takes an allow's time (a give-back that fails leaves the network
+    /// over-counted, the safe side).
     async fn mail(
         &self,
         attempt: &FlowAttempt<'_>,
         policy: &MailPolicy,
     ) -> Result<FlowAnswer, StoreError> {
         let network = self.network_key(attempt);
-        let bucket = |key, op| NetworkRequest { key, op, policy: &policy.network };
-        if let Some(key) = &network {
-            let taken = self.store.network(&bucket(key, NetworkOp::Take)).await?;
-            if !taken.taken {
-                return Ok(FlowAnswer::DenyNetwork);
-            }
-        }
+        let take = network.as_ref().map(|key| NetworkRequest {
+            key,
+            op: NetworkOp::Take,
+            policy: &policy.network,
+        });
         let request = SendRequest {
             log: attempt.key,
             attempt_id: attempt.attempt,
             policy: &policy.send,
             op: SendOp::Send,
         };
-        let sent = self.store.send(&request).await?;
-        // Only a mail this call caused keeps the network's token. It goes back after the
-        // answer: a refusal then takes the two round trips an allow takes (three would
-        // tell that someone asked for this name lately), and a give-back that fails
-        // leaves the network over-counted, the safe side (the store wrapper logs it).
-        if (!sent.allowed || sent.replays > 0)
+        let mail = self.store.send_mail(&request, take.as_ref()).await?;
+        if mail.network_refused {
+            return Ok(FlowAnswer::DenyNetwork);
+        }
+        if mail.give_back_due
             && let Some(key) = network
         {
-            let (store, policy) = (self.store.clone(), policy.network);
+            let (store, bucket) = (self.store.clone(), policy.network);
             tokio::spawn(async move {
                 let give_back =
-                    NetworkRequest { key: &key, op: NetworkOp::GiveBack, policy: &policy };
+                    NetworkRequest { key: &key, op: NetworkOp::GiveBack, policy: &bucket };
                 let _ = store.network(&give_back).await;
             });
         }
+        let sent = mail.sent;
         Ok(if sent.replays > MAX_REPLAYS {
             FlowAnswer::DenyReplay
         } else if sent.allowed {

@@ -8,7 +8,9 @@
 //! `ping` and `ready` (the health checks, once a second) are passed through without a
 //! span or a metric, so a health check never moves the operation counts.
 
-use super::{BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
+use super::{
+    BreachedNote, MailSent, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -124,6 +126,14 @@ impl Store for InstrumentedStore {
 
     async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
         self.operation("send", self.inner.send(request)).await
+    }
+
+    async fn send_mail(
+        &self,
+        request: &SendRequest<'_>,
+        network: Option<&NetworkRequest<'_>>,
+    ) -> Result<MailSent, StoreError> {
+        self.operation("send_mail", self.inner.send_mail(request, network)).await
     }
 
     async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {

@@ -223,6 +223,19 @@ pub struct BreachedNote<'a> {
 /// change requirement.
 pub const BREACHED_COUNT_TTL_MS: u64 = 366 * 24 * 3600 * 1000;
 
+/// What [`Store::send_mail`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MailSent {
+    /// The send log's answer (`allowed: false` when the network's budget refused).
+    pub sent: Sent,
+    /// The network's budget was empty: the log was not asked.
+    pub network_refused: bool,
+    /// The caller still owes the network its token back (a refused or replayed send
+    /// behind a taken token): a store that cannot do it in the same step leaves it to
+    /// the caller, who gives it back after the answer.
+    pub give_back_due: bool,
+}
+
 /// One attempt to count (docs/throttle.md, "The rules").
 #[derive(Debug, Clone, Copy)]
 pub struct Attempt<'a> {
@@ -418,6 +431,27 @@ pub trait Store: Send + Sync + 'static {
     /// `ttl_ms`; answers the count including this accept
     /// ([`crate::throttle::breached_count`]).
     async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError>;
+
+    /// A mail flow's request (docs/flows.md): takes `network`'s token first (none: a
+    /// trusted network), and only if it was taken asks the send log ([`Store::send`]);
+    /// a refused or replayed send owes the token back. Default: the two operations in
+    /// turn, the give-back left to the caller ([`MailSent::give_back_due`]); the
+    /// embedded store does all three in one transaction (one commit, not two).
+    async fn send_mail(
+        &self,
+        request: &SendRequest<'_>,
+        network: Option<&NetworkRequest<'_>>,
+    ) -> Result<MailSent, StoreError> {
+        if let Some(take) = network
+            && !self.network(take).await?.taken
+        {
+            let sent = Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0 };
+            return Ok(MailSent { sent, network_refused: true, give_back_due: false });
+        }
+        let sent = self.send(request).await?;
+        let give_back_due = network.is_some() && (!sent.allowed || sent.replays > 0);
+        Ok(MailSent { sent, network_refused: false, give_back_due })
+    }
 
     /// `ClearAttempts`: deletes the record (a login record, a device bucket, or a flow's
     /// record: `ClearFlow` and the operator's `Unlock`).

@@ -56,7 +56,10 @@ impl Gateway {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("the example gateway is built by `cargo test`");
+            .expect(
+                "the example gateway: `cargo test` builds it; a filtered run (`--test \
+                 integration`) does not: run `cargo build --locked --example gateway` first",
+            );
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let mails = Arc::new(Mutex::new(Vec::new()));
@@ -564,6 +567,8 @@ async fn a_new_device_gets_one_code_page_for_a_right_and_a_wrong_password_and_on
     assert!(welcome.ends_with("welcome"), "{welcome}");
     let device = cookie_pair(&welcome);
     assert!(device.starts_with("__Host-portcullis-device-"), "{welcome}");
+    assert!(welcome.contains("__Host-portcullis-challenge=; Max-Age=0"), "{welcome}");
+    assert_eq!(header(&welcome, "cache-control"), Some("no-store"), "{welcome}");
     // The pending login is used up.
     assert_eq!(status(&gw.code_with_cookie("135790", &challenge).await), "401");
 

@@ -189,5 +189,12 @@ pub(super) async fn login_code(
     }
     gw.pending.remove(id);
     let cookie_name = Some(device_cookie_name(&gw.realm, &identifier));
-    signed_in(cookie_name, confirmed.device_token, breached)
+    let mut r = signed_in(cookie_name, confirmed.device_token, breached);
+    // The pending login is used: its cookie goes too.
+    let spent =
+        format!("{CHALLENGE_COOKIE}=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Strict");
+    if let Ok(spent) = HeaderValue::from_str(&spent) {
+        r.headers_mut().append(header::SET_COOKIE, spent);
+    }
+    r
 }

@@ -19,7 +19,9 @@
 //! writer sweeps expired entries through an expiry index at most every
 //! [`SWEEP_INTERVAL`].
 
-use crate::store::{BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
+use crate::store::{
+    BreachedNote, MailSent, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -370,6 +372,27 @@ impl Store for EmbeddedStore {
         };
         match self.submit(op).await? {
             Reply::Count(count) => Ok(count),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn send_mail(
+        &self,
+        request: &SendRequest<'_>,
+        network: Option<&NetworkRequest<'_>>,
+    ) -> Result<MailSent, StoreError> {
+        let SendRequest { log, attempt_id, policy, .. } = *request;
+        let op = Op::Mail {
+            network: network.map(|n| (n.key.as_key(), *n.policy)),
+            log: log.record(),
+            attempt: attempt_id.map(|a| a.as_str().to_owned()),
+            attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
+            policy: *policy,
+        };
+        match self.submit(op).await? {
+            Reply::Mail { sent, network_refused } => {
+                Ok(MailSent { sent, network_refused, give_back_due: false })
+            }
             _ => Err(unexpected()),
         }
     }

@@ -103,6 +103,15 @@ pub(super) enum Op {
         policy: SendPolicy,
         op: SendOp,
     },
+    /// A mail flow's request: the network's take, the send, the give-back it owes, in
+    /// one transaction.
+    Mail {
+        network: Option<(String, BucketPolicy)>,
+        log: String,
+        attempt: Option<String>,
+        attempt_ttl_ms: u64,
+        policy: SendPolicy,
+    },
     Ping,
 }
 
@@ -116,6 +125,7 @@ pub(super) enum Reply {
     Count(u64),
     Network(NetworkState),
     Sent(Sent),
+    Mail { sent: Sent, network_refused: bool },
     Done,
 }
 
@@ -269,6 +279,9 @@ impl Tables<'_, '_> {
             Op::Network { key, op, policy } => self.network(key, *op, policy).map(Reply::Network),
             Op::Breached { key, credential, ttl_ms } => {
                 self.breached(key, *credential, *ttl_ms).map(Reply::Count)
+            }
+            Op::Mail { network, log, attempt, attempt_ttl_ms, policy } => {
+                self.mail(network.as_ref(), log, attempt.as_deref(), *attempt_ttl_ms, policy)
             }
             Op::Send { log, attempt, attempt_ttl_ms, policy, op } => {
                 self.send(log, attempt.as_deref(), *attempt_ttl_ms, policy, *op).map(Reply::Sent)
@@ -482,6 +495,32 @@ impl Tables<'_, '_> {
         let expires_ms = self.now.saturating_add(ttl_ms);
         self.put(key, Entry::Breached { credential, count, expires_ms })?;
         Ok(count)
+    }
+
+    /// [`crate::store::Store::send_mail`] in one transaction: the network's token
+    /// first, the send only if it was taken, and the token back when the send is
+    /// refused or replayed.
+    fn mail(
+        &mut self,
+        network: Option<&(String, BucketPolicy)>,
+        log: &str,
+        attempt: Option<&str>,
+        attempt_ttl_ms: u64,
+        policy: &SendPolicy,
+    ) -> Result<Reply, StoreError> {
+        if let Some((key, bucket)) = network
+            && !self.network(key, NetworkOp::Take, bucket)?.taken
+        {
+            let sent = Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0 };
+            return Ok(Reply::Mail { sent, network_refused: true });
+        }
+        let sent = self.send(log, attempt, attempt_ttl_ms, policy, SendOp::Send)?;
+        if let Some((key, bucket)) = network
+            && (!sent.allowed || sent.replays > 0)
+        {
+            self.network(key, NetworkOp::GiveBack, bucket)?;
+        }
+        Ok(Reply::Mail { sent, network_refused: false })
     }
 
     /// The embedded form of `send.lua`: [`send_log`]'s rules on the flow's send log,

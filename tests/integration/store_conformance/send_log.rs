@@ -215,11 +215,7 @@ async fn concurrent_sends_note_one_mail(b: &dyn LogBackend) {
 }
 
 // The parent's `conformance!`: each case on both stores.
-conformance!(
-    send_log_follows_the_twin,
-    attempt_ids_note_one_mail,
-    concurrent_sends_note_one_mail
-);
+conformance!(send_log_follows_the_twin, attempt_ids_note_one_mail, concurrent_sends_note_one_mail);
 
 /// Both operations on a send log fail, with and without an attempt id.
 async fn every_send_fails(store: &dyn Store, k: &AccountKey, what: &str) {
