@@ -40,6 +40,7 @@ use crate::throttle::{self, Policy, Record};
 
 mod attempt_count;
 mod entry;
+mod mail_logs;
 mod repeat_lists;
 mod writer;
 
