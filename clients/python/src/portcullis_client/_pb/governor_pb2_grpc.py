@@ -137,8 +137,8 @@ class GovernorServicer:
         has its own record per account, apart from the login throttle's. The answer is the
         same for an identifier with an account and one without, and a DENY carries no time.
         Cost: one store operation for a code flow; for a mail flow two (the network's
-        budget, then the account's caps), three when the caps refuse or the attempt_id is a
-        replay (the network's token goes back).
+        budget, then the account's caps), and when the caps refuse or the attempt_id is a
+        replay a third after the answer (the network's token goes back).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
