@@ -28,7 +28,7 @@ use crate::store::{
     Attempt, Inspection, NetworkOp, NetworkRequest, SendOp, SendRequest, Sent, Store, StoreError,
 };
 use crate::telemetry::metrics::{FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
-use crate::throttle::flow::{Flow, FlowKind, MailPolicy};
+use crate::throttle::flow::{Flow, FlowKind, FlowPolicy, MailPolicy};
 
 /// What a flow attempt answered, and why (the metric's `reason`; never on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,8 +80,9 @@ pub struct FlowAttempt<'a> {
 /// What the operator's `Inspect` reads of a flow's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlowInspection {
-    /// A code flow's record and the store's clock (read as the login's).
-    Code(Inspection),
+    /// A code flow's record and the store's clock (read as the login's), and the
+    /// flow's throttle that reads them.
+    Code(Inspection, crate::throttle::Policy),
     /// A mail flow's send log, read without a send.
     Mail(Sent),
 }
@@ -105,10 +106,9 @@ impl Flows {
     /// The store's error (the caller denies).
     pub async fn record(&self, attempt: &FlowAttempt<'_>) -> Result<FlowAnswer, StoreError> {
         let FlowAttempt { realm, flow, .. } = *attempt;
-        let answer = match (realm.flows.code(flow), realm.flows.mail(flow)) {
-            (Some(policy), _) => self.code(attempt, policy).await?,
-            (None, Some(policy)) => self.mail(attempt, policy).await?,
-            (None, None) => return Err(StoreError::Protocol(format!("{flow:?} has no policy"))),
+        let answer = match realm.flows.of(flow) {
+            FlowPolicy::Code(policy) => self.code(attempt, policy).await?,
+            FlowPolicy::Mail(policy) => self.mail(attempt, policy).await?,
         };
         metrics::counter!(
             FLOW_ATTEMPTS,
@@ -222,8 +222,8 @@ impl Flows {
         key: &AccountKey,
         flow: Flow,
     ) -> Result<FlowInspection, StoreError> {
-        match realm.flows.mail(flow) {
-            Some(policy) => {
+        match realm.flows.of(flow) {
+            FlowPolicy::Mail(policy) => {
                 let request = SendRequest {
                     log: key,
                     attempt_id: None,
@@ -232,7 +232,9 @@ impl Flows {
                 };
                 Ok(FlowInspection::Mail(self.store.send(&request).await?))
             }
-            None => Ok(FlowInspection::Code(self.store.inspect(key).await?)),
+            FlowPolicy::Code(policy) => {
+                Ok(FlowInspection::Code(self.store.inspect(key).await?, *policy))
+            }
         }
     }
 }

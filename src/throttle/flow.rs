@@ -100,22 +100,23 @@ pub struct FlowPolicies {
     pub verification_resend: MailPolicy,
 }
 
-impl FlowPolicies {
-    /// A code flow's throttle; `None` for a mail flow.
-    pub fn code(&self, flow: Flow) -> Option<&Policy> {
-        match flow {
-            Flow::SecondFactor => Some(&self.second_factor),
-            Flow::RecoveryCode => Some(&self.recovery_code),
-            Flow::PasswordReset | Flow::VerificationResend => None,
-        }
-    }
+/// One flow's limits, by how it counts ([`FlowKind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowPolicy<'a> {
+    /// A code flow's throttle.
+    Code(&'a Policy),
+    /// A mail flow's limits.
+    Mail(&'a MailPolicy),
+}
 
-    /// A mail flow's limits; `None` for a code flow.
-    pub fn mail(&self, flow: Flow) -> Option<&MailPolicy> {
+impl FlowPolicies {
+    /// `flow`'s limits.
+    pub fn of(&self, flow: Flow) -> FlowPolicy<'_> {
         match flow {
-            Flow::PasswordReset => Some(&self.password_reset),
-            Flow::VerificationResend => Some(&self.verification_resend),
-            Flow::SecondFactor | Flow::RecoveryCode => None,
+            Flow::SecondFactor => FlowPolicy::Code(&self.second_factor),
+            Flow::RecoveryCode => FlowPolicy::Code(&self.recovery_code),
+            Flow::PasswordReset => FlowPolicy::Mail(&self.password_reset),
+            Flow::VerificationResend => FlowPolicy::Mail(&self.verification_resend),
         }
     }
 }
