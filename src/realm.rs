@@ -97,6 +97,16 @@ pub struct RealmConfig {
     /// Attempts allowed per window, 1–100.
     #[default(5)]
     pub max_failures: u32,
+    /// The ceiling: attempts allowed on one record (the account's, a known device's, a
+    /// code flow's) across windows without a success on it, 1–100 (NIST SP 800-63B-4
+    /// §3.2.2; docs/throttle.md, "The ceiling"). There is no way to turn it off.
+    #[default(crate::throttle::MAX_CONSECUTIVE_FAILURES)]
+    pub max_consecutive_failures: u32,
+    /// How long a door shut by an attempt stays shut at least, from that attempt,
+    /// 1 s – below `retention`. Unset: `first_window` (docs/throttle.md, "How long a
+    /// lockout lasts"; PCI DSS 4.0 8.3.4 asks for 30 min).
+    #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub lockout_duration: Option<Duration>,
     /// Window length at step 0.
     #[default(Duration::from_secs(15 * 60))]
     #[serde(with = "humantime_serde")]
@@ -208,7 +218,7 @@ impl RealmConfig {
         let interval_ms = self.note_network(name, &mut problems);
         self.note_repeat(name, &mut problems);
         let step_up_failures = self.step_up_failures(name, &mut problems);
-        let flows = self.flows.validate(name, &mut problems);
+        let flows = self.flows.validate(name, self.max_consecutive_failures, &mut problems);
         problems.note(check(
             &format!("realms.{name}.breached_grace_logins"),
             self.breached_grace_logins,
@@ -232,6 +242,24 @@ impl RealmConfig {
     fn note_windows(&self, name: &str, problems: &mut Problems) {
         let key = |field: &str| format!("realms.{name}.{field}");
         problems.note(check(&key("max_failures"), self.max_failures, 1..=100));
+        problems.note(check(
+            &key("max_consecutive_failures"),
+            self.max_consecutive_failures,
+            1..=crate::throttle::MAX_CONSECUTIVE_FAILURES,
+        ));
+        if let Some(lockout) = self.lockout_duration {
+            problems.note(between(
+                &key("lockout_duration"),
+                lockout,
+                Bound::fixed(Duration::from_secs(1)),
+                Bound::setting("retention", self.retention),
+            ));
+            problems.note(below(
+                &key("lockout_duration"),
+                lockout,
+                Bound::setting("retention", self.retention),
+            ));
+        }
         problems.note(between(
             &key("first_window"),
             self.first_window,
@@ -339,6 +367,8 @@ impl RealmConfig {
             name: name.to_owned(),
             policy: Policy {
                 max_failures: self.max_failures,
+                max_consecutive_failures: self.max_consecutive_failures,
+                lockout_duration: self.lockout_duration.unwrap_or(self.first_window),
                 first_window: self.first_window,
                 max_window: self.max_window,
                 retention: self.retention,

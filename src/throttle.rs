@@ -35,12 +35,25 @@ pub const MAX_STORED_TIME_MS: u64 = 100_000_000_000_000;
 /// in u64 milliseconds); see [`MAX_STORED_COUNT`].
 pub const MAX_STORED_STEP: u32 = 63;
 
+/// The most consecutive failures any counted record may hold before its door shuts
+/// for good (until a success on it, a completed reset or an operator unlock): NIST SP
+/// 800-63B-4 §3.2.2 ("no more than 100"). A realm may set less, never more, never none.
+pub const MAX_CONSECUTIVE_FAILURES: u32 = 100;
+
 /// A realm's validated throttle settings. Built by [`crate::config`], which enforces the
 /// ranges of docs/architecture.md; the functions here assume them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     /// Attempts allowed per window (1–100).
     pub max_failures: u32,
+    /// The ceiling: attempts allowed on one record across windows without a success
+    /// on it, 1–[`MAX_CONSECUTIVE_FAILURES`] (NIST SP 800-63B-4 §3.2.2). At the ceiling
+    /// the record's door stays shut until the record is cleared.
+    pub max_consecutive_failures: u32,
+    /// How long a door shut by an attempt stays shut at least, from that attempt,
+    /// whatever the age of its window (PCI DSS 4.0 8.3.4: at least 30 minutes);
+    /// 1 s – below `retention`.
+    pub lockout_duration: Duration,
     /// Length of the window at step 0 (1 s – `max_window`).
     pub first_window: Duration,
     /// Longest window, however many windows in a row were exhausted.
@@ -52,8 +65,26 @@ pub struct Policy {
     pub second_factor_required: bool,
 }
 
+impl Default for Policy {
+    /// The design's defaults (docs/throttle.md, "The rules"): 5 attempts a window, windows
+    /// of 15 min doubling to 1 h, a day's retention, the ceiling at 100, a lockout of at
+    /// least the first window.
+    fn default() -> Self {
+        Policy {
+            max_failures: 5,
+            max_consecutive_failures: MAX_CONSECUTIVE_FAILURES,
+            lockout_duration: Duration::from_secs(15 * 60),
+            first_window: Duration::from_secs(15 * 60),
+            max_window: Duration::from_secs(3600),
+            retention: Duration::from_secs(24 * 3600),
+            second_factor_required: false,
+        }
+    }
+}
+
 /// One account key's record: `{failures, window_start, step}` in docs/architecture.md,
-/// and the repeats forgiven in the window.
+/// the repeats forgiven in the window, the consecutive failures across windows and the
+/// end of a lockout.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Record {
     /// Attempts counted in the current window, including refused ones: with repeats
@@ -67,6 +98,13 @@ pub struct Record {
     /// been refused with, and were not counted ([`forgive`]): forgiven without a
     /// comparison, or compared again ([`repeat_list::RepeatMatch`]).
     pub repeats: u64,
+    /// Attempts allowed on this record since it was last cleared, across windows (the
+    /// refused ones never reached a comparison): at [`Policy::max_consecutive_failures`]
+    /// the door stays shut until the record is cleared.
+    pub consecutive: u64,
+    /// Store-clock time before which the door stays shut, in ms since the Unix epoch
+    /// (0: none): the attempt that shut the door set it `lockout_duration` ahead.
+    pub locked_until_ms: u64,
 }
 
 /// The answer to one counted attempt.
@@ -85,7 +123,9 @@ impl Record {
     pub fn is_plausible(&self) -> bool {
         self.failures <= MAX_STORED_COUNT
             && self.repeats <= MAX_STORED_COUNT
+            && self.consecutive <= MAX_STORED_COUNT
             && self.window_start_ms <= MAX_STORED_TIME_MS
+            && self.locked_until_ms <= MAX_STORED_TIME_MS
             && self.step <= MAX_STORED_STEP
     }
 }
@@ -95,6 +135,12 @@ impl AttemptOutcome {
     /// window): the moment to emit the single lockout event.
     pub fn locked_now(&self, policy: &Policy) -> bool {
         policy.locks_at(self.record.failures)
+    }
+
+    /// This attempt brought the record to its ceiling: the last one allowed until the
+    /// record is cleared.
+    pub fn reached_ceiling(&self, policy: &Policy) -> bool {
+        self.allowed && policy.at_ceiling(self.record.consecutive)
     }
 }
 
@@ -127,7 +173,22 @@ impl Policy {
     pub fn escalates(&self) -> bool {
         !self.second_factor_required
     }
+
+    /// Whether a record holding `consecutive` failures is at its ceiling (its door shut
+    /// until it is cleared).
+    pub fn at_ceiling(&self, consecutive: u64) -> bool {
+        consecutive >= u64::from(self.max_consecutive_failures)
+    }
+
+    /// `lockout_duration` in ms.
+    pub fn lockout_ms(&self) -> u64 {
+        duration_ms(self.lockout_duration)
+    }
 }
+
+/// The expiry of a record that must outlive every clock: one at its ceiling is kept
+/// until it is cleared (on Redis: no expiry at all).
+pub const KEPT_UNTIL_CLEARED_MS: u64 = u64::MAX;
 
 /// Saturating conversion; configured durations are far below `u64::MAX` ms.
 pub fn duration_ms(d: Duration) -> u64 {
@@ -136,6 +197,12 @@ pub fn duration_ms(d: Duration) -> u64 {
 
 /// Counts one attempt at store time `now_ms` (steps 1–4 of docs/architecture.md). A record that
 /// expired is passed as `None`.
+///
+/// Beside the window's count, two bounds (docs/throttle.md, "The ceiling" and "How long
+/// a lockout lasts"): an allowed attempt adds to `consecutive`, and none is allowed once
+/// it holds `max_consecutive_failures`; the attempt that exhausts its window shuts the
+/// door until at least `lockout_duration` after it, however little of the window is
+/// left (the window then lasts until that time: [`window_end_ms`]).
 pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptOutcome {
     let mut r = record.unwrap_or(Record { window_start_ms: now_ms, ..Record::default() });
     if window_over(policy, &r, now_ms) {
@@ -147,7 +214,14 @@ pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptO
         r.window_start_ms = now_ms;
     }
     r.failures += 1;
-    AttemptOutcome { allowed: r.failures <= u64::from(policy.max_failures), record: r }
+    let allowed = r.failures <= u64::from(policy.max_failures) && !policy.at_ceiling(r.consecutive);
+    if allowed {
+        r.consecutive += 1;
+        if r.failures == u64::from(policy.max_failures) {
+            r.locked_until_ms = r.locked_until_ms.max(now_ms.saturating_add(policy.lockout_ms()));
+        }
+    }
+    AttemptOutcome { allowed, record: r }
 }
 
 /// A repeated wrong password at store time `now_ms` (docs/throttle.md, "Repeated
@@ -161,50 +235,72 @@ pub fn forgive(policy: &Policy, record: &Record, now_ms: u64) -> Option<AttemptO
     if window_over(policy, record, now_ms) {
         return None;
     }
-    let allowed = record.failures < u64::from(policy.max_failures);
+    let allowed =
+        record.failures < u64::from(policy.max_failures) && !policy.at_ceiling(record.consecutive);
     Some(AttemptOutcome { allowed, record: Record { repeats: record.repeats + 1, ..*record } })
 }
 
 /// When a record counted at store time `now_ms` may be dropped, in ms since the Unix
-/// epoch (docs/throttle.md, "How long a record lives"). At step 0 with its window not
-/// exhausted (or in a realm that never escalates), it holds nothing the next attempt
-/// after its window would read: [`attempt`] resets such a record exactly as if it were
-/// absent, so it may go when its window ends. Otherwise (a step above 0, an exhausted
-/// window) it is kept for `retention` after this attempt, so the escalation is
-/// remembered. Dropping it at this time and keeping it give the same answers to every
-/// later attempt (`tests/integration/properties.rs`).
+/// epoch (docs/throttle.md, "How long a record lives"). A record at its ceiling is
+/// kept until it is cleared ([`KEPT_UNTIL_CLEARED_MS`]). One that holds consecutive
+/// failures is kept for `retention` after this attempt, so the ceiling counts across
+/// windows and the escalation is remembered. One that holds none (every attempt it
+/// counted was refused or refunded) at step 0 with its window not exhausted (or in a
+/// realm that never escalates) holds nothing the next attempt after its window would
+/// read: [`attempt`] resets such a record exactly as if it were absent, so it may go
+/// when its window ends. Dropping a record at this time and keeping it give the same
+/// answers to every later attempt within the retention (`tests/integration/properties.rs`).
 pub fn expiry_ms(policy: &Policy, record: &Record, now_ms: u64) -> u64 {
-    let forgettable = record.step == 0
+    if policy.at_ceiling(record.consecutive) {
+        return KEPT_UNTIL_CLEARED_MS;
+    }
+    let forgettable = record.consecutive == 0
+        && record.step == 0
         && (record.failures < u64::from(policy.max_failures) || !policy.escalates());
     if forgettable {
-        record.window_start_ms.saturating_add(policy.window_ms(0))
+        window_end_ms(policy, record)
     } else {
         now_ms.saturating_add(policy.retention_ms())
     }
 }
 
-/// Whether the next attempt would be allowed, without counting (`Admit`).
+/// Whether the next attempt would be allowed, without counting (`Admit`): the window is
+/// over or not exhausted, and the record is below its ceiling.
 pub fn is_open(policy: &Policy, record: Option<&Record>, now_ms: u64) -> bool {
     match record {
         None => true,
-        Some(r) => window_over(policy, r, now_ms) || r.failures < u64::from(policy.max_failures),
+        Some(r) => {
+            (window_over(policy, r, now_ms) || r.failures < u64::from(policy.max_failures))
+                && !policy.at_ceiling(r.consecutive)
+        }
     }
 }
 
 /// Undoes one attempt counted in the window that started at `window_start_ms` (an
-/// attempt the CPU budget refused was not a guess). A window that has since restarted
-/// is left alone.
-pub fn refund(record: Option<Record>, window_start_ms: u64) -> Option<Record> {
+/// attempt the CPU budget refused was not a guess): its failure, and its consecutive
+/// failure when it was `allowed` (a refused attempt added none: giving one back would
+/// reopen a door at its ceiling). A window that has since restarted is left alone.
+pub fn refund(record: Option<Record>, window_start_ms: u64, allowed: bool) -> Option<Record> {
     record.map(|mut r| {
-        if r.window_start_ms == window_start_ms {
-            r.failures = r.failures.saturating_sub(1);
+        if r.window_start_ms == window_start_ms && r.failures > 0 {
+            r.failures -= 1;
+            if allowed {
+                r.consecutive = r.consecutive.saturating_sub(1);
+            }
         }
         r
     })
 }
 
+/// When the record's current window ends, in ms on the store's clock: `window(step)`
+/// after its start, or later while a lockout set by an attempt in it runs
+/// (`locked_until_ms`).
+pub fn window_end_ms(policy: &Policy, r: &Record) -> u64 {
+    r.window_start_ms.saturating_add(policy.window_ms(r.step)).max(r.locked_until_ms)
+}
+
 fn window_over(policy: &Policy, r: &Record, now_ms: u64) -> bool {
-    now_ms.saturating_sub(r.window_start_ms) >= policy.window_ms(r.step)
+    now_ms >= window_end_ms(policy, r)
 }
 
 #[cfg(test)]
@@ -214,13 +310,7 @@ mod tests {
     const MIN: u64 = 60_000;
 
     fn defaults() -> Policy {
-        Policy {
-            max_failures: 5,
-            first_window: Duration::from_secs(15 * 60),
-            max_window: Duration::from_secs(3600),
-            retention: Duration::from_secs(24 * 3600),
-            second_factor_required: false,
-        }
+        Policy::default()
     }
 
     /// Drives a sustained attack: one attempt whenever the door is open.
@@ -265,11 +355,83 @@ mod tests {
     }
 
     #[test]
-    fn sustained_attack_gets_130_guesses_a_day() {
-        let per_day = allowed_in(&defaults(), 24 * 60);
-        // Windows of 15, 30, then 60 minutes: 3 windows in the first 105 minutes and 23
-        // more starting in the remaining 1,335, 5 guesses each: 26 × 5 = 130 a day.
-        assert_eq!(per_day, 130);
+    fn sustained_attack_stops_at_the_ceiling() {
+        // Windows of 15, 30, then 60 minutes, 5 guesses each: 130 a day without the
+        // ceiling; with it the 100th is the last, in the 20th window (15 + 30 + 17 × 60
+        // minutes = 17.75 h), and nothing more in 30 days.
+        let p = defaults();
+        assert_eq!(allowed_in(&p, 17 * 60 + 45), 95);
+        assert_eq!(allowed_in(&p, 17 * 60 + 46), 100);
+        assert_eq!(allowed_in(&p, 24 * 60), 100);
+        assert_eq!(allowed_in(&p, 30 * 24 * 60), 100);
+        // A second-factor realm (windows never escalate) and a lower ceiling alike.
+        let sf = Policy { second_factor_required: true, max_consecutive_failures: 40, ..p };
+        assert_eq!(allowed_in(&sf, 30 * 24 * 60), 40);
+    }
+
+    #[test]
+    fn the_ceiling_holds_across_windows_until_the_record_is_cleared() {
+        let p = Policy { max_consecutive_failures: 7, ..defaults() };
+        let mut rec = None;
+        let mut t = 0;
+        for n in 1..=7u64 {
+            let out = attempt(&p, rec, t);
+            assert!(out.allowed, "attempt {n}");
+            assert_eq!(out.record.consecutive, n);
+            assert_eq!(out.reached_ceiling(&p), n == 7);
+            rec = Some(out.record);
+            t += 20 * MIN; // a new window for most attempts
+        }
+        let shut = rec.unwrap();
+        assert_eq!(expiry_ms(&p, &shut, t), KEPT_UNTIL_CLEARED_MS, "kept until cleared");
+        for later in [t, t + 2 * 3600 * 1000, t + 400 * 24 * 3600 * 1000] {
+            assert!(!is_open(&p, Some(&shut), later));
+            let out = attempt(&p, Some(shut), later);
+            assert!(!out.allowed && !out.reached_ceiling(&p));
+            assert_eq!(out.record.consecutive, 7, "a refused attempt adds nothing");
+        }
+        // Cleared (a success, a reset, an unlock): a fresh record.
+        assert!(attempt(&p, None, t).allowed);
+        // A refund gives the consecutive failure back with the window's.
+        let r = Record { failures: 2, consecutive: 7, window_start_ms: 5, ..Record::default() };
+        assert_eq!(refund(Some(r), 5, true).unwrap().consecutive, 6);
+        assert_eq!(refund(Some(r), 6, true).unwrap().consecutive, 7);
+        // A refused attempt added no consecutive failure: its refund gives none back.
+        let refunded = refund(Some(r), 5, false).unwrap();
+        assert_eq!((refunded.failures, refunded.consecutive), (1, 7));
+    }
+
+    #[test]
+    fn a_lockout_lasts_at_least_lockout_duration_from_the_attempt_that_shut_the_door() {
+        // One failure, then four just before the window ends: without the rule the door
+        // reopened a second after the fifth.
+        let p = defaults();
+        let mut rec = Some(attempt(&p, None, 0).record);
+        let late = 15 * MIN - 1000;
+        for _ in 0..4 {
+            let out = attempt(&p, rec, late);
+            assert!(out.allowed);
+            rec = Some(out.record);
+        }
+        let r = rec.unwrap();
+        assert_eq!(r.locked_until_ms, late + 15 * MIN);
+        assert!(!is_open(&p, Some(&r), 15 * MIN));
+        assert!(!is_open(&p, Some(&r), late + 15 * MIN - 1));
+        let refused = attempt(&p, rec, 20 * MIN);
+        assert!(!refused.allowed, "still shut in what was the next window");
+        assert!(is_open(&p, Some(&r), late + 15 * MIN));
+        // Then escalation as before: the next window is the second one.
+        let next = attempt(&p, Some(refused.record), late + 15 * MIN);
+        assert!(next.allowed);
+        assert_eq!((next.record.step, next.record.failures), (1, 1));
+        // A longer lockout_duration (PCI DSS 8.3.4: 30 min) holds the same way.
+        let pci = Policy { lockout_duration: Duration::from_secs(30 * 60), ..p };
+        let mut rec = None;
+        for _ in 0..5 {
+            rec = Some(attempt(&pci, rec, 1000).record);
+        }
+        assert!(!is_open(&pci, rec.as_ref(), 1000 + 30 * MIN - 1));
+        assert!(is_open(&pci, rec.as_ref(), 1000 + 30 * MIN));
     }
 
     #[test]
@@ -289,7 +451,7 @@ mod tests {
     #[test]
     fn a_repeat_is_not_counted_and_never_outlives_its_window() {
         let p = defaults();
-        let r = Record { failures: 4, window_start_ms: 0, step: 0, repeats: 0 };
+        let r = Record { failures: 4, consecutive: 4, ..Record::default() };
         let f = forgive(&p, &r, 1000).unwrap();
         assert!(f.allowed);
         assert_eq!((f.record.failures, f.record.repeats), (4, 1));
@@ -304,9 +466,9 @@ mod tests {
 
     #[test]
     fn refund_only_touches_its_window() {
-        let r = Record { failures: 3, window_start_ms: 10, step: 1, repeats: 0 };
-        assert_eq!(refund(Some(r), 10).unwrap().failures, 2);
-        assert_eq!(refund(Some(r), 11).unwrap().failures, 3);
-        assert_eq!(refund(None, 10), None);
+        let r = Record { failures: 3, window_start_ms: 10, step: 1, ..Record::default() };
+        assert_eq!(refund(Some(r), 10, true).unwrap().failures, 2);
+        assert_eq!(refund(Some(r), 11, true).unwrap().failures, 3);
+        assert_eq!(refund(None, 10, true), None);
     }
 }

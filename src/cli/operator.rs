@@ -397,13 +397,16 @@ where
             // Anything but an explicit OPEN, including unknown values, reads as closed.
             let open = r.door == pb::DoorState::Open as i32;
             say!(
-                "door: {}\nfailures: {}\nrepeats_forgiven: {}\nstep: {}\nwindow_seconds: {}\nseconds_until_open: {}",
+                "door: {}\nfailures: {}\nrepeats_forgiven: {}\nstep: {}\nwindow_seconds: {}\nseconds_until_open: {}\nconsecutive_failures: {}\nmax_consecutive_failures: {}\nceiling_reached: {}",
                 if open { "open" } else { "closed" },
                 r.failures,
                 r.repeats_forgiven,
                 r.step,
                 r.window_seconds,
-                r.seconds_until_open
+                r.seconds_until_open,
+                r.consecutive_failures,
+                r.max_consecutive_failures,
+                r.ceiling_reached
             );
             Ok(open)
         }

@@ -25,6 +25,9 @@ fn defaults_match_the_design() {
     let s = from_toml(REDIS).unwrap();
     let realm = s.realms.get("default").unwrap();
     assert_eq!(realm.policy.max_failures, 5);
+    assert_eq!(realm.policy.max_consecutive_failures, 100);
+    assert_eq!(realm.policy.lockout_duration, Duration::from_secs(900), "first_window");
+    assert_eq!(realm.flows.second_factor.max_consecutive_failures, 100);
     assert_eq!(realm.policy.first_window, Duration::from_secs(900));
     assert_eq!(realm.policy.max_window, Duration::from_secs(3600));
     assert_eq!(realm.policy.retention, Duration::from_secs(86400));
@@ -128,6 +131,15 @@ fn out_of_range_values_name_the_setting_and_range() {
     assert!(e.contains("realms.web.max_window") && e.contains("below retention"), "{e}");
     let e = err(&format!("{REDIS}[realms.web]\nretention = \"30m\"\n"));
     assert!(e.contains("realms.web."), "{e}");
+    // The ceiling: at most 100 (NIST SP 800-63B-4 §3.2.2), never none.
+    let e = err(&format!("{REDIS}[realms.web]\nmax_consecutive_failures = 101\n"));
+    assert!(e.contains("realms.web.max_consecutive_failures") && e.contains("1–100"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nmax_consecutive_failures = 0\n"));
+    assert!(e.contains("realms.web.max_consecutive_failures"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nlockout_duration = \"500ms\"\n"));
+    assert!(e.contains("realms.web.lockout_duration"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web]\nlockout_duration = \"24h\"\n"));
+    assert!(e.contains("realms.web.lockout_duration") && e.contains("below retention"), "{e}");
     let e = err("[store]\nredis_url = \"redis://x\"\noperation_timeout = \"0s\"\n");
     assert!(e.contains("store.operation_timeout"), "{e}");
     let e = err("[store]\nredis_url = \"redis://x\"\npool_size = 0\n");

@@ -27,7 +27,7 @@ use crate::store::keys::{AccountKey, AttemptKey, NetworkKey};
 use crate::store::{
     Attempt, Inspection, NetworkOp, NetworkRequest, SendOp, SendRequest, Sent, Store, StoreError,
 };
-use crate::telemetry::metrics::{FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
+use crate::telemetry::metrics::{CEILINGS_REACHED, FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
 use crate::throttle::flow::{Flow, FlowKind, FlowPolicy, MailPolicy};
 
 /// What a flow attempt answered, and why (the metric's `reason`; never on the wire).
@@ -133,6 +133,12 @@ impl Flows {
             metrics::counter!(FLOW_LOCKOUTS, "realm" => realm, "flow" => attempt.flow.as_str())
                 .increment(1);
             tracing::info!(realm = %attempt.realm.name, flow = attempt.flow.as_str(), "a flow's door closed for an account key");
+        }
+        if counted.reached_ceiling {
+            let realm = attempt.realm.name.clone();
+            metrics::counter!(CEILINGS_REACHED, "realm" => realm, "record" => attempt.flow.as_str())
+                .increment(1);
+            tracing::warn!(realm = %attempt.realm.name, record = attempt.flow.as_str(), "ceiling: a record reached its consecutive failures and stays shut until cleared");
         }
         Ok(if counted.replays > MAX_REPLAYS {
             FlowAnswer::DenyReplay

@@ -224,7 +224,7 @@ impl Held<'_> {
         let (store, realm, bucket, attempt) = (*store, *realm, *bucket, *attempt);
         let refund = async {
             match end.refund(counted) {
-                Some(window) => store.refund(bucket, attempt, window).await,
+                Some(window) => store.refund(bucket, attempt, window, counted.allowed).await,
                 None => Ok(()),
             }
         };

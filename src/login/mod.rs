@@ -45,7 +45,8 @@ use crate::secret::KeySecret;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::store::{Counted, Store, StoreError};
 use crate::telemetry::metrics::{
-    ATTEMPTS, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, TRUSTED_CALLS, VERDICTS,
+    ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, TRUSTED_CALLS,
+    VERDICTS,
 };
 use crate::throttle::flow::Flow;
 use crate::verify::budget::{Aborted, Lane, Refusal};
@@ -306,6 +307,12 @@ impl Logins {
 pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: bool) {
     let decision = if allowed { "allow" } else { "deny" };
     metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
+    if counted.reached_ceiling {
+        let record = if key.is_device() { "device" } else { "account" };
+        tracing::warn!(realm = %realm.name, record, "ceiling: a record reached its consecutive failures and stays shut until cleared");
+        metrics::counter!(CEILINGS_REACHED, "realm" => realm.name.clone(), "record" => record)
+            .increment(1);
+    }
     if !counted.locked_now {
         return;
     }

@@ -48,7 +48,7 @@ impl Logins {
             // Only a count this call added: a replay's first call counted, and giving
             // it back here would erase a failure that call paid for.
             if counted.added() {
-                store.refund(key, attempt, counted.window_start_ms).await?;
+                store.refund(key, attempt, counted.window_start_ms, counted.allowed).await?;
             }
             let failures = counted.failures_without_this();
             return Ok(Recorded {

@@ -83,7 +83,14 @@ pub struct MailConfig {
 impl FlowsConfig {
     /// The flows' policies, every range checked; each problem is noted in `problems`
     /// naming `realms.NAME.flows.FLOW.FIELD`.
-    pub fn validate(&self, realm: &str, problems: &mut Problems) -> FlowPolicies {
+    /// `max_consecutive_failures` is the realm's ceiling, which every code flow's record
+    /// keeps too (NIST SP 800-63B-4 §3.2.2 bounds OTP verifiers alike).
+    pub fn validate(
+        &self,
+        realm: &str,
+        max_consecutive_failures: u32,
+        problems: &mut Problems,
+    ) -> FlowPolicies {
         let key = |flow: &str, field: &str| format!("realms.{realm}.flows.{flow}.{field}");
         let sf = &self.second_factor;
         problems.note(check(&key("second_factor", "max_failures"), sf.max_failures, 1..=100));
@@ -111,9 +118,11 @@ impl FlowsConfig {
             Duration::from_secs(60)..=Duration::from_secs(366 * 24 * 3600),
         ));
         FlowPolicies {
-            second_factor: fixed_window(sf.max_failures, sf.window),
+            second_factor: fixed_window(sf.max_failures, sf.window, max_consecutive_failures),
             recovery_code: Policy {
                 max_failures: rc.max_failures,
+                max_consecutive_failures,
+                lockout_duration: rc.first_window,
                 first_window: rc.first_window,
                 max_window: rc.max_window,
                 retention: rc.retention,

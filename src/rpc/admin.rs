@@ -119,6 +119,9 @@ pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
         seconds_until_open: door.seconds_until_open,
         window_seconds: door.window_ms / 1000,
         repeats_forgiven: door.repeats,
+        consecutive_failures: door.consecutive,
+        max_consecutive_failures: policy.max_consecutive_failures,
+        ceiling_reached: door.at_ceiling,
     }
 }
 
@@ -133,6 +136,9 @@ pub fn mail_inspection(sent: &Sent) -> InspectResponse {
         seconds_until_open: sent.next_in_ms.div_ceil(1000),
         window_seconds: CAP_WINDOW_MS / 1000,
         repeats_forgiven: 0,
+        consecutive_failures: 0,
+        max_consecutive_failures: 0,
+        ceiling_reached: false,
     }
 }
 
@@ -318,6 +324,8 @@ mod tests {
 
     const POLICY: Policy = Policy {
         max_failures: 5,
+        max_consecutive_failures: 100,
+        lockout_duration: Duration::from_secs(900),
         first_window: Duration::from_secs(900),
         max_window: Duration::from_secs(3600),
         retention: Duration::from_secs(86400),
@@ -334,7 +342,7 @@ mod tests {
         let none = at(None, t);
         assert_eq!((none.door, none.failures, none.seconds_until_open), (1, 0, 0));
         let r = |failures, ago, step| {
-            Some(Record { failures, window_start_ms: t - ago, step, repeats: 0 })
+            Some(Record { failures, window_start_ms: t - ago, step, ..Record::default() })
         };
         let open = at(r(3, 1000, 0), t);
         assert_eq!((open.door, open.failures, open.seconds_until_open), (1, 3, 0));
@@ -348,5 +356,11 @@ mod tests {
         );
         let over = at(r(9, 900_000, 0), t);
         assert_eq!((over.door, over.failures, over.step, over.seconds_until_open), (1, 0, 0, 0));
+        let ceiling = at(r(1, 1000, 2).map(|r| Record { consecutive: 100, ..r }), t);
+        assert_eq!(
+            (ceiling.door, ceiling.ceiling_reached, ceiling.consecutive_failures),
+            (DoorState::Closed as i32, true, 100)
+        );
+        assert_eq!((ceiling.max_consecutive_failures, ceiling.seconds_until_open), (100, 0));
     }
 }

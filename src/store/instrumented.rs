@@ -108,8 +108,9 @@ impl Store for InstrumentedStore {
         key: &AccountKey,
         attempt_id: Option<&AttemptKey>,
         window_start_ms: u64,
+        allowed: bool,
     ) -> Result<(), StoreError> {
-        self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms)).await
+        self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms, allowed)).await
     }
 
     async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {

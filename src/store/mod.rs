@@ -335,6 +335,9 @@ pub struct Counted {
     /// still not counted, is compared (a truncated fingerprint may be the right
     /// password's). `false`: a repeat is answered without a comparison.
     pub recheck: bool,
+    /// This attempt brought its record to the ceiling (docs/throttle.md, "The ceiling"):
+    /// the last one allowed until the record is cleared. Emit the ceiling event.
+    pub reached_ceiling: bool,
 }
 
 impl Counted {
@@ -391,12 +394,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Gives back one attempt counted in the window that started at `window_start_ms`
     /// (the CPU budget refused it, so it was not a guess), and forgets its `attempt_id`
-    /// so a retry counts afresh.
+    /// so a retry counts afresh. `allowed`: the attempt was allowed, so it also added a
+    /// consecutive failure (docs/throttle.md, "The ceiling"), which goes back too; a
+    /// refused attempt added none, and giving one back would reopen a door at its
+    /// ceiling.
     async fn refund(
         &self,
         key: &AccountKey,
         attempt_id: Option<&AttemptKey>,
         window_start_ms: u64,
+        allowed: bool,
     ) -> Result<(), StoreError>;
 
     /// Spray detection (docs/spray.md): for [`SprayNote::Failure`], notes `account` (its

@@ -58,6 +58,11 @@ pub const FLOW_LOCKOUTS: &str = "portcullis_flow_lockouts_total";
 pub const FLOW_CLEARS: &str = "portcullis_flow_clears_total";
 /// Counter: lockouts started (an account key used up its window), by `realm`.
 pub const LOCKOUTS: &str = "portcullis_lockouts_total";
+/// Counter: records that reached their ceiling of consecutive failures and stay shut
+/// until cleared (docs/throttle.md, "The ceiling"), by `realm` and `record` (`account`:
+/// the account's untrusted record; `device`: a known device's; `second_factor`,
+/// `recovery_code`: a code flow's).
+pub const CEILINGS_REACHED: &str = "portcullis_ceilings_reached_total";
 /// Counter: `Verify` verdicts, by `realm` and `verdict` (`accept`, `reject`,
 /// `challenge`, `change_required`).
 pub const VERDICTS: &str = "portcullis_verify_verdicts_total";
@@ -181,6 +186,10 @@ fn describe() {
     use ::metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(ATTEMPTS, "Attempts counted, by realm and decision");
     describe_counter!(LOCKOUTS, "Lockouts started, by realm");
+    describe_counter!(
+        CEILINGS_REACHED,
+        "Records that reached their ceiling of consecutive failures, by realm and record"
+    );
     describe_counter!(VERDICTS, "Verify verdicts, by realm and verdict");
     describe_counter!(DEVICES_CONFIRMED, "Device tokens ConfirmDevice issued, by realm");
     describe_counter!(FLOW_ATTEMPTS, "Flow attempts counted, by realm, flow, decision and reason");

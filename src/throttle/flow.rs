@@ -121,19 +121,26 @@ impl FlowPolicies {
     }
 }
 
-/// The throttle of a code flow that never escalates: one window of `window`, its record
-/// kept for that window only ([`super::expiry_ms`] of a realm that never escalates; the
-/// retention, one second past the window because a policy's must exceed its longest
-/// window, is never used).
-pub fn fixed_window(max_failures: u32, window: Duration) -> Policy {
+/// The throttle of a code flow that never escalates: windows of `window`, a lockout of
+/// at least `window` from the attempt that shut the door, and the ceiling of
+/// `max_consecutive_failures` across windows. A record holding consecutive failures is
+/// kept [`CODE_RETENTION`] after its last attempt (at least a second past the window), so
+/// the ceiling outlives the window ([`super::expiry_ms`]).
+pub fn fixed_window(max_failures: u32, window: Duration, max_consecutive_failures: u32) -> Policy {
     Policy {
         max_failures,
+        max_consecutive_failures,
+        lockout_duration: window,
         first_window: window,
         max_window: window,
-        retention: window + Duration::from_secs(1),
+        retention: CODE_RETENTION.max(window + Duration::from_secs(1)),
         second_factor_required: true,
     }
 }
+
+/// How long a one-time code's record is kept after its last attempt while it holds
+/// consecutive failures: a day, as the login's default retention.
+pub const CODE_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 /// The per-network budget of `per_hour` sends: a bucket of that capacity that fills in an
 /// hour.
@@ -160,8 +167,8 @@ mod tests {
     }
 
     #[test]
-    fn a_second_factor_record_lives_for_its_window_only() {
-        let policy = fixed_window(5, Duration::from_secs(900));
+    fn a_second_factor_record_never_escalates_and_keeps_its_ceiling_a_day() {
+        let policy = fixed_window(5, Duration::from_secs(900), 100);
         assert!(!policy.escalates());
         let t = 1_800_000_000_000;
         let mut record = None;
@@ -169,7 +176,8 @@ mod tests {
             record = Some(crate::throttle::attempt(&policy, record, t).record);
         }
         let record = record.unwrap();
-        assert_eq!(record.step, 0, "never escalates");
-        assert_eq!(crate::throttle::expiry_ms(&policy, &record, t + 5_000), t + 900_000);
+        assert_eq!((record.step, record.consecutive), (0, 5), "never escalates");
+        let day = 24 * 3600 * 1000;
+        assert_eq!(crate::throttle::expiry_ms(&policy, &record, t + 5_000), t + 5_000 + day);
     }
 }

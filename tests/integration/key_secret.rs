@@ -187,6 +187,8 @@ async fn a_reconnect_proves_the_key_secret_before_it_is_used() {
         first_window: Duration::from_secs(15 * 60),
         max_window: Duration::from_secs(3600),
         retention: Duration::from_secs(24 * 3600),
+        max_consecutive_failures: 100,
+        lockout_duration: Duration::from_secs(15 * 60),
         second_factor_required: false,
     };
     store.record_attempt(&key, None, &policy).await.expect("proven: it counts");
@@ -320,6 +322,8 @@ async fn a_key_check_of_another_type_refuses_a_serving_daemon() {
         first_window: Duration::from_secs(900),
         max_window: Duration::from_secs(3600),
         retention: Duration::from_secs(86_400),
+        max_consecutive_failures: 100,
+        lockout_duration: Duration::from_secs(900),
         second_factor_required: false,
     };
     assert!(matches!(

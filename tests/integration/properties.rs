@@ -112,6 +112,7 @@ impl Store for CountingStore {
         _: &AccountKey,
         _: Option<&AttemptKey>,
         _: u64,
+        _: bool,
     ) -> Result<(), StoreError> {
         Err(self.fail())
     }
@@ -292,6 +293,9 @@ impl Model {
         let out = throttle::attempt(p, self.live(now), now);
         let expires = if self.early {
             throttle::expiry_ms(p, &out.record, now)
+        } else if p.at_ceiling(out.record.consecutive) {
+            // At the ceiling both keep the record until it is cleared.
+            throttle::KEPT_UNTIL_CLEARED_MS
         } else {
             now + p.retention_ms()
         };
@@ -299,8 +303,8 @@ impl Model {
         out
     }
 
-    fn refund(&mut self, window_start_ms: u64, now: u64) {
-        if let Some(r) = throttle::refund(self.live(now), window_start_ms) {
+    fn refund(&mut self, window_start_ms: u64, allowed: bool, now: u64) {
+        if let Some(r) = throttle::refund(self.live(now), window_start_ms, allowed) {
             let expires = self.record.map_or(0, |(_, e)| e);
             self.record = Some((r, expires));
         }
@@ -308,15 +312,20 @@ impl Model {
 }
 
 fn policy_strategy() -> impl Strategy<Value = Policy> {
-    (1u32..=6, 1u64..=4, 0u32..=3, 1u64..=3, any::<bool>()).prop_map(
-        |(max_failures, first_s, doublings, extra_s, second_factor_required)| {
+    (1u32..=6, 1u64..=4, 0u32..=3, 1u64..=3, any::<bool>(), 1u32..=40, 0u64..=100).prop_map(
+        |(max_failures, first_s, doublings, extra_s, second_factor_required, ceiling, lock)| {
             let first_window = std::time::Duration::from_secs(first_s);
             let max_window = first_window * 2u32.pow(doublings);
+            let retention = max_window + std::time::Duration::from_secs(extra_s);
+            // 1 s – below the retention, in whole milliseconds.
+            let lockout_ms = 1000 + (retention.as_millis() as u64 - 1001) * lock / 100;
             Policy {
                 max_failures,
                 first_window,
                 max_window,
-                retention: max_window + std::time::Duration::from_secs(extra_s),
+                retention,
+                max_consecutive_failures: ceiling,
+                lockout_duration: std::time::Duration::from_millis(lockout_ms),
                 second_factor_required,
             }
         },
@@ -353,7 +362,7 @@ proptest! {
     ) {
         let (mut kept, mut early) = (Model { early: false, record: None }, Model { early: true, record: None });
         let mut now = 1_800_000_000_000u64;
-        let mut counted_in: Vec<u64> = Vec::new();
+        let mut counted_in: Vec<(u64, bool)> = Vec::new();
         for (i, (advance, step)) in steps.into_iter().enumerate() {
             now += advance;
             match step {
@@ -363,7 +372,7 @@ proptest! {
                     prop_assert_eq!(a.locked_now(&policy), b.locked_now(&policy), "step {}", i);
                     prop_assert_eq!(a.record.window_start_ms, b.record.window_start_ms, "step {}", i);
                     prop_assert_eq!(a.record.step, b.record.step, "step {}: step", i);
-                    counted_in.push(a.record.window_start_ms);
+                    counted_in.push((a.record.window_start_ms, a.allowed));
                 }
                 Step::Admit => {
                     let a = throttle::is_open(&policy, kept.live(now).as_ref(), now);
@@ -371,9 +380,9 @@ proptest! {
                     prop_assert_eq!(a, b, "step {}: admit", i);
                 }
                 Step::Refund { back } => {
-                    if let Some(&ws) = counted_in.iter().rev().nth(back) {
-                        kept.refund(ws, now);
-                        early.refund(ws, now);
+                    if let Some(&(ws, allowed)) = counted_in.iter().rev().nth(back) {
+                        kept.refund(ws, allowed, now);
+                        early.refund(ws, allowed, now);
                     }
                 }
             }

@@ -232,6 +232,8 @@ async fn the_embedded_spray_count_slides_over_two_periods_and_never_mixes_keys()
         first_window: std::time::Duration::from_secs(900),
         max_window: std::time::Duration::from_secs(3600),
         retention: std::time::Duration::from_secs(86400),
+        max_consecutive_failures: 100,
+        lockout_duration: std::time::Duration::from_secs(900),
         second_factor_required: false,
     };
     for who in ["a", "b", "d"] {

@@ -190,11 +190,12 @@ async fn wait_replicas_answers_after_a_replica_confirms_and_denies_without_one()
     daemon.shutdown().await;
 }
 
-/// A flood of made-up identifiers no longer fills a `noeviction` Redis (docs/store.md,
-/// "What a record costs"): each costs one record that lives to the end of its window,
-/// not for the day. An 8 MB Redis held about 32,000 made-up identifiers for 24 hours
-/// before; with 1-second windows it takes 80,000 in eight seconds and keeps absorbing,
-/// with no operation refused (an OOM answer would be UNAVAILABLE, every login denied).
+/// A flood of made-up identifiers does not fill a `noeviction` Redis (docs/store.md,
+/// "What a record costs"): each costs one record that lives for the realm's retention
+/// after its attempt (the ceiling's count needs it), and no longer. An 8 MB Redis holds
+/// about 32,000 records; with a 2-second retention it takes 80,000 made-up identifiers
+/// in eight seconds and keeps absorbing, with no operation refused (an OOM answer would
+/// be UNAVAILABLE, every login denied).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_made_up_identifiers_does_not_fill_a_noeviction_redis() {
     use portcullis::normalize::{Normalization, normalize};
@@ -211,8 +212,10 @@ async fn a_flood_of_made_up_identifiers_does_not_fill_a_noeviction_redis() {
     let policy = portcullis::throttle::Policy {
         max_failures: 5,
         first_window: Duration::from_secs(1),
-        max_window: Duration::from_secs(4),
-        retention: Duration::from_secs(60),
+        max_window: Duration::from_secs(1),
+        retention: Duration::from_secs(2),
+        max_consecutive_failures: 100,
+        lockout_duration: Duration::from_secs(1),
         second_factor_required: false,
     };
     const TOTAL: usize = 80_000;
@@ -243,7 +246,7 @@ async fn a_flood_of_made_up_identifiers_does_not_fill_a_noeviction_redis() {
     }
     assert_eq!(errors, 0, "the flood filled the Redis: operations were refused");
     let keys = dbsize(&mut redis.conn());
-    assert!(keys < 30_000, "{keys} records left: they do not expire with their window");
+    assert!(keys < 30_000, "{keys} records left: they do not expire with their retention");
     // A real user still counts.
     let id = normalize(Normalization::Exact, "real-user").unwrap();
     let key = AccountKey::new(&secret, "default", &id);

@@ -25,24 +25,35 @@ async fn the_door_and_admit_lua_agree_around_every_edge() {
         first_window: Duration::from_secs(900),
         max_window: Duration::from_secs(3600),
         retention: Duration::from_secs(86_400),
+        max_consecutive_failures: 100,
+        lockout_duration: Duration::from_secs(900),
         second_factor_required: false,
     };
     let secret = KeySecret::new(SECRET.into());
-    // (failures, window start this long ago in ms, step); windows of 900 s at step 0,
-    // 1,800 s at step 1; the edges ±2 s so the test's own time cannot cross them.
-    let cases = [
-        (0, 1_000, 0),
-        (4, 1_000, 0),
-        (5, 1_000, 0),
-        (5, 898_000, 0),
-        (5, 902_000, 0),
-        (9, 902_000, 0),
-        (5, 902_000, 1),
-        (5, 1_802_000, 1),
-        (5, 3_598_000, 2),
-        (5, 3_602_000, 3),
+    // (failures, window start this long ago in ms, step, consecutive failures, lockout
+    // end from now in ms: 0 none); windows of 900 s at step 0, 1,800 s at step 1; the
+    // edges ±2 s so the test's own time cannot cross them.
+    let cases: [(u64, u64, u32, u64, i64); 16] = [
+        (0, 1_000, 0, 0, 0),
+        (4, 1_000, 0, 4, 0),
+        (5, 1_000, 0, 5, 0),
+        (5, 898_000, 0, 5, 0),
+        (5, 902_000, 0, 5, 0),
+        (9, 902_000, 0, 5, 0),
+        (5, 902_000, 1, 5, 0),
+        (5, 1_802_000, 1, 10, 0),
+        (5, 3_598_000, 2, 15, 0),
+        (5, 3_602_000, 3, 20, 0),
+        // A lockout that outlasts its window, and one that ended.
+        (5, 902_000, 0, 5, 2_000),
+        (5, 902_000, 0, 5, -2_000),
+        (4, 902_000, 0, 4, 2_000),
+        // At the ceiling, and just below it, in a window long over.
+        (1, 1_000, 2, 100, 0),
+        (0, 7_200_000, 2, 100, 0),
+        (0, 7_200_000, 2, 99, 0),
     ];
-    for (n, (failures, ago, step)) in cases.into_iter().enumerate() {
+    for (n, (failures, ago, step, consecutive, lockout_in)) in cases.into_iter().enumerate() {
         let id = normalize(Normalization::Email, &format!("door{n}@example.com")).unwrap();
         let key = AccountKey::new(&secret, "default", &id);
         let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
@@ -55,11 +66,33 @@ async fn the_door_and_admit_lua_agree_around_every_edge() {
             .arg(now - ago)
             .arg("st")
             .arg(step)
+            .arg("c")
+            .arg(consecutive)
             .query(&mut conn)
             .unwrap();
-        let record = Record { failures, window_start_ms: now - ago, step, repeats: 0 };
+        let locked_until_ms =
+            if lockout_in == 0 { 0 } else { now.saturating_add_signed(lockout_in) };
+        if locked_until_ms > 0 {
+            let _: () = redis::cmd("HSET")
+                .arg(key.record())
+                .arg("lu")
+                .arg(locked_until_ms)
+                .query(&mut conn)
+                .unwrap();
+        }
+        let record = Record {
+            failures,
+            window_start_ms: now - ago,
+            step,
+            consecutive,
+            locked_until_ms,
+            ..Record::default()
+        };
         let pure = door(&policy, Some(&record), now);
         let script = store.is_open(&key, &policy).await.unwrap();
-        assert_eq!(pure.open, script, "{failures} failures, {ago} ms ago, step {step}");
+        assert_eq!(
+            pure.open, script,
+            "{failures} failures, {ago} ms ago, step {step}, {consecutive} in a row, lockout {lockout_in}"
+        );
     }
 }

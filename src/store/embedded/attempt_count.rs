@@ -53,6 +53,7 @@ impl Tables<'_, '_> {
             trusted: false,
             repeat: false,
             recheck: false,
+            reached_ceiling: false,
         }))
     }
 
@@ -90,6 +91,7 @@ impl Tables<'_, '_> {
             trusted,
             repeat: true,
             recheck: found == RepeatMatch::Recheck,
+            reached_ceiling: false,
         }))
     }
 
@@ -116,6 +118,7 @@ impl Tables<'_, '_> {
             trusted,
             repeat: false,
             recheck: false,
+            reached_ceiling: out.reached_ceiling(policy),
         })
     }
 

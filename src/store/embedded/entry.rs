@@ -90,6 +90,10 @@ pub(super) const MAX_REPEATS: usize = crate::throttle::repeat_list::MAX_REPEAT_L
 /// Most times an [`Entry::Sends`] holds (the highest `daily_cap`).
 pub(super) const MAX_SENDS: usize = crate::throttle::send_log::MAX_DAILY_CAP as usize;
 
+/// Length of an encoded [`Entry::Record`]: tag, failures, window start, step, expiry,
+/// repeats, consecutive failures, the lockout's end.
+const RECORD_LEN: usize = 57;
+
 /// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
 pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
 
@@ -117,10 +121,12 @@ impl Entry {
                 out.extend_from_slice(&record.window_start_ms.to_le_bytes());
                 out.extend_from_slice(&u64::from(record.step).to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
-                // The repeats only when there are some: most records never have one.
-                if record.repeats > 0 {
-                    out.extend_from_slice(&record.repeats.to_le_bytes());
-                }
+                // Then the repeats, the consecutive failures and the lockout's end
+                // (`RECORD_LEN`); a record written before the ceiling has 33 or 41
+                // bytes (no consecutive failures, no lockout).
+                out.extend_from_slice(&record.repeats.to_le_bytes());
+                out.extend_from_slice(&record.consecutive.to_le_bytes());
+                out.extend_from_slice(&record.locked_until_ms.to_le_bytes());
             }
             Entry::Repeats { window_start_ms, fingerprints, marks, len, expires_ms } => {
                 out.push(7);
@@ -195,8 +201,9 @@ impl Entry {
         let corrupt = || StoreError::Protocol("corrupt embedded entry".into());
         let fits = match bytes.first() {
             Some(4) => bytes.len() == SPRAY_COUNT_LEN,
-            // A record with repeats carries one more word.
-            Some(1) => bytes.len() == 33 || bytes.len() == 41,
+            // Today's record, or one written before the ceiling (with or without its
+            // repeats).
+            Some(1) => matches!(bytes.len(), 33 | 41 | RECORD_LEN),
             // A repeat list, a send log: the fixed words, then its fingerprints or times.
             Some(7) => tail_fits(bytes, MAX_REPEATS),
             Some(8) => tail_fits(bytes, MAX_SENDS),
@@ -222,7 +229,9 @@ impl Entry {
                     failures: word(0),
                     window_start_ms: word(1),
                     step: u32::try_from(word(2)).map_err(|_| corrupt())?,
-                    repeats: if bytes.len() == 41 { word(4) } else { 0 },
+                    repeats: if bytes.len() > 33 { word(4) } else { 0 },
+                    consecutive: if bytes.len() == RECORD_LEN { word(5) } else { 0 },
+                    locked_until_ms: if bytes.len() == RECORD_LEN { word(6) } else { 0 },
                 };
                 if !record.is_plausible() {
                     return Err(corrupt());

@@ -337,9 +337,11 @@ impl Store for EmbeddedStore {
         key: &AccountKey,
         attempt_id: Option<&AttemptKey>,
         window_start_ms: u64,
+        allowed: bool,
     ) -> Result<(), StoreError> {
         let attempt = attempt_id.map(|k| k.as_str().to_owned());
-        self.submit(Op::Refund { record: key.record(), attempt, window_start_ms }).await.map(drop)
+        let op = Op::Refund { record: key.record(), attempt, window_start_ms, allowed };
+        self.submit(op).await.map(drop)
     }
 
     async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {

@@ -54,7 +54,8 @@ impl Tables<'_, '_> {
 
     /// The embedded form of `repeat.lua` ([`RepeatList::note`]): `fingerprint` first on
     /// `list` and not forgiven, at most `max_len` kept, bound to the bucket's window and
-    /// expiring with its record; no record, no note.
+    /// expiring with its record; no record, or one at its ceiling (kept until cleared,
+    /// its door shut: repeat.lua's PTTL of -1), no note.
     pub(super) fn note_repeat(
         &mut self,
         record: &str,
@@ -63,8 +64,9 @@ impl Tables<'_, '_> {
         max_len: u32,
     ) -> Result<(), StoreError> {
         let (r, expires_ms) = match self.get(record)? {
+            Some(Entry::Record { expires_ms: crate::throttle::KEPT_UNTIL_CLEARED_MS, .. })
+            | None => return Ok(()),
             Some(Entry::Record { record, expires_ms }) => (record, expires_ms),
-            None => return Ok(()),
             Some(_) => return Err(StoreError::Protocol("a record key holds another entry".into())),
         };
         let mut held =

@@ -60,6 +60,7 @@ pub(super) enum Op {
         record: String,
         attempt: Option<String>,
         window_start_ms: u64,
+        allowed: bool,
     },
     Clear {
         record: String,
@@ -290,9 +291,9 @@ impl Tables<'_, '_> {
                 self.spray(count, member, *note, *period_ms, *limit).map(Reply::Count)
             }
             Op::Clear { record, epoch } => self.clear(record, epoch.as_ref()),
-            Op::Refund { record, attempt, window_start_ms } => {
-                self.refund(record, attempt.as_deref(), *window_start_ms).map(|()| Reply::Done)
-            }
+            Op::Refund { record, attempt, window_start_ms, allowed } => self
+                .refund(record, attempt.as_deref(), *window_start_ms, *allowed)
+                .map(|()| Reply::Done),
             Op::Revoke { epoch_key, ttl_ms } => {
                 let epoch = self.epoch(epoch_key)? + 1;
                 self.put(epoch_key, Entry::Epoch { epoch, expires_ms: now + ttl_ms })?;
@@ -341,19 +342,20 @@ impl Tables<'_, '_> {
         Ok(Reply::Count(current))
     }
 
-    /// Gives back one failure of the window that started at `window_start_ms` and
-    /// forgets the attempt id.
+    /// Gives back one failure of the window that started at `window_start_ms` (and its
+    /// consecutive failure when the attempt was `allowed`), and forgets the attempt id.
     fn refund(
         &mut self,
         record: &str,
         attempt: Option<&str>,
         window_start_ms: u64,
+        allowed: bool,
     ) -> Result<(), StoreError> {
         if let Some(attempt) = attempt {
             self.remove(attempt)?;
         }
         if let Some(Entry::Record { record: r, expires_ms }) = self.get(record)?
-            && let Some(r) = throttle::refund(Some(r), window_start_ms)
+            && let Some(r) = throttle::refund(Some(r), window_start_ms, allowed)
         {
             // The expiry stays: it was pushed by the attempt being refunded.
             self.put(record, Entry::Record { record: r, expires_ms })?;

@@ -3,9 +3,9 @@
 -- src/throttle.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
 -- conformance tests hold the two together).
 --
--- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st; rp)
+-- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st, c; rp, lu)
 -- and only for an attempt that carries a device token (ARGV[7] >= 0):
--- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st; rp)
+-- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st, c; rp, lu)
 -- KEYS[3]  device epoch    portcullis:v2:{<digest>}:e          (string; absent: 0)
 -- then, when the gateway sent an attempt_id:
 -- KEYS[2] or KEYS[4]       portcullis:v2:{<digest>}:a:<16 hex>
@@ -29,9 +29,18 @@
 -- ARGV[9]  attempt_ttl_ms     how long an attempt_id's answer is kept (the retry horizon,
 --                             store.attempt_id_horizon)
 -- ARGV[10] fingerprint        the password's repeat fingerprint (4-16 hex); '' none
+-- ARGV[11] max_consecutive    the ceiling (1-100): attempts allowed on the record across
+--                             windows until it is cleared
+-- ARGV[12] lockout_ms         how long a door shut by an attempt stays shut at least,
+--                             from that attempt (lockout_duration)
+--
+-- Record fields: f failures in the window, ws window start, st step, rp repeats
+-- forgiven in the window, c consecutive failures (attempts allowed since the record was
+-- last cleared), lu the time before which the door stays shut (absent: none). The
+-- window lasts until max(ws + window(st), lu) (src/throttle.rs::window_end_ms).
 --
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
--- repeat (0|1|2)}.
+-- repeat (0|1|2), consecutive}.
 -- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle.rs::forgive and
 -- src/throttle/repeat_list.rs::RepeatList::claim): the fingerprint is on the client's list
 -- for the counted record's current window. It is not counted: allowed while failures <
@@ -46,21 +55,30 @@
 -- higher epoch) it is counted on the account's own record, as any untrusted attempt.
 -- An attempt without a device token reads no epoch (RecordAttempt never has one).
 -- replays is 0 for a first call. A replayed attempt_id returns its first answer,
--- counts nothing (failures and step are then -1, trusted 0) and bumps its replay count,
+-- counts nothing (failures, step and consecutive are then -1, trusted 0) and bumps its
+-- replay count,
 -- which Verify uses to bound re-comparisons under one id.
 --
--- How long the counted record lives follows what it holds: at step 0 with its window
--- not exhausted (or in a realm that never escalates), nothing in it outlives the
--- window (the next attempt after it would reset it exactly as if it were absent), so it
--- expires when the window ends; otherwise it is kept for retention_ms.
+-- The ceiling (docs/throttle.md, "The ceiling"): an allowed attempt adds one to c; once
+-- c holds max_consecutive no attempt is allowed, whatever the window, until the record
+-- is cleared. The attempt that exhausts its window (f reaches max_failures) sets
+-- lu = now + lockout_ms, so the door stays shut that long at least.
 --
--- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, -1, 7776300000, 300000),
--- store time T, no device, one key:
---   no record          -> record {f=1, ws=T, st=0}, PTTL 900000 (the rest of its window),
---                         returns {1, 1, 0, T, 0, 0, 0}
---   5th call at T+1s   -> {f=5}: exhausted, PTTL 86400000 (kept for the retention)
---   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0}        (door closed)
---   call at T+900s     -> window over and exhausted: {f=1, ws=T+900000, st=1}, kept
+-- How long the counted record lives follows what it holds: at its ceiling it is kept
+-- until it is cleared (no expiry); holding consecutive failures, it is kept for
+-- retention_ms after this attempt; holding none (every attempt refused or refunded) at
+-- step 0 with its window not exhausted (or in a realm that never escalates), it
+-- expires when its window ends.
+--
+-- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, -1, 7776300000, 300000,
+-- '', 100, 900000), store time T, no device, one key:
+--   no record          -> record {f=1, ws=T, st=0, c=1}, PTTL 86400000,
+--                         returns {1, 1, 0, T, 0, 0, 0, 1}
+--   5th call at T+1s   -> {f=5, c=5, lu=T+901000}: exhausted, the door shut till T+901s
+--   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0, 5}        (door closed)
+--   call at T+900s     -> still shut (lu): {f=7}, refused
+--   call at T+901s     -> window over and exhausted: {f=1, ws=T+901000, st=1, c=6}
+--   the 100th allowed  -> {c=100}: no expiry, refused from then on until cleared
 -- A device token with epoch 0 while the account's epoch is 1: counted on KEYS[1],
 -- trusted 0. With fingerprint 'ab12cd34' and the list "T|,ee55,ab12cd34," at T+3s and
 -- {f=4}: not counted, {rp=1}, the list "T|,ab12cd34*,ee55,", returns
@@ -82,6 +100,8 @@ local token_epoch = tonumber(ARGV[7])
 local epoch_ttl = tonumber(ARGV[8])
 local attempt_ttl = tonumber(ARGV[9])
 local fingerprint = ARGV[10] or ''
+local max_consecutive = tonumber(ARGV[11])
+local lockout = tonumber(ARGV[12])
 assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
 assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
 assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
@@ -93,6 +113,9 @@ assert(epoch_ttl and epoch_ttl >= 1000, 'epoch_ttl_ms must be >= 1000')
 assert(attempt_ttl and attempt_ttl >= 1000, 'attempt_ttl_ms must be >= 1000')
 assert(fingerprint == '' or (#fingerprint >= 4 and #fingerprint <= 16
   and not string.find(fingerprint, '[^0-9a-f]')), 'fingerprint must be 4-16 hex digits or empty')
+assert(max_consecutive and max_consecutive >= 1 and max_consecutive <= 100,
+  'max_consecutive must be in 1..100')
+assert(lockout and lockout >= 1000 and lockout < retention, 'lockout_ms must be in 1000..retention_ms')
 local device = token_epoch >= 0
 local fixed = 1
 if device then fixed = 3 end
@@ -131,24 +154,26 @@ if attempt_key then
     replays = stored(replays, MAX_COUNT, 'attempt record') + 1
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays), 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays, 0, 0}
+    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1}
   end
 end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local rec = redis.call('HMGET', record, 'f', 'ws', 'st', 'rp')
-local failures, ws, step, repeats = 0, now, 0, 0
+local rec = redis.call('HMGET', record, 'f', 'ws', 'st', 'rp', 'c', 'lu')
+local failures, ws, step, repeats, consecutive, locked_until = 0, now, 0, 0, 0, 0
 if rec[1] then
   failures = stored(rec[1], MAX_COUNT, 'record')
   ws = stored(rec[2], MAX_TIME_MS, 'record')
   step = stored(rec[3], MAX_STEP, 'record')
   if rec[4] then repeats = stored(rec[4], MAX_COUNT, 'record') end
+  if rec[5] then consecutive = stored(rec[5], MAX_COUNT, 'record') end
+  if rec[6] then locked_until = stored(rec[6], MAX_TIME_MS, 'record') end
 end
 
-local window = math.min(first_window * (2 ^ step), max_window)
-if rec[1] and list_key and now - ws < window then
+local window_end = math.max(ws + math.min(first_window * (2 ^ step), max_window), locked_until)
+if rec[1] and list_key and now < window_end then
   local held = redis.call('GET', list_key)
   if held then
     local list_ws, fps, marks = repeat_list(held)
@@ -171,16 +196,16 @@ if rec[1] and list_key and now - ws < window then
       end
       redis.call('HSET', record, 'rp', string.format('%d', repeats + 1))
       local allowed = 0
-      if failures < max_failures then allowed = 1 end
+      if failures < max_failures and consecutive < max_consecutive then allowed = 1 end
       if attempt_key then
         redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
           'PX', attempt_ttl)
       end
-      return {allowed, failures, step, ws, 0, trusted, kind}
+      return {allowed, failures, step, ws, 0, trusted, kind, consecutive}
     end
   end
 end
-if now - ws >= window then
+if now >= window_end then
   if rec[4] then redis.call('HDEL', record, 'rp') end
   if failures >= max_failures and escalate == 1 then
     step = math.min(step + 1, max_step)
@@ -189,22 +214,35 @@ if now - ws >= window then
   ws = now
 end
 failures = failures + 1
+local allowed = 0
+if failures <= max_failures and consecutive < max_consecutive then
+  allowed = 1
+  consecutive = consecutive + 1
+  if failures == max_failures then
+    locked_until = math.max(locked_until, now + lockout)
+  end
+end
 
 -- %d: Lua's default number format keeps only 14 significant digits.
 redis.call('HSET', record, 'f', string.format('%d', failures),
-  'ws', string.format('%d', ws), 'st', string.format('%d', step))
-if step == 0 and (failures < max_failures or escalate == 0) then
-  -- The window's end: ws + first_window is after now (the window was not over, or
-  -- just restarted at now).
-  redis.call('PEXPIRE', record, ws + first_window - now)
+  'ws', string.format('%d', ws), 'st', string.format('%d', step),
+  'c', string.format('%d', consecutive))
+if locked_until > 0 then
+  redis.call('HSET', record, 'lu', string.format('%d', locked_until))
+end
+if consecutive >= max_consecutive then
+  -- At the ceiling: kept until it is cleared.
+  redis.call('PERSIST', record)
+elseif consecutive == 0 and step == 0 and (failures < max_failures or escalate == 0) then
+  -- The window's end is after now (the window was not over, or just restarted at now).
+  local ends = math.max(ws + first_window, locked_until)
+  redis.call('PEXPIRE', record, ends - now)
 else
   redis.call('PEXPIRE', record, retention)
 end
 
-local allowed = 0
-if failures <= max_failures then allowed = 1 end
 if attempt_key then
   redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
     'PX', attempt_ttl)
 end
-return {allowed, failures, step, ws, 0, trusted, 0}
+return {allowed, failures, step, ws, 0, trusted, 0, consecutive}

@@ -2,22 +2,29 @@
 -- CPU budget refused it (it was not a guess; docs/throttle.md, "The rules").
 -- src/throttle.rs::refund is the same rule in Rust.
 --
--- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st; rp)
+-- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st, c; rp, lu)
 -- KEYS[2]  optional     portcullis:v2:{<digest>}:a:<16 hex>
 --                       deleted, so the gateway's retry with the same
 --                       attempt_id is counted afresh
 -- ARGV[1]  window_start_ms the attempt was counted in
+-- ARGV[2]  allowed: 1 when the attempt was allowed (it added a consecutive failure, c,
+--          which goes back too), 0 when it was refused (it added none: giving one back
+--          would reopen a door at its ceiling)
 --
--- Returns 1 when a failure was given back, 0 when the window has moved on (its
--- count is no longer the refunded attempt's) or the record is gone.
+-- Returns 1 when a failure was given back (the window's and the consecutive one, c), 0
+-- when the window has moved on (its count is no longer the refunded attempt's) or the
+-- record is gone.
 --
--- Worked example: {f=3, ws=T, st=0}, ARGV[1]=T  -> {f=2, ws=T, st=0}, returns 1
+-- Worked example: {f=3, ws=T, st=0, c=8}, ARGV={T, 1}  -> {f=2, ws=T, st=0, c=7}, returns 1
+--                 {f=3, ws=T, st=0, c=8}, ARGV={T, 0}  -> {f=2, ws=T, st=0, c=8}, returns 1
 --                 {f=1, ws=U, st=1}, ARGV[1]=T  -> unchanged, returns 0
 --
 -- The expiry is left as it is: it was pushed by the attempt being refunded.
 
 local window_start = tonumber(ARGV[1])
+local allowed = tonumber(ARGV[2])
 assert(window_start and window_start >= 0, 'window_start_ms must be a number')
+assert(allowed == 0 or allowed == 1, 'allowed must be 0 or 1')
 
 if KEYS[2] then
   redis.call('DEL', KEYS[2])
@@ -25,15 +32,20 @@ end
 
 -- The step is read only to check it: a record with any field out of range is never
 -- written back.
-local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st')
+local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st', 'c')
 if not rec[1] then
   return 0
 end
 local failures = stored(rec[1], MAX_COUNT, 'record')
 local ws = stored(rec[2], MAX_TIME_MS, 'record')
 stored(rec[3], MAX_STEP, 'record')
+local consecutive = 0
+if rec[4] then consecutive = stored(rec[4], MAX_COUNT, 'record') end
 if ws ~= window_start or failures < 1 then
   return 0
 end
 redis.call('HSET', KEYS[1], 'f', string.format('%d', failures - 1))
+if allowed == 1 and consecutive > 0 then
+  redis.call('HSET', KEYS[1], 'c', string.format('%d', consecutive - 1))
+end
 return 1

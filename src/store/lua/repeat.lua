@@ -36,6 +36,7 @@ assert(fingerprint and #fingerprint >= 4 and #fingerprint <= 16
 assert(max_len and max_len >= 1 and max_len <= 16 and max_len % 1 == 0,
   'max_len must be in 1..16')
 
+-- PTTL -1: a record at its ceiling, kept until cleared, its door shut: nothing to note.
 local ttl = redis.call('PTTL', KEYS[1])
 local ws = redis.call('HGET', KEYS[1], 'ws')
 if ttl <= 0 or not ws then

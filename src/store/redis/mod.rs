@@ -377,7 +377,8 @@ impl Store for RedisStore {
         let mut call = scripts::admit().key(key.record());
         call.arg(policy.max_failures)
             .arg(policy.window_ms(0))
-            .arg(policy.window_ms(policy.max_step()));
+            .arg(policy.window_ms(policy.max_step()))
+            .arg(policy.max_consecutive_failures);
         let open: i64 = self.invoke(&call).await?;
         match open {
             1 => Ok(true),
@@ -410,9 +411,12 @@ impl Store for RedisStore {
             .arg(device_epoch)
             .arg(attempt.device_epoch_ttl_ms)
             .arg(self.attempt_ttl_ms)
-            .arg(attempt.repeat.map_or_else(String::new, |r| repeat_note::hex(r.fingerprint)));
+            .arg(attempt.repeat.map_or_else(String::new, |r| repeat_note::hex(r.fingerprint)))
+            .arg(policy.max_consecutive_failures)
+            .arg(policy.lockout_ms());
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
-        let [allowed, failures, _step, window_start_ms, replays, trusted, repeat] = reply[..]
+        let [allowed, failures, _step, window_start_ms, replays, trusted, repeat, consecutive] =
+            reply[..]
         else {
             return Err(StoreError::Protocol(format!(
                 "record_attempt returned {} values",
@@ -428,8 +432,14 @@ impl Store for RedisStore {
             u64::try_from(v)
                 .map_err(|_| StoreError::Protocol(format!("record_attempt: negative {name}")))
         };
+        let allowed = flag(allowed, "allowed")?;
         Ok(Counted {
-            allowed: flag(allowed, "allowed")?,
+            allowed,
+            // A replay and a repeat report no new consecutive failure: never the ceiling.
+            reached_ceiling: allowed
+                && replays == 0
+                && repeat == 0
+                && u64::try_from(consecutive).is_ok_and(|c| policy.at_ceiling(c)),
             // A replay reports failures = -1: never a lockout.
             locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
             failures: u64::try_from(failures).unwrap_or(0),
@@ -462,12 +472,13 @@ impl Store for RedisStore {
         key: &AccountKey,
         attempt_id: Option<&AttemptKey>,
         window_start_ms: u64,
+        allowed: bool,
     ) -> Result<(), StoreError> {
         let mut call = scripts::refund().key(key.record());
         if let Some(attempt_key) = attempt_id {
             call.key(attempt_key.as_str());
         }
-        call.arg(window_start_ms);
+        call.arg(window_start_ms).arg(u8::from(allowed));
         let _refunded: i64 = self.invoke(&call).await?;
         Ok(())
     }
@@ -538,7 +549,9 @@ impl Store for RedisStore {
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
         let call = scripts::inspect().key(key.record());
         let reply: Vec<i64> = self.invoke(&call).await?;
-        let [exists, failures, window_start_ms, step, now_ms, repeats] = reply[..] else {
+        let [exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until] =
+            reply[..]
+        else {
             return Err(StoreError::Protocol(format!("inspect returned {} values", reply.len())));
         };
         let field = |v: i64, name: &str| {
@@ -552,6 +565,8 @@ impl Store for RedisStore {
                 step: u32::try_from(step)
                     .map_err(|_| StoreError::Protocol("inspect: step out of range".into()))?,
                 repeats: field(repeats, "repeats")?,
+                consecutive: field(consecutive, "consecutive")?,
+                locked_until_ms: field(locked_until, "locked until")?,
             }),
             other => return Err(StoreError::Protocol(format!("inspect exists={other}"))),
         };

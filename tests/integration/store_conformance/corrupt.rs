@@ -26,7 +26,7 @@ async fn every_read_fails(store: &dyn Store, k: &AccountKey, what: &str) {
     assert!(store.record_attempt(k, None, &p).await.is_err(), "record_attempt over {what}");
     assert!(store.is_open(k, &p).await.is_err(), "admit over {what}");
     assert!(store.inspect(k).await.is_err(), "inspect over {what}");
-    let refund = store.refund(k, None, 1_800_000_000_000).await;
+    let refund = store.refund(k, None, 1_800_000_000_000, true).await;
     assert!(refund.is_err(), "refund over {what}");
 }
 

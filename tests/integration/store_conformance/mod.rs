@@ -31,6 +31,8 @@ fn policy(second_factor_required: bool) -> Policy {
         first_window: Duration::from_secs(15 * 60),
         max_window: Duration::from_secs(3600),
         retention: Duration::from_secs(24 * 3600),
+        max_consecutive_failures: 100,
+        lockout_duration: Duration::from_secs(15 * 60),
         second_factor_required,
     }
 }
@@ -105,7 +107,9 @@ impl Backend for Embedded {
     }
     async fn ttl_ms(&self, key: &str) -> Option<u64> {
         let at = self.store.expires_at(key).await.unwrap()?;
-        Some(at - self.clock.0.load(Ordering::SeqCst))
+        // Kept until cleared: no expiry, as Redis's PTTL -1.
+        (at != portcullis::throttle::KEPT_UNTIL_CLEARED_MS)
+            .then(|| at - self.clock.0.load(Ordering::SeqCst))
     }
 }
 
@@ -205,6 +209,71 @@ async fn retention_forgets(b: &dyn Backend) {
     assert_eq!(b.record(&k).await, Some((6, 0)));
 }
 
+/// A lockout lasts at least `lockout_duration` from the attempt that shut the door,
+/// however late in its window (docs/throttle.md, "How long a lockout lasts"; PCI DSS 4.0
+/// 8.3.4): one failure, four more a second before the window ends, and the door stays
+/// shut 15 minutes from the fifth. `Admit` and `Inspect` say the same.
+async fn lockout_lasts_lockout_duration(b: &dyn Backend) {
+    let (k, p) = (key("late@example.com"), policy(false));
+    let store = b.store();
+    assert!(store.record_attempt(&k, None, &p).await.unwrap().allowed);
+    b.advance(&k, 15 * MIN - 1000).await;
+    assert_eq!(allowed(b, &k, &p, 4).await, [true; 4]);
+    b.advance(&k, 2000).await;
+    assert!(!store.is_open(&k, &p).await.unwrap(), "open a second after the window's end");
+    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    assert!((897..=899).contains(&answer.seconds_until_open), "{answer:?}");
+    assert!(!store.record_attempt(&k, None, &p).await.unwrap().allowed);
+    b.advance(&k, 15 * MIN - 1000).await;
+    assert!(store.is_open(&k, &p).await.unwrap());
+    // Then escalation as before: the next window is the second one.
+    assert!(store.record_attempt(&k, None, &p).await.unwrap().allowed);
+    assert_eq!(b.record(&k).await, Some((1, 1)));
+}
+
+/// The ceiling (docs/throttle.md, "The ceiling"): allowed attempts add up across
+/// windows; the one that reaches it says so, every later one is refused in every later
+/// window, a refund gives one back, `Inspect` shows it, and a clear ends it.
+async fn the_ceiling_holds_across_windows(b: &dyn Backend) {
+    let k = key("ceiling-conformance@example.com");
+    let p = Policy { max_consecutive_failures: 8, ..policy(false) };
+    let store = b.store();
+    let mut reached = Vec::new();
+    for _ in 0..2 {
+        for _ in 0..5 {
+            reached.push(store.record_attempt(&k, None, &p).await.unwrap().reached_ceiling);
+        }
+        b.advance(&k, 60 * MIN).await;
+    }
+    // 5 + 3 allowed: the eighth reached the ceiling; the ninth and tenth were refused.
+    assert_eq!(reached.iter().filter(|r| **r).count(), 1);
+    assert!(reached[7]);
+    let seen = store.inspect(&k).await.unwrap();
+    assert_eq!(seen.record.unwrap().consecutive, 8);
+    let answer = portcullis::rpc::admin::inspection(&p, &seen);
+    assert!(answer.ceiling_reached && answer.door == portcullis::pb::DoorState::Closed as i32);
+    assert_eq!((answer.consecutive_failures, answer.seconds_until_open), (8, 0));
+    b.advance(&k, 24 * 60 * MIN).await;
+    assert!(!store.is_open(&k, &p).await.unwrap(), "the ceiling let go with time");
+    let refused = store.record_attempt(&k, None, &p).await.unwrap();
+    assert!(!refused.allowed && !refused.reached_ceiling);
+    // A refund of a refused attempt gives back no consecutive failure: the door stays
+    // shut. A refund of an allowed one gives one back.
+    let ws = refused.window_start_ms;
+    store.refund(&k, None, ws, false).await.unwrap();
+    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().consecutive, 8);
+    assert!(!store.is_open(&k, &p).await.unwrap(), "a refund of a refusal reopened the ceiling");
+    store.record_attempt(&k, None, &p).await.unwrap();
+    store.refund(&k, None, ws, true).await.unwrap();
+    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().consecutive, 7);
+    assert!(store.is_open(&k, &p).await.unwrap());
+    assert!(store.record_attempt(&k, None, &p).await.unwrap().reached_ceiling);
+    store.clear(&k).await.unwrap();
+    assert!(store.is_open(&k, &p).await.unwrap());
+    let fresh = store.record_attempt(&k, None, &p).await.unwrap();
+    assert!(fresh.allowed && !fresh.reached_ceiling);
+}
+
 async fn admit_reads_only(b: &dyn Backend) {
     let (k, p) = (key("admit@example.com"), policy(false));
     let store = b.store();
@@ -284,7 +353,10 @@ async fn refunds(b: &dyn Backend) {
     allowed(b, &k, &p, 2).await;
     let c = store.record_attempt(&k, Some(&k.attempt(&secret(), &id("r1"))), &p).await.unwrap();
     assert_eq!(b.record(&k).await, Some((3, 0)));
-    store.refund(&k, Some(&k.attempt(&secret(), &id("r1"))), c.window_start_ms).await.unwrap();
+    store
+        .refund(&k, Some(&k.attempt(&secret(), &id("r1"))), c.window_start_ms, true)
+        .await
+        .unwrap();
     assert_eq!(b.record(&k).await, Some((2, 0)));
     // The id was forgotten: the retry counts afresh.
     assert_eq!(
@@ -295,11 +367,11 @@ async fn refunds(b: &dyn Backend) {
     // A refund for a window that has moved on changes nothing.
     b.advance(&k, 15 * MIN).await;
     allowed(b, &k, &p, 1).await;
-    store.refund(&k, None, c.window_start_ms).await.unwrap();
+    store.refund(&k, None, c.window_start_ms, true).await.unwrap();
     assert_eq!(b.record(&k).await, Some((1, 0)));
     // No record: nothing to refund, nothing created.
     let other = key("none@example.com");
-    store.refund(&other, None, c.window_start_ms).await.unwrap();
+    store.refund(&other, None, c.window_start_ms, true).await.unwrap();
     assert_eq!(b.record(&other).await, None);
 }
 
@@ -367,46 +439,60 @@ async fn spray_counts_distinct_failed_accounts(b: &dyn Backend) {
 }
 
 /// How long a record lives follows what it holds (docs/throttle.md, "How long a record
-/// lives"): at step 0 with its window not exhausted, to the end of its window; exhausted,
-/// at a higher step, or in a realm with a second factor exhausted, as the rule says; an
-/// attempt id's answer for the retry horizon (5 min by default).
+/// lives"): holding consecutive failures, for the retention after its last attempt (the
+/// ceiling counts across windows), in a realm with a second factor too; at its ceiling,
+/// until it is cleared (no expiry); an attempt id's answer for the retry horizon (5 min
+/// by default).
 async fn lifetime_follows_content(b: &dyn Backend) {
     let store = b.store();
     let (p, mfa) = (policy(false), policy(true));
     let k = key("one-failure@example.com");
     store.record_attempt(&k, Some(&k.attempt(&secret(), &id("a1"))), &p).await.unwrap();
-    assert!(near(b.ttl_ms(&k.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
+    assert!(near(b.ttl_ms(&k.record()).await, 24 * 60 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
     let answer = k.attempt(&secret(), &id("a1"));
     assert!(
         near(b.ttl_ms(answer.as_str()).await, 5 * MIN),
         "{:?}",
         b.ttl_ms(answer.as_str()).await
     );
-    // Ten minutes later, a second failure: still the rest of the same window.
+    // Ten minutes later, a second failure: the retention from this attempt.
     b.advance(&k, 10 * MIN).await;
     store.record_attempt(&k, None, &p).await.unwrap();
-    assert!(near(b.ttl_ms(&k.record()).await, 5 * MIN), "{:?}", b.ttl_ms(&k.record()).await);
-    // Exhausted: kept for the retention, so the next window escalates.
+    assert!(near(b.ttl_ms(&k.record()).await, 24 * 60 * MIN));
+    // At step 1, kept: the step must be remembered.
     for _ in 0..3 {
         store.record_attempt(&k, None, &p).await.unwrap();
     }
-    assert!(
-        near(b.ttl_ms(&k.record()).await, 24 * 60 * MIN),
-        "exhausted: {:?}",
-        b.ttl_ms(&k.record()).await
-    );
-    // At step 1, even one failure is kept: the step must be remembered.
     b.advance(&k, 15 * MIN).await;
     store.record_attempt(&k, None, &p).await.unwrap();
     assert_eq!(b.record(&k).await, Some((1, 1)));
     assert!(near(b.ttl_ms(&k.record()).await, 24 * 60 * MIN));
-    // A realm with a second factor never escalates: an exhausted window holds nothing
-    // past its end either.
+    // A realm with a second factor never escalates, and keeps the count all the same.
     let m = key("mfa@example.com");
     for _ in 0..6 {
         store.record_attempt(&m, None, &mfa).await.unwrap();
     }
-    assert!(near(b.ttl_ms(&m.record()).await, 15 * MIN), "{:?}", b.ttl_ms(&m.record()).await);
+    assert_eq!(b.record(&m).await, Some((6, 0)));
+    assert!(near(b.ttl_ms(&m.record()).await, 24 * 60 * MIN), "{:?}", b.ttl_ms(&m.record()).await);
+    // At its ceiling (7 here): no expiry, refused in every later window until cleared.
+    let low = Policy { max_consecutive_failures: 7, ..p };
+    let c = key("ceiling@example.com");
+    let mut allowed = 0;
+    for window in 0..3 {
+        for _ in 0..5 {
+            allowed += usize::from(store.record_attempt(&c, None, &low).await.unwrap().allowed);
+        }
+        if window < 2 {
+            b.advance(&c, 60 * MIN).await;
+        }
+    }
+    assert_eq!(allowed, 7);
+    assert_eq!(b.ttl_ms(&c.record()).await, None, "a record at its ceiling expires");
+    b.advance(&c, 60 * MIN).await;
+    assert!(!store.is_open(&c, &low).await.unwrap());
+    assert!(!store.record_attempt(&c, None, &low).await.unwrap().allowed);
+    store.clear(&c).await.unwrap();
+    assert!(store.record_attempt(&c, None, &low).await.unwrap().allowed, "cleared");
 }
 
 /// The network bucket (`network.lua`, `throttle::bucket`): a fresh bucket is full,
@@ -501,6 +587,8 @@ conformance!(
     lockout_event_once_per_window,
     second_factor_never_escalates,
     retention_forgets,
+    lockout_lasts_lockout_duration,
+    the_ceiling_holds_across_windows,
     admit_reads_only,
     inspect_reads_only,
     attempt_ids_deduplicate,

@@ -69,8 +69,9 @@ impl Store for FaultyStore {
         k: &AccountKey,
         id: Option<&AttemptKey>,
         window_start_ms: u64,
+        allowed: bool,
     ) -> Result<(), StoreError> {
-        self.inner.refund(k, id, window_start_ms).await
+        self.inner.refund(k, id, window_start_ms, allowed).await
     }
     async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
         if self.fail == Fault::Spray(request.note) {

@@ -37,20 +37,26 @@ class InspectRequest(_message.Message):
     def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., flow: _Optional[_Union[_governor_pb2.Flow, str]] = ...) -> None: ...
 
 class InspectResponse(_message.Message):
-    __slots__ = ("door", "failures", "step", "seconds_until_open", "window_seconds", "repeats_forgiven")
+    __slots__ = ("door", "failures", "step", "seconds_until_open", "window_seconds", "repeats_forgiven", "consecutive_failures", "max_consecutive_failures", "ceiling_reached")
     DOOR_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     SECONDS_UNTIL_OPEN_FIELD_NUMBER: _ClassVar[int]
     WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REPEATS_FORGIVEN_FIELD_NUMBER: _ClassVar[int]
+    CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    CEILING_REACHED_FIELD_NUMBER: _ClassVar[int]
     door: DoorState
     failures: int
     step: int
     seconds_until_open: int
     window_seconds: int
     repeats_forgiven: int
-    def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ...) -> None: ...
+    consecutive_failures: int
+    max_consecutive_failures: int
+    ceiling_reached: bool
+    def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., max_consecutive_failures: _Optional[int] = ..., ceiling_reached: _Optional[bool] = ...) -> None: ...
 
 class UnlockRequest(_message.Message):
     __slots__ = ("account", "reason", "flow")
