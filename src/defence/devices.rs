@@ -36,8 +36,10 @@
 //! device token with `VERDICT_CHALLENGE` and one of these instead of a device token;
 //! `ConfirmDevice` exchanges it, within [`CHALLENGE_TTL`] and for the same realm,
 //! account and stored hash, for a device token under the account's device epoch as the
-//! store holds it then (a challenge token's epoch field is 0 and unused). Neither kind
-//! passes for the other.
+//! store holds it then. A challenge token's epoch field is the account's device epoch
+//! when it was issued: a revocation since (a higher epoch) voids it. Its nonce names its
+//! one-use mark in the store ([`AccountKey::challenge`]), so it confirms one device,
+//! once. Neither kind passes for the other.
 //!
 //! The device key is [`KeySecret::subkey`]`("device-token")`, so every daemon sharing
 //! the store (and so the key secret) accepts every other's tokens, and a token made with
@@ -116,6 +118,18 @@ pub struct KnownDevice {
     pub epoch: u64,
 }
 
+/// A challenge token that checked out ([`DeviceTokens::check_challenge`]): what
+/// `ConfirmDevice` still asks the store (docs/devices.md, "Step-up for unknown devices").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Challenge {
+    /// Where its one use is marked: a keyed digest of its nonce, in the account's hash
+    /// tag ([`AccountKey::challenge`]).
+    pub used: AccountKey,
+    /// The account's device epoch when it was issued: it confirms only while that is
+    /// still the account's epoch.
+    pub epoch: u64,
+}
+
 /// What a device token vouches for: an account key of a realm, and the credential (the
 /// stored hash) the password matched.
 #[derive(Debug, Clone, Copy)]
@@ -186,20 +200,33 @@ impl DeviceTokens {
         grant.account.credential(&self.secret, grant.stored_hash)
     }
 
-    /// A challenge token for `grant` (module docs): what a step-up realm answers a right
-    /// password from an unknown device with.
+    /// A challenge token for `grant` (module docs), issued under the account's device
+    /// epoch `epoch` as the count read it: what a step-up realm answers a right password
+    /// from an unknown device with.
     ///
     /// # Errors
-    /// [`IssueError`] when the random source fails.
-    pub fn issue_challenge(&self, grant: &Grant<'_>) -> Result<String, IssueError> {
-        self.mint((CHALLENGE_VERSION, CHALLENGE_DOMAIN), grant, 0, SystemTime::now())
+    /// [`IssueError`] when the random source fails or `epoch` does not fit 32 bits.
+    pub fn issue_challenge(&self, grant: &Grant<'_>, epoch: u64) -> Result<String, IssueError> {
+        self.mint((CHALLENGE_VERSION, CHALLENGE_DOMAIN), grant, epoch, SystemTime::now())
     }
 
-    /// Whether `token` is a challenge token of this key secret for exactly this realm,
+    /// `token` if it is a challenge token of this key secret for exactly this realm,
     /// account key and stored hash, younger than [`CHALLENGE_TTL`] at `now` (a device
-    /// token, or anything else, is not).
-    pub fn check_challenge(&self, token: &str, grant: &Grant<'_>, now: SystemTime) -> bool {
-        self.open((CHALLENGE_VERSION, CHALLENGE_DOMAIN), token, grant, CHALLENGE_TTL, now).is_some()
+    /// token, or anything else, is not): its one-use mark and the epoch it was issued
+    /// under, which the store still has to accept.
+    pub fn check_challenge(
+        &self,
+        token: &str,
+        grant: &Grant<'_>,
+        now: SystemTime,
+    ) -> Option<Challenge> {
+        let body =
+            self.open((CHALLENGE_VERSION, CHALLENGE_DOMAIN), token, grant, CHALLENGE_TTL, now)?;
+        let epoch = u32::from_be_bytes(body[EPOCH_AT..NONCE_AT].try_into().ok()?);
+        Some(Challenge {
+            used: grant.account.challenge(&self.secret, &body[NONCE_AT..]),
+            epoch: u64::from(epoch),
+        })
     }
 
     /// A token of kind `(version, domain)`: the layout of the module docs.
@@ -340,18 +367,23 @@ mod tests {
         let tokens = DeviceTokens::new(&secret());
         let alice = account("default", "alice");
         let grant = Grant { realm: "default", account: &alice, stored_hash: HASH };
-        let challenge = tokens.issue_challenge(&grant).unwrap();
-        assert!(tokens.check_challenge(&challenge, &grant, SystemTime::now()));
+        let challenge = tokens.issue_challenge(&grant, 3).unwrap();
+        let checked = tokens.check_challenge(&challenge, &grant, SystemTime::now()).unwrap();
+        assert_eq!(checked.epoch, 3, "issued under epoch 3");
+        let again = tokens.issue_challenge(&grant, 3).unwrap();
+        let other_use = tokens.check_challenge(&again, &grant, SystemTime::now()).unwrap().used;
+        assert_ne!(checked.used.record(), other_use.record(), "each challenge its own mark");
+        assert!(!checked.used.record().contains("alice"));
         assert_eq!(check(&tokens, &challenge, "default", "alice"), None, "not a device token");
         let device = issue(&tokens, "default", &alice, 0);
-        assert!(!tokens.check_challenge(&device, &grant, SystemTime::now()));
+        assert!(tokens.check_challenge(&device, &grant, SystemTime::now()).is_none());
         let bob = account("default", "bob");
         let other = Grant { realm: "default", account: &bob, stored_hash: HASH };
-        assert!(!tokens.check_challenge(&challenge, &other, SystemTime::now()));
+        assert!(tokens.check_challenge(&challenge, &other, SystemTime::now()).is_none());
         let changed = Grant { stored_hash: "$2b$04$other", ..grant };
-        assert!(!tokens.check_challenge(&challenge, &changed, SystemTime::now()));
+        assert!(tokens.check_challenge(&challenge, &changed, SystemTime::now()).is_none());
         let later = SystemTime::now() + CHALLENGE_TTL + Duration::from_secs(1);
-        assert!(!tokens.check_challenge(&challenge, &grant, later), "expired");
+        assert!(tokens.check_challenge(&challenge, &grant, later).is_none(), "expired");
     }
 
     #[test]

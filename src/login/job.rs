@@ -287,6 +287,7 @@ impl<'a> Call<'a> {
             repeat: self
                 .repeat
                 .map(|(list, fingerprint)| RepeatClaim { list, fingerprint: *fingerprint }),
+            read_epoch: realm.unknown_device == UnknownDevice::StepUp,
         };
         let network = if device.is_some() { None } else { network };
         let spray_check = self.spray_note(SprayNote::Check);
@@ -398,7 +399,8 @@ impl<'a> Call<'a> {
         let no_token =
             |e: &IssueError| tracing::error!(realm = %realm.name, error = %e, "no token");
         if realm.unknown_device == UnknownDevice::StepUp && !bucket.is_device() {
-            let challenge_token = devices.issue_challenge(&grant).inspect_err(no_token)?;
+            let challenge_token =
+                devices.issue_challenge(&grant, held.counted.epoch).inspect_err(no_token)?;
             self.fail(held, pass.reject.clone()).await?;
             // The signals of the reject a wrong password gets here.
             let signals = match &pass.reject {

@@ -37,18 +37,17 @@ use zeroize::Zeroizing;
 
 use crate::defence::breach::BreachList;
 use crate::defence::client_network::NetworkWatch;
-use crate::defence::devices::{DeviceTokens, Grant, IssueError};
+use crate::defence::devices::{CHALLENGE_TTL, DeviceTokens, Grant, IssueError, MAX_CLOCK_SKEW};
 use crate::defence::repeats::RepeatFingerprints;
 use crate::defence::spray::{SprayFingerprints, SprayWatch};
 use crate::realm::Realm;
 use crate::secret::KeySecret;
 use crate::store::keys::{AccountKey, AttemptKey};
-use crate::store::{Counted, Store, StoreError};
+use crate::store::{Confirmation, Counted, DeviceConfirmation, Store, StoreError};
 use crate::telemetry::metrics::{
     ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, TRUSTED_CALLS,
     VERDICTS,
 };
-use crate::throttle::flow::Flow;
 use crate::verify::budget::{Aborted, Lane, Refusal};
 use crate::verify::{Comparison, Verifier};
 use job::Job;
@@ -265,14 +264,31 @@ impl Logins {
     }
 }
 
+/// What [`Logins::confirm_device`] answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirmed {
+    /// The device token the confirmed device now holds.
+    Device(String),
+    /// The challenge token is not valid: not this fleet's for exactly this realm, account
+    /// key and stored hash, expired, already used, or issued before the account's devices
+    /// were revoked. No device token.
+    Invalid,
+    /// The account's code step is shut (its `second_factor` record refuses the next
+    /// code): no device token until it opens.
+    CodeStepShut,
+}
+
 impl Logins {
     /// `ConfirmDevice` (docs/devices.md, "Step-up for unknown devices"): the gateway's
-    /// challenge after a [`LoginVerdict::Challenge`] passed. `None` when the challenge
-    /// token is not this fleet's for exactly this realm, account key and stored hash, or
-    /// older than [`crate::defence::devices::CHALLENGE_TTL`]: no device token. Else, in
-    /// one round trip, the account's login record is cleared (the challenge left it
-    /// counted, as a failure would) reading its device epoch, and its `second_factor`
-    /// record (the code was verified); a device token is issued under that epoch.
+    /// challenge after a [`LoginVerdict::Challenge`] passed. [`Confirmed::Invalid`] when
+    /// the challenge token is not this fleet's for exactly this realm, account key and
+    /// stored hash, or older than [`CHALLENGE_TTL`]. Else one store step
+    /// ([`crate::store::Store::confirm_device`]; OWASP ASVS 5.0 6.5.1: a challenge is used
+    /// once): the challenge confirms under the device epoch it was issued under (a
+    /// revocation since voids it), while the account's code step is open, and once; the
+    /// account's login record (the challenge left it counted, as a failure would) and its
+    /// `second_factor` record (the code was verified) are cleared together, and a device
+    /// token is issued under that epoch.
     ///
     /// # Errors
     /// The store's error, or no random nonce: no device token (the gateway denies).
@@ -282,21 +298,29 @@ impl Logins {
         key: &AccountKey,
         challenge_token: &str,
         stored_hash: &str,
-    ) -> Result<Option<String>, LoginError> {
+    ) -> Result<Confirmed, LoginError> {
         let grant = Grant { realm: &realm.name, account: key, stored_hash };
-        if !self.devices.check_challenge(challenge_token, &grant, SystemTime::now()) {
-            return Ok(None);
-        }
-        let second_factor = key.flow(Flow::SecondFactor);
-        let (epoch, cleared) = tokio::join!(
-            self.store.accept(key, key, realm.device_epoch_ttl_ms()),
-            self.store.clear(&second_factor),
-        );
-        let epoch = epoch?;
-        cleared?;
+        let Some(challenge) =
+            self.devices.check_challenge(challenge_token, &grant, SystemTime::now())
+        else {
+            return Ok(Confirmed::Invalid);
+        };
+        let confirmation = DeviceConfirmation {
+            account: key,
+            challenge: &challenge.used,
+            challenge_epoch: challenge.epoch,
+            second_factor: &realm.flows.second_factor,
+            mark_ttl_ms: crate::throttle::duration_ms(CHALLENGE_TTL + MAX_CLOCK_SKEW),
+            epoch_ttl_ms: realm.device_epoch_ttl_ms(),
+        };
+        let epoch = match self.store.confirm_device(&confirmation).await? {
+            Confirmation::Confirmed { epoch } => epoch,
+            Confirmation::Revoked | Confirmation::Used => return Ok(Confirmed::Invalid),
+            Confirmation::CodeStepShut => return Ok(Confirmed::CodeStepShut),
+        };
         let token = self.devices.issue(&grant, epoch)?;
         metrics::counter!(DEVICES_CONFIRMED, "realm" => realm.name.clone()).increment(1);
-        Ok(Some(token))
+        Ok(Confirmed::Device(token))
     }
 }
 

@@ -9,9 +9,9 @@ use zeroize::Zeroizing;
 use super::validate;
 use super::{decision, login_failed, store_unavailable, verdict};
 use crate::defence::breach::PasswordCheck;
-use crate::defence::devices::MAX_DEVICE_TOKEN_BYTES;
+use crate::defence::devices::{MAX_DEVICE_TOKEN_BYTES, UnknownDevice};
 use crate::flows::{FlowAttempt, Flows};
-use crate::login::{LoginRequest, Logins};
+use crate::login::{Confirmed, LoginRequest, Logins};
 use crate::pb::governor_server::Governor;
 use crate::pb::{
     Account, AdmitRequest, AdmitResponse, CheckPasswordRequest, CheckPasswordResponse,
@@ -116,6 +116,16 @@ impl GovernorService {
         // Only a verified password gives its network's token back: a completed reset
         // says nothing about the attempt's source.
         let verified_from = match ClearReason::try_from(req.reason) {
+            // Every pathway to a session meets the same step-up rule (OWASP ASVS 5.0
+            // 6.3.3): a gateway that compares hashes itself cannot tell a known device
+            // from an unknown one, so in a step-up realm its clear would skip the challenge.
+            Ok(ClearReason::PasswordVerified) if realm.unknown_device == UnknownDevice::StepUp => {
+                record_outcome("step_up_pathway", None);
+                return Err(Status::failed_precondition(format!(
+                    "reason CLEAR_REASON_PASSWORD_VERIFIED is refused in realm {:?}: it has unknown_device = \"step_up\", and a right password from a device without its device token must meet the challenge, which only Verify gives (then ConfirmDevice); compare with Verify in this realm",
+                    realm.name
+                )));
+            }
             Ok(ClearReason::PasswordVerified) => {
                 Some(req.client_key.as_str()).filter(|c| !c.is_empty())
             }
@@ -189,16 +199,25 @@ impl GovernorService {
                 "stored_hash is longer than {MAX_STORED_HASH_BYTES} bytes"
             )));
         }
-        let token = self
+        let confirmed = self
             .logins
             .confirm_device(realm, &key, &req.challenge_token, &req.stored_hash)
             .await
             .map_err(login_failed)?;
-        let Some(device_token) = token else {
-            record_outcome("challenge_invalid", None);
-            return Err(Status::failed_precondition(
-                "challenge_token is not valid for this account and stored_hash (expired after 15 minutes, or another account's, credential's or fleet's): no device token",
-            ));
+        let device_token = match confirmed {
+            Confirmed::Device(token) => token,
+            Confirmed::Invalid => {
+                record_outcome("challenge_invalid", None);
+                return Err(Status::failed_precondition(
+                    "challenge_token is not valid for this account and stored_hash (expired after 15 minutes, used already, issued before the account's devices were revoked, or another account's, credential's or fleet's): no device token",
+                ));
+            }
+            Confirmed::CodeStepShut => {
+                record_outcome("code_step_shut", None);
+                return Err(Status::failed_precondition(
+                    "the account's second_factor step is shut (too many wrong codes): no device token until it opens",
+                ));
+            }
         };
         record_outcome("confirmed", None);
         Ok(Response::new(ConfirmDeviceResponse { device_token }))

@@ -19,7 +19,9 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::keys::{AccountKey, AttemptKey};
-use super::{Attempt, Counted, Inspection, NetworkState, Store, StoreError};
+use super::{
+    Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkState, Store, StoreError,
+};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
 use crate::throttle::Policy;
@@ -152,6 +154,13 @@ impl Store for InstrumentedStore {
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError> {
         self.operation("clear", self.inner.accept(bucket, account, epoch_ttl_ms)).await
+    }
+
+    async fn confirm_device(
+        &self,
+        confirmation: &DeviceConfirmation<'_>,
+    ) -> Result<Confirmation, StoreError> {
+        self.operation("confirm_device", self.inner.confirm_device(confirmation)).await
     }
 
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {

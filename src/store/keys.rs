@@ -83,6 +83,8 @@ enum Bucket {
     Device(String),
     /// One flow's record (docs/flows.md).
     Flow(Flow),
+    /// A step-up challenge's one-use mark: its keyed digest (16 hex).
+    Challenge(String),
 }
 
 impl AccountKey {
@@ -108,7 +110,7 @@ impl AccountKey {
     pub fn flow_of(&self) -> Option<Flow> {
         match self.bucket {
             Bucket::Flow(flow) => Some(flow),
-            Bucket::Account | Bucket::Device(_) => None,
+            Bucket::Account | Bucket::Device(_) | Bucket::Challenge(_) => None,
         }
     }
 
@@ -127,14 +129,29 @@ impl AccountKey {
         Self { digest: self.digest.clone(), bucket: Bucket::Device(device) }
     }
 
+    /// The one-use mark of a step-up challenge (docs/devices.md): its record is
+    /// `portcullis:v2:{<digest>}:c:<16 hex>`, a keyed digest of the challenge token's
+    /// nonce, so the stored key reveals neither the token nor the identifier.
+    pub fn challenge(&self, secret: &KeySecret, nonce: &[u8]) -> Self {
+        let mut mac = secret.mac();
+        // Domain separation from device buckets, account keys and attempt ids.
+        mac.update(b"challenge\0");
+        mac.update(nonce);
+        let digest = mac.finalize().into_bytes();
+        let used = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
+        Self { digest: self.digest.clone(), bucket: Bucket::Challenge(used) }
+    }
+
     /// The record's key: `portcullis:v2:{<digest>}:r` for the account,
     /// `portcullis:v2:{<digest>}:d:<16 hex>` for a device bucket,
-    /// `portcullis:v2:{<digest>}:f:<tag>` for a flow.
+    /// `portcullis:v2:{<digest>}:f:<tag>` for a flow, `portcullis:v2:{<digest>}:c:<16 hex>`
+    /// for a challenge's one-use mark.
     pub fn record(&self) -> String {
         match &self.bucket {
             Bucket::Account => format!("{KEY_PREFIX}{{{}}}:r", self.digest),
             Bucket::Device(device) => format!("{KEY_PREFIX}{{{}}}:d:{device}", self.digest),
             Bucket::Flow(flow) => format!("{KEY_PREFIX}{{{}}}:f:{}", self.digest, flow.key_tag()),
+            Bucket::Challenge(used) => format!("{KEY_PREFIX}{{{}}}:c:{used}", self.digest),
         }
     }
 
@@ -196,7 +213,7 @@ impl AccountKey {
         mac.update(b"repeat\0");
         let device = match &self.bucket {
             Bucket::Device(device) => device.as_str(),
-            Bucket::Account | Bucket::Flow(_) => "",
+            Bucket::Account | Bucket::Flow(_) | Bucket::Challenge(_) => "",
         };
         mac.update(device.as_bytes());
         mac.update(b"\0");
@@ -218,6 +235,7 @@ impl std::fmt::Debug for AccountKey {
             Bucket::Account => "",
             Bucket::Device(_) => ", device",
             Bucket::Flow(flow) => flow.as_str(),
+            Bucket::Challenge(_) => ", challenge",
         };
         let sep = if matches!(self.bucket, Bucket::Flow(_)) { ", " } else { "" };
         write!(f, "AccountKey({}…{sep}{bucket})", &self.digest[..8])

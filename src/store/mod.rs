@@ -257,6 +257,11 @@ pub struct Attempt<'a> {
     /// whose fingerprint is on the list for the bucket's current window is not counted
     /// (docs/throttle.md, "Repeated passwords"). `None`: every attempt counts.
     pub repeat: Option<RepeatClaim<'a>>,
+    /// Answer the account's device epoch ([`Counted::epoch`]) even without a device
+    /// claim: a `step_up` realm's `Verify`, whose challenge carries the epoch it was
+    /// issued under so a revocation voids it (docs/devices.md). Read in the same step,
+    /// for right and wrong passwords alike.
+    pub read_epoch: bool,
 }
 
 /// One attempt's claim to be a repeat ([`Attempt::repeat`]).
@@ -283,6 +288,7 @@ impl<'a> Attempt<'a> {
             policy,
             device_epoch_ttl_ms: DEFAULT_EPOCH_TTL_MS,
             repeat: None,
+            read_epoch: false,
         }
     }
 }
@@ -338,6 +344,9 @@ pub struct Counted {
     /// This attempt brought its record to the ceiling (docs/throttle.md, "The ceiling"):
     /// the last one allowed until the record is cleared. Emit the ceiling event.
     pub reached_ceiling: bool,
+    /// The account's device epoch as the count read it (0 when it has none), when the
+    /// attempt had a device claim or asked for it ([`Attempt::read_epoch`]); else 0.
+    pub epoch: u64,
 }
 
 impl Counted {
@@ -353,6 +362,45 @@ impl Counted {
     pub fn failures_without_this(&self) -> u64 {
         if self.added() { self.failures.saturating_sub(1) } else { self.failures }
     }
+}
+
+/// One `ConfirmDevice` to settle ([`Store::confirm_device`]; docs/devices.md, "Step-up
+/// for unknown devices").
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceConfirmation<'a> {
+    /// The account: its login record (cleared), its `second_factor` record (read, then
+    /// cleared) and its device epoch (read).
+    pub account: &'a AccountKey,
+    /// The challenge's one-use mark ([`AccountKey::challenge`]).
+    pub challenge: &'a AccountKey,
+    /// The device epoch the challenge was issued under.
+    pub challenge_epoch: u64,
+    /// The realm's `second_factor` throttle: while its door is shut, no device is
+    /// confirmed.
+    pub second_factor: &'a Policy,
+    /// How long the one-use mark is kept, in ms: the challenge's lifetime plus clock
+    /// skew.
+    pub mark_ttl_ms: u64,
+    /// How long an existing device epoch is kept from now, in ms (the new token's
+    /// `device_token_ttl` plus clock skew).
+    pub epoch_ttl_ms: u64,
+}
+
+/// What [`Store::confirm_device`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// Confirmed: the challenge is used up, the account's login and `second_factor`
+    /// records are cleared; the device token is issued under this epoch.
+    Confirmed {
+        /// The account's device epoch.
+        epoch: u64,
+    },
+    /// The account's devices were revoked after the challenge was issued.
+    Revoked,
+    /// The account's code step is shut (its `second_factor` door refuses the next code).
+    CodeStepShut,
+    /// The challenge confirmed a device already.
+    Used,
 }
 
 /// What the operator's `Inspect` reads: an account key's record and the store's clock,
@@ -474,6 +522,15 @@ pub trait Store: Send + Sync + 'static {
         account: &AccountKey,
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError>;
+
+    /// `ConfirmDevice`, in one atomic step: the challenge confirms only under the epoch
+    /// it was issued under, while the account's code step is open, and once; then the
+    /// account's login record and `second_factor` record are deleted together. A
+    /// refusal writes nothing.
+    async fn confirm_device(
+        &self,
+        confirmation: &DeviceConfirmation<'_>,
+    ) -> Result<Confirmation, StoreError>;
 
     /// `portcullis.v1.Admin/Inspect`: reads the record and the store's clock. Never writes.
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError>;

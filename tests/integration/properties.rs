@@ -21,8 +21,8 @@ use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
 use portcullis::store::keys::{AccountKey, AttemptKey};
 use portcullis::store::{
-    Attempt, Counted, Inspection, NetworkRequest, NetworkState, RepeatNote, SprayNoteRequest,
-    Store, StoreError,
+    Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkRequest, NetworkState,
+    RepeatNote, SprayNoteRequest, Store, StoreError,
 };
 use portcullis::throttle::{self, Policy};
 use portcullis::verify::hash::{Ceilings, StoredHash};
@@ -141,6 +141,9 @@ impl Store for CountingStore {
         Err(self.fail())
     }
     async fn accept(&self, _: &AccountKey, _: &AccountKey, _: u64) -> Result<u64, StoreError> {
+        Err(self.fail())
+    }
+    async fn confirm_device(&self, _: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
         Err(self.fail())
     }
     async fn inspect(&self, _: &AccountKey) -> Result<Inspection, StoreError> {

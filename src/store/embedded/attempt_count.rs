@@ -18,20 +18,24 @@ pub(super) struct AttemptId<'k> {
 impl Tables<'_, '_> {
     /// Where the attempt is counted: a device's bucket only under the account's current
     /// epoch, which is then kept `epoch_ttl_ms` more (record_attempt.lua); an attempt
-    /// without a token reads no epoch. Answers the key and whether it is the device's.
+    /// without a token reads no epoch unless `read_epoch` asks (and then only reads it).
+    /// Answers the key, whether it is the device's, and the epoch read (0: none read).
     pub(super) fn counted_in<'k>(
         &mut self,
         record: &'k str,
         device: Option<&'k (String, u64)>,
-        epoch_key: &str,
+        (epoch_key, read_epoch): (&str, bool),
         epoch_ttl_ms: u64,
-    ) -> Result<(&'k str, bool), StoreError> {
-        let Some((bucket, token_epoch)) = device else { return Ok((record, false)) };
+    ) -> Result<(&'k str, bool, u64), StoreError> {
+        let Some((bucket, token_epoch)) = device else {
+            let epoch = if read_epoch { self.epoch(epoch_key)? } else { 0 };
+            return Ok((record, false, epoch));
+        };
         let epoch = self.epoch(epoch_key)?;
         if epoch > 0 {
             self.put(epoch_key, Entry::Epoch { epoch, expires_ms: self.now + epoch_ttl_ms })?;
         }
-        Ok(if *token_epoch == epoch { (bucket, true) } else { (record, false) })
+        Ok(if *token_epoch == epoch { (bucket, true, epoch) } else { (record, false, epoch) })
     }
 
     /// A replayed attempt id: its first answer, counting nothing.
@@ -54,6 +58,7 @@ impl Tables<'_, '_> {
             repeat: false,
             recheck: false,
             reached_ceiling: false,
+            epoch: 0,
         }))
     }
 
@@ -92,6 +97,7 @@ impl Tables<'_, '_> {
             repeat: true,
             recheck: found == RepeatMatch::Recheck,
             reached_ceiling: false,
+            epoch: 0,
         }))
     }
 
@@ -119,6 +125,7 @@ impl Tables<'_, '_> {
             repeat: false,
             recheck: false,
             reached_ceiling: out.reached_ceiling(policy),
+            epoch: 0,
         })
     }
 

@@ -66,6 +66,11 @@ pub(super) enum Entry {
         count: u64,
         expires_ms: u64,
     },
+    /// A step-up challenge's one-use mark (docs/devices.md): the challenge confirmed a
+    /// device. Encoded as tag 10, three zero words, the expiry.
+    Used {
+        expires_ms: u64,
+    },
     /// One password fingerprint's counts (docs/spray.md) for period `period` (plus one)
     /// and the one before: `[current, previous]` of each.
     SprayCount {
@@ -107,7 +112,8 @@ impl Entry {
             | Entry::SprayCount { expires_ms, .. }
             | Entry::Repeats { expires_ms, .. }
             | Entry::Sends { expires_ms, .. }
-            | Entry::Breached { expires_ms, .. } => expires_ms,
+            | Entry::Breached { expires_ms, .. }
+            | Entry::Used { expires_ms } => expires_ms,
             Entry::Bucket { tat_ms } => tat_ms,
         }
     }
@@ -167,6 +173,11 @@ impl Entry {
                 out.extend_from_slice(&credential.to_le_bytes());
                 out.extend_from_slice(&count.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Used { expires_ms } => {
+                out.push(10);
+                out.extend_from_slice(&[0u8; 24]);
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
             Entry::Epoch { epoch, expires_ms } => {
@@ -250,6 +261,9 @@ impl Entry {
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
+            10 if word(0) == 0 && word(1) == 0 && word(2) == 0 => {
+                Ok(Entry::Used { expires_ms: word(3) })
+            }
             9 => Ok(Entry::Breached { credential: word(0), count: count(1)?, expires_ms: word(3) }),
             6 if word(0) == word(3) => Ok(Entry::Bucket { tat_ms: time(0)? }),
             7 => {

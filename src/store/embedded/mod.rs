@@ -32,8 +32,8 @@ use redb::{Database, ReadableTable, TableDefinition};
 
 use super::keys::{self, AccountKey, AttemptKey};
 use super::{
-    Attempt, Counted, DEFAULT_ATTEMPT_ID_HORIZON, Inspection, KeyCheckMode, NetworkState, Store,
-    StoreError,
+    Attempt, Confirmation, Counted, DEFAULT_ATTEMPT_ID_HORIZON, DeviceConfirmation, Inspection,
+    KeyCheckMode, NetworkState, Store, StoreError,
 };
 use crate::secret::KeyCheck;
 use crate::throttle::{self, Policy, Record};
@@ -318,6 +318,7 @@ impl Store for EmbeddedStore {
             attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
             policy: *attempt.policy,
             repeat: attempt.repeat.map(|r| (r.list.as_str().to_owned(), r.fingerprint)),
+            read_epoch: attempt.read_epoch,
         };
         match self.submit(op).await? {
             Reply::Counted(c) => Ok(c),
@@ -439,6 +440,23 @@ impl Store for EmbeddedStore {
         let epoch = Some((account.device_epoch(), epoch_ttl_ms));
         match self.submit(Op::Clear { record: bucket.record(), epoch }).await? {
             Reply::Count(epoch) => Ok(epoch),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
+        let op = Op::Confirm {
+            record: c.account.record(),
+            second_factor: c.account.flow(crate::throttle::flow::Flow::SecondFactor).record(),
+            epoch_key: c.account.device_epoch(),
+            mark: c.challenge.record(),
+            challenge_epoch: c.challenge_epoch,
+            policy: *c.second_factor,
+            mark_ttl_ms: c.mark_ttl_ms,
+            epoch_ttl_ms: c.epoch_ttl_ms,
+        };
+        match self.submit(op).await? {
+            Reply::Confirmed(c) => Ok(c),
             _ => Err(unexpected()),
         }
     }

@@ -10,7 +10,7 @@ use super::attempt_count::AttemptId;
 use super::entry::{Entry, SprayCounts};
 use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
 use crate::store::{
-    Counted, Inspection, NetworkOp, NetworkState, SendOp, Sent, SprayNote, StoreError,
+    Confirmation, Counted, Inspection, NetworkOp, NetworkState, SendOp, Sent, SprayNote, StoreError,
 };
 use crate::throttle::bucket::{BucketPolicy, Spent};
 use crate::throttle::send_log::SendPolicy;
@@ -44,6 +44,9 @@ pub(super) enum Op {
         /// The client's refused-password list on the counted bucket, and the password's
         /// fingerprint.
         repeat: Option<(String, u64)>,
+        /// Answer the account's device epoch without a device claim
+        /// (`crate::store::Attempt::read_epoch`).
+        read_epoch: bool,
     },
     /// A failed comparison's fingerprint onto the client's list of the bucket `record`.
     NoteRepeat {
@@ -61,6 +64,17 @@ pub(super) enum Op {
         attempt: Option<String>,
         window_start_ms: u64,
         allowed: bool,
+    },
+    /// `ConfirmDevice` (`confirm_device.lua`).
+    Confirm {
+        record: String,
+        second_factor: String,
+        epoch_key: String,
+        mark: String,
+        challenge_epoch: u64,
+        policy: Policy,
+        mark_ttl_ms: u64,
+        epoch_ttl_ms: u64,
     },
     Clear {
         record: String,
@@ -127,6 +141,7 @@ pub(super) enum Reply {
     Network(NetworkState),
     Sent(Sent),
     Mail { sent: Sent, network_refused: bool },
+    Confirmed(Confirmation),
     Done,
 }
 
@@ -291,6 +306,7 @@ impl Tables<'_, '_> {
                 self.spray(count, member, *note, *period_ms, *limit).map(Reply::Count)
             }
             Op::Clear { record, epoch } => self.clear(record, epoch.as_ref()),
+            Op::Confirm { .. } => self.confirm(op).map(Reply::Confirmed),
             Op::Refund { record, attempt, window_start_ms, allowed } => self
                 .refund(record, attempt.as_deref(), *window_start_ms, *allowed)
                 .map(|()| Reply::Done),
@@ -308,20 +324,26 @@ impl Tables<'_, '_> {
                 attempt_ttl_ms,
                 policy,
                 repeat,
+                read_epoch,
             } => {
                 let id = AttemptId { key: attempt.as_deref(), ttl_ms: *attempt_ttl_ms };
-                let (counted, trusted) =
-                    self.counted_in(record, device.as_ref(), epoch_key, *epoch_ttl_ms)?;
+                let (counted, trusted, epoch) = self.counted_in(
+                    record,
+                    device.as_ref(),
+                    (epoch_key, *read_epoch),
+                    *epoch_ttl_ms,
+                )?;
+                let with_epoch = |c: Counted| Reply::Counted(Counted { epoch, ..c });
                 if let Some(replay) = self.replay(id)? {
-                    return Ok(Reply::Counted(replay));
+                    return Ok(with_epoch(replay));
                 }
                 let current = self.record(counted)?;
                 if let Some(r) =
                     self.repeat(counted, current, repeat.as_ref(), policy, trusted, id)?
                 {
-                    return Ok(Reply::Counted(r));
+                    return Ok(with_epoch(r));
                 }
-                self.count(counted, current, policy, trusted, id).map(Reply::Counted)
+                self.count(counted, current, policy, trusted, id).map(with_epoch)
             }
             Op::NoteRepeat { record, list, fingerprint, max_len } => {
                 self.note_repeat(record, list, *fingerprint, *max_len).map(|()| Reply::Done)
@@ -340,6 +362,43 @@ impl Tables<'_, '_> {
             self.put(epoch_key, Entry::Epoch { epoch: current, expires_ms: self.now + ttl_ms })?;
         }
         Ok(Reply::Count(current))
+    }
+
+    /// `confirm_device.lua`: the epoch the challenge was issued under, the code step's
+    /// door, the challenge's one use, then both clears; a refusal writes nothing.
+    fn confirm(&mut self, op: &Op) -> Result<Confirmation, StoreError> {
+        let Op::Confirm {
+            record,
+            second_factor,
+            epoch_key,
+            mark,
+            challenge_epoch,
+            policy,
+            mark_ttl_ms,
+            epoch_ttl_ms,
+        } = op
+        else {
+            return Err(StoreError::Protocol("not a confirmation".into()));
+        };
+        let epoch = self.epoch(epoch_key)?;
+        if epoch != *challenge_epoch {
+            return Ok(Confirmation::Revoked);
+        }
+        if !throttle::is_open(policy, self.record(second_factor)?.as_ref(), self.now) {
+            return Ok(Confirmation::CodeStepShut);
+        }
+        match self.get(mark)? {
+            Some(Entry::Used { .. }) => return Ok(Confirmation::Used),
+            Some(_) => return Err(StoreError::Protocol("a mark key holds another entry".into())),
+            None => {}
+        }
+        self.put(mark, Entry::Used { expires_ms: self.now + mark_ttl_ms })?;
+        self.remove(record)?;
+        self.remove(second_factor)?;
+        if epoch > 0 {
+            self.put(epoch_key, Entry::Epoch { epoch, expires_ms: self.now + epoch_ttl_ms })?;
+        }
+        Ok(Confirmation::Confirmed { epoch })
     }
 
     /// Gives back one failure of the window that started at `window_start_ms` (and its
@@ -390,6 +449,7 @@ impl Tables<'_, '_> {
                 | Entry::Repeats { .. }
                 | Entry::Sends { .. }
                 | Entry::Breached { .. }
+                | Entry::Used { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),

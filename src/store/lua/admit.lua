@@ -16,8 +16,6 @@
 --   {f=9, ws=T-900000, st=0}        -> 1   (window over)
 --   {f=5, ws=T-900000, st=0, lu=T+5000} -> 0   (the lockout runs 5 s more)
 --   {f=1, ws=T, st=2, c=100}        -> 0   (at the ceiling)
---
--- A script so the record and Redis TIME are read at one instant.
 
 local max_failures = tonumber(ARGV[1])
 local first_window = tonumber(ARGV[2])
@@ -28,24 +26,10 @@ assert(max_consecutive and max_consecutive >= 1, 'max_consecutive must be >= 1')
 assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
 assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
 
-local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st', 'c', 'lu')
-if not rec[1] then
-  return 1
-end
-local failures = stored(rec[1], MAX_COUNT, 'record')
-local ws = stored(rec[2], MAX_TIME_MS, 'record')
-local step = stored(rec[3], MAX_STEP, 'record')
-local consecutive, locked_until = 0, 0
-if rec[4] then consecutive = stored(rec[4], MAX_COUNT, 'record') end
-if rec[5] then locked_until = stored(rec[5], MAX_TIME_MS, 'record') end
-if consecutive >= max_consecutive then
-  return 0
-end
-
+-- The prelude's door_open: the record and Redis TIME read at one instant.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local window_end = math.max(ws + math.min(first_window * (2 ^ step), max_window), locked_until)
-if now >= window_end or failures < max_failures then
+if door_open(KEYS[1], max_failures, first_window, max_window, max_consecutive, now) then
   return 1
 end
 return 0

@@ -47,3 +47,25 @@ local function repeat_text(ws, fps, marks)
   if #out == 0 then return string.format('%d', ws) .. '|,' end
   return string.format('%d', ws) .. '|,' .. table.concat(out, ',') .. ','
 end
+-- door_open(key, max_failures, first_window, max_window, max_consecutive, now): whether
+-- the next attempt on the record at key would be allowed (src/throttle.rs::is_open):
+-- no record; or the window, which lasts until max(ws + window(st), lu), is over or not
+-- exhausted, and c is below the ceiling. admit.lua's rule, for scripts that read a door
+-- beside their own work.
+local function door_open(key, max_failures, first_window, max_window, max_consecutive, now)
+  local rec = redis.call('HMGET', key, 'f', 'ws', 'st', 'c', 'lu')
+  if not rec[1] then
+    return true
+  end
+  local failures = stored(rec[1], MAX_COUNT, 'record')
+  local ws = stored(rec[2], MAX_TIME_MS, 'record')
+  local step = stored(rec[3], MAX_STEP, 'record')
+  local consecutive, locked_until = 0, 0
+  if rec[4] then consecutive = stored(rec[4], MAX_COUNT, 'record') end
+  if rec[5] then locked_until = stored(rec[5], MAX_TIME_MS, 'record') end
+  if consecutive >= max_consecutive then
+    return false
+  end
+  local window_end = math.max(ws + math.min(first_window * (2 ^ step), max_window), locked_until)
+  return now >= window_end or failures < max_failures
+end

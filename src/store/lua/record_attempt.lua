@@ -7,6 +7,9 @@
 -- and only for an attempt that carries a device token (ARGV[7] >= 0):
 -- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st, c; rp, lu)
 -- KEYS[3]  device epoch    portcullis:v2:{<digest>}:e          (string; absent: 0)
+-- or, for an attempt without a device token that asks for the epoch (ARGV[7] = -2: a
+-- step-up realm's Verify, whose challenge carries it):
+-- KEYS[2]  device epoch    portcullis:v2:{<digest>}:e
 -- then, when the gateway sent an attempt_id:
 -- KEYS[2] or KEYS[4]       portcullis:v2:{<digest>}:a:<16 hex>
 --                          "<allowed>:<window_start_ms>:<replays>" of the first call
@@ -23,7 +26,8 @@
 --                             its last attempt
 -- ARGV[5]  escalate           1: an exhausted window raises the step; 0: 2FA realm
 -- ARGV[6]  max_step           step cap, where window(step) reaches max_window
--- ARGV[7]  device_epoch       the epoch the device token was issued under; -1: no token
+-- ARGV[7]  device_epoch       the epoch the device token was issued under; -1: no token;
+--                             -2: no token, answer the account's epoch
 -- ARGV[8]  epoch_ttl_ms       an existing device epoch is kept at least this long
 --                             (device_token_ttl + clock skew)
 -- ARGV[9]  attempt_ttl_ms     how long an attempt_id's answer is kept (the retry horizon,
@@ -40,7 +44,8 @@
 -- window lasts until max(ws + window(st), lu) (src/throttle.rs::window_end_ms).
 --
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
--- repeat (0|1|2), consecutive}.
+-- repeat (0|1|2), consecutive, epoch}; epoch is the account's device epoch as read (0
+-- when it has none, or when it was not read: ARGV[7] = -1).
 -- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle.rs::forgive and
 -- src/throttle/repeat_list.rs::RepeatList::claim): the fingerprint is on the client's list
 -- for the counted record's current window. It is not counted: allowed while failures <
@@ -53,7 +58,8 @@
 -- A device's attempt is counted in its bucket (trusted = 1) only while its token's
 -- epoch is the account's epoch; after an operator revoked the account's devices (a
 -- higher epoch) it is counted on the account's own record, as any untrusted attempt.
--- An attempt without a device token reads no epoch (RecordAttempt never has one).
+-- An attempt without a device token reads no epoch (RecordAttempt never has one),
+-- unless it asks (ARGV[7] = -2); an epoch read is only read here, never extended.
 -- replays is 0 for a first call. A replayed attempt_id returns its first answer,
 -- counts nothing (failures, step and consecutive are then -1, trusted 0) and bumps its
 -- replay count,
@@ -73,9 +79,9 @@
 -- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, -1, 7776300000, 300000,
 -- '', 100, 900000), store time T, no device, one key:
 --   no record          -> record {f=1, ws=T, st=0, c=1}, PTTL 86400000,
---                         returns {1, 1, 0, T, 0, 0, 0, 1}
+--                         returns {1, 1, 0, T, 0, 0, 0, 1, 0}
 --   5th call at T+1s   -> {f=5, c=5, lu=T+901000}: exhausted, the door shut till T+901s
---   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0, 5}        (door closed)
+--   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0, 5, 0}     (door closed)
 --   call at T+900s     -> still shut (lu): {f=7}, refused
 --   call at T+901s     -> window over and exhausted: {f=1, ws=T+901000, st=1, c=6}
 --   the 100th allowed  -> {c=100}: no expiry, refused from then on until cleared
@@ -108,7 +114,7 @@ assert(max_window and max_window >= first_window, 'max_window_ms must be >= firs
 assert(retention and retention > max_window, 'retention_ms must be > max_window_ms')
 assert(escalate == 0 or escalate == 1, 'escalate must be 0 or 1')
 assert(max_step and max_step >= 0 and max_step < 64, 'max_step must be in 0..63')
-assert(token_epoch and token_epoch >= -1, 'device_epoch must be a number or -1')
+assert(token_epoch and token_epoch >= -2, 'device_epoch must be a number, -1 or -2')
 assert(epoch_ttl and epoch_ttl >= 1000, 'epoch_ttl_ms must be >= 1000')
 assert(attempt_ttl and attempt_ttl >= 1000, 'attempt_ttl_ms must be >= 1000')
 assert(fingerprint == '' or (#fingerprint >= 4 and #fingerprint <= 16
@@ -118,7 +124,7 @@ assert(max_consecutive and max_consecutive >= 1 and max_consecutive <= 100,
 assert(lockout and lockout >= 1000 and lockout < retention, 'lockout_ms must be in 1000..retention_ms')
 local device = token_epoch >= 0
 local fixed = 1
-if device then fixed = 3 end
+if device then fixed = 3 elseif token_epoch == -2 then fixed = 2 end
 local list_key = nil
 if fingerprint ~= '' then
   list_key = KEYS[#KEYS]
@@ -132,9 +138,8 @@ end
 
 -- Where the attempt is counted: a device's bucket only under the account's current
 -- device epoch, which is then kept (it must outlive every token issued under it).
-local record, trusted = KEYS[1], 0
+local record, trusted, epoch = KEYS[1], 0, 0
 if device then
-  local epoch = 0
   local held = redis.call('GET', KEYS[3])
   if held then
     epoch = stored(held, MAX_COUNT, 'device epoch')
@@ -143,6 +148,9 @@ if device then
   if token_epoch == epoch then
     record, trusted = KEYS[2], 1
   end
+elseif token_epoch == -2 then
+  local held = redis.call('GET', KEYS[2])
+  if held then epoch = stored(held, MAX_COUNT, 'device epoch') end
 end
 
 if attempt_key then
@@ -154,7 +162,7 @@ if attempt_key then
     replays = stored(replays, MAX_COUNT, 'attempt record') + 1
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays), 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1}
+    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch}
   end
 end
 
@@ -201,7 +209,7 @@ if rec[1] and list_key and now < window_end then
         redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
           'PX', attempt_ttl)
       end
-      return {allowed, failures, step, ws, 0, trusted, kind, consecutive}
+      return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch}
     end
   end
 end
@@ -245,4 +253,4 @@ if attempt_key then
   redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
     'PX', attempt_ttl)
 end
-return {allowed, failures, step, ws, 0, trusted, 0, consecutive}
+return {allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch}

@@ -46,7 +46,11 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
 use super::keys::{AccountKey, AttemptKey};
-use super::{Attempt, Counted, Inspection, NetworkState, SprayNote, Store, StoreError};
+use super::{
+    Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkState, SprayNote, Store,
+    StoreError,
+};
+use crate::throttle::flow::Flow;
 use crate::throttle::{Policy, Record};
 use info::{NON_EVICTING_POLICIES, eviction_policies, fullest_node, info_text, node_texts};
 use key_check::KeyProof;
@@ -392,6 +396,8 @@ impl Store for RedisStore {
         let mut call = scripts::record_attempt().key(key.record());
         if let Some(claim) = &attempt.device {
             call.key(claim.bucket.record()).key(key.device_epoch());
+        } else if attempt.read_epoch {
+            call.key(key.device_epoch());
         }
         if let Some(attempt_key) = attempt.attempt_id {
             call.key(attempt_key.as_str());
@@ -399,9 +405,11 @@ impl Store for RedisStore {
         if let Some(repeat) = &attempt.repeat {
             call.key(repeat.list.as_str());
         }
-        // -1: no device token (the script then reads no epoch).
+        // -1: no device token (the script then reads no epoch); -2: none, but answer
+        // the account's epoch.
+        let no_token = if attempt.read_epoch { -2 } else { -1 };
         let device_epoch =
-            attempt.device.map_or(-1, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX));
+            attempt.device.map_or(no_token, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX));
         call.arg(policy.max_failures)
             .arg(policy.window_ms(0))
             .arg(policy.window_ms(policy.max_step()))
@@ -415,8 +423,17 @@ impl Store for RedisStore {
             .arg(policy.max_consecutive_failures)
             .arg(policy.lockout_ms());
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
-        let [allowed, failures, _step, window_start_ms, replays, trusted, repeat, consecutive] =
-            reply[..]
+        let [
+            allowed,
+            failures,
+            _step,
+            window_start_ms,
+            replays,
+            trusted,
+            repeat,
+            consecutive,
+            epoch,
+        ] = reply[..]
         else {
             return Err(StoreError::Protocol(format!(
                 "record_attempt returned {} values",
@@ -444,6 +461,7 @@ impl Store for RedisStore {
             locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
             failures: u64::try_from(failures).unwrap_or(0),
             window_start_ms: number(window_start_ms, "window start")?,
+            epoch: number(epoch, "device epoch")?,
             replays: number(replays, "replay count")?,
             trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
             // 1: forgiven without a comparison; 2: a repeat to compare (record_attempt.lua).
@@ -543,6 +561,31 @@ impl Store for RedisStore {
             [_deleted, epoch] => u64::try_from(epoch)
                 .map_err(|_| StoreError::Protocol("clear: negative device epoch".into())),
             _ => Err(StoreError::Protocol(format!("clear returned {} values", reply.len()))),
+        }
+    }
+
+    async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
+        let mut call = scripts::confirm_device().key(c.account.record());
+        call.key(c.account.flow(Flow::SecondFactor).record())
+            .key(c.account.device_epoch())
+            .key(c.challenge.record());
+        let p = c.second_factor;
+        call.arg(c.challenge_epoch)
+            .arg(p.max_failures)
+            .arg(p.window_ms(0))
+            .arg(p.window_ms(p.max_step()))
+            .arg(p.max_consecutive_failures)
+            .arg(c.mark_ttl_ms)
+            .arg(c.epoch_ttl_ms);
+        let reply: Vec<i64> = self.invoke_counted(&call).await?;
+        match reply[..] {
+            [1, epoch] => u64::try_from(epoch)
+                .map(|epoch| Confirmation::Confirmed { epoch })
+                .map_err(|_| StoreError::Protocol("confirm_device: negative epoch".into())),
+            [0, 1] => Ok(Confirmation::Revoked),
+            [0, 2] => Ok(Confirmation::CodeStepShut),
+            [0, 3] => Ok(Confirmation::Used),
+            _ => Err(StoreError::Protocol(format!("confirm_device returned {reply:?}"))),
         }
     }
 

@@ -94,3 +94,9 @@ script!(
     breached,
     "breached.lua"
 );
+script!(
+    /// `ConfirmDevice`: a challenge's one use, the code step's door, the epoch, and the
+    /// clears, in one step.
+    confirm_device,
+    "confirm_device.lua"
+);

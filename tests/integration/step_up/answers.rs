@@ -148,6 +148,35 @@ async fn allow_keeps_accepting_unknown_devices_with_a_device_token() {
     d.shutdown().await;
 }
 
+/// Every pathway to a session meets step-up (OWASP ASVS 5.0 6.3.3): in a `step_up`
+/// realm a gateway that compares hashes itself (`RecordAttempt`, then
+/// `ClearAttempts(PASSWORD_VERIFIED)`) is refused with FAILED_PRECONDITION saying why,
+/// and its count stays; a completed reset still clears, and `allow` realms are as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_up_realm_refuses_the_gateway_side_clear_of_a_verified_password() {
+    use portcullis::pb::ClearReason;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(Some(&redis), dir.path(), false).await;
+    let mut c = d.client().await;
+    let mut ops = caller(d.addr, None, None).await.unwrap();
+    let who = "side-door@example.com";
+    assert_eq!(c.attempt("stepup", who).await.unwrap(), Decision::Allow);
+    let verified = ClearReason::PasswordVerified as i32;
+    let refused = c.clear("stepup", who, verified).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(
+        refused.message().contains("step_up") && refused.message().contains("Verify"),
+        "{refused:?}"
+    );
+    assert_eq!(ops.inspect("stepup", who).await.unwrap().failures, 1, "the refusal cleared");
+    c.clear("stepup", who, ClearReason::PasswordResetCompleted as i32).await.unwrap();
+    assert_eq!(ops.inspect("stepup", who).await.unwrap().failures, 0);
+    assert_eq!(c.attempt("fast", who).await.unwrap(), Decision::Allow);
+    c.clear("fast", who, verified).await.unwrap();
+    d.shutdown().await;
+}
+
 /// A value out of range or of no kind stops the start, naming the setting, whether the
 /// configuration is checked (`check-config`) or served; the bounds themselves start.
 #[test]

@@ -205,14 +205,17 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
         tokens().issue(&Grant { realm: "stepup", account: &key, stored_hash: &hash }, 0).unwrap();
     let other_fleet =
         DeviceTokens::new(&KeySecret::new(b"another fleet's key secret, 0123456789".to_vec()))
-            .issue_challenge(&Grant { realm: "stepup", account: &key, stored_hash: &hash })
+            .issue_challenge(&Grant { realm: "stepup", account: &key, stored_hash: &hash }, 0)
             .unwrap();
     let other_realm_challenge = tokens()
-        .issue_challenge(&Grant {
-            realm: "stepgrace",
-            account: &account_key("stepgrace", alice),
-            stored_hash: &hash,
-        })
+        .issue_challenge(
+            &Grant {
+                realm: "stepgrace",
+                account: &account_key("stepgrace", alice),
+                stored_hash: &hash,
+            },
+            0,
+        )
         .unwrap();
     let truncated = challenge[..challenge.len() - 1].to_owned();
     let refused: [(&str, &str, &str, &str); 8] = [
@@ -331,11 +334,22 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
         .unwrap();
     let r = c.verify_with_device("stepup", bob, PASSWORD, &hash, "192.0.2.2", &bob_device).await;
     challenged(&r.unwrap(), false, "a revoked device");
-    // A challenge from before the revocation, confirmed after it (the second factor
-    // passed since): a token under the epoch ConfirmDevice reads, trusted.
-    let confirmed = confirm(&mut c, "stepup", bob, &late, &hash).await.unwrap();
+    // A challenge from before the revocation is void after it (OWASP ASVS 5.0 6.5.1:
+    // revoking the devices voids the outstanding challenges); one issued after it
+    // confirms, once.
+    let void = confirm(&mut c, "stepup", bob, &late, &hash).await.unwrap_err();
+    assert_eq!(void.code(), Code::FailedPrecondition, "{void:?}");
+    let fresh = challenged(
+        &c.verify("stepup", bob, PASSWORD, &hash, "192.0.2.3").await.unwrap(),
+        false,
+        "bob's second device, after the revocation",
+    );
+    let confirmed = confirm(&mut c, "stepup", bob, &fresh, &hash).await.unwrap();
     let r = c.verify_with_device("stepup", bob, PASSWORD, &hash, "192.0.2.3", &confirmed).await;
     accepted(&r.unwrap(), false, "a token confirmed after a revocation");
+    // The same challenge token again: no second device (it confirmed one, once).
+    let again = confirm(&mut c, "stepup", bob, &fresh, &hash).await.unwrap_err();
+    assert_eq!(again.code(), Code::FailedPrecondition, "{again:?}");
 
     // A wrong password is a plain reject, token or not (the account's count is below
     // its step-up: alice's record was cleared by her ConfirmDevice).

@@ -100,11 +100,7 @@ async fn every_failed_store_operation_is_a_deny(inner: Arc<dyn Store>, settings:
     let g = faulty(&inner, Fault::Accept, settings);
     unavailable(verify_on(&g, "grace", "accept@example.com", PASSWORD, &hash).await, "accept");
     let r = verify_on(&g, "stepup", "accept@example.com", PASSWORD, &hash).await.unwrap();
-    let accept_challenge = challenged(&r, false, "a challenge needs no accept");
-    unavailable(
-        confirm_on(&g, "accept@example.com", &accept_challenge, &hash).await,
-        "ConfirmDevice with the login record's clear failing",
-    );
+    challenged(&r, false, "a challenge needs no accept");
 
     // The breached count fails: no accept of a breached password; an unlisted one and a
     // challenge (which is not counted) are answered.
@@ -125,27 +121,24 @@ async fn every_failed_store_operation_is_a_deny(inner: Arc<dyn Store>, settings:
         accepted(&r.await.unwrap(), true, &format!("grace login {n} after the failed notes"));
     }
 
-    // ConfirmDevice's clear of the second_factor record fails: no device token, and the
-    // record stays (its door stays shut). (The login record's clear runs beside it.)
-    let g = faulty(&inner, Fault::FlowClear, settings);
+    // ConfirmDevice's one store step (the challenge's one use, the code step's door, the
+    // clears of the login and second_factor records) fails: no device token, and nothing
+    // changed: the challenge is still unused, the records still counted.
+    let g = faulty(&inner, Fault::ConfirmDevice, settings);
     let who = "confirm@example.com";
     let r = verify_on(&g, "stepup", who, PASSWORD, &hash).await.unwrap();
     let challenge = challenged(&r, false, "the challenge");
-    for _ in 0..5 {
+    for _ in 0..4 {
         assert_eq!(second_factor(&g, who).await, Decision::Allow);
     }
-    assert_eq!(second_factor(&g, who).await, Decision::Deny, "five codes close the door");
     unavailable(confirm_on(&g, who, &challenge, &hash).await, "ConfirmDevice");
-    assert_eq!(second_factor(&g, who).await, Decision::Deny, "a failed clear opened the door");
-    // With the store healthy, the same challenge token buys the token, and the clear
-    // opens the second_factor door.
-    let device = confirm_on(&healthy, who, &challenge, &hash).await.unwrap();
-    assert!(!device.is_empty());
-    assert_eq!(
-        second_factor(&healthy, who).await,
-        Decision::Allow,
-        "ConfirmDevice cleared nothing"
-    );
+    assert_eq!(second_factor(&g, who).await, Decision::Allow, "the fifth code");
+    assert_eq!(second_factor(&g, who).await, Decision::Deny, "a failed confirm cleared codes");
+    // The code step is shut: even with the store healthy, no device token
+    // (FAILED_PRECONDITION), and the challenge is not used up by the refusal.
+    let status = confirm_on(&healthy, who, &challenge, &hash).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("second_factor"), "{status:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

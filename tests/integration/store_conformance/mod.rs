@@ -274,6 +274,56 @@ async fn the_ceiling_holds_across_windows(b: &dyn Backend) {
     assert!(fresh.allowed && !fresh.reached_ceiling);
 }
 
+/// `ConfirmDevice`'s one step (docs/devices.md): a challenge confirms under the epoch it
+/// was issued under, while the code step is open, once; then the login record and the
+/// second_factor record are gone. A refusal writes nothing.
+async fn confirm_device_once(b: &dyn Backend) {
+    use portcullis::store::{Confirmation, DeviceConfirmation};
+    use portcullis::throttle::flow::{Flow, fixed_window};
+    let store = b.store();
+    let k = key("confirm-conformance@example.com");
+    let code = k.flow(Flow::SecondFactor);
+    let sf = fixed_window(5, Duration::from_secs(900), 100);
+    let (p, secret) = (policy(false), secret());
+    let mark = |n: u8| k.challenge(&secret, &[n; 16]);
+    let confirm = |used: AccountKey, epoch: u64| {
+        let store = store.clone();
+        let k = k.clone();
+        async move {
+            let c = DeviceConfirmation {
+                account: &k,
+                challenge: &used,
+                challenge_epoch: epoch,
+                second_factor: &sf,
+                mark_ttl_ms: 20 * MIN,
+                epoch_ttl_ms: 60 * MIN,
+            };
+            store.confirm_device(&c).await.unwrap()
+        }
+    };
+    allowed(b, &k, &p, 3).await;
+    for _ in 0..5 {
+        store.record_attempt(&code, None, &sf).await.unwrap();
+    }
+    // Five wrong codes: the code step is shut, nothing is written.
+    assert_eq!(confirm(mark(1), 0).await, Confirmation::CodeStepShut);
+    assert_eq!(b.record(&k).await, Some((3, 0)));
+    assert_eq!(b.ttl_ms(&mark(1).record()).await, None, "a refusal marked the challenge");
+    b.advance(&code, 15 * MIN).await;
+    // Another epoch (a revocation since the challenge): refused.
+    assert_eq!(confirm(mark(1), 1).await, Confirmation::Revoked);
+    // Open: confirmed once, both records gone; the same challenge again: used.
+    assert_eq!(confirm(mark(1), 0).await, Confirmation::Confirmed { epoch: 0 });
+    assert_eq!(b.record(&k).await, None);
+    assert_eq!(b.record(&code).await, None);
+    assert!(near(b.ttl_ms(&mark(1).record()).await, 20 * MIN));
+    assert_eq!(confirm(mark(1), 0).await, Confirmation::Used);
+    // After a revocation, a challenge issued under the new epoch confirms.
+    let epoch = store.revoke_devices(&k, 60 * MIN).await.unwrap();
+    assert_eq!(confirm(mark(2), 0).await, Confirmation::Revoked);
+    assert_eq!(confirm(mark(3), epoch).await, Confirmation::Confirmed { epoch });
+}
+
 async fn admit_reads_only(b: &dyn Backend) {
     let (k, p) = (key("admit@example.com"), policy(false));
     let store = b.store();
@@ -589,6 +639,7 @@ conformance!(
     retention_forgets,
     lockout_lasts_lockout_duration,
     the_ceiling_holds_across_windows,
+    confirm_device_once,
     admit_reads_only,
     inspect_reads_only,
     attempt_ids_deduplicate,

@@ -15,7 +15,8 @@ use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
 use portcullis::store::keys::{AccountKey, AttemptKey};
 use portcullis::store::{
-    Attempt, Counted, Inspection, NetworkOp, NetworkState, SprayNote, Store, StoreError,
+    Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkOp, NetworkState,
+    SprayNote, Store, StoreError,
 };
 use portcullis::throttle::Policy;
 
@@ -32,8 +33,10 @@ pub enum Fault {
     Send(SendOp),
     /// `count` of a flow's record (a code flow's attempt).
     FlowCount,
-    /// `clear` of a flow's record (`ClearFlow`, `Unlock` of a flow, `ConfirmDevice`).
+    /// `clear` of a flow's record (`ClearFlow`, `Unlock` of a flow).
     FlowClear,
+    /// `confirm_device` (`ConfirmDevice`'s one step).
+    ConfirmDevice,
     /// `note_breached` (the grace logins of a breached password).
     NoteBreached,
     /// `accept` (a right password's clear and device epoch).
@@ -114,6 +117,12 @@ impl Store for FaultyStore {
             return Err(injected());
         }
         self.inner.note_breached(note).await
+    }
+    async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
+        if self.fail == Fault::ConfirmDevice {
+            return Err(injected());
+        }
+        self.inner.confirm_device(c).await
     }
     async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
         self.inner.inspect(k).await

@@ -1,0 +1,65 @@
+-- confirm_device.lua: settle one ConfirmDevice in one step (docs/devices.md, "Step-up
+-- for unknown devices"): a challenge confirms one device, once, while the account's
+-- code step is open and no revocation came after it; then the account's login record
+-- and its second_factor record are cleared together.
+--
+-- KEYS[1]  account record     portcullis:v2:{<digest>}:r
+-- KEYS[2]  second_factor      portcullis:v2:{<digest>}:f:2f      (hash: f, ws, st, c; rp, lu)
+-- KEYS[3]  device epoch       portcullis:v2:{<digest>}:e         (string; absent: 0)
+-- KEYS[4]  the challenge's one-use mark  portcullis:v2:{<digest>}:c:<16 hex>
+-- ARGV[1]  challenge_epoch    the account's device epoch when the challenge was issued
+-- ARGV[2]  max_failures       the second_factor flow's
+-- ARGV[3]  first_window_ms    the second_factor flow's window
+-- ARGV[4]  max_window_ms      the same (it never escalates)
+-- ARGV[5]  max_consecutive    the realm's ceiling
+-- ARGV[6]  mark_ttl_ms        how long the mark is kept: the challenge's lifetime plus
+--                             clock skew (after that the token itself is expired)
+-- ARGV[7]  epoch_ttl_ms       an existing device epoch is kept at least this long (the
+--                             new device token's lifetime plus clock skew)
+--
+-- Returns {1, epoch}: confirmed (the mark set, both records deleted; the new device
+-- token is issued under epoch); or {0, reason}, nothing written: 1 the account's devices
+-- were revoked after the challenge (another epoch), 2 the code step is shut (its door
+-- would refuse the next code), 3 the challenge was already used.
+--
+-- Worked example (epoch absent, second_factor {f=2, ws=T-60000, st=0}, 5, 900000,
+-- 900000, 100, 1200000, 7776300000), ARGV[1] = 0:
+--   first call  -> {1, 0}; :r and :f:2f deleted, the mark set for 20 min
+--   second call -> {0, 3}
+-- With {f=5, ws=T-60000} (five wrong codes) -> {0, 2}; with the epoch at 1 -> {0, 1}.
+
+assert(#KEYS == 4, 'confirm_device takes four keys')
+local challenge_epoch = tonumber(ARGV[1])
+local max_failures = tonumber(ARGV[2])
+local first_window = tonumber(ARGV[3])
+local max_window = tonumber(ARGV[4])
+local max_consecutive = tonumber(ARGV[5])
+local mark_ttl = tonumber(ARGV[6])
+local epoch_ttl = tonumber(ARGV[7])
+assert(challenge_epoch and challenge_epoch >= 0, 'challenge_epoch must be >= 0')
+assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
+assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
+assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
+assert(max_consecutive and max_consecutive >= 1, 'max_consecutive must be >= 1')
+assert(mark_ttl and mark_ttl >= 1000, 'mark_ttl_ms must be >= 1000')
+assert(epoch_ttl and epoch_ttl >= 1000, 'epoch_ttl_ms must be >= 1000')
+
+local epoch = 0
+local held = redis.call('GET', KEYS[3])
+if held then epoch = stored(held, MAX_COUNT, 'device epoch') end
+if epoch ~= challenge_epoch then
+  return {0, 1}
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if not door_open(KEYS[2], max_failures, first_window, max_window, max_consecutive, now) then
+  return {0, 2}
+end
+
+if not redis.call('SET', KEYS[4], '1', 'NX', 'PX', mark_ttl) then
+  return {0, 3}
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+if held then redis.call('PEXPIRE', KEYS[3], epoch_ttl) end
+return {1, epoch}
