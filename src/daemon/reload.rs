@@ -96,8 +96,8 @@ impl Reloader {
     async fn try_reload(&self) -> Reloaded {
         // On its own task: a filter file stuck in the kernel (a hung mount) must not hold
         // up the callers and TLS files.
-        let breach = self.breach.clone();
-        tokio::spawn(async move { breach.reload_blocking(true).await });
+        // One load at a time: a SIGHUP during one is answered by one more after it.
+        let _ = self.breach.request_reload(true);
         let mut last_failure = None;
         let tls_ok = match &self.tls {
             Some(tls) => tls.clone().reload_logged(true, &mut last_failure).await,
