@@ -206,6 +206,7 @@ async fn follow_the_store(
         }
         keyed_otherwise = mismatch || keyed_otherwise && outcome.is_err();
         readiness.set_keyed_otherwise(mismatch);
+        readiness.set_key_check_pending(matches!(outcome, Err(StoreError::KeyCheckPending)));
         let ready = outcome.is_ok();
         readiness.set_store(ready);
         let status = if ready { ServingStatus::Serving } else { ServingStatus::NotServing };

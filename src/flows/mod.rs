@@ -157,6 +157,7 @@ impl Flows {
             key,
             op: NetworkOp::Take,
             policy: &policy.network,
+            held: None,
         });
         let request = SendRequest {
             log: attempt.key,
@@ -173,8 +174,12 @@ impl Flows {
         {
             let (store, bucket) = (self.store.clone(), policy.network);
             tokio::spawn(async move {
-                let give_back =
-                    NetworkRequest { key: &key, op: NetworkOp::GiveBack, policy: &bucket };
+                let give_back = NetworkRequest {
+                    key: &key,
+                    op: NetworkOp::GiveBack,
+                    policy: &bucket,
+                    held: None,
+                };
                 let _ = store.network(&give_back).await;
             });
         }

@@ -274,7 +274,8 @@ impl Logins {
     /// record (the code was verified); a device token is issued under that epoch.
     ///
     /// # Errors
-    /// The store's error, or no random nonce: no device token (the gateway denies).
+    /// The store's error (its refusal first, before the challenge is checked), or no
+    /// random nonce: no device token (the gateway denies).
     pub async fn confirm_device(
         &self,
         realm: &Realm,
@@ -282,6 +283,9 @@ impl Logins {
         challenge_token: &str,
         stored_hash: &str,
     ) -> Result<Option<String>, LoginError> {
+        // A daemon the store refuses (another key secret's check value) must not judge
+        // the challenge with its own secret: it answers UNAVAILABLE as to every call.
+        self.store.refusal()?;
         let grant = Grant { realm: &realm.name, account: key, stored_hash };
         if !self.devices.check_challenge(challenge_token, &grant, SystemTime::now()) {
             return Ok(None);

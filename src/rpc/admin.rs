@@ -271,6 +271,7 @@ impl Admin for AdminService {
                 key: &key,
                 op: NetworkOp::Peek,
                 policy: &realm.network.bucket,
+                held: None,
             })
             .await
             .map_err(store_unavailable)?;
@@ -299,6 +300,7 @@ impl Admin for AdminService {
                     key: &key,
                     op: NetworkOp::Release,
                     policy: &realm.network.bucket,
+                    held: None,
                 })
                 .await
                 .map_err(store_unavailable)?;

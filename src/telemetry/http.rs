@@ -35,6 +35,9 @@ pub struct Readiness {
     /// The store's key check value is another daemon's (docs/store.md, "One key secret
     /// per store"): `/readyz` says so rather than "not answering".
     keyed_otherwise: AtomicBool,
+    /// The store holds no key check value and this daemon, just started, waits
+    /// `store.key_check_claim_wait` for the fleet to write it back.
+    key_check_pending: AtomicBool,
 }
 
 impl Readiness {
@@ -54,6 +57,12 @@ impl Readiness {
     /// (readiness then also follows [`Self::set_store`]).
     pub fn set_keyed_otherwise(&self, differs: bool) {
         self.keyed_otherwise.store(differs, Ordering::SeqCst);
+    }
+
+    /// Records whether the store's last key check is waiting for the fleet to write the
+    /// value back (readiness then also follows [`Self::set_store`]).
+    pub fn set_key_check_pending(&self, waiting: bool) {
+        self.key_check_pending.store(waiting, Ordering::SeqCst);
     }
 
     /// From now on the daemon is draining: not ready.
@@ -77,6 +86,8 @@ impl Readiness {
             "ok"
         } else if self.keyed_otherwise.load(Ordering::SeqCst) {
             "keyed by another key secret (see the log)"
+        } else if self.key_check_pending.load(Ordering::SeqCst) {
+            "no key check value yet: waiting store.key_check_claim_wait for the fleet's"
         } else {
             "not answering"
         };

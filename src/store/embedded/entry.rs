@@ -52,6 +52,14 @@ pub(super) enum Entry {
     Bucket {
         tat_ms: u64,
     },
+    /// Tokens of a network's bucket that `RecordAttempt`s of one account hold
+    /// (docs/throttle.md, "Per client network"): what a `ClearAttempts` may give back.
+    /// Expires with the bucket's TAT. Encoded as tag 10, the count, two zero words, the
+    /// expiry.
+    Held {
+        count: u64,
+        expires_ms: u64,
+    },
     /// A mail flow's send log (docs/flows.md; `crate::throttle::send_log`): send times,
     /// newest first, expiring a cap window after the newest. Encoded as tag 8, the
     /// count, two zero words, the expiry, then the times.
@@ -100,6 +108,7 @@ impl Entry {
             | Entry::Attempt { expires_ms, .. }
             | Entry::Spray { expires_ms, .. }
             | Entry::Epoch { expires_ms, .. }
+            | Entry::Held { expires_ms, .. }
             | Entry::SprayCount { expires_ms, .. }
             | Entry::Repeats { expires_ms, .. }
             | Entry::Sends { expires_ms, .. }
@@ -166,6 +175,13 @@ impl Entry {
             Entry::Epoch { epoch, expires_ms } => {
                 out.push(5);
                 out.extend_from_slice(&epoch.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Held { count, expires_ms } => {
+                out.push(10);
+                out.extend_from_slice(&count.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
@@ -241,6 +257,7 @@ impl Entry {
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
+            10 => Ok(Entry::Held { count: count(0)?, expires_ms: word(3) }),
             9 => Ok(Entry::Breached { credential: word(0), count: count(1)?, expires_ms: word(3) }),
             6 if word(0) == word(3) => Ok(Entry::Bucket { tat_ms: time(0)? }),
             7 => {
