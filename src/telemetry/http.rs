@@ -38,6 +38,10 @@ pub struct Readiness {
     /// The store holds no key check value and this daemon, just started, waits
     /// `store.key_check_claim_wait` for the fleet to write it back.
     key_check_pending: AtomicBool,
+    /// Configuration sections a reload found changed that take effect only after a
+    /// restart (names, never values): the readiness text says so; readiness does not
+    /// depend on it.
+    restart_pending: std::sync::Mutex<Vec<String>>,
 }
 
 impl Readiness {
@@ -63,6 +67,12 @@ impl Readiness {
     /// value back (readiness then also follows [`Self::set_store`]).
     pub fn set_key_check_pending(&self, waiting: bool) {
         self.key_check_pending.store(waiting, Ordering::SeqCst);
+    }
+
+    /// Records the configuration sections whose change waits for a restart (empty:
+    /// none).
+    pub fn set_restart_pending(&self, sections: Vec<String>) {
+        *self.restart_pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = sections;
     }
 
     /// From now on the daemon is draining: not ready.
@@ -92,7 +102,13 @@ impl Readiness {
             "not answering"
         };
         let draining = if self.draining.load(Ordering::SeqCst) { "yes" } else { "no" };
-        format!("store: {store}\ndraining: {draining}\n")
+        let pending = self
+            .restart_pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .join(", ");
+        let pending = if pending.is_empty() { "none".to_owned() } else { pending };
+        format!("store: {store}\ndraining: {draining}\nrestart pending: {pending}\n")
     }
 }
 

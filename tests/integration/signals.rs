@@ -153,3 +153,45 @@ async fn signals_while_the_configuration_is_read_are_handled() {
         }
     }
 }
+
+/// A change that needs a restart stays pending until the restart: every later SIGHUP
+/// names it again (never "configuration reloaded" while the old settings run), and so do
+/// `/readyz`'s text and `portcullis_config_restart_pending`, by section name only; once
+/// the file is as the daemon started with it, nothing is pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_restart_is_named_on_every_reload_until_it_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestConfig::embedded(&dir.path().join("data")).admin("0s").toml();
+    let daemon = DaemonProcess::spawn(&config);
+    let admin = daemon.admin_addr();
+    let readyz = async || http_get(admin, "/readyz").await.unwrap();
+    let gauge = async || {
+        let (_, metrics) = http_get(admin, "/metrics").await.unwrap();
+        metrics
+            .lines()
+            .find(|l| l.starts_with("portcullis_config_restart_pending{section=\"realms\"}"))
+            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+    };
+    assert!(readyz().await.1.contains("restart pending: none"));
+
+    let changed = config.replace("[realms.fast]", "[realms.fast]\nmax_failures = 2");
+    std::fs::write(daemon.config_path(), &changed).unwrap();
+    for n in 1..=3 {
+        daemon.signal("HUP");
+        daemon.wait_for_log("restart pending: the other changed sections", n).await;
+        let (status, text) = readyz().await;
+        assert_eq!(status, 200, "a pending restart is no reason to stop serving");
+        assert!(text.contains("restart pending: realms"), "{text}");
+        assert_eq!(gauge().await.as_deref(), Some("1"));
+    }
+    assert!(!daemon.logs().contains("reload: configuration reloaded"), "{}", daemon.logs());
+    assert!(!daemon.logs().contains("max_failures = 2"), "a value in the logs");
+
+    // The file as the daemon started: nothing pending any more.
+    std::fs::write(daemon.config_path(), &config).unwrap();
+    daemon.signal("HUP");
+    daemon.wait_for_log("reload: configuration reloaded", 1).await;
+    assert!(readyz().await.1.contains("restart pending: none"));
+    assert_eq!(gauge().await.as_deref(), Some("0"));
+    assert!(daemon.terminate().await.success());
+}
