@@ -265,6 +265,66 @@ mod tests {
         Config::load(Some(&path), &Overrides::default()).unwrap()
     }
 
+    /// Ten SIGHUPs while a configuration load is in flight start exactly one more load
+    /// after it: at most one load at a time, and the signals during it coalesce.
+    #[cfg(unix)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sighups_during_a_load_coalesce_into_one_more() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        let text = format!("[store]\ndata_dir = {:?}\n", dir.path().join("data"));
+        std::fs::write(&path, text).unwrap();
+        let secret = || Some("0123456789abcdef".repeat(2));
+        let started = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let settings = started.validate(secret()).unwrap();
+        let loads = Arc::new(AtomicU64::new(0));
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        let counted = loads.clone();
+        let source: SettingsSource = Arc::new(move || {
+            // The first load waits until the test has sent every signal.
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                let _ = held.lock().unwrap().recv();
+            }
+            let config = Config::load(Some(&path), &Overrides::default())?;
+            let settings = config.validate(secret())?;
+            Ok((config, settings))
+        });
+        let reloader = Reloader::new(
+            None,
+            Arc::new(BreachList::disabled()),
+            CallerTable::new(settings.callers.clone()),
+            Some((source, started)),
+            None,
+        );
+        install_handlers();
+        let signals = tokio::spawn(reloader.handle_signals());
+        let hup = || {
+            let pid = std::process::id().to_string();
+            let sent = std::process::Command::new("kill").args(["-HUP", &pid]).status();
+            assert!(sent.unwrap().success());
+        };
+        let until = async |n: u64| {
+            while loads.load(Ordering::SeqCst) < n {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        hup();
+        until(1).await;
+        for _ in 0..10 {
+            hup();
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        // Let every signal reach the handler's stream before the first load ends.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        release.send(()).unwrap();
+        until(2).await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(loads.load(Ordering::SeqCst), 2, "loads started for 11 SIGHUPs");
+        signals.abort();
+    }
+
     #[test]
     fn changed_sections_are_named_and_nothing_else() {
         let base = "[store]\nredis_url = \"redis://:pw@h/\"\n[realms.default]\n";
