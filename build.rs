@@ -23,8 +23,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(false)
         .extern_path(".portcullis.v1", "::portcullis_client::pb")
-        // Smaller per-call buffers than tonic's 8 KiB (client/src/codec.rs).
-        .codec_path("::portcullis_client::codec::SmallBufferCodec")
+        // Smaller per-call buffers than tonic's 8 KiB, and a request that does not decode
+        // answered INVALID_ARGUMENT naming the field (client/src/codec.rs).
+        .codec_path("::portcullis_client::codec::RequestCodec")
         .file_descriptor_set_path(out_dir.join("portcullis_descriptor.bin"))
         .compile_protos(&protos, &[PathBuf::from("proto")])?;
     println!("cargo:rerun-if-changed=proto");

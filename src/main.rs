@@ -103,10 +103,21 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `serve`: the signal handlers before anything slow (the command line, the
+    // configuration file, the runtime), so a SIGHUP just after exec never ends the daemon
+    // and a SIGTERM then is kept until it serves. The other commands keep the default
+    // actions (a SIGTERM ends an operator command at once).
+    let early = std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "serve")
+        .then(cli::serve_command::EarlySignals::install);
     let cli = Cli::parse();
     let command = match cli.command {
         // The daemon makes its own runtime, from its configuration (`server.io_threads`).
-        Command::Serve(args) => return cli::serve_command::serve(args),
+        Command::Serve(args) => {
+            let early = early.unwrap_or_else(cli::serve_command::EarlySignals::install);
+            return cli::serve_command::serve(args, early);
+        }
         Command::CheckConfig { file } => return cli::serve_command::check_config(&file),
         Command::BreachFilter { command } => return cli::breach_filter::breach_filter(command),
         other => other,

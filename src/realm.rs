@@ -13,7 +13,7 @@ use smart_default::SmartDefault;
 
 use ipnet::IpNet;
 
-use crate::defence::client_network::{NetworkAction, NetworkPolicy};
+use crate::defence::client_network::{NetworkAction, NetworkPolicy, trusted_network_problem};
 use crate::defence::devices::UnknownDevice;
 use crate::defence::repeats::RepeatPolicy;
 use crate::defence::spray::{SprayAction, SprayPolicy};
@@ -163,7 +163,8 @@ pub struct RealmConfig {
     #[default(64)]
     pub network_ipv6_prefix: u8,
     /// CIDRs never throttled by network (a gateway's NAT egress, an office), at most
-    /// 1,000.
+    /// 1,000; each a network address (no host bits), at most /8 wide, IPv4 written as
+    /// IPv4 (`trusted_network_problem`).
     pub trusted_networks: Vec<IpNet>,
     /// Failures in the account's window from which every answer carries `step_up`, 1 –
     /// `max_failures − 1`. Unset: `max_failures − 2`, at least 1 (none when
@@ -321,6 +322,11 @@ impl RealmConfig {
             self.trusted_networks.len(),
             0..=MAX_TRUSTED_NETWORKS,
         ));
+        for net in &self.trusted_networks {
+            if let Some(problem) = trusted_network_problem(net) {
+                problems.note::<()>(Err(ConfigError::invalid(key("trusted_networks"), problem)));
+            }
+        }
         interval_ms
     }
 

@@ -63,6 +63,50 @@ impl KeySecret {
         self.0.len()
     }
 
+    /// Fewest distinct byte values a key secret may have.
+    pub const MIN_DISTINCT_BYTES: usize = 8;
+
+    /// Least information a key secret may carry, in bits, by the count of its byte
+    /// values (length × the Shannon entropy of its byte frequencies). 32 random hex
+    /// digits carry about 110; 40 spaces, or a byte repeated with a few others, far less.
+    pub const MIN_ENTROPY_BITS: f64 = 64.0;
+
+    /// Why this secret is too predictable to key the store, or `None`: fewer than
+    /// [`Self::MIN_DISTINCT_BYTES`] distinct bytes (40 spaces, 32 NUL bytes, a word
+    /// repeated), or less than [`Self::MIN_ENTROPY_BITS`] by its byte counts (one byte
+    /// repeated with a few others). Says only counts, never a byte of the secret.
+    pub fn weakness(&self) -> Option<String> {
+        let mut counts = [0usize; 256];
+        for &b in &self.0 {
+            counts[usize::from(b)] += 1;
+        }
+        let distinct = counts.iter().filter(|&&n| n > 0).count();
+        if distinct < Self::MIN_DISTINCT_BYTES {
+            return Some(format!(
+                "it has {distinct} distinct byte values, and it must have at least {}",
+                Self::MIN_DISTINCT_BYTES
+            ));
+        }
+        #[allow(clippy::cast_precision_loss, reason = "lengths far below 2^52")]
+        let len = self.0.len() as f64;
+        #[allow(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+        let bits: f64 = counts
+            .iter()
+            .filter(|&&n| n > 0)
+            .map(|&n| {
+                let p = n as f64 / len;
+                -p * p.log2() * len
+            })
+            .sum();
+        (bits < Self::MIN_ENTROPY_BITS).then(|| {
+            format!(
+                "its bytes carry about {bits:.0} bits by their frequencies, and it must carry \
+                 at least {:.0}",
+                Self::MIN_ENTROPY_BITS
+            )
+        })
+    }
+
     /// Whether the secret is empty (never valid).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -1,5 +1,5 @@
-//! `portcullis serve`: parse the configuration once, build the runtime it asks for
-//! (`server.io_threads`), install the signal handlers, start telemetry, validate, build
+//! `portcullis serve`: install the signal handlers (first thing in `main`), parse the
+//! configuration once, build the runtime it asks for (`server.io_threads`), start telemetry, validate, build
 //! the daemon, bind, serve until SIGTERM or SIGINT; and `portcullis check-config`.
 
 use std::net::SocketAddr;
@@ -103,7 +103,7 @@ pub fn check_config(file: &Path) -> ExitCode {
 /// Runs the daemon. The file is parsed once, before the runtime exists, because
 /// `server.io_threads` chooses the runtime; it is validated (which reads the files it
 /// names) inside the runtime, once telemetry can report an error.
-pub fn serve(args: ServeArgs) -> ExitCode {
+pub fn serve(args: ServeArgs, early: EarlySignals) -> ExitCode {
     let overrides = args.overrides();
     let parsed = Config::load(args.config.as_deref(), &overrides);
     let runtime = match &parsed {
@@ -119,9 +119,9 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let code = runtime.block_on(async move {
-        // First: from here on no signal an init system sends ends the process unplanned.
-        portcullis::daemon::reload::install_handlers();
-        let shutdown = shutdown_signal();
+        // The handlers have been in place since `main` began (`EarlySignals`): no signal
+        // an init system sends ends the process unplanned.
+        let shutdown = shutdown_signal(early);
         let telemetry = portcullis::telemetry::init(args.log_format);
         let code = match parsed {
             Ok(config) => serve_config(config, args.config, overrides, shutdown).await,
@@ -250,23 +250,55 @@ fn cannot_listen(setting: &str, addr: SocketAddr, e: &std::io::Error) -> String 
     format!("cannot listen on {addr} ({setting}): {e}; {what}")
 }
 
-/// A future that resolves on the first SIGINT or SIGTERM from now on: the handlers are
-/// installed when this is called (first thing in `serve`), so a stop signal during
-/// start-up is not lost, nor does it end the process before its drain.
-fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+/// The process's signal handlers, installed first thing in `main` for `serve`, before
+/// the command line is parsed, the configuration read or the runtime built: SIGHUP,
+/// SIGUSR1 and SIGUSR2 are then never fatal, and the SIGTERM and SIGINT streams made
+/// here keep a stop signal sent during start-up until the daemon serves.
+pub struct EarlySignals {
+    /// SIGTERM's and SIGINT's streams (`None` when they could not be installed).
+    #[cfg(unix)]
+    stop: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl EarlySignals {
+    /// Installs the handlers. tokio installs a process handler once and keeps it; its
+    /// streams are woken by any runtime's signal driver, so the small runtime made here
+    /// only to install them is dropped at once.
+    pub fn install() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_io().build()
+            else {
+                // Nothing installed yet: `serve` reports the runtime error that follows.
+                return Self { stop: None };
+            };
+            let _entered = runtime.enter();
+            portcullis::daemon::reload::install_handlers();
+            let stop =
+                signal(SignalKind::terminate()).ok().zip(signal(SignalKind::interrupt()).ok());
+            Self { stop }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+}
+
+/// A future that resolves on the first SIGINT or SIGTERM since `early` was installed
+/// (first thing in `main`), so a stop signal during start-up is not lost, nor does it end
+/// the process before its drain.
+fn shutdown_signal(early: EarlySignals) -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        let streams = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
         async move {
-            match streams {
-                (Ok(mut term), Ok(mut int)) => {
+            match early.stop {
+                Some((mut term, mut int)) => {
                     tokio::select! {
                         _ = term.recv() => {}
                         _ = int.recv() => {}
                     }
                 }
-                _ => {
+                None => {
                     tracing::warn!("no SIGTERM handler: stopping on Ctrl-C only");
                     let _ = tokio::signal::ctrl_c().await;
                 }
@@ -276,6 +308,7 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     }
     #[cfg(not(unix))]
     async move {
+        let _ = early;
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutdown signal received");
     }

@@ -307,3 +307,69 @@ fn overrides_replace_file_values() {
     assert_eq!(c.telemetry.admin_listen, "");
     assert_eq!(c.store.redis_url.as_deref(), Some("redis://127.0.0.1:3"));
 }
+
+#[test]
+fn trusted_networks_that_mean_everyone_or_no_one_are_refused_by_name() {
+    let realm = |nets: &str| format!("{REDIS}[realms.default]\ntrusted_networks = [{nets}]\n");
+    for (entry, why) in [
+        ("0.0.0.0/0", "turns the network throttle off"),
+        ("::/0", "turns the network throttle off"),
+        ("10.0.0.0/7", "shorter than /8"),
+        ("10.0.0.1/8", "host bits are set; write the network as 10.0.0.0/8"),
+        ("2001:db8::1/64", "host bits are set"),
+        (
+            "::ffff:10.0.0.0/104",
+            "never matches (client addresses in that form are compared as IPv4); write it as 10.0.0.0/8",
+        ),
+    ] {
+        let e = err(&realm(&format!("\"192.168.0.0/16\", \"{entry}\"")));
+        assert!(e.contains("realms.default.trusted_networks"), "{entry}: {e}");
+        assert!(e.contains(&format!("{entry}: ")), "{entry} is named: {e}");
+        assert!(e.contains(why), "{entry}: {e}");
+        assert!(!e.contains("192.168.0.0/16"), "a good entry is not named: {e}");
+    }
+    let good =
+        "\"10.0.0.0/8\", \"172.16.0.0/12\", \"192.168.1.7/32\", \"fd00::/8\", \"2001:db8::/48\"";
+    let s = from_toml(&realm(good)).unwrap();
+    assert_eq!(s.realms.get("default").unwrap().network.trusted.len(), 5);
+}
+
+#[test]
+fn predictable_key_secrets_are_refused_without_showing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, REDIS).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let weak = [
+        " ".repeat(40),
+        "\0".repeat(32),
+        "z".repeat(64),
+        "passwordpasswordpasswordpassword".to_owned(),
+        format!("{}abcdefgh", "a".repeat(60)),
+    ];
+    for secret in weak {
+        let e = config.validate(Some(secret.clone())).unwrap_err().to_string();
+        assert!(e.contains(KEY_SECRET_ENV) && e.contains("too predictable"), "{e}");
+        assert!(e.contains("openssl rand"), "{e}");
+        assert!(!e.contains(&secret) && !e.contains(&secret[..8]), "the secret is shown: {e}");
+    }
+    // A file the same (one trailing newline is not part of the secret).
+    let file = dir.path().join("key_secret");
+    std::fs::write(&file, format!("{}\n", " ".repeat(40))).unwrap();
+    let text = format!("{REDIS}key_secret_file = {:?}\n", file.display().to_string());
+    std::fs::write(&path, text).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let e = config.validate(None).unwrap_err().to_string();
+    assert!(e.contains("store.key_secret_file") && e.contains("too predictable"), "{e}");
+    // Random secrets of the usual shapes pass: hex, base64, and the tests' own.
+    for good in [
+        SECRET,
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "q8n0vJ3cX+T1r6Kp0yZb2m4Wd9sLhE7uGfQaBcD5tIo=",
+        "test-secret-0123456789abcdef0123456789",
+    ] {
+        std::fs::write(&path, REDIS).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        config.validate(Some(good.into())).unwrap();
+    }
+}

@@ -230,6 +230,12 @@ impl Daemon {
             // Not an unreachable store: the health check says what to do, and keeps
             // checking, so a rotation to this daemon's secret lets it serve.
             Err(store::StoreError::KeySecretMismatch) => Ok(()),
+            // An empty store: the health check proves again every second and claims it
+            // once `store.key_check_claim_wait` has passed with no fleet writing it back.
+            Err(e @ store::StoreError::KeyCheckPending) => {
+                tracing::info!("store: {e}");
+                Ok(())
+            }
             Err(e) => {
                 tracing::warn!(
                     "store: {} does not answer yet: {}; serving NOT_SERVING (every call denied) \

@@ -7,8 +7,11 @@
 //!   started from (`portcullis serve --config`), that file is read and validated again,
 //!   whole: an invalid file is refused with an error log and *everything* stays as it
 //!   was; a valid one puts its `[callers]` in force for every request from then on (on
-//!   open connections too) and names, in a warning, every other section that changed
-//!   and needs a restart (realms, store, limits, …). Without a file (a daemon built from
+//!   open connections too) and names, in a warning, every other section that differs
+//!   from the configuration the daemon started with and so needs a restart (realms,
+//!   store, limits, …). That restart stays pending, named on every later reload, in the
+//!   readiness text and in `portcullis_config_restart_pending`, until the file no longer
+//!   differs there (or the daemon restarts). Without a file (a daemon built from
 //!   settings in-process), the token files are read again.
 //! - **SIGUSR1 and SIGUSR2** are ignored (logged): log rotators send them to daemons
 //!   that write log files, and their default action would end the process. The daemon
@@ -23,6 +26,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::auth::CallerTable;
 use crate::config::{Config, Settings};
 use crate::defence::breach::BreachList;
+use crate::telemetry::http::Readiness;
+use crate::telemetry::metrics::CONFIG_RESTART_PENDING;
 use crate::transport::tls::ReloadingTls;
 
 /// Reads and validates the configuration again, as `portcullis serve` did at start-up
@@ -39,9 +44,13 @@ pub struct Reloader {
     /// outcome; a broken file keeps the filter in force and refuses nothing else).
     breach: Arc<BreachList>,
     callers: Arc<CallerTable>,
-    /// The configuration file's source and the configuration in force, when the daemon
-    /// was started from one.
-    source: Option<(SettingsSource, Mutex<Config>)>,
+    /// The configuration file's source and the configuration the daemon started with,
+    /// when it was started from one: what runs, except the callers a reload replaced.
+    source: Option<(SettingsSource, Config)>,
+    /// The sections whose change waits for a restart, as the last reload found them.
+    pending: Mutex<Vec<String>>,
+    /// Where the readiness text names the pending restart.
+    readiness: Option<Arc<Readiness>>,
 }
 
 /// What one reload did.
@@ -50,7 +59,8 @@ pub enum Reloaded {
     /// The callers (and TLS files) in force are the new ones. `restart` names the
     /// sections that changed but take effect only after a restart.
     Applied {
-        /// Top-level sections of the file that changed and need a restart.
+        /// Top-level sections of the file that differ from the configuration the daemon
+        /// started with and need a restart (a restart pending).
         restart: Vec<String>,
     },
     /// The configuration (or the TLS files) could not be used: nothing changed.
@@ -59,15 +69,37 @@ pub enum Reloaded {
 
 impl Reloader {
     /// The reloadable parts: the listener's TLS, the caller table every request reads,
-    /// and where the configuration came from (`None`: not from a file).
+    /// where the configuration came from (`None`: not from a file) with the one the
+    /// daemon started with, and the readiness whose text names a pending restart.
     pub fn new(
         tls: Option<Arc<ReloadingTls>>,
         breach: Arc<BreachList>,
         callers: Arc<CallerTable>,
         source: Option<(SettingsSource, Config)>,
+        readiness: Option<Arc<Readiness>>,
     ) -> Arc<Self> {
-        let source = source.map(|(source, running)| (source, Mutex::new(running)));
-        Arc::new(Self { tls, breach, callers, source })
+        Arc::new(Self { tls, breach, callers, source, pending: Mutex::default(), readiness })
+    }
+
+    /// The sections whose change waits for a restart, as the last reload found them.
+    pub fn restart_pending(&self) -> Vec<String> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Records what waits for a restart: the gauge per section (0 for one no longer
+    /// pending), the readiness text. Names only, never values.
+    fn note_pending(&self, restart: &[String]) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        for gone in pending.iter().filter(|s| !restart.contains(s)) {
+            metrics::gauge!(CONFIG_RESTART_PENDING, "section" => gone.clone()).set(0.0);
+        }
+        for section in restart {
+            metrics::gauge!(CONFIG_RESTART_PENDING, "section" => section.clone()).set(1.0);
+        }
+        restart.clone_into(&mut pending);
+        if let Some(readiness) = &self.readiness {
+            readiness.set_restart_pending(restart.to_vec());
+        }
     }
 
     /// One reload (SIGHUP), logged and counted in `portcullis_config_reloads_total` by
@@ -76,17 +108,27 @@ impl Reloader {
         let outcome = self.try_reload().await;
         let label = match &outcome {
             Reloaded::Applied { restart } => {
+                self.note_pending(restart);
                 if restart.is_empty() {
                     tracing::info!("reload: configuration reloaded");
                 } else {
                     tracing::warn!(
                         sections = %restart.join(", "),
-                        "reload: callers and TLS files reloaded; the other changed sections take effect after a restart"
+                        "reload: callers and TLS files reloaded; restart pending: the other changed sections take effect after a restart and still run as started"
                     );
                 }
                 "ok"
             }
-            Reloaded::Refused => "refused",
+            Reloaded::Refused => {
+                let pending = self.restart_pending();
+                if !pending.is_empty() {
+                    tracing::warn!(
+                        sections = %pending.join(", "),
+                        "reload refused; restart pending from an earlier reload: these sections still run as started"
+                    );
+                }
+                "refused"
+            }
         };
         metrics::counter!(crate::telemetry::metrics::CONFIG_RELOADS, "outcome" => label)
             .increment(1);
@@ -96,14 +138,14 @@ impl Reloader {
     async fn try_reload(&self) -> Reloaded {
         // On its own task: a filter file stuck in the kernel (a hung mount) must not hold
         // up the callers and TLS files.
-        let breach = self.breach.clone();
-        tokio::spawn(async move { breach.reload_blocking(true).await });
+        // One load at a time: a SIGHUP during one is answered by one more after it.
+        let _ = self.breach.request_reload(true);
         let mut last_failure = None;
         let tls_ok = match &self.tls {
             Some(tls) => tls.clone().reload_logged(true, &mut last_failure).await,
             None => true,
         };
-        let Some((source, running)) = &self.source else {
+        let Some((source, started)) = &self.source else {
             // No file: the same callers, their token files read again.
             return match self.callers.current().reread() {
                 Ok(callers) if tls_ok => {
@@ -131,8 +173,9 @@ impl Reloader {
                 return Reloaded::Refused;
             }
         };
-        let mut running = running.lock().unwrap_or_else(PoisonError::into_inner);
-        let changed = changed_sections(&running, &config);
+        // Against what the daemon started with, not the last reload: a change a restart
+        // must apply stays pending, and named, on every reload until then.
+        let changed = changed_sections(started, &config);
         if changed.iter().any(|s| s == "tls") {
             // Another listener certificate or client CA *file*, or TLS on or off: the
             // callers' identities depend on it, so nothing is applied before a restart.
@@ -146,7 +189,6 @@ impl Reloader {
         }
         self.callers.replace(settings.callers.clone());
         let restart = changed.into_iter().filter(|s| s != "callers").collect();
-        *running = config;
         Reloaded::Applied { restart }
     }
 
@@ -221,6 +263,66 @@ mod tests {
         let path = dir.path().join("p.toml");
         std::fs::write(&path, text).unwrap();
         Config::load(Some(&path), &Overrides::default()).unwrap()
+    }
+
+    /// Ten SIGHUPs while a configuration load is in flight start exactly one more load
+    /// after it: at most one load at a time, and the signals during it coalesce.
+    #[cfg(unix)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sighups_during_a_load_coalesce_into_one_more() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        let text = format!("[store]\ndata_dir = {:?}\n", dir.path().join("data"));
+        std::fs::write(&path, text).unwrap();
+        let secret = || Some("0123456789abcdef".repeat(2));
+        let started = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let settings = started.validate(secret()).unwrap();
+        let loads = Arc::new(AtomicU64::new(0));
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        let counted = loads.clone();
+        let source: SettingsSource = Arc::new(move || {
+            // The first load waits until the test has sent every signal.
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                let _ = held.lock().unwrap().recv();
+            }
+            let config = Config::load(Some(&path), &Overrides::default())?;
+            let settings = config.validate(secret())?;
+            Ok((config, settings))
+        });
+        let reloader = Reloader::new(
+            None,
+            Arc::new(BreachList::disabled()),
+            CallerTable::new(settings.callers.clone()),
+            Some((source, started)),
+            None,
+        );
+        install_handlers();
+        let signals = tokio::spawn(reloader.handle_signals());
+        let hup = || {
+            let pid = std::process::id().to_string();
+            let sent = std::process::Command::new("kill").args(["-HUP", &pid]).status();
+            assert!(sent.unwrap().success());
+        };
+        let until = async |n: u64| {
+            while loads.load(Ordering::SeqCst) < n {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        hup();
+        until(1).await;
+        for _ in 0..10 {
+            hup();
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        // Let every signal reach the handler's stream before the first load ends.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        release.send(()).unwrap();
+        until(2).await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(loads.load(Ordering::SeqCst), 2, "loads started for 11 SIGHUPs");
+        signals.abort();
     }
 
     #[test]

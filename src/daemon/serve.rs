@@ -13,6 +13,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tonic_reflection::server::{v1, v1alpha};
 
+use super::reload::Reloader;
 use super::{Daemon, RunError, SERVICE_NAME};
 use crate::pb;
 use crate::store::{KEY_SECRET_MISMATCH, Store, StoreError};
@@ -82,13 +83,17 @@ impl Daemon {
         };
 
         let (http_stop, http_task) = spawn_http(http_listener, &readiness);
-
         let watch = tls.clone().map(|t| tokio::spawn(t.watch(std::future::pending())));
         let tls_for_auth = tls.clone();
         let callers = crate::auth::CallerTable::new(callers);
         let breach_watch = tokio::spawn(breach.clone().watch(std::future::pending()));
-        let reloader =
-            super::reload::Reloader::new(tls.clone(), breach, callers.clone(), reload_source);
+        let reloader = Reloader::new(
+            tls.clone(),
+            breach,
+            callers.clone(),
+            reload_source,
+            Some(readiness.clone()),
+        );
         let signals = tokio::spawn(reloader.handle_signals());
         let max_message = limits.max_message_bytes();
         let incoming = crate::transport::incoming(listener, tls, limits);
@@ -206,6 +211,7 @@ async fn follow_the_store(
         }
         keyed_otherwise = mismatch || keyed_otherwise && outcome.is_err();
         readiness.set_keyed_otherwise(mismatch);
+        readiness.set_key_check_pending(matches!(outcome, Err(StoreError::KeyCheckPending)));
         let ready = outcome.is_ok();
         readiness.set_store(ready);
         let status = if ready { ServingStatus::Serving } else { ServingStatus::NotServing };

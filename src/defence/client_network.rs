@@ -107,6 +107,44 @@ pub fn address_of(client_key: &str) -> Option<IpAddr> {
     Some(ip.to_canonical())
 }
 
+/// The widest entry of `trusted_networks` taken, for both address families: a shorter
+/// prefix (above all `/0`, which would turn the throttle off for every client) is
+/// refused. The private ranges fit: `10.0.0.0/8`, `172.16.0.0/12`, `192.168.0.0/16`,
+/// `fd00::/8`.
+pub const MIN_TRUSTED_PREFIX: u8 = 8;
+
+/// Why `net` cannot be an entry of `trusted_networks`, or `None` when it can: a prefix
+/// shorter than [`MIN_TRUSTED_PREFIX`], host bits set (`10.0.0.1/8`: which network was
+/// meant is a guess), or an IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`), which can
+/// never match because such addresses are compared as IPv4 ([`address_of`]).
+pub fn trusted_network_problem(net: &IpNet) -> Option<String> {
+    if net.prefix_len() < MIN_TRUSTED_PREFIX {
+        return Some(format!(
+            "{net}: a prefix shorter than /{MIN_TRUSTED_PREFIX} trusts too much of the \
+             Internet (/0 turns the network throttle off for every client); list narrower \
+             networks"
+        ));
+    }
+    if net.addr() != net.network() {
+        return Some(format!(
+            "{net}: host bits are set; write the network as {} (or the host as {}/{})",
+            net.trunc(),
+            net.addr(),
+            net.max_prefix_len()
+        ));
+    }
+    if let IpNet::V6(v6) = net
+        && let Some(v4) = v6.network().to_ipv4_mapped()
+    {
+        let prefix = v6.prefix_len().saturating_sub(96);
+        return Some(format!(
+            "{net}: an IPv4-mapped network never matches (client addresses in that form \
+             are compared as IPv4); write it as {v4}/{prefix}"
+        ));
+    }
+    None
+}
+
 impl NetworkPolicy {
     /// The network `client_key` is throttled as, or `None` when it is never throttled:
     /// an empty key (a `RecordAttempt` that sent none) or an address in

@@ -163,6 +163,7 @@ impl Flows {
             key,
             op: NetworkOp::Take,
             policy: &policy.network,
+            held: None,
         });
         let request = SendRequest {
             log: attempt.key,
@@ -179,8 +180,12 @@ impl Flows {
         {
             let (store, bucket) = (self.store.clone(), policy.network);
             tokio::spawn(async move {
-                let give_back =
-                    NetworkRequest { key: &key, op: NetworkOp::GiveBack, policy: &bucket };
+                let give_back = NetworkRequest {
+                    key: &key,
+                    op: NetworkOp::GiveBack,
+                    policy: &bucket,
+                    held: None,
+                };
                 let _ = store.network(&give_back).await;
             });
         }

@@ -291,7 +291,8 @@ impl Logins {
     /// token is issued under that epoch.
     ///
     /// # Errors
-    /// The store's error, or no random nonce: no device token (the gateway denies).
+    /// The store's error (its refusal first, before the challenge is checked), or no
+    /// random nonce: no device token (the gateway denies).
     pub async fn confirm_device(
         &self,
         realm: &Realm,
@@ -299,6 +300,9 @@ impl Logins {
         challenge_token: &str,
         stored_hash: &str,
     ) -> Result<Confirmed, LoginError> {
+        // A daemon the store refuses (another key secret's check value) must not judge
+        // the challenge with its own secret: it answers UNAVAILABLE as to every call.
+        self.store.refusal()?;
         let grant = Grant { realm: &realm.name, account: key, stored_hash };
         let Some(challenge) =
             self.devices.check_challenge(challenge_token, &grant, SystemTime::now())

@@ -1,13 +1,14 @@
 //! `RecordAttempt` and `ClearAttempts` for gateways that compare hashes themselves,
 //! with the throttle per client network: `RecordAttempt` with a `client_key` takes the
-//! network's token as `Verify` does, before the gateway compares; `ClearAttempts` with
-//! reason `PASSWORD_VERIFIED` and the same `client_key` gives it back (the comparison
-//! matched). A gateway that sends no `client_key` gets no network throttle.
+//! network's token as `Verify` does, before the gateway compares, noted in the store as
+//! held by the account; `ClearAttempts` with reason `PASSWORD_VERIFIED` and the same
+//! `client_key` gives back a token so held (the comparison matched), and nothing when
+//! none is (the attempt was denied, or its token already given back). A gateway that
+//! sends no `client_key` gets no network throttle.
 
-use super::signals::{Signals, Turn, signals};
+use super::signals::{Signals, Turn, give_held_back, signals};
 use super::{Logins, MAX_REPLAYS, note_count};
 use crate::realm::Realm;
-use crate::store::NetworkRequest;
 use crate::store::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 
@@ -38,9 +39,10 @@ impl Logins {
     ) -> Result<Recorded, StoreError> {
         let store = self.store.as_ref();
         let network = realm.network.key(&self.secret, &realm.name, client_key);
+        let held = network.as_ref().map(|n| n.held_by(key));
         let (counted, turn) = tokio::join!(
             store.record_attempt(key, attempt, &realm.policy),
-            Turn::take(store, realm, network),
+            Turn::take_held(store, realm, network, held),
         );
         let counted = counted?;
         let mut turn = turn?;
@@ -67,8 +69,9 @@ impl Logins {
     }
 
     /// `ClearAttempts`: deletes the record, and with `verified_from` (the `client_key`
-    /// of a `RecordAttempt` whose password matched) gives its network's token back in
-    /// the same round trip.
+    /// of a `RecordAttempt` whose password matched) gives back its network's token in
+    /// the same round trip, only when a `RecordAttempt` of this account from that
+    /// network took one and holds it still (a denied attempt took none).
     ///
     /// # Errors
     /// The store's error (the caller answers `UNAVAILABLE`).
@@ -82,14 +85,7 @@ impl Logins {
         let network = verified_from.and_then(|c| realm.network.key(&self.secret, &realm.name, c));
         let give_back = async {
             match &network {
-                Some(n) => store
-                    .network(&NetworkRequest {
-                        key: n,
-                        op: crate::store::NetworkOp::GiveBack,
-                        policy: &realm.network.bucket,
-                    })
-                    .await
-                    .map(drop),
+                Some(n) => give_held_back(store, realm, n, &n.held_by(key)).await,
                 None => Ok(()),
             }
         };

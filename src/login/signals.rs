@@ -11,7 +11,7 @@
 use crate::defence::client_network::{NetworkAction, NetworkWatch};
 use crate::realm::Realm;
 use crate::store::NetworkRequest;
-use crate::store::keys::NetworkKey;
+use crate::store::keys::{HeldKey, NetworkKey};
 use crate::store::{NetworkOp, Store, StoreError};
 use crate::telemetry::metrics::STEP_UPS;
 
@@ -52,12 +52,15 @@ pub struct Turn {
     key: Option<NetworkKey>,
     /// A token was taken and is held until the attempt's outcome is known.
     taken: bool,
+    /// `RecordAttempt`'s turn: the token is noted as held by the account
+    /// ([`NetworkKey::held_by`]), for a later `ClearAttempts` to give back.
+    held: Option<HeldKey>,
 }
 
 impl Turn {
     /// An attempt the network throttle does not apply to.
     pub fn exempt() -> Self {
-        Self { key: None, taken: false }
+        Self { key: None, taken: false, held: None }
     }
 
     /// Takes a token of `key`'s bucket (nothing when `key` is `None`).
@@ -69,15 +72,31 @@ impl Turn {
         realm: &Realm,
         key: Option<NetworkKey>,
     ) -> Result<Self, StoreError> {
+        Self::take_held(store, realm, key, None).await
+    }
+
+    /// As [`Turn::take`], noting a token taken as held by `held` (`RecordAttempt`'s
+    /// account), in the same store operation: only what is noted there can be given
+    /// back by [`give_held_back`].
+    ///
+    /// # Errors
+    /// The store's error: the attempt is then denied (fail closed).
+    pub async fn take_held(
+        store: &dyn Store,
+        realm: &Realm,
+        key: Option<NetworkKey>,
+        held: Option<HeldKey>,
+    ) -> Result<Self, StoreError> {
         let Some(key) = key else { return Ok(Self::exempt()) };
         let state = store
             .network(&NetworkRequest {
                 key: &key,
                 op: NetworkOp::Take,
                 policy: &realm.network.bucket,
+                held: held.as_ref(),
             })
             .await?;
-        Ok(Self { key: Some(key), taken: state.taken })
+        Ok(Self { key: Some(key), taken: state.taken, held })
     }
 
     /// The bucket had no token: the network is throttled.
@@ -110,10 +129,35 @@ impl Turn {
                     key,
                     op: NetworkOp::GiveBack,
                     policy: &realm.network.bucket,
+                    held: self.held.as_ref(),
                 })
                 .await?;
             self.taken = false;
         }
         Ok(())
     }
+}
+
+/// Gives back one token of `key`'s bucket that a `RecordAttempt` of the account (`held`)
+/// took and still holds; nothing when it holds none (its attempt was denied, a replay,
+/// or already given back). One store operation: the count and the bucket change
+/// together.
+///
+/// # Errors
+/// The store's error (the caller answers `UNAVAILABLE`; the token stays spent).
+pub async fn give_held_back(
+    store: &dyn Store,
+    realm: &Realm,
+    key: &NetworkKey,
+    held: &HeldKey,
+) -> Result<(), StoreError> {
+    store
+        .network(&NetworkRequest {
+            key,
+            op: NetworkOp::GiveBack,
+            policy: &realm.network.bucket,
+            held: Some(held),
+        })
+        .await
+        .map(drop)
 }

@@ -277,6 +277,7 @@ impl Admin for AdminService {
                 key: &key,
                 op: NetworkOp::Peek,
                 policy: &realm.network.bucket,
+                held: None,
             })
             .await
             .map_err(store_unavailable)?;
@@ -305,6 +306,7 @@ impl Admin for AdminService {
                     key: &key,
                     op: NetworkOp::Release,
                     policy: &realm.network.bucket,
+                    held: None,
                 })
                 .await
                 .map_err(store_unavailable)?;

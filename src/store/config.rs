@@ -73,6 +73,13 @@ pub struct StoreConfig {
     #[default(crate::store::DEFAULT_ATTEMPT_ID_HORIZON)]
     #[serde(with = "humantime_serde")]
     pub attempt_id_horizon: Duration,
+    /// Redis: how long a daemon that finds no key check value at start (a new or a
+    /// flushed store) waits, checking every readiness period (1 s), for the daemons
+    /// already serving the store to write theirs back before it writes its own, 0 s –
+    /// 1 min (docs/store.md, "One key secret per store"). Not ready meanwhile.
+    #[default(crate::store::DEFAULT_KEY_CHECK_CLAIM_WAIT)]
+    #[serde(with = "humantime_serde")]
+    pub key_check_claim_wait: Duration,
 }
 
 /// `store.redis_sentinel`.
@@ -108,6 +115,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("operation_timeout", &self.operation_timeout)
             .field("pool_size", &self.pool_size)
             .field("attempt_id_horizon", &self.attempt_id_horizon)
+            .field("key_check_claim_wait", &self.key_check_claim_wait)
             .finish()
     }
 }
@@ -154,6 +162,11 @@ impl StoreConfig {
             "store.attempt_id_horizon",
             self.attempt_id_horizon,
             Duration::from_secs(10)..=Duration::from_secs(3600),
+        ));
+        problems.note(check(
+            "store.key_check_claim_wait",
+            self.key_check_claim_wait,
+            Duration::ZERO..=Duration::from_secs(60),
         ));
         let secret = self.key_secret(secret_from_env);
         let secret_refused = secret.is_err();
@@ -228,8 +241,44 @@ impl StoreConfig {
                 ),
             ));
         }
+        if let Some(weakness) = secret.weakness() {
+            let make = match &self.key_secret_file {
+                Some(path) => format!("write a random one: openssl rand -hex 32 > {path:?}"),
+                None => "set a random one (openssl rand -hex 32)".to_owned(),
+            };
+            return Err(ConfigError::invalid(
+                from,
+                format!(
+                    "the key secret is too predictable: {weakness}; {make} (every daemon \
+                     sharing the store needs the same secret)"
+                ),
+            ));
+        }
+        if let Some(path) = &self.key_secret_file {
+            warn_if_readable_by_others(path);
+        }
         Ok(Some(secret))
     }
+}
+
+/// One warning when the key secret file can be read by its group or by others: whoever
+/// reads it can key account digests and forge device tokens. Names the file and its
+/// mode, never its contents.
+fn warn_if_readable_by_others(path: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::metadata(path) else { return };
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o044 != 0 {
+            tracing::warn!(
+                "store.key_secret_file {path:?} is readable by its group or by others (mode \
+                 {mode:03o}): make it readable by the daemon's user only (chmod 600)"
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 impl StoreConfig {
@@ -392,6 +441,7 @@ impl StoreConfig {
             wait_replicas: self.wait_replicas,
             wait_timeout: self.wait_timeout,
             attempt_id_horizon: self.attempt_id_horizon,
+            key_check_claim_wait: self.key_check_claim_wait,
         })
     }
 }

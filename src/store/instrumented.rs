@@ -174,4 +174,8 @@ impl Store for InstrumentedStore {
     async fn ready(&self) -> Result<(), StoreError> {
         self.inner.ready().await
     }
+
+    fn refusal(&self) -> Result<(), StoreError> {
+        self.inner.refusal()
+    }
 }

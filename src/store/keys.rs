@@ -337,6 +337,13 @@ impl NetworkKey {
         format!("{KEY_PREFIX}{{n:{}}}", self.digest)
     }
 
+    /// The count of this bucket's tokens that `RecordAttempt`s of `account` hold
+    /// (`portcullis:v2:{n:<32 hex>}:h:<account digest>`): in the bucket's hash tag, so a
+    /// take or a give-back and the count change in one script.
+    pub fn held_by(&self, account: &AccountKey) -> HeldKey {
+        HeldKey(format!("{}:h:{}", self.as_key(), account.digest()))
+    }
+
     /// The first 16 hex digits of the digest: what log lines and `Admin/InspectNetwork`
     /// name a network by, so an operator can match the two without any address being
     /// logged.
@@ -348,6 +355,18 @@ impl NetworkKey {
 impl std::fmt::Debug for NetworkKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "NetworkKey({})", self.tag())
+    }
+}
+
+/// The store key of the tokens of one network's bucket that one account's
+/// `RecordAttempt`s hold ([`NetworkKey::held_by`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldKey(String);
+
+impl HeldKey {
+    /// The key as the store names it.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -496,6 +515,11 @@ mod tests {
         assert_eq!(n.tag(), &key["portcullis:v2:{n:".len()..][..16]);
         assert_ne!(n, NetworkKey::new(&secret(), "other", "ip:203.0.113.7/32"));
         assert_ne!(n, NetworkKey::new(&secret(), "default", "ip:203.0.113.8/32"));
+        // What an account's RecordAttempts hold there shares the bucket's hash tag.
+        let k = self::key("default", "alice@example.com");
+        let held = n.held_by(&k);
+        assert_eq!(held.as_str(), format!("{key}:h:{}", k.digest()));
+        assert_ne!(held, n.held_by(&self::key("default", "bob@example.com")));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use crate::throttle::bucket::BucketPolicy;
 use crate::throttle::send_log::SendPolicy;
 use crate::throttle::{Policy, Record};
-use keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
+use keys::{AccountKey, AttemptKey, HeldKey, NetworkKey, RepeatKey, SprayKey};
 
 /// What a spray call does: read the count, or note an account in one set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,15 @@ pub enum StoreError {
     Replication { wanted: u32, confirmed: u32 },
     #[error("{}", KEY_SECRET_MISMATCH)]
     KeySecretMismatch,
+    #[error("{}", KEY_CHECK_PENDING)]
+    KeyCheckPending,
 }
+
+/// What [`StoreError::KeyCheckPending`] says: why a daemon that just started does not
+/// serve yet.
+pub const KEY_CHECK_PENDING: &str = "the store holds no key check value: waiting \
+     store.key_check_claim_wait for the daemons already serving it to write theirs back \
+     before this daemon writes its own (docs/store.md, \"One key secret per store\")";
 
 /// What [`StoreError::KeySecretMismatch`] says, to the operator who must act on it.
 pub const KEY_SECRET_MISMATCH: &str = "this daemon's key secret is not the one this store is \
@@ -141,6 +149,11 @@ pub struct NetworkRequest<'a> {
     pub op: NetworkOp,
     /// The realm's bucket: capacity and refill.
     pub policy: &'a BucketPolicy,
+    /// `RecordAttempt`'s tokens: a [`NetworkOp::Take`] that takes one adds it to this
+    /// count, and a [`NetworkOp::GiveBack`] gives one back only when the count holds one
+    /// (and takes it off), so `ClearAttempts` gives back only what an attempt took.
+    /// `None`: the caller knows it holds the token (`Verify`, the flows, operators).
+    pub held: Option<&'a HeldKey>,
 }
 
 /// A failed comparison's password onto its client's list ([`Store::note_repeat`]).
@@ -301,6 +314,10 @@ pub struct DeviceClaim<'a> {
     /// The device epoch its token was issued under.
     pub epoch: u64,
 }
+
+/// How long a daemon that finds no key check value at start waits for the fleet to
+/// write it back, by default (`store.key_check_claim_wait`): three readiness checks.
+pub const DEFAULT_KEY_CHECK_CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How long an attempt id's answer is kept by default (`store.attempt_id_horizon`): a
 /// retry of the same call comes within the client's `call_timeout` (2 s by default,
@@ -544,5 +561,17 @@ pub trait Store: Send + Sync + 'static {
     /// with more to check overrides it.
     async fn ready(&self) -> Result<(), StoreError> {
         self.ping().await
+    }
+
+    /// The refusal every operation meets now, without a round trip: on Redis, while the
+    /// key check found another key secret's value ([`StoreError::KeySecretMismatch`]) or
+    /// waits for the fleet's ([`StoreError::KeyCheckPending`]). For work that checks
+    /// something with the key secret before it reaches the store (`ConfirmDevice`'s
+    /// challenge), so a refused daemon answers as it does to every call. Default: none.
+    ///
+    /// # Errors
+    /// The refusal.
+    fn refusal(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }

@@ -35,6 +35,13 @@ pub struct Readiness {
     /// The store's key check value is another daemon's (docs/store.md, "One key secret
     /// per store"): `/readyz` says so rather than "not answering".
     keyed_otherwise: AtomicBool,
+    /// The store holds no key check value and this daemon, just started, waits
+    /// `store.key_check_claim_wait` for the fleet to write it back.
+    key_check_pending: AtomicBool,
+    /// Configuration sections a reload found changed that take effect only after a
+    /// restart (names, never values): the readiness text says so; readiness does not
+    /// depend on it.
+    restart_pending: std::sync::Mutex<Vec<String>>,
 }
 
 impl Readiness {
@@ -54,6 +61,18 @@ impl Readiness {
     /// (readiness then also follows [`Self::set_store`]).
     pub fn set_keyed_otherwise(&self, differs: bool) {
         self.keyed_otherwise.store(differs, Ordering::SeqCst);
+    }
+
+    /// Records whether the store's last key check is waiting for the fleet to write the
+    /// value back (readiness then also follows [`Self::set_store`]).
+    pub fn set_key_check_pending(&self, waiting: bool) {
+        self.key_check_pending.store(waiting, Ordering::SeqCst);
+    }
+
+    /// Records the configuration sections whose change waits for a restart (empty:
+    /// none).
+    pub fn set_restart_pending(&self, sections: Vec<String>) {
+        *self.restart_pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = sections;
     }
 
     /// From now on the daemon is draining: not ready.
@@ -77,11 +96,19 @@ impl Readiness {
             "ok"
         } else if self.keyed_otherwise.load(Ordering::SeqCst) {
             "keyed by another key secret (see the log)"
+        } else if self.key_check_pending.load(Ordering::SeqCst) {
+            "no key check value yet: waiting store.key_check_claim_wait for the fleet's"
         } else {
             "not answering"
         };
         let draining = if self.draining.load(Ordering::SeqCst) { "yes" } else { "no" };
-        format!("store: {store}\ndraining: {draining}\n")
+        let pending = self
+            .restart_pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .join(", ");
+        let pending = if pending.is_empty() { "none".to_owned() } else { pending };
+        format!("store: {store}\ndraining: {draining}\nrestart pending: {pending}\n")
     }
 }
 

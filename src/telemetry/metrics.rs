@@ -27,6 +27,9 @@ pub const MEMORY_LIMIT_GAUGE: &str = "portcullis_store_memory_limit_bytes";
 
 /// Counter: SIGHUP reloads of the configuration file, by `outcome` (`ok`, `refused`).
 pub const CONFIG_RELOADS: &str = "portcullis_config_reloads_total";
+/// Gauge: 1 for each configuration `section` a reload found changed that takes effect
+/// only after a restart, until the file no longer differs there; 0 once it does.
+pub const CONFIG_RESTART_PENDING: &str = "portcullis_config_restart_pending";
 /// Counter: answered `portcullis.v1.Admin` calls, by `rpc` and `caller`.
 pub const ADMIN_CALLS: &str = "portcullis_admin_calls_total";
 /// Counter: calls or connections refused for their identity, by `caller` (`-` when
@@ -236,6 +239,10 @@ fn describe() {
     describe_histogram!(STORE_SECONDS, Unit::Seconds, "Store operation time, by operation");
     describe_counter!(STORE_ERRORS, "Failed store operations, by operation");
     describe_gauge!(READY, "1 while ready (store answers, not draining)");
+    describe_gauge!(
+        CONFIG_RESTART_PENDING,
+        "1 per configuration section changed on reload that waits for a restart"
+    );
     describe_gauge!(EPISODE_OPEN, "1 while a refusal episode is open");
     describe_counter!(EPISODES, "Refusal episodes opened");
 }

@@ -45,12 +45,12 @@ async fn readiness_follows_the_store() {
     let mut redis = RedisServer::start();
     let d = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).admin("0s").toml());
     let body = wait_for(&d, 200, ServingStatus::Serving).await;
-    assert_eq!(body, "store: ok\ndraining: no\n");
+    assert_eq!(body, "store: ok\ndraining: no\nrestart pending: none\n");
     assert_eq!(http_get(d.admin_addr(), "/healthz").await.unwrap(), (200, "ok\n".into()));
 
     redis.stop();
     let body = wait_for(&d, 503, ServingStatus::NotServing).await;
-    assert_eq!(body, "store: not answering\ndraining: no\n");
+    assert_eq!(body, "store: not answering\ndraining: no\nrestart pending: none\n");
     // Alive all the same: liveness is the process, not the store.
     assert_eq!(http_get(d.admin_addr(), "/healthz").await.unwrap().0, 200);
 
@@ -76,7 +76,7 @@ async fn sigterm_turns_not_ready_then_serves_for_the_delay_then_drains() {
     let _ = std::process::Command::new("kill").arg("-TERM").arg(d.pid().to_string()).status();
     let term = Instant::now();
     let body = wait_for(&d, 503, ServingStatus::NotServing).await;
-    assert_eq!(body, "store: ok\ndraining: yes\n");
+    assert_eq!(body, "store: ok\ndraining: yes\nrestart pending: none\n");
     assert!(term.elapsed() < DELAY, "not-ready came late: {:?}", term.elapsed());
     // Still serving: on an open connection and on a new one.
     use portcullis::pb::Decision::Allow;

@@ -91,3 +91,110 @@ async fn an_unspecified_clear_reason_does_not_clear() {
     assert_eq!(c.admit("default", "f@example.com").await.unwrap(), portcullis::pb::Decision::Deny);
     daemon.shutdown().await;
 }
+
+/// A `VerifyRequest` (or `RecordAttemptRequest`, `AdmitRequest`) on the wire with its
+/// string fields as raw bytes, to send bytes that are not UTF-8.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawAccount {
+    #[prost(bytes = "vec", tag = "1")]
+    realm: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    identifier: Vec<u8>,
+}
+
+/// See [`RawAccount`]: `VerifyRequest`'s fields by number.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawVerify {
+    #[prost(message, optional, tag = "1")]
+    account: Option<RawAccount>,
+    #[prost(bytes = "vec", tag = "2")]
+    password: Vec<u8>,
+    #[prost(bytes = "vec", tag = "3")]
+    stored_hash: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    client_key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "5")]
+    attempt_id: Vec<u8>,
+    #[prost(bytes = "vec", tag = "6")]
+    device_token: Vec<u8>,
+}
+
+/// Invalid UTF-8 in any string field is `INVALID_ARGUMENT` naming the field (never
+/// `INTERNAL`, which pages someone), on `Verify`, `RecordAttempt` and `Admit` alike, and
+/// nothing is counted.
+#[tokio::test]
+async fn a_string_field_that_is_not_utf8_is_invalid_argument_naming_it() {
+    use portcullis::pb::{AdmitResponse, RecordAttemptResponse, VerifyResponse};
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::on(None, dir.path(), "").await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", daemon.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let bad = b"caf\xe9".to_vec();
+    let good = || RawVerify {
+        account: Some(RawAccount {
+            realm: b"fast".to_vec(),
+            identifier: b"u@example.com".to_vec(),
+        }),
+        password: b"pw".to_vec(),
+        stored_hash: Vec::new(),
+        client_key: b"192.0.2.7".to_vec(),
+        attempt_id: Vec::new(),
+        device_token: Vec::new(),
+    };
+    let cases: Vec<(&str, RawVerify)> = vec![
+        ("account.realm", {
+            let mut r = good();
+            r.account.as_mut().unwrap().realm = bad.clone();
+            r
+        }),
+        ("account.identifier", {
+            let mut r = good();
+            r.account.as_mut().unwrap().identifier = bad.clone();
+            r
+        }),
+        ("stored_hash", RawVerify { stored_hash: bad.clone(), ..good() }),
+        ("client_key", RawVerify { client_key: bad.clone(), ..good() }),
+        ("attempt_id", RawVerify { attempt_id: bad.clone(), ..good() }),
+        ("device_token", RawVerify { device_token: bad.clone(), ..good() }),
+    ];
+    async fn call<R: Default + prost::Message + std::fmt::Debug + Send + 'static>(
+        channel: &tonic::transport::Channel,
+        path: &'static str,
+        request: RawVerify,
+    ) -> tonic::Status {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await.unwrap();
+        let codec = portcullis_client::codec::SmallBufferCodec::<RawVerify, R>::default();
+        let path = http::uri::PathAndQuery::from_static(path);
+        grpc.unary(tonic::Request::new(request), path, codec).await.expect_err("refused")
+    }
+    for (field, request) in cases {
+        let status =
+            call::<VerifyResponse>(&channel, "/portcullis.v1.Governor/Verify", request.clone())
+                .await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{field}: {status:?}");
+        assert_eq!(status.message(), format!("{field} is not valid UTF-8"));
+        // RecordAttempt and Admit read the account (field 1) the same way.
+        if field.starts_with("account.") {
+            let status = call::<RecordAttemptResponse>(
+                &channel,
+                "/portcullis.v1.Governor/RecordAttempt",
+                RawVerify { password: Vec::new(), stored_hash: Vec::new(), ..request.clone() },
+            )
+            .await;
+            assert_eq!(
+                (status.code(), status.message()),
+                (Code::InvalidArgument, &*format!("{field} is not valid UTF-8"))
+            );
+            let admit = RawVerify { account: request.account.clone(), ..RawVerify::default() };
+            let status =
+                call::<AdmitResponse>(&channel, "/portcullis.v1.Governor/Admit", admit).await;
+            assert_eq!(status.code(), Code::InvalidArgument, "{field}: {status:?}");
+        }
+    }
+    assert_eq!(daemon.budget().comparisons, 0, "nothing was compared");
+    daemon.shutdown().await;
+}

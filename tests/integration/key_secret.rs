@@ -77,6 +77,20 @@ async fn another_secret_is_refused(store_toml: &str) {
     let said = other.logs().matches("store: this daemon's key secret is not the one").count();
     assert_eq!(said, 1, "{}", other.logs());
 
+    // ConfirmDevice too: its challenge is never checked with a key secret the store
+    // refused, so the gateway is told the daemon is unavailable, not that the user's
+    // challenge is bad.
+    let confirm = portcullis::pb::ConfirmDeviceRequest {
+        account: Some(portcullis::pb::Account {
+            realm: "default".into(),
+            identifier: victim.clone(),
+        }),
+        challenge_token: "a-challenge-token".into(),
+        stored_hash: "$2b$04$abcdefghijklmnopqrstuu5/8kC1nCaC3YXYaNVXJl2dnCoMsZaFW".into(),
+    };
+    let status = c.0.confirm_device(confirm).await.expect_err("never an answer");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+
     let mut c = first.client().await;
     assert_eq!(c.attempt("default", &victim).await.unwrap(), Decision::Deny);
     wait_ready(&first, 200).await;
@@ -355,6 +369,51 @@ async fn a_refused_daemon_never_claims_a_store_whose_value_vanished() {
     assert!(matches!(theirs.ready().await, Err(StoreError::KeySecretMismatch)));
 }
 
+/// A daemon that finds the store empty at start (a flush just before it started) waits
+/// `store.key_check_claim_wait` for the daemons serving the store to write their value
+/// back: keyed otherwise, it is then refused instead of claiming the store and making
+/// the fleet unready. Alone, it claims the store once the wait is over.
+#[tokio::test]
+async fn a_new_daemon_on_an_emptied_store_lets_the_fleet_write_its_value_first() {
+    let redis = RedisServer::start();
+    let open = |secret: &str, wait_ms: u64| {
+        RedisStore::new(&redis.url(), Duration::from_secs(2), 1)
+            .unwrap()
+            .with_key_check(KeySecret::new(secret.into()).store_check())
+            .with_claim_wait(Duration::from_millis(wait_ms))
+    };
+    let ours = open(SECRET, 0);
+    ours.ready().await.unwrap();
+    let mut conn = redis.conn();
+    let _: () = redis::cmd("DEL").arg(KEY_CHECK).query(&mut conn).unwrap();
+    let newcomer = open(OTHER_SECRET, 60_000);
+    for _ in 0..3 {
+        let early = newcomer.ready().await;
+        assert!(matches!(early, Err(StoreError::KeyCheckPending)), "{early:?}");
+    }
+    let held: Option<String> = redis::cmd("GET").arg(KEY_CHECK).query(&mut conn).unwrap();
+    assert_eq!(held, None, "the newcomer claimed the store before the fleet could");
+    let identifier = normalize(Normalization::Email, "a@example.com").unwrap();
+    let key = AccountKey::new(&KeySecret::new(OTHER_SECRET.into()), "default", &identifier);
+    let policy = Policy::default();
+    let counted = newcomer.record_attempt(&key, None, &policy).await;
+    assert!(matches!(counted, Err(StoreError::KeyCheckPending)), "{counted:?}");
+    // The fleet writes its value back at its next readiness check; the newcomer is
+    // refused from then on, and the fleet stays ready.
+    ours.ready().await.unwrap();
+    assert!(matches!(newcomer.ready().await, Err(StoreError::KeySecretMismatch)));
+    ours.ready().await.unwrap();
+
+    // Alone on an empty store, a daemon claims it once its wait is over.
+    let _: () = redis::cmd("DEL").arg(KEY_CHECK).query(&mut conn).unwrap();
+    let alone = open(SECRET, 300);
+    assert!(matches!(alone.ready().await, Err(StoreError::KeyCheckPending)));
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    alone.ready().await.unwrap();
+    let held: Option<String> = redis::cmd("GET").arg(KEY_CHECK).query(&mut conn).unwrap();
+    assert!(held.is_some(), "the lone daemon did not claim the store");
+}
+
 /// A daemon that cannot take its port exits before it touches the store: an empty
 /// store is not claimed by a start that never served.
 #[tokio::test]
@@ -423,4 +482,31 @@ async fn rotation_closes_the_store_before_it_opens_it() {
         (closed_at.expect("the store was never closed"), opened_at.unwrap());
     assert!(opened_at - closed_at >= Duration::from_millis(2900), "{closed_at:?} {opened_at:?}");
     assert!(matches!(old.ready().await, Err(StoreError::KeySecretMismatch)));
+}
+
+/// A key secret file its group or others can read starts the daemon with one warning
+/// naming the file and what to do, never the secret; a file only its owner reads gets
+/// none.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_secret_file_others_can_read_is_warned_about_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    for (n, mode) in [0o644u32, 0o600].into_iter().enumerate() {
+        let file = dir.path().join(format!("key_secret{n}"));
+        std::fs::write(&file, format!("{SECRET}\n")).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let config = TestConfig::embedded(&dir.path().join(format!("data{n}")))
+            .extra(&format!("key_secret_file = {:?}\n", file.display().to_string()))
+            .toml();
+        let d = DaemonProcess::spawn_with_secret(&config, None);
+        let logs = d.logs();
+        let warned = logs.matches("is readable by its group or by others").count();
+        assert_eq!(warned, usize::from(mode == 0o644), "mode {mode:o}:\n{logs}");
+        if mode == 0o644 {
+            assert!(logs.contains("chmod 600") && logs.contains("mode 644"), "{logs}");
+        }
+        assert!(!logs.contains(SECRET), "the secret in the logs");
+        assert!(d.terminate().await.success());
+    }
 }

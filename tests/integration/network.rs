@@ -247,6 +247,57 @@ async fn gateways_that_hash_themselves_spend_and_give_back_through_record_and_cl
     d.shutdown().await;
 }
 
+/// `ClearAttempts(PASSWORD_VERIFIED)` gives back only a token a `RecordAttempt` of that
+/// account from that network took and holds: a gateway that clears after every answer,
+/// denies included, lets nothing more through an emptied network; a second clear of one
+/// attempt gives nothing; an account that took nothing there gets nothing back.
+async fn clears_give_back_only_what_an_attempt_took(d: &Daemon) {
+    let mut c = d.client().await;
+    let mut ops = caller(d.addr, None, None).await.unwrap();
+    let (allow, verified) =
+        (portcullis::pb::Decision::Allow as i32, ClearReason::PasswordVerified as i32);
+    let ip = "203.0.113.60";
+    let mut allowed = 0;
+    for n in 0..20 {
+        let id = format!("c{n}@example.com");
+        let r = c.attempt_from("tiny", &id, ip).await.unwrap();
+        allowed += usize::from(r.decision == allow);
+        if n >= 3 {
+            // A careless gateway: it clears whatever the answer was.
+            c.clear_from("tiny", &id, verified, ip).await.unwrap();
+        }
+    }
+    assert_eq!(allowed, 3, "an emptied network let attempts through");
+    assert_eq!(ops.inspect_network("tiny", ip).await.unwrap().tokens, 0);
+    // An account that took nothing from this network gets nothing back.
+    c.clear_from("tiny", "never@example.com", verified, ip).await.unwrap();
+    assert_eq!(ops.inspect_network("tiny", ip).await.unwrap().tokens, 0);
+    // An attempt that took a token gives it back once, however often it is cleared.
+    for _ in 0..3 {
+        c.clear_from("tiny", "c0@example.com", verified, ip).await.unwrap();
+    }
+    assert_eq!(ops.inspect_network("tiny", ip).await.unwrap().tokens, 1);
+    assert_eq!(c.attempt_from("tiny", "c0@example.com", ip).await.unwrap().decision, allow);
+    assert_ne!(c.attempt_from("tiny", "c1@example.com", ip).await.unwrap().decision, allow);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clears_give_back_only_what_an_attempt_took_on_redis() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(Some(&redis), &dir).await;
+    clears_give_back_only_what_an_attempt_took(&d).await;
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clears_give_back_only_what_an_attempt_took_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(None, &dir).await;
+    clears_give_back_only_what_an_attempt_took(&d).await;
+    d.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_daemons_on_a_cluster_spend_one_bucket_exactly() {
     let cluster = RedisCluster::start(3, 0);

@@ -164,7 +164,7 @@ fn service(store: Arc<CountingStore>) -> GovernorService {
     .unwrap();
     let settings = Config::load(Some(&path), &Overrides::default())
         .unwrap()
-        .validate(Some("x".repeat(32)))
+        .validate(Some("0123456789abcdef".repeat(2)))
         .unwrap();
     let targets = settings.realms.iter().map(|r| (r.name.as_str(), &r.hash_target));
     let verifier = Arc::new(portcullis::verify::Verifier::new(settings.verify, targets).unwrap());

@@ -153,3 +153,51 @@ async fn a_verify_is_five_scripts_whatever_its_verdict() {
     assert_eq!(calls.get("evalsha"), Some(&(5 * CALLS)), "repeats: {calls:?}");
     daemon.shutdown().await;
 }
+
+/// The scripts docs/deployment.md's "Redis operations per login" table gives a `Verify`
+/// row starting with `outcome`: the number its "scripts" column starts with.
+fn documented_scripts(outcome: &str) -> u64 {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/deployment.md"),
+    )
+    .unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with(&format!("| `Verify`, {outcome}")))
+        .unwrap_or_else(|| panic!("docs/deployment.md has no Verify row {outcome:?}"));
+    let scripts = row.split('|').nth(2).unwrap().trim();
+    scripts.split(' ').next().unwrap().parse().unwrap()
+}
+
+/// A `Verify` at a closed door is four scripts (the count, the spray check and the
+/// network's token, then the token back), and docs/deployment.md's table says what is
+/// measured for every row measured here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_scripts_per_verify_are_the_ones_sent() {
+    let redis = RedisServer::start();
+    let mut probe = redis.conn();
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).settings()).await;
+    let mut c = daemon.client().await;
+    let hash = bcrypt::hash("right", 4).unwrap();
+    let measure = async |c: &mut Client, probe: &mut redis::Connection, id: &str, pw: &[u8]| {
+        reset_stats(probe);
+        c.verify("fast", id, pw, &hash, "192.0.2.9").await.unwrap();
+        command_calls(probe).get("evalsha").copied().unwrap_or(0)
+    };
+    // Warm-up: every script loaded (a first EVALSHA answers NOSCRIPT).
+    c.verify("fast", "warm@example.com", b"right", &hash, "192.0.2.1").await.unwrap();
+    c.verify("fast", "warm@example.com", b"wrong", &hash, "192.0.2.1").await.unwrap();
+    let right = measure(&mut c, &mut probe, "ok@example.com", b"right").await;
+    let wrong = measure(&mut c, &mut probe, "bad@example.com", b"wrong-0").await;
+    for n in 1..10 {
+        c.verify("fast", "shut@example.com", format!("w{n}").as_bytes(), &hash, "192.0.2.9")
+            .await
+            .unwrap();
+    }
+    let closed = measure(&mut c, &mut probe, "shut@example.com", b"w-last").await;
+    assert_eq!((right, wrong, closed), (5, 5, 4));
+    assert_eq!(documented_scripts("right password"), right);
+    assert_eq!(documented_scripts("wrong password"), wrong);
+    assert_eq!(documented_scripts("door closed"), closed);
+    daemon.shutdown().await;
+}

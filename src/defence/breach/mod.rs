@@ -11,6 +11,7 @@ pub mod config;
 mod file;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -86,6 +87,30 @@ pub struct BreachList {
     /// Which file the filter in force came from, and which was last refused.
     seen: Mutex<Seen>,
     service_words: Vec<String>,
+    /// The one load that may be in flight, and whether another was asked for meanwhile.
+    flight: Mutex<Flight>,
+    /// Loads of the file started by [`Self::request_reload`] (each reads a whole filter
+    /// beside the one in force).
+    loads_started: AtomicU64,
+}
+
+/// The reload in flight: at most one, so a burst of SIGHUPs (or one beside the periodic
+/// check) never holds more than one filter being read beside the one in force.
+#[derive(Debug, Default)]
+struct Flight {
+    /// A load runs now.
+    running: bool,
+    /// Asked for while it ran: one more load after it, forced when any request was.
+    again: Option<bool>,
+}
+
+/// Ends the flight if its load panicked, so later reloads still run.
+struct Landing<'a>(&'a Mutex<Flight>);
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Flight::default();
+    }
 }
 
 impl BreachList {
@@ -97,6 +122,8 @@ impl BreachList {
             current: RwLock::new(None),
             seen: Mutex::new(Seen::default()),
             service_words: Vec::new(),
+            flight: Mutex::new(Flight::default()),
+            loads_started: AtomicU64::new(0),
         }
     }
 
@@ -227,14 +254,46 @@ impl BreachList {
                 () = &mut stop => return,
                 _ = tick.tick() => {}
             }
-            self.reload_blocking(false).await;
+            if let Some(load) = self.request_reload(false) {
+                let _ = load.await;
+            }
         }
     }
 
-    /// [`Self::reload`] on a blocking thread (the file may be large, or on a slow mount).
-    pub async fn reload_blocking(self: &Arc<Self>, force: bool) -> bool {
+    /// [`Self::reload`] on a blocking thread (the file may be large, or on a slow mount),
+    /// one at a time: while a load is in flight, a request is noted and answered by one
+    /// more load after it (forced when any request it stands for was), however many
+    /// requests came meanwhile. The task of a load started here, `None` when the request
+    /// joined one in flight. Call inside a tokio runtime.
+    pub fn request_reload(self: &Arc<Self>, force: bool) -> Option<tokio::task::JoinHandle<()>> {
+        {
+            let mut flight = self.flight.lock().unwrap_or_else(PoisonError::into_inner);
+            if flight.running {
+                flight.again = Some(flight.again.unwrap_or(false) || force);
+                return None;
+            }
+            flight.running = true;
+        }
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.reload(force)).await.unwrap_or(false)
+        Some(tokio::task::spawn_blocking(move || {
+            let landing = Landing(&this.flight);
+            let mut force = force;
+            loop {
+                this.loads_started.fetch_add(1, Ordering::Relaxed);
+                this.reload(force);
+                let mut flight = this.flight.lock().unwrap_or_else(PoisonError::into_inner);
+                match flight.again.take() {
+                    Some(again) => force = again,
+                    None => break,
+                }
+            }
+            drop(landing);
+        }))
+    }
+
+    /// Loads started by [`Self::request_reload`] since start.
+    pub fn loads_started(&self) -> u64 {
+        self.loads_started.load(Ordering::Relaxed)
     }
 }
 
@@ -248,4 +307,39 @@ fn log_loaded(message: &'static str, path: &Path, filter: &BreachFilter) {
         false_positive_rate = FALSE_POSITIVE_RATE,
         "{message}"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ten reload requests while one load is in flight start exactly one more load
+    /// after it, not ten: a burst of SIGHUPs holds at most one filter being read.
+    #[test]
+    fn requests_during_a_load_coalesce_into_one_more() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let list = Arc::new(BreachList {
+            file: Some(dir.path().join("missing.filter")),
+            ..BreachList::disabled()
+        });
+        // The first load blocks where it records its outcome until the test lets go.
+        let held = list.seen.lock().unwrap();
+        let _entered = runtime.enter();
+        let first = list.request_reload(true).expect("the first request starts a load");
+        for n in 0..9 {
+            assert!(list.request_reload(n % 2 == 0).is_none(), "request {n} started a load");
+        }
+        drop(held);
+        runtime.block_on(first).unwrap();
+        assert_eq!(list.loads_started(), 2);
+        // Idle again: the next request starts a load of its own.
+        let next = list.request_reload(false).expect("an idle list starts a load");
+        runtime.block_on(next).unwrap();
+        assert_eq!(list.loads_started(), 3);
+    }
 }

@@ -52,6 +52,14 @@ pub(super) enum Entry {
     Bucket {
         tat_ms: u64,
     },
+    /// Tokens of a network's bucket that `RecordAttempt`s of one account hold
+    /// (docs/throttle.md, "Per client network"): what a `ClearAttempts` may give back.
+    /// Expires with the bucket's TAT. Encoded as tag 10, the count, two zero words, the
+    /// expiry.
+    Held {
+        count: u64,
+        expires_ms: u64,
+    },
     /// A mail flow's send log (docs/flows.md; `crate::throttle::send_log`): send times,
     /// newest first, expiring a cap window after the newest. Encoded as tag 8, the
     /// count, two zero words, the expiry, then the times.
@@ -67,7 +75,7 @@ pub(super) enum Entry {
         expires_ms: u64,
     },
     /// A step-up challenge's one-use mark (docs/devices.md): the challenge confirmed a
-    /// device. Encoded as tag 10, three zero words, the expiry.
+    /// device. Encoded as tag 11, three zero words, the expiry.
     Used {
         expires_ms: u64,
     },
@@ -109,6 +117,7 @@ impl Entry {
             | Entry::Attempt { expires_ms, .. }
             | Entry::Spray { expires_ms, .. }
             | Entry::Epoch { expires_ms, .. }
+            | Entry::Held { expires_ms, .. }
             | Entry::SprayCount { expires_ms, .. }
             | Entry::Repeats { expires_ms, .. }
             | Entry::Sends { expires_ms, .. }
@@ -176,13 +185,20 @@ impl Entry {
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
             Entry::Used { expires_ms } => {
-                out.push(10);
+                out.push(11);
                 out.extend_from_slice(&[0u8; 24]);
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
             Entry::Epoch { epoch, expires_ms } => {
                 out.push(5);
                 out.extend_from_slice(&epoch.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
+            Entry::Held { count, expires_ms } => {
+                out.push(10);
+                out.extend_from_slice(&count.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
@@ -261,7 +277,8 @@ impl Entry {
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
-            10 if word(0) == 0 && word(1) == 0 && word(2) == 0 => {
+            10 => Ok(Entry::Held { count: count(0)?, expires_ms: word(3) }),
+            11 if word(0) == 0 && word(1) == 0 && word(2) == 0 => {
                 Ok(Entry::Used { expires_ms: word(3) })
             }
             9 => Ok(Entry::Breached { credential: word(0), count: count(1)?, expires_ms: word(3) }),

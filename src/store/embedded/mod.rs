@@ -361,8 +361,9 @@ impl Store for EmbeddedStore {
     }
 
     async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
-        let NetworkRequest { key, op, policy } = *request;
-        match self.submit(Op::Network { key: key.as_key(), op, policy: *policy }).await? {
+        let NetworkRequest { key, op, policy, held } = *request;
+        let held = held.map(|h| h.as_str().to_owned());
+        match self.submit(Op::Network { key: key.as_key(), op, policy: *policy, held }).await? {
             Reply::Network(state) => Ok(state),
             _ => Err(unexpected()),
         }

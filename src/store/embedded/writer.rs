@@ -103,6 +103,8 @@ pub(super) enum Op {
         key: String,
         op: NetworkOp,
         policy: BucketPolicy,
+        /// The tokens one account's `RecordAttempt`s hold (`NetworkRequest::held`).
+        held: Option<String>,
     },
     /// An accept of a breached credential.
     Breached {
@@ -292,7 +294,9 @@ impl Tables<'_, '_> {
                 Ok(Reply::Inspected(Inspection { record: self.record(record)?, now_ms: now }))
             }
             Op::Ping => Ok(Reply::Done),
-            Op::Network { key, op, policy } => self.network(key, *op, policy).map(Reply::Network),
+            Op::Network { key, op, policy, held } => {
+                self.network_held(key, *op, policy, held.as_deref()).map(Reply::Network)
+            }
             Op::Breached { key, credential, ttl_ms } => {
                 self.breached(key, *credential, *ttl_ms).map(Reply::Count)
             }
@@ -450,10 +454,42 @@ impl Tables<'_, '_> {
                 | Entry::Sends { .. }
                 | Entry::Breached { .. }
                 | Entry::Used { .. }
+                | Entry::Held { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),
         }
+    }
+
+    /// The embedded form of `network.lua` with its held count (`held`, the key of
+    /// `NetworkRequest::held`): a take that takes a token adds it to the count; a give
+    /// back gives one only when the count holds one, and takes it off.
+    fn network_held(
+        &mut self,
+        key: &str,
+        op: NetworkOp,
+        policy: &BucketPolicy,
+        held: Option<&str>,
+    ) -> Result<NetworkState, StoreError> {
+        let Some(held) = held else { return self.network(key, op, policy) };
+        let count = match self.get(held)? {
+            Some(Entry::Held { count, .. }) => count,
+            None => 0,
+            Some(_) => return Err(StoreError::Protocol("a held key holds another entry".into())),
+        };
+        let op = if op == NetworkOp::GiveBack && count == 0 { NetworkOp::Peek } else { op };
+        let state = self.network(key, op, policy)?;
+        let count = match op {
+            NetworkOp::Take if state.taken => count + 1,
+            NetworkOp::GiveBack => count - 1,
+            _ => return Ok(state),
+        };
+        if count > 0 && state.full_in_ms > 0 {
+            self.put(held, Entry::Held { count, expires_ms: self.now + state.full_in_ms })?;
+        } else {
+            self.remove(held)?;
+        }
+        Ok(state)
     }
 
     /// The embedded form of `network.lua`: [`BucketPolicy`]'s rules on the entry's TAT;

@@ -6,6 +6,10 @@
 -- made-up client keys costs memory only while their buckets refill.
 --
 -- KEYS[1]  portcullis:v2:{n:<32 hex>}   (string: TAT ms) — its own hash tag, one slot
+-- KEYS[2]  optional: portcullis:v2:{n:<32 hex>}:h:<account digest> (string: count), the
+--          tokens RecordAttempts of one account hold. A take that takes one adds it;
+--          a give gives one back only when the count holds one, and takes it off, so
+--          ClearAttempts gives back only what an attempt took. Same hash tag as KEYS[1].
 -- ARGV[1]  op           'take' | 'give' (one token back) | 'peek' (read only) |
 --                       'release' (empty the debt: the bucket is full)
 -- ARGV[2]  capacity     tokens a full bucket holds (1-1000000)
@@ -38,7 +42,18 @@ if held then
   tat = math.max(stored(held, MAX_TIME_MS, 'network bucket'), now)
 end
 
+local hold = KEYS[2]
+local holds = 0
+if hold then
+  holds = tonumber(redis.call('GET', hold) or '0')
+  assert(holds and holds >= 0 and holds % 1 == 0, 'held count must be a whole number')
+end
+
 local taken = 0
+if op == 'give' and hold and holds == 0 then
+  -- Nothing held for this account: nothing to give back, nothing written.
+  op = 'peek'
+end
 if op == 'take' then
   if tat + interval - now <= burst then
     tat = tat + interval
@@ -55,6 +70,15 @@ if op ~= 'peek' and (taken == 1 or op ~= 'take') then
     redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', tat - now)
   else
     redis.call('DEL', KEYS[1])
+  end
+end
+
+if hold and (taken == 1 or op == 'give') then
+  holds = holds + (taken == 1 and 1 or -1)
+  if holds > 0 and tat > now then
+    redis.call('SET', hold, string.format('%d', holds), 'PX', tat - now)
+  else
+    redis.call('DEL', hold)
   end
 end
 

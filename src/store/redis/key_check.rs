@@ -6,8 +6,9 @@
 //! last proof found another value, every operation is refused
 //! ([`StoreError::KeySecretMismatch`]).
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError};
@@ -15,7 +16,7 @@ use redis::{ErrorKind, RedisError};
 use super::{RedisStore, scripts};
 use crate::secret::KeyCheck;
 use crate::store::keys::KEY_CHECK;
-use crate::store::{KEY_SECRET_MISMATCH, KeyCheckMode, StoreError};
+use crate::store::{KEY_CHECK_PENDING, KEY_SECRET_MISMATCH, KeyCheckMode, StoreError};
 
 /// One store's key check: the value this daemon proves (none: a store opened without
 /// one, by tests and tools that write nothing a daemon reads), and the last outcome.
@@ -23,13 +24,39 @@ use crate::store::{KEY_SECRET_MISMATCH, KeyCheckMode, StoreError};
 pub(super) struct KeyProof {
     /// Set once by [`super::RedisStore::with_key_check`], before the first connection.
     check: OnceLock<KeyCheck>,
+    /// How long a daemon that has never proven its value waits, once it finds none in
+    /// the store, before it writes its own ([`super::RedisStore::with_claim_wait`]):
+    /// a store just flushed is claimed back by the daemons already serving it (each
+    /// writes its value again at its next readiness check), never by a daemon that
+    /// starts keyed otherwise. In ms; 0: at once.
+    claim_wait_ms: AtomicU64,
+    /// When this daemon, never proven yet, first found no value in the store.
+    empty_since: Mutex<Option<Instant>>,
+    /// Set for good once a proof matched: from then on a store that lost its value gets
+    /// this daemon's back at once (it serves the fleet that value belongs to).
+    proven: AtomicBool,
     /// Set while the last proof found another daemon's value.
     mismatch: AtomicBool,
+    /// Set while this daemon waits for the fleet to write the value back
+    /// (`claim_wait`).
+    pending: AtomicBool,
     /// Set for good once a proof found another value: from then on this daemon never
     /// writes its own into a store that holds none (after a `DEL` or a flush, a daemon
     /// that was refused must not claim the store from the others); only
     /// `portcullis adopt-key-secret` makes it serve.
     seen_other: AtomicBool,
+}
+
+/// What one proof found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Proof {
+    /// The store holds this daemon's value: it serves.
+    Held,
+    /// The store holds another value (or nothing after this daemon saw another): refused.
+    Other,
+    /// The store holds no value and this daemon, never proven, waits for the fleet to
+    /// write it back before it writes its own: refused for now.
+    Pending,
 }
 
 impl KeyProof {
@@ -38,15 +65,19 @@ impl KeyProof {
         let _ = self.check.set(check);
     }
 
+    /// Sets how long an unproven daemon waits before it claims an empty store.
+    pub fn set_claim_wait(&self, wait: Duration) {
+        self.claim_wait_ms.store(crate::throttle::duration_ms(wait), Ordering::Relaxed);
+    }
+
     /// Whether the last proof found another value.
     pub fn refused(&self) -> bool {
         self.mismatch.load(Ordering::Relaxed)
     }
 
     /// Runs the key check in `mode` on `conn` when a value is set (a `GET`, and
-    /// `key_check.lua` only when the store holds none), and records the outcome.
-    /// `Ok(false)`: the store holds another daemon's value, something that is no
-    /// daemon's, or nothing after this daemon has seen another value.
+    /// `key_check.lua` only when the store holds none and this daemon may write its
+    /// value), and records the outcome.
     ///
     /// # Errors
     /// The script's [`RedisError`] (the outcome is then left as it was).
@@ -54,9 +85,9 @@ impl KeyProof {
         &self,
         conn: &mut C,
         mode: KeyCheckMode,
-    ) -> Result<bool, RedisError> {
+    ) -> Result<Proof, RedisError> {
         let Some(check) = self.check.get() else {
-            return Ok(true);
+            return Ok(Proof::Held);
         };
         // A read first: the script, which writes, is needed only while the store holds no
         // value (its first daemon, or a store that lost its data), so a readiness check
@@ -71,7 +102,7 @@ impl KeyProof {
             // leaves the last outcome (and the serving) as it was.
             Err(e) if is_wrong_type(&e) => {
                 self.refuse_for_good();
-                return Ok(false);
+                return Ok(Proof::Other);
             }
             Err(e) => return Err(e),
         };
@@ -79,44 +110,74 @@ impl KeyProof {
             Some(held) => held,
             None if self.seen_other.load(Ordering::Relaxed) => {
                 self.refuse_for_good();
-                return Ok(false);
+                return Ok(Proof::Other);
+            }
+            None if mode == KeyCheckMode::Prove && self.must_wait() => {
+                self.pending.store(true, Ordering::Relaxed);
+                return Ok(Proof::Pending);
             }
             None => invoke(conn, check, mode).await?,
         };
-        let matched = check.matches(&held);
-        if matched {
+        self.pending.store(false, Ordering::Relaxed);
+        if check.matches(&held) {
+            self.proven.store(true, Ordering::Relaxed);
             self.mismatch.store(false, Ordering::Relaxed);
+            Ok(Proof::Held)
         } else {
             self.refuse_for_good();
+            Ok(Proof::Other)
         }
-        Ok(matched)
+    }
+
+    /// Whether a daemon that finds no value must wait before it writes its own: never
+    /// proven, and less than `claim_wait` since it first found the store empty.
+    fn must_wait(&self) -> bool {
+        if self.proven.load(Ordering::Relaxed) {
+            return false;
+        }
+        let wait = Duration::from_millis(self.claim_wait_ms.load(Ordering::Relaxed));
+        let mut since = self.empty_since.lock().unwrap_or_else(PoisonError::into_inner);
+        let since = *since.get_or_insert_with(Instant::now);
+        since.elapsed() < wait
     }
 
     fn refuse_for_good(&self) {
         self.seen_other.store(true, Ordering::Relaxed);
         self.mismatch.store(true, Ordering::Relaxed);
+        self.pending.store(false, Ordering::Relaxed);
     }
 
-    /// As [`Self::run`] for a new connection: a mismatch is an error, so the pool does
-    /// not hand the connection out.
+    /// As [`Self::run`] for a new connection: anything but [`Proof::Held`] is an error,
+    /// so the pool does not hand the connection out.
     pub async fn on_connect<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
     ) -> Result<(), RedisError> {
-        if self.run(conn, KeyCheckMode::Prove).await? {
-            Ok(())
-        } else {
-            Err(RedisError::from((
+        match self.run(conn, KeyCheckMode::Prove).await? {
+            Proof::Held => Ok(()),
+            Proof::Other => Err(RedisError::from((
                 ErrorKind::Client,
                 "key check failed",
                 KEY_SECRET_MISMATCH.into(),
-            )))
+            ))),
+            Proof::Pending => Err(RedisError::from((
+                ErrorKind::Client,
+                "key check pending",
+                KEY_CHECK_PENDING.into(),
+            ))),
         }
     }
 
-    /// [`StoreError::KeySecretMismatch`] while the last proof found another value.
+    /// [`StoreError::KeySecretMismatch`] while the last proof found another value,
+    /// [`StoreError::KeyCheckPending`] while this daemon waits to claim an empty store.
     pub fn refuse(&self) -> Result<(), StoreError> {
-        if self.refused() { Err(StoreError::KeySecretMismatch) } else { Ok(()) }
+        if self.refused() {
+            Err(StoreError::KeySecretMismatch)
+        } else if self.pending.load(Ordering::Relaxed) {
+            Err(StoreError::KeyCheckPending)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -164,13 +225,23 @@ impl RedisStore {
     /// [`StoreError`] when Redis cannot answer.
     pub(super) async fn prove_key_check(&self) -> Result<(), StoreError> {
         let proof = self.proof.clone();
-        let matched =
+        let proved =
             self.on_connection(async move |conn| proof.run(conn, KeyCheckMode::Prove).await).await;
-        match matched {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(StoreError::KeySecretMismatch),
-            Err(e) => Err(e),
+        match proved? {
+            Proof::Held => Ok(()),
+            Proof::Other => Err(StoreError::KeySecretMismatch),
+            Proof::Pending => Err(StoreError::KeyCheckPending),
         }
+    }
+
+    /// How long this daemon, once it finds no key check value in the store before it
+    /// ever proved its own, waits for the daemons already serving the store to write
+    /// theirs back before it writes its own (`store.key_check_claim_wait`; docs/store.md,
+    /// "One key secret per store"); replaces what the settings said. Call it before the
+    /// first operation.
+    pub fn with_claim_wait(self, wait: Duration) -> Self {
+        self.proof.set_claim_wait(wait);
+        self
     }
 
     /// The operator's rotation step (`portcullis adopt-key-secret`), in two writes so

@@ -191,6 +191,7 @@ impl RedisStore {
         let (timeout, size) = (settings.operation_timeout, settings.pool_size);
         let (credentials, tls) = (&settings.credentials, &settings.tls);
         let proof = Arc::new(KeyProof::default());
+        proof.set_claim_wait(settings.key_check_claim_wait);
         let shared = proof.clone();
         let connections = match &settings.shape {
             RedisShape::Standalone { url } => Connections::Standalone(standalone::pool(
@@ -312,7 +313,7 @@ impl RedisStore {
     async fn connection(&self) -> Result<Connection, StoreError> {
         // A connection whose key check failed is never created: that is the mismatch.
         let pool_error = |e: Box<dyn std::error::Error + Send + Sync>| {
-            if self.proof.refused() { StoreError::KeySecretMismatch } else { StoreError::Pool(e) }
+            self.proof.refuse().err().unwrap_or(StoreError::Pool(e))
         };
         Ok(match &self.connections {
             Connections::Standalone(pool) => Connection::Multiplexed(
@@ -519,8 +520,8 @@ impl Store for RedisStore {
     }
 
     async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
-        let NetworkRequest { key, op, policy } = *request;
-        self.network_op(key, op, policy).await
+        let NetworkRequest { key, op, policy, held } = *request;
+        self.network_op(key, op, policy, held).await
     }
 
     async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
@@ -626,5 +627,9 @@ impl Store for RedisStore {
     async fn ready(&self) -> Result<(), StoreError> {
         self.prove_key_check().await?;
         self.check_safety().await
+    }
+
+    fn refusal(&self) -> Result<(), StoreError> {
+        self.proof.refuse()
     }
 }

@@ -2,7 +2,7 @@
 //! operation on the bucket's own key (one hash tag: one node on a cluster).
 
 use super::{RedisStore, scripts};
-use crate::store::keys::NetworkKey;
+use crate::store::keys::{HeldKey, NetworkKey};
 use crate::store::{NetworkOp, NetworkState, StoreError};
 use crate::throttle::bucket::BucketPolicy;
 
@@ -14,8 +14,12 @@ impl RedisStore {
         key: &NetworkKey,
         op: NetworkOp,
         policy: &BucketPolicy,
+        held: Option<&HeldKey>,
     ) -> Result<NetworkState, StoreError> {
         let mut call = scripts::network().key(key.as_key());
+        if let Some(held) = held {
+            call.key(held.as_str());
+        }
         call.arg(op.as_str()).arg(policy.capacity).arg(policy.interval_ms);
         let reply: Vec<i64> = match op {
             NetworkOp::Take => self.invoke_counted(&call).await?,

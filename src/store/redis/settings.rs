@@ -227,6 +227,9 @@ pub struct RedisSettings {
     pub wait_timeout: Duration,
     /// How long an attempt id's answer is kept (`store.attempt_id_horizon`).
     pub attempt_id_horizon: Duration,
+    /// How long a daemon that finds no key check value before it ever proved its own
+    /// waits for the fleet to write it back (`store.key_check_claim_wait`).
+    pub key_check_claim_wait: Duration,
 }
 
 impl RedisSettings {
@@ -243,6 +246,8 @@ impl RedisSettings {
             wait_replicas: 0,
             wait_timeout: Duration::from_millis(100),
             attempt_id_horizon: crate::store::DEFAULT_ATTEMPT_ID_HORIZON,
+            // Benches and tests open stores nothing else serves: claim at once.
+            key_check_claim_wait: Duration::ZERO,
         }
     }
 }
@@ -394,6 +399,7 @@ impl std::fmt::Debug for RedisSettings {
             .field("allow_eviction", &self.allow_eviction)
             .field("wait_replicas", &self.wait_replicas)
             .field("wait_timeout", &self.wait_timeout)
+            .field("key_check_claim_wait", &self.key_check_claim_wait)
             .finish()
     }
 }

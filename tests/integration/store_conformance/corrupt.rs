@@ -96,7 +96,7 @@ async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
     for bad in ["-1", "1.5", "nan", "lots", "1e20"] {
         let _: () = redis::cmd("SET").arg(n.as_key()).arg(bad).query(&mut conn).unwrap();
         for op in [NetworkOp::Take, NetworkOp::Peek, NetworkOp::GiveBack] {
-            let r = store.network(&NetworkRequest { key: &n, op, policy: &p }).await;
+            let r = store.network(&NetworkRequest { key: &n, op, policy: &p, held: None }).await;
             assert!(r.is_err(), "{op:?} over {bad}: {r:?}");
         }
     }
@@ -197,7 +197,10 @@ async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
         let p = BucketPolicy { capacity: 3, interval_ms: 1000 };
         for op in [NetworkOp::Take, NetworkOp::Peek, NetworkOp::GiveBack] {
             assert!(
-                store.network(&NetworkRequest { key: &n, op, policy: &p }).await.is_err(),
+                store
+                    .network(&NetworkRequest { key: &n, op, policy: &p, held: None })
+                    .await
+                    .is_err(),
                 "{op:?} over {what}"
             );
         }

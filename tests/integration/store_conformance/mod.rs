@@ -558,7 +558,9 @@ async fn network_buckets(b: &dyn Backend) {
     let op = |key: &NetworkKey, op: NetworkOp| {
         let store = store.clone();
         let key = key.clone();
-        async move { store.network(&NetworkRequest { key: &key, op, policy: &p }).await.unwrap() }
+        async move {
+            store.network(&NetworkRequest { key: &key, op, policy: &p, held: None }).await.unwrap()
+        }
     };
     let peek = op(&n, NetworkOp::Peek).await;
     assert_eq!((peek.taken, peek.tokens, peek.full_in_ms), (false, 3, 0));
@@ -596,7 +598,7 @@ async fn concurrent_takes_stop_at_capacity(b: &dyn Backend) {
         let (store, n) = (store.clone(), n.clone());
         tokio::spawn(async move {
             store
-                .network(&NetworkRequest { key: &n, op: NetworkOp::Take, policy: &p })
+                .network(&NetworkRequest { key: &n, op: NetworkOp::Take, policy: &p, held: None })
                 .await
                 .unwrap()
                 .taken

@@ -107,10 +107,14 @@ impl TestConfig {
                 "shutdown_delay = \"{delay}\"\n[telemetry]\nadmin_listen = \"127.0.0.1:0\"\n"
             ),
         };
+        // A test's Redis is its own, new: its first daemon claims it at once rather than
+        // wait `store.key_check_claim_wait` for a fleet that is not there.
         let (store, timeout) = match &self.store {
-            Store::Redis(url) => (format!("redis_url = \"{url}\""), "300ms"),
+            Store::Redis(url) => {
+                (format!("redis_url = \"{url}\"\nkey_check_claim_wait = \"0s\""), "300ms")
+            }
             Store::Embedded(dir) => (format!("data_dir = {:?}", dir.display().to_string()), "2s"),
-            Store::Lines(lines) => (lines.clone(), "500ms"),
+            Store::Lines(lines) => (format!("{lines}\nkey_check_claim_wait = \"0s\""), "500ms"),
         };
         // A store given by its lines has no blank line before the realms unless `extra`
         // adds something.
