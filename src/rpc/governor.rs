@@ -76,7 +76,13 @@ impl GovernorService {
         // it ends (tonic's own receive buffer is not ours to wipe).
         let password = Zeroizing::new(req.password);
         let (realm, key) = self.account_key(req.account.as_ref(), &extensions)?;
-        let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id)?;
+        let request = [
+            password.as_slice(),
+            req.stored_hash.as_bytes(),
+            req.client_key.as_bytes(),
+            req.device_token.as_bytes(),
+        ];
+        let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id, &request)?;
         let verifier = self.logins.verifier();
         validate::verify_fields(
             &req.client_key,
@@ -149,7 +155,8 @@ impl GovernorService {
         let (realm, account) = self.account_key(req.account.as_ref(), request.extensions())?;
         let flow = validate::flow(req.flow)?;
         let key = account.flow(flow);
-        let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id)?;
+        let request = [req.client_key.as_bytes()];
+        let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id, &request)?;
         // A mail flow's budget is per client network: without a client, none.
         validate::client_key(&req.client_key, flow.kind() == FlowKind::Mail)?;
         let attempt = FlowAttempt {
@@ -289,7 +296,8 @@ impl Governor for GovernorService {
         let result = async {
             let req = request.get_ref();
             let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
-            let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id)?;
+            let bound = [req.client_key.as_bytes()];
+            let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id, &bound)?;
             validate::client_key(&req.client_key, false)?;
             let recorded = self
                 .logins

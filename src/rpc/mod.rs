@@ -120,7 +120,14 @@ fn verdict(verdict: LoginVerdict) -> VerifyResponse {
 /// the store's, transient, and says nothing about the account; gateways treat it as
 /// deny. The cause is not sent; the store wrapper ([`crate::store::instrumented`])
 /// counts it and logs it once a refusal episode (it names no identifier).
-pub(crate) fn store_unavailable(_err: StoreError) -> Status {
+pub(crate) fn store_unavailable(err: StoreError) -> Status {
+    if matches!(err, StoreError::AttemptIdReused) {
+        record_outcome("invalid_argument", None);
+        return Status::invalid_argument(
+            "attempt_id was already used for another request (another client_key, password, \
+             stored_hash or device_token): make one attempt_id per logical attempt",
+        );
+    }
     record_outcome("unavailable", None);
     Status::unavailable("store unavailable")
 }

@@ -59,7 +59,10 @@ pub(crate) fn identifier<'r>(
     Ok((realm, identifier))
 }
 
-/// The store key of the request's `attempt_id`, `None` when it sent none.
+/// The store key of the request's `attempt_id`, `None` when it sent none, bound to the
+/// rest of the request (`request`: its fields besides the account and the id), so a
+/// replay of the id with another request is `INVALID_ARGUMENT` rather than the first
+/// call's answer ([`AttemptKey::bound`]).
 ///
 /// # Errors
 /// `INVALID_ARGUMENT` naming `attempt_id` when it is too long or not printable ASCII.
@@ -67,9 +70,10 @@ pub(crate) fn attempt_key(
     secret: &KeySecret,
     key: &AccountKey,
     attempt_id: &str,
+    request: &[&[u8]],
 ) -> Result<Option<AttemptKey>, Status> {
     let id = AttemptId::parse(attempt_id).map_err(Status::invalid_argument)?;
-    Ok(id.map(|id| key.attempt(secret, &id)))
+    Ok(id.map(|id| key.attempt(secret, &id).bound(secret, request)))
 }
 
 /// A `client_key`: at most [`MAX_CLIENT_KEY_BYTES`]; `required` (`Verify`) or optional

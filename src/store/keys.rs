@@ -200,7 +200,7 @@ impl AccountKey {
         let digest = mac.finalize().into_bytes();
         let suffix = hex::encode(&digest[..SUFFIX_DIGEST_BYTES]);
         let kind = if self.flow_of().is_some() { "fa" } else { "a" };
-        AttemptKey(format!("{KEY_PREFIX}{{{}}}:{kind}:{suffix}", self.digest))
+        AttemptKey(format!("{KEY_PREFIX}{{{}}}:{kind}:{suffix}", self.digest), 0)
     }
 
     /// `portcullis:v2:{<digest>}:p:<16 hex>`: the list of passwords one client (its
@@ -383,14 +383,45 @@ impl RepeatKey {
 }
 
 /// The store key of one `attempt_id`'s answer ([`AccountKey::attempt`]): built where the
-/// request is read, so a store never needs the key secret.
+/// request is read, so a store never needs the key secret. It carries the request's
+/// binding ([`AttemptKey::bound`]): the stored answer is given back only to a request
+/// with the same binding.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttemptKey(String);
+pub struct AttemptKey(String, u64);
 
 impl AttemptKey {
     /// The key as the store names it.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// This id bound to the rest of its request (`parts`: the request's fields besides
+    /// the account and the id, each framed): a keyed digest (64 bits) the store keeps
+    /// with the first answer, so a replay of the id with another request is told apart
+    /// ([`crate::store::StoreError::AttemptIdReused`]) instead of getting an answer that
+    /// was another request's. Names no field: keyed with the key secret.
+    pub fn bound(self, secret: &KeySecret, parts: &[&[u8]]) -> Self {
+        let mut mac = secret.mac();
+        mac.update(b"attempt request\0");
+        mac.update(self.0.as_bytes());
+        for part in parts {
+            update_framed(&mut mac, part);
+        }
+        let digest = mac.finalize().into_bytes();
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&digest[..8]);
+        // 0 is "unbound" (an answer stored before bindings): never a binding.
+        Self(self.0, u64::from_be_bytes(word).max(1))
+    }
+
+    /// The binding ([`AttemptKey::bound`]); 0: none.
+    pub fn binding(&self) -> u64 {
+        self.1
+    }
+
+    /// The binding as the Redis scripts keep it: 16 hex digits, or empty for none.
+    pub fn binding_hex(&self) -> String {
+        if self.1 == 0 { String::new() } else { format!("{:016x}", self.1) }
     }
 }
 

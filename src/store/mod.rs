@@ -87,6 +87,11 @@ pub enum StoreError {
     KeySecretMismatch,
     #[error("{}", KEY_CHECK_PENDING)]
     KeyCheckPending,
+    /// A replayed `attempt_id` came with another request than its first call
+    /// ([`keys::AttemptKey::bound`]): the caller's error, `INVALID_ARGUMENT` naming
+    /// `attempt_id`, never the first call's answer.
+    #[error("attempt_id was already used for another request")]
+    AttemptIdReused,
 }
 
 /// What [`StoreError::KeyCheckPending`] says: why a daemon that just started does not

@@ -8,10 +8,11 @@ use crate::store::{Counted, StoreError};
 use crate::throttle::repeat_list::RepeatMatch;
 use crate::throttle::{self, Policy, Record};
 
-/// Where an attempt id's answer is kept, and for how long.
+/// Where an attempt id's answer is kept, its request binding, and for how long.
 #[derive(Clone, Copy)]
 pub(super) struct AttemptId<'k> {
     pub(super) key: Option<&'k str>,
+    pub(super) binding: u64,
     pub(super) ttl_ms: u64,
 }
 
@@ -38,16 +39,21 @@ impl Tables<'_, '_> {
         Ok(if *token_epoch == epoch { (bucket, true, epoch) } else { (record, false, epoch) })
     }
 
-    /// A replayed attempt id: its first answer, counting nothing.
+    /// A replayed attempt id: its first answer, counting nothing; with another request
+    /// than the first call's (another binding), [`StoreError::AttemptIdReused`].
     pub(super) fn replay(&mut self, id: AttemptId<'_>) -> Result<Option<Counted>, StoreError> {
         let Some(key) = id.key else { return Ok(None) };
-        let Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) =
+        let Some(Entry::Attempt { allowed, window_start_ms, replays, binding, expires_ms }) =
             self.get(key)?
         else {
             return Ok(None);
         };
+        if binding != 0 && binding != id.binding {
+            return Err(StoreError::AttemptIdReused);
+        }
         let replays = replays + 1;
-        self.put(key, Entry::Attempt { allowed, window_start_ms, replays, expires_ms })?;
+        let entry = Entry::Attempt { allowed, window_start_ms, replays, binding, expires_ms };
+        self.put(key, entry)?;
         Ok(Some(Counted {
             allowed,
             locked_now: false,
@@ -138,6 +144,7 @@ impl Tables<'_, '_> {
     ) -> Result<(), StoreError> {
         let Some(key) = id.key else { return Ok(()) };
         let expires_ms = self.now + id.ttl_ms;
-        self.put(key, Entry::Attempt { allowed, window_start_ms, replays: 0, expires_ms })
+        let binding = id.binding;
+        self.put(key, Entry::Attempt { allowed, window_start_ms, replays: 0, binding, expires_ms })
     }
 }

@@ -17,10 +17,13 @@ pub(super) enum Entry {
         record: Record,
         expires_ms: u64,
     },
+    /// An attempt id's first answer, and its request's binding (0: none; encoded as a
+    /// fifth word only when set, so an answer written before bindings reads as 0).
     Attempt {
         allowed: bool,
         window_start_ms: u64,
         replays: u64,
+        binding: u64,
         expires_ms: u64,
     },
     /// One account key under one password fingerprint (docs/spray.md): the latest
@@ -163,12 +166,15 @@ impl Entry {
                     out.extend_from_slice(&t.to_le_bytes());
                 }
             }
-            Entry::Attempt { allowed, window_start_ms, replays, expires_ms } => {
+            Entry::Attempt { allowed, window_start_ms, replays, binding, expires_ms } => {
                 out.push(2);
                 out.extend_from_slice(&u64::from(allowed).to_le_bytes());
                 out.extend_from_slice(&window_start_ms.to_le_bytes());
                 out.extend_from_slice(&replays.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
+                if binding != 0 {
+                    out.extend_from_slice(&binding.to_le_bytes());
+                }
             }
             Entry::Spray { failed, expires_ms } => {
                 out.push(3);
@@ -231,6 +237,8 @@ impl Entry {
             // Today's record, or one written before the ceiling (with or without its
             // repeats).
             Some(1) => matches!(bytes.len(), 33 | 41 | RECORD_LEN),
+            // An attempt id's answer with its binding carries one more word.
+            Some(2) => matches!(bytes.len(), 33 | 41),
             // A repeat list, a send log: the fixed words, then its fingerprints or times.
             Some(7) => tail_fits(bytes, MAX_REPEATS),
             Some(8) => tail_fits(bytes, MAX_SENDS),
@@ -273,6 +281,7 @@ impl Entry {
                 },
                 window_start_ms: time(1)?,
                 replays: count(2)?,
+                binding: if bytes.len() == 41 { word(4) } else { 0 },
                 expires_ms: word(3),
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),

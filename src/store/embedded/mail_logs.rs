@@ -37,7 +37,7 @@ impl Tables<'_, '_> {
         &mut self,
         network: Option<&(String, BucketPolicy)>,
         log: &str,
-        attempt: Option<&str>,
+        attempt: Option<(&str, u64)>,
         attempt_ttl_ms: u64,
         policy: &SendPolicy,
     ) -> Result<Reply, StoreError> {
@@ -61,17 +61,21 @@ impl Tables<'_, '_> {
     pub(super) fn send(
         &mut self,
         key: &str,
-        attempt: Option<&str>,
+        attempt: Option<(&str, u64)>,
         attempt_ttl_ms: u64,
         policy: &SendPolicy,
         op: SendOp,
     ) -> Result<Sent, StoreError> {
         let now = self.now;
-        if let (Some(attempt), SendOp::Send) = (attempt, op) {
+        if let (Some((attempt, bound)), SendOp::Send) = (attempt, op) {
             match self.get(attempt)? {
-                Some(Entry::Attempt { allowed, window_start_ms, replays, expires_ms }) => {
+                Some(Entry::Attempt { binding, .. }) if binding != 0 && binding != bound => {
+                    return Err(StoreError::AttemptIdReused);
+                }
+                Some(Entry::Attempt { allowed, window_start_ms, replays, binding, expires_ms }) => {
                     let replays = replays + 1;
-                    let entry = Entry::Attempt { allowed, window_start_ms, replays, expires_ms };
+                    let entry =
+                        Entry::Attempt { allowed, window_start_ms, replays, binding, expires_ms };
                     self.put(attempt, entry)?;
                     return Ok(Sent { allowed, sends: 0, next_in_ms: 0, replays });
                 }
@@ -97,9 +101,10 @@ impl Tables<'_, '_> {
                 let len = u8::try_from(len).unwrap_or(u8::MAX);
                 self.put(key, Entry::Sends { times, len, expires_ms })?;
             }
-            if let Some(attempt) = attempt {
+            if let Some((attempt, binding)) = attempt {
                 let expires_ms = now.saturating_add(attempt_ttl_ms);
-                let entry = Entry::Attempt { allowed, window_start_ms: 0, replays: 0, expires_ms };
+                let entry =
+                    Entry::Attempt { allowed, window_start_ms: 0, replays: 0, binding, expires_ms };
                 self.put(attempt, entry)?;
             }
         }

@@ -39,6 +39,7 @@ use crate::secret::KeyCheck;
 use crate::throttle::{self, Policy, Record};
 
 mod attempt_count;
+mod challenges;
 mod entry;
 mod mail_logs;
 mod repeat_lists;
@@ -314,7 +315,7 @@ impl Store for EmbeddedStore {
             device: attempt.device.map(|d| (d.bucket.record(), d.epoch)),
             epoch_key: key.device_epoch(),
             epoch_ttl_ms: attempt.device_epoch_ttl_ms,
-            attempt: attempt.attempt_id.map(|k| k.as_str().to_owned()),
+            attempt: attempt.attempt_id.map(|k| (k.as_str().to_owned(), k.binding())),
             attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
             policy: *attempt.policy,
             repeat: attempt.repeat.map(|r| (r.list.as_str().to_owned(), r.fingerprint)),
@@ -390,7 +391,7 @@ impl Store for EmbeddedStore {
         let op = Op::Mail {
             network: network.map(|n| (n.key.as_key(), *n.policy)),
             log: log.record(),
-            attempt: attempt_id.map(|a| a.as_str().to_owned()),
+            attempt: attempt_id.map(|a| (a.as_str().to_owned(), a.binding())),
             attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
             policy: *policy,
         };
@@ -406,7 +407,7 @@ impl Store for EmbeddedStore {
         let SendRequest { log, attempt_id, policy, op } = *request;
         let op = Op::Send {
             log: log.record(),
-            attempt: attempt_id.map(|a| a.as_str().to_owned()),
+            attempt: attempt_id.map(|a| (a.as_str().to_owned(), a.binding())),
             attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
             policy: *policy,
             op,

@@ -37,7 +37,8 @@ pub(super) enum Op {
         device: Option<(String, u64)>,
         epoch_key: String,
         epoch_ttl_ms: u64,
-        attempt: Option<String>,
+        /// The attempt id's key and its request binding (`AttemptKey::bound`).
+        attempt: Option<(String, u64)>,
         /// How long the attempt id's answer is kept (`store.attempt_id_horizon`).
         attempt_ttl_ms: u64,
         policy: Policy,
@@ -115,7 +116,7 @@ pub(super) enum Op {
     /// A mail flow's send log.
     Send {
         log: String,
-        attempt: Option<String>,
+        attempt: Option<(String, u64)>,
         attempt_ttl_ms: u64,
         policy: SendPolicy,
         op: SendOp,
@@ -125,7 +126,7 @@ pub(super) enum Op {
     Mail {
         network: Option<(String, BucketPolicy)>,
         log: String,
-        attempt: Option<String>,
+        attempt: Option<(String, u64)>,
         attempt_ttl_ms: u64,
         policy: SendPolicy,
     },
@@ -301,10 +302,12 @@ impl Tables<'_, '_> {
                 self.breached(key, *credential, *ttl_ms).map(Reply::Count)
             }
             Op::Mail { network, log, attempt, attempt_ttl_ms, policy } => {
-                self.mail(network.as_ref(), log, attempt.as_deref(), *attempt_ttl_ms, policy)
+                let attempt = attempt.as_ref().map(|(k, b)| (k.as_str(), *b));
+                self.mail(network.as_ref(), log, attempt, *attempt_ttl_ms, policy)
             }
             Op::Send { log, attempt, attempt_ttl_ms, policy, op } => {
-                self.send(log, attempt.as_deref(), *attempt_ttl_ms, policy, *op).map(Reply::Sent)
+                let attempt = attempt.as_ref().map(|(k, b)| (k.as_str(), *b));
+                self.send(log, attempt, *attempt_ttl_ms, policy, *op).map(Reply::Sent)
             }
             Op::Spray { count, member, note, period_ms, limit } => {
                 self.spray(count, member, *note, *period_ms, *limit).map(Reply::Count)
@@ -330,7 +333,11 @@ impl Tables<'_, '_> {
                 repeat,
                 read_epoch,
             } => {
-                let id = AttemptId { key: attempt.as_deref(), ttl_ms: *attempt_ttl_ms };
+                let id = AttemptId {
+                    key: attempt.as_ref().map(|(k, _)| k.as_str()),
+                    binding: attempt.as_ref().map_or(0, |(_, b)| *b),
+                    ttl_ms: *attempt_ttl_ms,
+                };
                 let (counted, trusted, epoch) = self.counted_in(
                     record,
                     device.as_ref(),
@@ -366,43 +373,6 @@ impl Tables<'_, '_> {
             self.put(epoch_key, Entry::Epoch { epoch: current, expires_ms: self.now + ttl_ms })?;
         }
         Ok(Reply::Count(current))
-    }
-
-    /// `confirm_device.lua`: the epoch the challenge was issued under, the code step's
-    /// door, the challenge's one use, then both clears; a refusal writes nothing.
-    fn confirm(&mut self, op: &Op) -> Result<Confirmation, StoreError> {
-        let Op::Confirm {
-            record,
-            second_factor,
-            epoch_key,
-            mark,
-            challenge_epoch,
-            policy,
-            mark_ttl_ms,
-            epoch_ttl_ms,
-        } = op
-        else {
-            return Err(StoreError::Protocol("not a confirmation".into()));
-        };
-        let epoch = self.epoch(epoch_key)?;
-        if epoch != *challenge_epoch {
-            return Ok(Confirmation::Revoked);
-        }
-        if !throttle::is_open(policy, self.record(second_factor)?.as_ref(), self.now) {
-            return Ok(Confirmation::CodeStepShut);
-        }
-        match self.get(mark)? {
-            Some(Entry::Used { .. }) => return Ok(Confirmation::Used),
-            Some(_) => return Err(StoreError::Protocol("a mark key holds another entry".into())),
-            None => {}
-        }
-        self.put(mark, Entry::Used { expires_ms: self.now + mark_ttl_ms })?;
-        self.remove(record)?;
-        self.remove(second_factor)?;
-        if epoch > 0 {
-            self.put(epoch_key, Entry::Epoch { epoch, expires_ms: self.now + epoch_ttl_ms })?;
-        }
-        Ok(Confirmation::Confirmed { epoch })
     }
 
     /// Gives back one failure of the window that started at `window_start_ms` (and its
@@ -591,7 +561,7 @@ impl Tables<'_, '_> {
         Ok(())
     }
 
-    fn remove(&mut self, key: &str) -> Result<(), StoreError> {
+    pub(super) fn remove(&mut self, key: &str) -> Result<(), StoreError> {
         if let Some(old) = self.entries.remove(key).map_err(embedded)?
             && let Ok(old) = Entry::decode(old.value())
         {

@@ -11,8 +11,10 @@
 -- step-up realm's Verify, whose challenge carries it):
 -- KEYS[2]  device epoch    portcullis:v2:{<digest>}:e
 -- then, when the gateway sent an attempt_id:
--- KEYS[2] or KEYS[4]       portcullis:v2:{<digest>}:a:<16 hex>
---                          "<allowed>:<window_start_ms>:<replays>" of the first call
+-- KEYS[2..4]               portcullis:v2:{<digest>}:a:<16 hex>
+--                          "<allowed>:<window_start_ms>:<replays>:<binding>" of the
+--                          first call (an answer stored before bindings has no
+--                          ":<binding>" and answers any request)
 -- then, when ARGV[10] names a fingerprint (the last key):
 --                          portcullis:v2:{<digest>}:p:<16 hex>   the client's refused
 --                          passwords on the counted bucket: "<ws>|,<fp>[*],<fp>[*],"
@@ -37,6 +39,10 @@
 --                             windows until it is cleared
 -- ARGV[12] lockout_ms         how long a door shut by an attempt stays shut at least,
 --                             from that attempt (lockout_duration)
+-- ARGV[13] binding            the attempt_id's request binding (16 hex; '' none): a
+--                             replay whose binding differs from the first call's is
+--                             answered {-1} and counts nothing (the daemon answers
+--                             INVALID_ARGUMENT naming attempt_id)
 --
 -- Record fields: f failures in the window, ws window start, st step, rp repeats
 -- forgiven in the window, c consecutive failures (attempts allowed since the record was
@@ -108,6 +114,7 @@ local attempt_ttl = tonumber(ARGV[9])
 local fingerprint = ARGV[10] or ''
 local max_consecutive = tonumber(ARGV[11])
 local lockout = tonumber(ARGV[12])
+local binding = ARGV[13] or ''
 assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
 assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
 assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
@@ -122,6 +129,8 @@ assert(fingerprint == '' or (#fingerprint >= 4 and #fingerprint <= 16
 assert(max_consecutive and max_consecutive >= 1 and max_consecutive <= 100,
   'max_consecutive must be in 1..100')
 assert(lockout and lockout >= 1000 and lockout < retention, 'lockout_ms must be in 1000..retention_ms')
+assert(binding == '' or (#binding == 16 and not string.find(binding, '[^0-9a-f]')),
+  'binding must be 16 hex digits or empty')
 local device = token_epoch >= 0
 local fixed = 1
 if device then fixed = 3 elseif token_epoch == -2 then fixed = 2 end
@@ -156,12 +165,15 @@ end
 if attempt_key then
   local seen = redis.call('GET', attempt_key)
   if seen then
-    local allowed, ws, replays = string.match(seen, '^([01]):(%d+):(%d+)$')
+    local allowed, ws, replays, bound = string.match(seen, '^([01]):(%d+):(%d+):?([0-9a-f]*)$')
     if not allowed then error('corrupt attempt record') end
     ws = stored(ws, MAX_TIME_MS, 'attempt record')
     replays = stored(replays, MAX_COUNT, 'attempt record') + 1
+    if bound ~= '' and bound ~= binding then
+      return {-1}
+    end
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
-      .. string.format('%d', replays), 'KEEPTTL')
+      .. string.format('%d', replays) .. ':' .. bound, 'KEEPTTL')
     return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch}
   end
 end
@@ -206,8 +218,8 @@ if rec[1] and list_key and now < window_end then
       local allowed = 0
       if failures < max_failures and consecutive < max_consecutive then allowed = 1 end
       if attempt_key then
-        redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
-          'PX', attempt_ttl)
+        redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:'
+          .. binding, 'PX', attempt_ttl)
       end
       return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch}
     end
@@ -250,7 +262,7 @@ else
 end
 
 if attempt_key then
-  redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0',
+  redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:' .. binding,
     'PX', attempt_ttl)
 end
 return {allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch}

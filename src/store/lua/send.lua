@@ -6,13 +6,15 @@
 --                     string: send times in ms, newest first, comma-separated, at most
 --                     50, all within the cap window of the newest
 -- KEYS[2]  optional   portcullis:v2:{<digest>}:fa:<16 hex>, the request's attempt_id:
---                     "<allowed>:0:<replays>" of its first call (the format of
---                     record_attempt.lua's answers, with no window)
+--                     "<allowed>:0:<replays>:<binding>" of its first call (the
+--                     format of record_attempt.lua's answers, with no window)
 -- ARGV[1]  op              'send' | 'peek' (read only)
 -- ARGV[2]  min_interval_ms least time between two sends (>= 1000)
 -- ARGV[3]  daily_cap       most sends in the cap window (1-50)
 -- ARGV[4]  cap_window_ms   the cap window (86400000)
 -- ARGV[5]  attempt_ttl_ms  how long an attempt_id's answer is kept (>= 1000)
+-- ARGV[6]  binding         the attempt_id's request binding (16 hex; '' none): a replay
+--                          whose binding differs is answered {-1}, noting nothing
 --
 -- Returns {allowed (1|0), sends in the window after the call, ms until a send would be
 -- allowed, replays}. A send is allowed when the newest send is at least min_interval_ms
@@ -33,19 +35,26 @@ local min_interval = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local cap_window = tonumber(ARGV[4])
 local attempt_ttl = tonumber(ARGV[5])
+local binding = ARGV[6] or ''
 assert(op == 'send' or op == 'peek', 'op must be send or peek')
 assert(min_interval and min_interval >= 1000 and min_interval % 1 == 0, 'min_interval_ms must be >= 1000')
 assert(cap and cap >= 1 and cap <= 50 and cap % 1 == 0, 'daily_cap must be in 1..50')
 assert(cap_window and cap_window >= 1000 and cap_window % 1 == 0, 'cap_window_ms must be >= 1000')
 assert(attempt_ttl and attempt_ttl >= 1000, 'attempt_ttl_ms must be >= 1000')
+assert(binding == '' or (#binding == 16 and not string.find(binding, '[^0-9a-f]')),
+  'binding must be 16 hex digits or empty')
 
 if KEYS[2] and op == 'send' then
   local seen = redis.call('GET', KEYS[2])
   if seen then
-    local allowed, replays = string.match(seen, '^([01]):0:(%d+)$')
+    local allowed, replays, bound = string.match(seen, '^([01]):0:(%d+):?([0-9a-f]*)$')
     if not allowed then error('corrupt attempt record') end
     replays = stored(replays, MAX_COUNT, 'attempt record') + 1
-    redis.call('SET', KEYS[2], allowed .. ':0:' .. string.format('%d', replays), 'KEEPTTL')
+    if bound ~= '' and bound ~= binding then
+      return {-1}
+    end
+    redis.call('SET', KEYS[2], allowed .. ':0:' .. string.format('%d', replays) .. ':' .. bound,
+      'KEEPTTL')
     return {tonumber(allowed), 0, 0, replays}
   end
 end
@@ -94,6 +103,6 @@ if op == 'send' and allowed == 1 then
   redis.call('SET', KEYS[1], table.concat(out, ','), 'PX', cap_window)
 end
 if op == 'send' and KEYS[2] then
-  redis.call('SET', KEYS[2], allowed .. ':0:0', 'PX', attempt_ttl)
+  redis.call('SET', KEYS[2], allowed .. ':0:0:' .. binding, 'PX', attempt_ttl)
 end
 return {allowed, #live, next_in(live), 0}

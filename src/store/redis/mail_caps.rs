@@ -18,11 +18,15 @@ impl RedisStore {
             .arg(policy.min_interval_ms)
             .arg(policy.daily_cap)
             .arg(CAP_WINDOW_MS)
-            .arg(self.attempt_ttl_ms);
+            .arg(self.attempt_ttl_ms)
+            .arg(attempt_id.map_or_else(String::new, |a| a.binding_hex()));
         let reply: Vec<i64> = match op {
             SendOp::Send => self.invoke_counted(&call).await?,
             SendOp::Peek => self.invoke(&call).await?,
         };
+        if reply[..] == [-1] {
+            return Err(StoreError::AttemptIdReused);
+        }
         let [allowed, sends, next_in_ms, replays] = reply[..] else {
             return Err(StoreError::Protocol(format!("send returned {} values", reply.len())));
         };

@@ -28,6 +28,7 @@ pub use key_check::ROTATION_PAUSE;
 mod mail_caps;
 mod network_bucket;
 mod pool;
+mod records;
 mod repeat_note;
 mod scripts;
 pub use scripts::RECORD_ATTEMPT_SOURCE;
@@ -50,8 +51,7 @@ use super::{
     Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkState, SprayNote, Store,
     StoreError,
 };
-use crate::throttle::flow::Flow;
-use crate::throttle::{Policy, Record};
+use crate::throttle::Policy;
 use info::{NON_EVICTING_POLICIES, eviction_policies, fullest_node, info_text, node_texts};
 use key_check::KeyProof;
 use pool::{LeanPool, Tracked};
@@ -422,8 +422,12 @@ impl Store for RedisStore {
             .arg(self.attempt_ttl_ms)
             .arg(attempt.repeat.map_or_else(String::new, |r| repeat_note::hex(r.fingerprint)))
             .arg(policy.max_consecutive_failures)
-            .arg(policy.lockout_ms());
+            .arg(policy.lockout_ms())
+            .arg(attempt.attempt_id.map_or_else(String::new, |a| a.binding_hex()));
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
+        if reply[..] == [-1] {
+            return Err(StoreError::AttemptIdReused);
+        }
         let [
             allowed,
             failures,
@@ -565,56 +569,15 @@ impl Store for RedisStore {
         }
     }
 
-    async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
-        let mut call = scripts::confirm_device().key(c.account.record());
-        call.key(c.account.flow(Flow::SecondFactor).record())
-            .key(c.account.device_epoch())
-            .key(c.challenge.record());
-        let p = c.second_factor;
-        call.arg(c.challenge_epoch)
-            .arg(p.max_failures)
-            .arg(p.window_ms(0))
-            .arg(p.window_ms(p.max_step()))
-            .arg(p.max_consecutive_failures)
-            .arg(c.mark_ttl_ms)
-            .arg(c.epoch_ttl_ms);
-        let reply: Vec<i64> = self.invoke_counted(&call).await?;
-        match reply[..] {
-            [1, epoch] => u64::try_from(epoch)
-                .map(|epoch| Confirmation::Confirmed { epoch })
-                .map_err(|_| StoreError::Protocol("confirm_device: negative epoch".into())),
-            [0, 1] => Ok(Confirmation::Revoked),
-            [0, 2] => Ok(Confirmation::CodeStepShut),
-            [0, 3] => Ok(Confirmation::Used),
-            _ => Err(StoreError::Protocol(format!("confirm_device returned {reply:?}"))),
-        }
+    async fn confirm_device(
+        &self,
+        confirmation: &DeviceConfirmation<'_>,
+    ) -> Result<Confirmation, StoreError> {
+        self.confirm_device_op(confirmation).await
     }
 
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
-        let call = scripts::inspect().key(key.record());
-        let reply: Vec<i64> = self.invoke(&call).await?;
-        let [exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until] =
-            reply[..]
-        else {
-            return Err(StoreError::Protocol(format!("inspect returned {} values", reply.len())));
-        };
-        let field = |v: i64, name: &str| {
-            u64::try_from(v).map_err(|_| StoreError::Protocol(format!("inspect: negative {name}")))
-        };
-        let record = match exists {
-            0 => None,
-            1 => Some(Record {
-                failures: field(failures, "failures")?,
-                window_start_ms: field(window_start_ms, "window start")?,
-                step: u32::try_from(step)
-                    .map_err(|_| StoreError::Protocol("inspect: step out of range".into()))?,
-                repeats: field(repeats, "repeats")?,
-                consecutive: field(consecutive, "consecutive")?,
-                locked_until_ms: field(locked_until, "locked until")?,
-            }),
-            other => return Err(StoreError::Protocol(format!("inspect exists={other}"))),
-        };
-        Ok(Inspection { record, now_ms: field(now_ms, "time")? })
+        self.inspect_op(key).await
     }
 
     /// Health: the store answers `INFO` and its eviction policy is safe (or allowed).

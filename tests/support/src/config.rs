@@ -162,12 +162,12 @@ mod tests {
     fn each_shape_writes_the_toml_it_always_wrote() {
         let top =
             "listen = \"127.0.0.1:0\"\nshutdown_delay = \"0s\"\n[telemetry]\nadmin_listen = \"\"\n";
-        let redis =
-            "[store]\nredis_url = \"redis://127.0.0.1:6390/\"\noperation_timeout = \"300ms\"\n";
+        let redis = "[store]\nredis_url = \"redis://127.0.0.1:6390/\"\nkey_check_claim_wait = \"0s\"\n\
+                     operation_timeout = \"300ms\"\n";
         let embedded =
             "[store]\ndata_dir = \"/tmp/portcullis-test/data\"\noperation_timeout = \"2s\"\n";
         let lines = "[store]\nredis_cluster_nodes = [\"redis://127.0.0.1:7000/\"]\n\
-                     operation_timeout = \"500ms\"\n";
+                     key_check_claim_wait = \"0s\"\noperation_timeout = \"500ms\"\n";
         let extra = "[verify]\nmax_concurrent = 2\n";
         let dir = Path::new(DIR);
 
