@@ -274,13 +274,18 @@ async fn a_replayed_attempt_id_is_never_compared_again() {
     let id = "replayed@example.com";
     let key = record_key("fast", Normalization::Email, id);
 
-    // Several passwords under one id: one count, one comparison, whatever the replays say.
+    // Several passwords under one id: one count, one comparison. Another password under
+    // the same id is another request: INVALID_ARGUMENT naming attempt_id, never
+    // compared, never counted; the same request again gets its first answer.
     let first = verify_with_id(&mut c, id, b"guess-1", hash, "c", "same-id").await.unwrap();
     assert_eq!(first.verdict(), Verdict::Reject);
     for guess in [&b"guess-2"[..], b"s3cret", b"guess-3"] {
-        let r = verify_with_id(&mut c, id, guess, hash, "c", "same-id").await.unwrap();
-        assert_eq!(r.verdict(), Verdict::Reject, "a replay was compared again");
+        let r = verify_with_id(&mut c, id, guess, hash, "c", "same-id").await.unwrap_err();
+        assert_eq!(r.code(), tonic::Code::InvalidArgument, "{r:?}");
+        assert!(r.message().contains("attempt_id"), "{r:?}");
     }
+    let again = verify_with_id(&mut c, id, b"guess-1", hash, "c", "same-id").await.unwrap();
+    assert_eq!(again.verdict(), Verdict::Reject, "a replay was compared again");
     assert_eq!(daemon.budget().comparisons, 1);
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1);
 
@@ -291,8 +296,9 @@ async fn a_replayed_attempt_id_is_never_compared_again() {
     }
     assert_eq!(c.admit("fast", id).await.unwrap(), portcullis::pb::Decision::Deny);
     for old in ["same-id", "id-2"] {
-        let r = verify_with_id(&mut c, id, b"s3cret", hash, "c", old).await.unwrap();
-        assert_eq!(r.verdict(), Verdict::Reject, "replaying {old} opened a locked door");
+        let r = verify_with_id(&mut c, id, b"s3cret", hash, "c", old).await;
+        let refused = r.is_err_and(|s| s.code() == tonic::Code::InvalidArgument);
+        assert!(refused, "replaying {old} with the right password was answered");
     }
     assert_eq!(c.admit("fast", id).await.unwrap(), portcullis::pb::Decision::Deny);
     assert_eq!(daemon.budget().comparisons, 5);
@@ -322,13 +328,13 @@ async fn a_replay_refused_by_the_budget_refunds_nothing() {
     }
     // The replay waits for client A's turn (its slot is held) and is refused by the
     // budget before it is counted: the first call's count stays.
-    let refused = verify_with_id(&mut c, id, b"guess-2", &fast, "A", "X").await.unwrap_err();
+    let refused = verify_with_id(&mut c, id, b"guess", &fast, "A", "X").await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1, "the compared first call was refunded");
     let _ = hold.await;
     // Its turn had, the replay is answered without a comparison, and refunds nothing.
     let compared = daemon.budget().comparisons;
-    let r = verify_with_id(&mut c, id, b"guess-2", &fast, "A", "X").await.unwrap();
+    let r = verify_with_id(&mut c, id, b"guess", &fast, "A", "X").await.unwrap();
     assert_eq!(r.verdict(), Verdict::Reject);
     assert_eq!(daemon.budget().comparisons, compared, "the replay was compared");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 1, "the compared first call was refunded");
