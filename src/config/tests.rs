@@ -315,6 +315,7 @@ fn trusted_networks_that_mean_everyone_or_no_one_are_refused_by_name() {
         ("0.0.0.0/0", "turns the network throttle off"),
         ("::/0", "turns the network throttle off"),
         ("10.0.0.0/7", "shorter than /8"),
+        ("2a00::/8", "shorter than /32"),
         ("10.0.0.1/8", "host bits are set; write the network as 10.0.0.0/8"),
         ("2001:db8::1/64", "host bits are set"),
         (
@@ -328,10 +329,9 @@ fn trusted_networks_that_mean_everyone_or_no_one_are_refused_by_name() {
         assert!(e.contains(why), "{entry}: {e}");
         assert!(!e.contains("192.168.0.0/16"), "a good entry is not named: {e}");
     }
-    let good =
-        "\"10.0.0.0/8\", \"172.16.0.0/12\", \"192.168.1.7/32\", \"fd00::/8\", \"2001:db8::/48\"";
+    let good = "\"10.0.0.0/8\", \"172.16.0.0/12\", \"192.168.1.7/32\", \"fd00::/8\", \"2001:db8::/48\", \"2001:db8::/32\"";
     let s = from_toml(&realm(good)).unwrap();
-    assert_eq!(s.realms.get("default").unwrap().network.trusted.len(), 5);
+    assert_eq!(s.realms.get("default").unwrap().network.trusted.len(), 6);
 }
 
 #[test]

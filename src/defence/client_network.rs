@@ -107,22 +107,33 @@ pub fn address_of(client_key: &str) -> Option<IpAddr> {
     Some(ip.to_canonical())
 }
 
-/// The widest entry of `trusted_networks` taken, for both address families: a shorter
-/// prefix (above all `/0`, which would turn the throttle off for every client) is
-/// refused. The private ranges fit: `10.0.0.0/8`, `172.16.0.0/12`, `192.168.0.0/16`,
-/// `fd00::/8`.
+/// The widest IPv4 entry of `trusted_networks` taken: a shorter prefix (above all `/0`,
+/// which would turn the throttle off for every client) is refused. The private ranges
+/// fit: `10.0.0.0/8`, `172.16.0.0/12`, `192.168.0.0/16`.
 pub const MIN_TRUSTED_PREFIX: u8 = 8;
+
+/// The widest IPv6 entry of `trusted_networks` taken outside the unique local range
+/// (`fc00::/7`, which is never routed on the Internet and may be listed down to `/7`):
+/// a `/32` is a whole provider's allocation, a `/8` a region's.
+pub const MIN_TRUSTED_PREFIX_V6: u8 = 32;
 
 /// Why `net` cannot be an entry of `trusted_networks`, or `None` when it can: a prefix
 /// shorter than [`MIN_TRUSTED_PREFIX`], host bits set (`10.0.0.1/8`: which network was
 /// meant is a guess), or an IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`), which can
 /// never match because such addresses are compared as IPv4 ([`address_of`]).
 pub fn trusted_network_problem(net: &IpNet) -> Option<String> {
-    if net.prefix_len() < MIN_TRUSTED_PREFIX {
+    let unique_local = |v6: &ipnet::Ipv6Net| {
+        v6.prefix_len() >= 7 && (v6.network().segments()[0] & 0xfe00) == 0xfc00
+    };
+    let min = match net {
+        IpNet::V4(_) => MIN_TRUSTED_PREFIX,
+        IpNet::V6(v6) if unique_local(v6) => 7,
+        IpNet::V6(_) => MIN_TRUSTED_PREFIX_V6,
+    };
+    if net.prefix_len() < min {
         return Some(format!(
-            "{net}: a prefix shorter than /{MIN_TRUSTED_PREFIX} trusts too much of the \
-             Internet (/0 turns the network throttle off for every client); list narrower \
-             networks"
+            "{net}: a prefix shorter than /{min} trusts too much of the Internet (/0 turns \
+             the network throttle off for every client); list narrower networks"
         ));
     }
     if net.addr() != net.network() {

@@ -26,7 +26,7 @@ mod job;
 pub mod record;
 pub mod signals;
 
-pub use record::Recorded;
+pub use record::{Clearing, Recorded};
 pub use signals::Signals;
 
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use super::{Logins, MAX_REPLAYS, note_count};
 use crate::realm::Realm;
 use crate::store::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
+use crate::throttle::flow::Flow;
 
 /// What `RecordAttempt` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,10 +69,13 @@ impl Logins {
         Ok(Recorded { allowed, signals })
     }
 
-    /// `ClearAttempts`: deletes the record, and with `verified_from` (the `client_key`
-    /// of a `RecordAttempt` whose password matched) gives back its network's token in
-    /// the same round trip, only when a `RecordAttempt` of this account from that
-    /// network took one and holds it still (a denied attempt took none).
+    /// `ClearAttempts`: deletes the record. [`Clearing::Verified`] with a client key (the
+    /// `client_key` of a `RecordAttempt` whose password matched) gives back its
+    /// network's token in the same round trip, only when a `RecordAttempt` of this
+    /// account from that network took one and holds it still (a denied attempt took
+    /// none). [`Clearing::ResetCompleted`] also clears the account's code flows'
+    /// records (`second_factor`, `recovery_code`): the owner proved the mailbox, and a
+    /// code step shut at its ceiling opens again (docs/throttle.md, "The ceiling").
     ///
     /// # Errors
     /// The store's error (the caller answers `UNAVAILABLE`).
@@ -79,9 +83,22 @@ impl Logins {
         &self,
         realm: &Realm,
         key: &AccountKey,
-        verified_from: Option<&str>,
+        clearing: Clearing<'_>,
     ) -> Result<(), StoreError> {
         let store = self.store.as_ref();
+        let verified_from = match clearing {
+            Clearing::Verified(from) => from,
+            Clearing::ResetCompleted => None,
+        };
+        let codes = async {
+            if clearing != Clearing::ResetCompleted {
+                return Ok(());
+            }
+            let (codes, backups) = (key.flow(Flow::SecondFactor), key.flow(Flow::RecoveryCode));
+            let (second_factor, recovery_code) =
+                tokio::join!(store.clear(&codes), store.clear(&backups));
+            second_factor.and(recovery_code)
+        };
         let network = verified_from.and_then(|c| realm.network.key(&self.secret, &realm.name, c));
         let give_back = async {
             match &network {
@@ -89,8 +106,19 @@ impl Logins {
                 None => Ok(()),
             }
         };
-        let (cleared, given) = tokio::join!(store.clear(key), give_back);
+        let (cleared, given, codes) = tokio::join!(store.clear(key), give_back, codes);
         cleared?;
+        codes?;
         given
     }
+}
+
+/// Why a `ClearAttempts` clears ([`Logins::clear`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clearing<'a> {
+    /// The password was verified by the gateway; with the `client_key` of its
+    /// `RecordAttempt`, whose held network token goes back.
+    Verified(Option<&'a str>),
+    /// A password reset was completed.
+    ResetCompleted,
 }

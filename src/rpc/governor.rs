@@ -11,7 +11,7 @@ use super::{decision, login_failed, store_unavailable, verdict};
 use crate::defence::breach::PasswordCheck;
 use crate::defence::devices::{MAX_DEVICE_TOKEN_BYTES, UnknownDevice};
 use crate::flows::{FlowAttempt, Flows};
-use crate::login::{Confirmed, LoginRequest, Logins};
+use crate::login::{Clearing, Confirmed, LoginRequest, Logins};
 use crate::pb::governor_server::Governor;
 use crate::pb::{
     Account, AdmitRequest, AdmitResponse, CheckPasswordRequest, CheckPasswordResponse,
@@ -121,28 +121,22 @@ impl GovernorService {
         validate::client_key(&req.client_key, false)?;
         // Only a verified password gives its network's token back: a completed reset
         // says nothing about the attempt's source.
-        let verified_from = match ClearReason::try_from(req.reason) {
+        let clearing = match ClearReason::try_from(req.reason) {
             // Every pathway to a session meets the same step-up rule (OWASP ASVS 5.0
             // 6.3.3): a gateway that compares hashes itself cannot tell a known device
             // from an unknown one, so in a step-up realm its clear would skip the challenge.
-            Ok(ClearReason::PasswordVerified) if realm.unknown_device == UnknownDevice::StepUp => {
-                record_outcome("step_up_pathway", None);
-                return Err(Status::failed_precondition(format!(
-                    "reason CLEAR_REASON_PASSWORD_VERIFIED is refused in realm {:?}: it has unknown_device = \"step_up\", and a right password from a device without its device token must meet the challenge, which only Verify gives (then ConfirmDevice); compare with Verify in this realm",
-                    realm.name
-                )));
-            }
             Ok(ClearReason::PasswordVerified) => {
-                Some(req.client_key.as_str()).filter(|c| !c.is_empty())
+                step_up_pathway(realm, "ClearAttempts(PASSWORD_VERIFIED)")?;
+                Clearing::Verified(Some(req.client_key.as_str()).filter(|c| !c.is_empty()))
             }
-            Ok(ClearReason::PasswordResetCompleted) => None,
+            Ok(ClearReason::PasswordResetCompleted) => Clearing::ResetCompleted,
             Ok(ClearReason::Unspecified) | Err(_) => {
                 return Err(Status::invalid_argument(
                     "reason must be CLEAR_REASON_PASSWORD_VERIFIED or CLEAR_REASON_PASSWORD_RESET_COMPLETED",
                 ));
             }
         };
-        self.logins.clear(realm, &key, verified_from).await.map_err(store_unavailable)?;
+        self.logins.clear(realm, &key, clearing).await.map_err(store_unavailable)?;
         record_outcome("cleared", None);
         Ok(Response::new(ClearAttemptsResponse {}))
     }
@@ -263,6 +257,20 @@ impl GovernorService {
     }
 }
 
+/// The pathway where the gateway compares hashes itself (`RecordAttempt`, then
+/// `ClearAttempts(PASSWORD_VERIFIED)`) in a `step_up` realm: refused, so every pathway to
+/// a session meets step-up (OWASP ASVS 5.0 6.3.3; docs/gateways.md, "Every pathway").
+fn step_up_pathway(realm: &Realm, call: &str) -> Result<(), Status> {
+    if realm.unknown_device != UnknownDevice::StepUp {
+        return Ok(());
+    }
+    record_outcome("step_up_pathway", None);
+    Err(Status::failed_precondition(format!(
+        "{call} is refused in realm {:?}: it has unknown_device = \"step_up\", and a right password from a device without its device token must meet the challenge, which only Verify gives (then ConfirmDevice); compare with Verify in this realm",
+        realm.name
+    )))
+}
+
 #[tonic::async_trait]
 impl Governor for GovernorService {
     async fn check_password(
@@ -296,6 +304,7 @@ impl Governor for GovernorService {
         let result = async {
             let req = request.get_ref();
             let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
+            step_up_pathway(realm, "RecordAttempt")?;
             let bound = [req.client_key.as_bytes()];
             let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id, &bound)?;
             validate::client_key(&req.client_key, false)?;

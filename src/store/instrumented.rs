@@ -70,6 +70,11 @@ impl InstrumentedStore {
             Ok(_) => {
                 span.record("outcome", "ok");
             }
+            // The caller's error (an attempt_id reused for another request), answered
+            // INVALID_ARGUMENT: no store failure, no episode of one.
+            Err(StoreError::AttemptIdReused) => {
+                span.record("outcome", "invalid_argument");
+            }
             Err(err) => {
                 span.record("outcome", "error");
                 ::metrics::counter!(STORE_ERRORS, "operation" => operation).increment(1);

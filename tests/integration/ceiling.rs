@@ -116,8 +116,15 @@ async fn the_ceiling_on_redis() {
         }
     })
     .await;
-    // A record at its ceiling has no expiry; every other key has one.
+    // A record at its ceiling has no expiry, but a device's bucket at its ceiling lives
+    // only as long as a token that reaches it may; every other key has one.
     let mut conn = redis.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*:d:*").query(&mut conn).unwrap();
+    assert!(!keys.is_empty(), "no device bucket");
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
+        assert!(ttl > 0, "a device bucket at its ceiling is kept for good (PTTL {ttl})");
+    }
     for _ in 0..4 {
         daemon.client().await.attempt("tight", "kept@example.com").await.unwrap();
     }

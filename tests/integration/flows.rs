@@ -324,6 +324,12 @@ async fn a_second_factor_record_keeps_its_count_across_windows_up_to_the_ceiling
         assert_eq!(answer == Decision::Allow, n <= 5, "attempt {n}");
     }
     assert_eq!(read_record(&mut redis.conn(), &key).map(|r| (r.0, r.2)), Some((20, 0)));
+    // A completed password reset clears the code flows' records too (the owner proved
+    // the mailbox; a code step shut at its ceiling opens again).
+    let reset = portcullis::pb::ClearReason::PasswordResetCompleted as i32;
+    c.clear("default", id, reset).await.unwrap();
+    assert_eq!(read_record(&mut redis.conn(), &key), None, "a completed reset kept the codes");
+    assert_eq!(flow_from(&mut c, "default", id, Flow::SecondFactor, "").await, Decision::Allow);
     // The otp realm: three codes a 2-minute window, seven in all until a right code.
     let otp = flow_record_key("otp", id, Flow::SecondFactor);
     let mut conn = redis.conn();

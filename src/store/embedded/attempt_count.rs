@@ -108,17 +108,23 @@ impl Tables<'_, '_> {
     }
 
     /// Counts the attempt on `counted`'s record (`current`) and keeps its id's answer.
+    /// `device_ttl_ms`: the attempt is counted in a device's bucket, which at its ceiling
+    /// is kept that long (as long as a token that reaches it may live), not for good.
     pub(super) fn count(
         &mut self,
         counted: &str,
         current: Option<Record>,
         policy: &Policy,
-        trusted: bool,
+        device_ttl_ms: Option<u64>,
         id: AttemptId<'_>,
     ) -> Result<Counted, StoreError> {
         let now = self.now;
+        let trusted = device_ttl_ms.is_some();
         let out = throttle::attempt(policy, current, now);
-        let expires_ms = throttle::expiry_ms(policy, &out.record, now);
+        let expires_ms = match (throttle::expiry_ms(policy, &out.record, now), device_ttl_ms) {
+            (throttle::KEPT_UNTIL_CLEARED_MS, Some(ttl)) => now.saturating_add(ttl),
+            (expires_ms, _) => expires_ms,
+        };
         self.put(counted, Entry::Record { record: out.record, expires_ms })?;
         self.keep_answer(id, out.allowed, out.record.window_start_ms)?;
         Ok(Counted {

@@ -281,7 +281,12 @@ impl Entry {
                 },
                 window_start_ms: time(1)?,
                 replays: count(2)?,
-                binding: if bytes.len() == 41 { word(4) } else { 0 },
+                // A binding is never 0 (`AttemptKey::bound`): 0 in its word is corrupt.
+                binding: if bytes.len() == 41 {
+                    Some(word(4)).filter(|&b| b != 0).ok_or_else(corrupt)?
+                } else {
+                    0
+                },
                 expires_ms: word(3),
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),

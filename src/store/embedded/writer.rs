@@ -354,7 +354,8 @@ impl Tables<'_, '_> {
                 {
                     return Ok(with_epoch(r));
                 }
-                self.count(counted, current, policy, trusted, id).map(with_epoch)
+                let device_ttl_ms = trusted.then_some(*epoch_ttl_ms);
+                self.count(counted, current, policy, device_ttl_ms, id).map(with_epoch)
             }
             Op::NoteRepeat { record, list, fingerprint, max_len } => {
                 self.note_repeat(record, list, *fingerprint, *max_len).map(|()| Reply::Done)

@@ -77,7 +77,8 @@
 -- lu = now + lockout_ms, so the door stays shut that long at least.
 --
 -- How long the counted record lives follows what it holds: at its ceiling it is kept
--- until it is cleared (no expiry); holding consecutive failures, it is kept for
+-- until it is cleared (no expiry), a device's bucket as long as a device token that
+-- reaches it may live (epoch_ttl_ms); holding consecutive failures, it is kept for
 -- retention_ms after this attempt; holding none (every attempt refused or refunded) at
 -- step 0 with its window not exhausted (or in a realm that never escalates), it
 -- expires when its window ends.
@@ -250,7 +251,11 @@ redis.call('HSET', record, 'f', string.format('%d', failures),
 if locked_until > 0 then
   redis.call('HSET', record, 'lu', string.format('%d', locked_until))
 end
-if consecutive >= max_consecutive then
+if consecutive >= max_consecutive and trusted == 1 then
+  -- A device's bucket at its ceiling: kept as long as a token that reaches it may live
+  -- (nothing else reaches it, and nothing clears it once they are gone).
+  redis.call('PEXPIRE', record, epoch_ttl)
+elseif consecutive >= max_consecutive then
   -- At the ceiling: kept until it is cleared.
   redis.call('PERSIST', record)
 elseif consecutive == 0 and step == 0 and (failures < max_failures or escalate == 0) then

@@ -151,7 +151,8 @@ async fn allow_keeps_accepting_unknown_devices_with_a_device_token() {
 /// Every pathway to a session meets step-up (OWASP ASVS 5.0 6.3.3): in a `step_up`
 /// realm a gateway that compares hashes itself (`RecordAttempt`, then
 /// `ClearAttempts(PASSWORD_VERIFIED)`) is refused with FAILED_PRECONDITION saying why,
-/// and its count stays; a completed reset still clears, and `allow` realms are as before.
+/// and counts nothing and clears nothing; a completed reset still clears, and `allow`
+/// realms are as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_up_realm_refuses_the_gateway_side_clear_of_a_verified_password() {
     use portcullis::pb::ClearReason;
@@ -161,7 +162,13 @@ async fn a_step_up_realm_refuses_the_gateway_side_clear_of_a_verified_password()
     let mut c = d.client().await;
     let mut ops = caller(d.addr, None, None).await.unwrap();
     let who = "side-door@example.com";
-    assert_eq!(c.attempt("stepup", who).await.unwrap(), Decision::Allow);
+    let recorded = c.attempt("stepup", who).await.unwrap_err();
+    assert_eq!(recorded.code(), Code::FailedPrecondition, "{recorded:?}");
+    assert!(recorded.message().contains("RecordAttempt"), "{recorded:?}");
+    assert_eq!(ops.inspect("stepup", who).await.unwrap().failures, 0, "the refusal counted");
+    // A wrong password through Verify, then the gateway-side clear: refused, kept.
+    let r = c.verify("stepup", who, b"wrong", &hash_of(PASSWORD), "192.0.2.44").await.unwrap();
+    assert_eq!(verdict(&r), Verdict::Reject);
     let verified = ClearReason::PasswordVerified as i32;
     let refused = c.clear("stepup", who, verified).await.unwrap_err();
     assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
