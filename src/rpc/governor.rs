@@ -259,7 +259,8 @@ impl GovernorService {
 
 /// The pathway where the gateway compares hashes itself (`RecordAttempt`, then
 /// `ClearAttempts(PASSWORD_VERIFIED)`) in a `step_up` realm: refused, so every pathway to
-/// a session meets step-up (OWASP ASVS 5.0 6.3.3; docs/gateways.md, "Every pathway").
+/// a session meets step-up (OWASP ASVS 5.0 6.3.3; docs/gateways.md, "Every pathway, and
+/// which defence applies on it").
 fn step_up_pathway(realm: &Realm, call: &str) -> Result<(), Status> {
     if realm.unknown_device != UnknownDevice::StepUp {
         return Ok(());

@@ -255,6 +255,7 @@ impl Entry {
         let count = |i: usize| Some(word(i)).filter(|&n| n <= MAX_STORED_COUNT).ok_or_else(corrupt);
         let time =
             |i: usize| Some(word(i)).filter(|&t| t <= MAX_STORED_TIME_MS).ok_or_else(corrupt);
+        let nonzero = |i: usize| Some(word(i)).filter(|&w| w != 0).ok_or_else(corrupt);
         let counts = |first: usize| -> Result<SprayCounts, StoreError> {
             Ok(SprayCounts { failed: count(first)?, new_failed: count(first + 1)? })
         };
@@ -282,19 +283,13 @@ impl Entry {
                 window_start_ms: time(1)?,
                 replays: count(2)?,
                 // A binding is never 0 (`AttemptKey::bound`): 0 in its word is corrupt.
-                binding: if bytes.len() == 41 {
-                    Some(word(4)).filter(|&b| b != 0).ok_or_else(corrupt)?
-                } else {
-                    0
-                },
+                binding: if bytes.len() == 41 { nonzero(4)? } else { 0 },
                 expires_ms: word(3),
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
             10 => Ok(Entry::Held { count: count(0)?, expires_ms: word(3) }),
-            11 if word(0) == 0 && word(1) == 0 && word(2) == 0 => {
-                Ok(Entry::Used { expires_ms: word(3) })
-            }
+            11 if (0..3).all(|i| word(i) == 0) => Ok(Entry::Used { expires_ms: word(3) }),
             9 => Ok(Entry::Breached { credential: word(0), count: count(1)?, expires_ms: word(3) }),
             6 if word(0) == word(3) => Ok(Entry::Bucket { tat_ms: time(0)? }),
             7 => {
