@@ -114,6 +114,9 @@ pub struct AttemptOutcome {
     pub allowed: bool,
     /// The record after counting.
     pub record: Record,
+    /// This attempt added a consecutive failure (an allowed attempt that is no stale
+    /// repeat, [`attempt_listed`]): only such an attempt's refund gives one back.
+    pub added: bool,
 }
 
 impl Record {
@@ -140,7 +143,7 @@ impl AttemptOutcome {
     /// This attempt brought the record to its ceiling: the last one allowed until the
     /// record is cleared.
     pub fn reached_ceiling(&self, policy: &Policy) -> bool {
-        self.allowed && policy.at_ceiling(self.record.consecutive)
+        self.added && policy.at_ceiling(self.record.consecutive)
     }
 }
 
@@ -204,6 +207,19 @@ pub fn duration_ms(d: Duration) -> u64 {
 /// door until at least `lockout_duration` after it, however little of the window is
 /// left (the window then lasts until that time: [`window_end_ms`]).
 pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptOutcome {
+    count(policy, record, now_ms, false)
+}
+
+/// [`attempt`] for a password its client was already refused with in an earlier window
+/// (on the client's repeat list, its window over: docs/throttle.md, "Repeated
+/// passwords"): counted in the window as any attempt, but it adds no consecutive failure,
+/// so a stale password a phone keeps retrying never reaches the ceiling. It is no new
+/// guess.
+pub fn attempt_listed(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptOutcome {
+    count(policy, record, now_ms, true)
+}
+
+fn count(policy: &Policy, record: Option<Record>, now_ms: u64, listed: bool) -> AttemptOutcome {
     let mut r = record.unwrap_or(Record { window_start_ms: now_ms, ..Record::default() });
     if window_over(policy, &r, now_ms) {
         if r.failures >= u64::from(policy.max_failures) && policy.escalates() {
@@ -215,13 +231,14 @@ pub fn attempt(policy: &Policy, record: Option<Record>, now_ms: u64) -> AttemptO
     }
     r.failures += 1;
     let allowed = r.failures <= u64::from(policy.max_failures) && !policy.at_ceiling(r.consecutive);
-    if allowed {
+    let added = allowed && !listed;
+    if added {
         r.consecutive += 1;
-        if r.failures == u64::from(policy.max_failures) {
-            r.locked_until_ms = r.locked_until_ms.max(now_ms.saturating_add(policy.lockout_ms()));
-        }
     }
-    AttemptOutcome { allowed, record: r }
+    if allowed && r.failures == u64::from(policy.max_failures) {
+        r.locked_until_ms = r.locked_until_ms.max(now_ms.saturating_add(policy.lockout_ms()));
+    }
+    AttemptOutcome { allowed, record: r, added }
 }
 
 /// A repeated wrong password at store time `now_ms` (docs/throttle.md, "Repeated
@@ -237,7 +254,8 @@ pub fn forgive(policy: &Policy, record: &Record, now_ms: u64) -> Option<AttemptO
     }
     let allowed =
         record.failures < u64::from(policy.max_failures) && !policy.at_ceiling(record.consecutive);
-    Some(AttemptOutcome { allowed, record: Record { repeats: record.repeats + 1, ..*record } })
+    let record = Record { repeats: record.repeats + 1, ..*record };
+    Some(AttemptOutcome { allowed, record, added: false })
 }
 
 /// When a record counted at store time `now_ms` may be dropped, in ms since the Unix

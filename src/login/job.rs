@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
-use super::signals::{Turn, signals};
+use super::signals::{Turn, signal_failures, signals};
 use super::{LoginError, LoginRequest, LoginVerdict, note_count};
 use crate::defence::breach::BreachList;
 use crate::defence::client_network::NetworkWatch;
@@ -224,7 +224,9 @@ impl Held<'_> {
         let (store, realm, bucket, attempt) = (*store, *realm, *bucket, *attempt);
         let refund = async {
             match end.refund(counted) {
-                Some(window) => store.refund(bucket, attempt, window, counted.allowed).await,
+                Some(window) => {
+                    store.refund(bucket, attempt, window, counted.consecutive_added).await
+                }
                 None => Ok(()),
             }
         };
@@ -341,8 +343,8 @@ impl<'a> Call<'a> {
         } else {
             note_count(realm, held.bucket, counted, counted.allowed && counted.replays == 0);
         }
-        let reject =
-            LoginVerdict::Reject { signals: signals(realm, suspected, counted.failures, flagged) };
+        let failures = signal_failures(realm, counted);
+        let reject = LoginVerdict::Reject { signals: signals(realm, suspected, failures, flagged) };
         Pass { suspected, flagged, reject }
     }
 

@@ -6,7 +6,7 @@
 //! none is (the attempt was denied, or its token already given back). A gateway that
 //! sends no `client_key` gets no network throttle.
 
-use super::signals::{Signals, Turn, give_held_back, signals};
+use super::signals::{Signals, Turn, give_held_back, signal_failures, signals};
 use super::{Logins, MAX_REPLAYS, note_count};
 use crate::realm::Realm;
 use crate::store::StoreError;
@@ -51,7 +51,9 @@ impl Logins {
             // Only a count this call added: a replay's first call counted, and giving
             // it back here would erase a failure that call paid for.
             if counted.added() {
-                store.refund(key, attempt, counted.window_start_ms, counted.allowed).await?;
+                store
+                    .refund(key, attempt, counted.window_start_ms, counted.consecutive_added)
+                    .await?;
             }
             let failures = counted.failures_without_this();
             return Ok(Recorded {
@@ -65,7 +67,8 @@ impl Logins {
         if !allowed || counted.replays > 0 {
             turn.give_back(store, realm).await?;
         }
-        let signals = signals(realm, false, counted.failures, turn.flagged(realm));
+        let failures = signal_failures(realm, &counted);
+        let signals = signals(realm, false, failures, turn.flagged(realm));
         Ok(Recorded { allowed, signals })
     }
 

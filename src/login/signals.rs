@@ -12,7 +12,7 @@ use crate::defence::client_network::{NetworkAction, NetworkWatch};
 use crate::realm::Realm;
 use crate::store::NetworkRequest;
 use crate::store::keys::{HeldKey, NetworkKey};
-use crate::store::{NetworkOp, Store, StoreError};
+use crate::store::{Counted, NetworkOp, Store, StoreError};
 use crate::telemetry::metrics::STEP_UPS;
 
 /// What every answer of a counted attempt carries besides its verdict (the wire's
@@ -43,6 +43,17 @@ pub fn signals(realm: &Realm, spray_suspected: bool, failures: u64, flagged: boo
             .increment(1);
     }
     Signals { spray_suspected, step_up: near_lockout || flagged, network_throttled: flagged }
+}
+
+/// The window's failures a counted call's signals are read from: as counted, except that
+/// a door refused by the ceiling reads as a window used up (`max_failures + 1`), so its
+/// answer is every other closed door's, step-up signal included (docs/throttle.md, "The
+/// ceiling": one uniform deny).
+pub fn signal_failures(realm: &Realm, counted: &Counted) -> u64 {
+    if counted.allowed || counted.replays > 0 {
+        return counted.failures;
+    }
+    counted.failures.max(u64::from(realm.policy.max_failures) + 1)
 }
 
 /// What the bucket said to one attempt.

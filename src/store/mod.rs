@@ -369,6 +369,10 @@ pub struct Counted {
     /// The account's device epoch as the count read it (0 when it has none), when the
     /// attempt had a device claim or asked for it ([`Attempt::read_epoch`]); else 0.
     pub epoch: u64,
+    /// This call added a consecutive failure (an allowed attempt that is no repeat of a
+    /// password its client was refused with): a refund gives one back only then
+    /// ([`Store::refund`]'s `allowed`).
+    pub consecutive_added: bool,
 }
 
 impl Counted {
@@ -464,10 +468,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Gives back one attempt counted in the window that started at `window_start_ms`
     /// (the CPU budget refused it, so it was not a guess), and forgets its `attempt_id`
-    /// so a retry counts afresh. `allowed`: the attempt was allowed, so it also added a
-    /// consecutive failure (docs/throttle.md, "The ceiling"), which goes back too; a
-    /// refused attempt added none, and giving one back would reopen a door at its
-    /// ceiling.
+    /// so a retry counts afresh. `allowed`: the attempt added a consecutive failure
+    /// ([`Counted::consecutive_added`]: allowed, and no stale repeat; docs/throttle.md,
+    /// "The ceiling"), which goes back too; one that added none must give none back, or
+    /// a refund would reopen a door at its ceiling.
     async fn refund(
         &self,
         key: &AccountKey,

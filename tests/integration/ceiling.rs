@@ -58,6 +58,21 @@ async fn the_ceiling_shuts_every_caller_without_a_device_token(daemon: &Daemon, 
         assert_eq!(c.attempt("tight", victim).await.unwrap(), Decision::Deny);
         age(2 * 3_600_000);
     }
+    // A RecordAttempt at the ceiling, early in a fresh window (on Redis: the rounds aged
+    // the record), answers as any closed door, step-up signal included, as one whose
+    // window is used up does.
+    let raw = |who: &str| portcullis::pb::RecordAttemptRequest {
+        account: account("tight", who),
+        attempt_id: String::new(),
+        client_key: String::new(),
+    };
+    let exhausted = "ceiling-exhausted@example.com";
+    for _ in 0..5 {
+        c.0.record_attempt(raw(exhausted)).await.unwrap();
+    }
+    let closed = c.0.record_attempt(raw(exhausted)).await.unwrap().into_inner();
+    let at_ceiling = c.0.record_attempt(raw(victim)).await.unwrap().into_inner();
+    assert_eq!(at_ceiling, closed, "the ceiling's deny tells itself apart");
     // An unknown identifier with the same history answers alike.
     let ghost = "ceiling-ghost@example.com";
     for n in 0..4 {

@@ -65,6 +65,7 @@ impl Tables<'_, '_> {
             recheck: false,
             reached_ceiling: false,
             epoch: 0,
+            consecutive_added: false,
         }))
     }
 
@@ -104,23 +105,34 @@ impl Tables<'_, '_> {
             recheck: found == RepeatMatch::Recheck,
             reached_ceiling: false,
             epoch: 0,
+            consecutive_added: false,
         }))
     }
 
     /// Counts the attempt on `counted`'s record (`current`) and keeps its id's answer.
     /// `device_ttl_ms`: the attempt is counted in a device's bucket, which at its ceiling
     /// is kept that long (as long as a token that reaches it may live), not for good.
+    /// `repeat`: the client's list and the password's fingerprint; one listed from an
+    /// earlier window adds no consecutive failure ([`throttle::attempt_listed`]).
     pub(super) fn count(
         &mut self,
         counted: &str,
         current: Option<Record>,
-        policy: &Policy,
+        (policy, repeat): (&Policy, Option<&(String, u64)>),
         device_ttl_ms: Option<u64>,
         id: AttemptId<'_>,
     ) -> Result<Counted, StoreError> {
         let now = self.now;
         let trusted = device_ttl_ms.is_some();
-        let out = throttle::attempt(policy, current, now);
+        let listed = match (current, repeat) {
+            (Some(_), Some((list, fingerprint))) => self.lists(list, *fingerprint)?,
+            _ => false,
+        };
+        let out = if listed {
+            throttle::attempt_listed(policy, current, now)
+        } else {
+            throttle::attempt(policy, current, now)
+        };
         let expires_ms = match (throttle::expiry_ms(policy, &out.record, now), device_ttl_ms) {
             (throttle::KEPT_UNTIL_CLEARED_MS, Some(ttl)) => now.saturating_add(ttl),
             (expires_ms, _) => expires_ms,
@@ -138,6 +150,7 @@ impl Tables<'_, '_> {
             recheck: false,
             reached_ceiling: out.reached_ceiling(policy),
             epoch: 0,
+            consecutive_added: out.added,
         })
     }
 

@@ -34,6 +34,18 @@ impl Tables<'_, '_> {
         }
     }
 
+    /// Whether `fingerprint` is on the list at `list`, whatever window it is bound to
+    /// (record_attempt.lua's `listed`: a stale password from an earlier window).
+    pub(super) fn lists(&self, list: &str, fingerprint: u64) -> Result<bool, StoreError> {
+        match self.get(list)? {
+            Some(Entry::Repeats { fingerprints, len, .. }) => {
+                Ok(fingerprints[..usize::from(len).min(MAX_REPEATS)].contains(&fingerprint))
+            }
+            None => Ok(false),
+            Some(_) => Err(StoreError::Protocol("a repeat key holds another entry".into())),
+        }
+    }
+
     /// Writes `held` at `list`, bound to the window that started at `window_start_ms`.
     pub(super) fn put_list(
         &mut self,

@@ -355,7 +355,8 @@ impl Tables<'_, '_> {
                     return Ok(with_epoch(r));
                 }
                 let device_ttl_ms = trusted.then_some(*epoch_ttl_ms);
-                self.count(counted, current, policy, device_ttl_ms, id).map(with_epoch)
+                self.count(counted, current, (policy, repeat.as_ref()), device_ttl_ms, id)
+                    .map(with_epoch)
             }
             Op::NoteRepeat { record, list, fingerprint, max_len } => {
                 self.note_repeat(record, list, *fingerprint, *max_len).map(|()| Reply::Done)

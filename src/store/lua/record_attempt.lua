@@ -50,8 +50,9 @@
 -- window lasts until max(ws + window(st), lu) (src/throttle.rs::window_end_ms).
 --
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
--- repeat (0|1|2), consecutive, epoch}; epoch is the account's device epoch as read (0
--- when it has none, or when it was not read: ARGV[7] = -1).
+-- repeat (0|1|2), consecutive, epoch, added (1|0)}; epoch is the account's device epoch
+-- as read (0 when it has none, or when it was not read: ARGV[7] = -1); added is 1 when
+-- this call added a consecutive failure (a refund gives one back only then).
 -- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle.rs::forgive and
 -- src/throttle/repeat_list.rs::RepeatList::claim): the fingerprint is on the client's list
 -- for the counted record's current window. It is not counted: allowed while failures <
@@ -86,9 +87,9 @@
 -- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, -1, 7776300000, 300000,
 -- '', 100, 900000), store time T, no device, one key:
 --   no record          -> record {f=1, ws=T, st=0, c=1}, PTTL 86400000,
---                         returns {1, 1, 0, T, 0, 0, 0, 1, 0}
+--                         returns {1, 1, 0, T, 0, 0, 0, 1, 0, 1}
 --   5th call at T+1s   -> {f=5, c=5, lu=T+901000}: exhausted, the door shut till T+901s
---   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0, 5, 0}     (door closed)
+--   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0, 5, 0, 0}  (door closed)
 --   call at T+900s     -> still shut (lu): {f=7}, refused
 --   call at T+901s     -> window over and exhausted: {f=1, ws=T+901000, st=1, c=6}
 --   the 100th allowed  -> {c=100}: no expiry, refused from then on until cleared
@@ -175,7 +176,7 @@ if attempt_key then
     end
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays) .. ':' .. bound, 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch}
+    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch, 0}
   end
 end
 
@@ -194,15 +195,20 @@ if rec[1] then
 end
 
 local window_end = math.max(ws + math.min(first_window * (2 ^ step), max_window), locked_until)
-if rec[1] and list_key and now < window_end then
+-- listed: the fingerprint is on the client's list of an earlier window (its window is
+-- over): counted in the new window as any attempt, but no consecutive failure (a stale
+-- password retried by a phone never reaches the ceiling; it is no new guess).
+local listed = false
+if rec[1] and list_key then
   local held = redis.call('GET', list_key)
   if held then
     local list_ws, fps, marks = repeat_list(held)
     local at = nil
-    if list_ws == ws then
-      for i = 1, #fps do
-        if fps[i] == fingerprint then at = i break end
-      end
+    for i = 1, #fps do
+      if fps[i] == fingerprint then at = i break end
+    end
+    if at and (list_ws ~= ws or now >= window_end) then
+      listed, at = true, nil
     end
     if at then
       local kind = 2
@@ -222,7 +228,7 @@ if rec[1] and list_key and now < window_end then
         redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:'
           .. binding, 'PX', attempt_ttl)
       end
-      return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch}
+      return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch, 0}
     end
   end
 end
@@ -236,9 +242,13 @@ if now >= window_end then
 end
 failures = failures + 1
 local allowed = 0
+local added = 0
 if failures <= max_failures and consecutive < max_consecutive then
   allowed = 1
-  consecutive = consecutive + 1
+  if not listed then
+    consecutive = consecutive + 1
+    added = 1
+  end
   if failures == max_failures then
     locked_until = math.max(locked_until, now + lockout)
   end
@@ -270,4 +280,4 @@ if attempt_key then
   redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:' .. binding,
     'PX', attempt_ttl)
 end
-return {allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch}
+return {allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch, added}

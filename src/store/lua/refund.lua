@@ -7,9 +7,9 @@
 --                       deleted, so the gateway's retry with the same
 --                       attempt_id is counted afresh
 -- ARGV[1]  window_start_ms the attempt was counted in
--- ARGV[2]  allowed: 1 when the attempt was allowed (it added a consecutive failure, c,
---          which goes back too), 0 when it was refused (it added none: giving one back
---          would reopen a door at its ceiling)
+-- ARGV[2]  allowed: 1 when the attempt added a consecutive failure, c (allowed, and no
+--          stale repeat: record_attempt.lua's added), which goes back too; 0 when it
+--          added none (giving one back would reopen a door at its ceiling)
 --
 -- Returns 1 when a failure was given back (the window's and the consecutive one, c), 0
 -- when the window has moved on (its count is no longer the refunded attempt's) or the

@@ -438,6 +438,7 @@ impl Store for RedisStore {
             repeat,
             consecutive,
             epoch,
+            added,
         ] = reply[..]
         else {
             return Err(StoreError::Protocol(format!(
@@ -458,15 +459,14 @@ impl Store for RedisStore {
         Ok(Counted {
             allowed,
             // A replay and a repeat report no new consecutive failure: never the ceiling.
-            reached_ceiling: allowed
-                && replays == 0
-                && repeat == 0
+            reached_ceiling: added == 1
                 && u64::try_from(consecutive).is_ok_and(|c| policy.at_ceiling(c)),
             // A replay reports failures = -1: never a lockout.
             locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
             failures: u64::try_from(failures).unwrap_or(0),
             window_start_ms: number(window_start_ms, "window start")?,
             epoch: number(epoch, "device epoch")?,
+            consecutive_added: flag(added, "added")?,
             replays: number(replays, "replay count")?,
             trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
             // 1: forgiven without a comparison; 2: a repeat to compare (record_attempt.lua).

@@ -118,3 +118,39 @@ pub(super) async fn confirm_device_once(b: &dyn Backend) {
     assert_eq!(confirm(mark(2), 0).await, Confirmation::Revoked);
     assert_eq!(confirm(mark(3), epoch).await, Confirmation::Confirmed { epoch });
 }
+
+/// A stale password (one its client was refused with in an earlier window) retried in
+/// every later window is counted in each window, but adds no consecutive failure, so a
+/// phone retrying an old password never reaches the ceiling (docs/throttle.md,
+/// "Repeated passwords"); its refund gives none back either. A new password still does.
+pub(super) async fn a_stale_password_never_reaches_the_ceiling(b: &dyn Backend) {
+    use portcullis::store::{Attempt, RepeatClaim, RepeatNote};
+    let store = b.store();
+    let k = key("stale-phone@example.com");
+    let p = Policy { max_consecutive_failures: 3, ..policy(false) };
+    let phone = k.repeats(&secret(), "ip:203.0.113.7/32");
+    let attempt = |fingerprint: u64| {
+        let (store, k, phone) = (store.clone(), k.clone(), phone.clone());
+        async move {
+            let claim = RepeatClaim { list: &phone, fingerprint };
+            let a = Attempt { repeat: Some(claim), ..Attempt::new(&k, None, &p) };
+            store.count(&a).await.unwrap()
+        }
+    };
+    let first = attempt(0xbeef).await;
+    assert!(first.allowed && first.consecutive_added);
+    let note = RepeatNote { bucket: &k, list: &phone, fingerprint: 0xbeef, max_len: 3 };
+    store.note_repeat(&note).await.unwrap();
+    for window in 0..6 {
+        b.advance(&k, 60 * MIN).await;
+        let again = attempt(0xbeef).await;
+        assert!(again.allowed, "window {window}: the stale password was refused");
+        assert!(!again.consecutive_added && !again.reached_ceiling, "window {window}");
+        assert_eq!(again.failures, 1, "window {window}: counted in its window");
+    }
+    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().consecutive, 1);
+    // A new password is a new guess.
+    let new = attempt(0xf00d).await;
+    assert!(new.allowed && new.consecutive_added);
+    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().consecutive, 2);
+}

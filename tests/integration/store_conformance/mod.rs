@@ -527,6 +527,7 @@ conformance!(
     lockout_lasts_lockout_duration,
     the_ceiling_holds_across_windows,
     confirm_device_once,
+    a_stale_password_never_reaches_the_ceiling,
     admit_reads_only,
     inspect_reads_only,
     attempt_ids_deduplicate,
@@ -547,7 +548,8 @@ mod corrupt;
 mod repeats;
 mod send_log;
 use ceiling::{
-    confirm_device_once, lockout_lasts_lockout_duration, the_ceiling_holds_across_windows,
+    a_stale_password_never_reaches_the_ceiling, confirm_device_once,
+    lockout_lasts_lockout_duration, the_ceiling_holds_across_windows,
 };
 use repeats::{
     concurrent_new_fingerprints_allow_max_failures, repeat_lists, repeat_lists_follow_the_twin,
