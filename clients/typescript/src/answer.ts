@@ -3,6 +3,7 @@
 // it. Every failure is a deny (docs/client.md, "Every outcome").
 
 import { inspect } from 'node:util';
+import { status } from '@grpc/grpc-js';
 
 /** The only two decisions there are. Every failure is `'deny'`. */
 export type Decision = 'allow' | 'deny';
@@ -21,8 +22,10 @@ export type ChallengeReason = 'new_device' | 'unknown';
 
 /** gRPC status codes a daemon may send that mean "the same login may succeed later". */
 const RETRYABLE_CODES: ReadonlySet<number> = new Set([
-  8, // RESOURCE_EXHAUSTED: the CPU budget is full (the attempt was refunded)
-  14, // UNAVAILABLE: the daemon could not reach its store
+  // The CPU budget is full (the attempt was refunded).
+  status.RESOURCE_EXHAUSTED,
+  // The daemon could not reach its store.
+  status.UNAVAILABLE,
 ]);
 
 /** The signals an answer may carry besides its decision. */
@@ -196,14 +199,3 @@ export function failureRetryable(failure: Failure): boolean {
       return true;
   }
 }
-
-/** `DECISION_ALLOW` (1) is the only allow; `DENY`, `UNSPECIFIED` and unknown values deny. */
-export const DECISION_ALLOW = 1;
-/** `VERDICT_ACCEPT` (1) is the only accept; every other verdict is a deny. */
-export const VERDICT_ACCEPT = 1;
-/** `VERDICT_CHALLENGE` (3): a deny of its own kind, `'challenge'`. */
-export const VERDICT_CHALLENGE = 3;
-/** `VERDICT_CHANGE_REQUIRED` (4): a deny of its own kind, `'change_required'`. */
-export const VERDICT_CHANGE_REQUIRED = 4;
-/** `CHALLENGE_REASON_NEW_DEVICE` (1). */
-export const CHALLENGE_REASON_NEW_DEVICE = 1;

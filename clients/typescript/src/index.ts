@@ -1,19 +1,10 @@
 // @portcullis/client: the gateway library of Portcullis for Node. See README.md.
+// The CommonJS entry point; index.mts is the ES module one (the same objects).
 
 export { Answer, AnswerKind, ChallengeReason, Decision, PasswordCheck, Signals } from './answer';
-export {
-  Client,
-  ClientConfig,
-  ClientConfigError,
-  ClientEvent,
-  ClientStats,
-  ClientTls,
-  ClearReason,
-  CallOptions,
-  CodeFlow,
-  DeviceConfirmation,
-  Flow,
-  Login,
-} from './client';
+export { ClientStats } from './caller';
+export { Client, CountingOptions } from './client';
+export { ClientConfig, ClientConfigError, ClientEvent, ClientTls, DEFAULTS, GovernorMethod } from './config';
+export { CallOptions, ClearReason, CodeFlow, DeviceConfirmation, Flow, Login } from './requests';
 export { clientKeyFromForwarded } from './clientKey';
 export { TraceContext, validTraceparent } from './trace';

@@ -7,6 +7,7 @@ import { inspect } from 'node:util';
 
 import { Answer, Client, ClientConfigError, clientKeyFromForwarded, validTraceparent } from '../src';
 import { Pool, RetryBudget } from '../src/pool';
+import { DEFAULTS, resolveConfig } from '../src/config';
 
 const PEER = '10.0.0.2';
 
@@ -190,7 +191,25 @@ test('configuration errors name the setting', () => {
   bad({ ejectForMs: 10, ejectMaxMs: 5 }, /client\.ejectMaxMs/);
   bad({ endpoints: ['http://a:1', 'https://b:2'] }, /mixes/);
   bad({ tokenFile: '/nonexistent/token' }, /client\.token_file could not be read \(ENOENT\)/);
-  bad({ protoDir: '/nonexistent' }, /client\.protoDir/);
+  bad({ keepaliveTimeMs: 999 }, /client\.keepaliveTimeMs is out of range/);
+  bad({ keepaliveTimeoutMs: 1.5 }, /client\.keepaliveTimeoutMs is out of range/);
+  bad({ keepalivePermitWithoutCalls: 'yes' }, /client\.keepalivePermitWithoutCalls must be true or false/);
   const c = new Client({ endpoints: ['http://127.0.0.1:1', 'http://[::1]:2'] });
   c.close();
+  // protoDir is no longer read (the wire types are compiled in): a leftover setting is ignored.
+  new Client({ protoDir: '/nonexistent' }).close();
+});
+
+test('keepalive: the documented defaults reach grpc-js, and the settings override them', () => {
+  const defaults = resolveConfig({}).channelOptions;
+  assert.deepEqual(
+    [defaults['grpc.keepalive_time_ms'], defaults['grpc.keepalive_timeout_ms'], defaults['grpc.keepalive_permit_without_calls']],
+    [30000, 10000, 1],
+  );
+  assert.deepEqual([DEFAULTS.keepaliveTimeMs, DEFAULTS.keepaliveTimeoutMs, DEFAULTS.keepalivePermitWithoutCalls], [30000, 10000, true]);
+  const set = resolveConfig({ keepaliveTimeMs: 1000, keepaliveTimeoutMs: 500, keepalivePermitWithoutCalls: false }).channelOptions;
+  assert.deepEqual(
+    [set['grpc.keepalive_time_ms'], set['grpc.keepalive_timeout_ms'], set['grpc.keepalive_permit_without_calls']],
+    [1000, 500, 0],
+  );
 });

@@ -5,41 +5,21 @@
 // TCP server that writes bytes that are not HTTP/2; a TCP server that never speaks.
 
 import * as net from 'node:net';
-import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { fromBinary } from '@bufbuild/protobuf';
+import type { DescMessage } from '@bufbuild/protobuf';
 
-export const PROTO_DIR = path.resolve(__dirname, '..', '..', '..', '..', '..', 'proto');
+import { Governor } from '../../src/gen/portcullis/v1/governor_pb';
 
-const pkg = protoLoader.loadSync(['portcullis/v1/governor.proto'], {
-  includeDirs: [PROTO_DIR],
-  keepCase: true,
-  longs: String,
-  defaults: true,
-});
-const governor = pkg['portcullis.v1.Governor'] as protoLoader.ServiceDefinition;
+/** The Governor's methods by gRPC name (`Verify`), from the generated service. */
+const METHODS: Record<string, { input: DescMessage; output: DescMessage }> = Object.fromEntries(
+  Governor.methods.map((m) => [m.name, { input: m.input, output: m.output }]),
+);
 
-/** Response field numbers, by method (proto/portcullis/v1/governor.proto). */
-const FIELDS: Record<string, Record<string, number>> = {
-  Admit: { decision: 1 },
-  RecordAttempt: { decision: 1, step_up: 2, network_throttled: 3 },
-  Verify: {
-    verdict: 1,
-    needs_rehash: 2,
-    device_token: 3,
-    spray_suspected: 4,
-    step_up: 5,
-    network_throttled: 6,
-    password_breached: 7,
-    challenge_reason: 8,
-    challenge_token: 9,
-  },
-  ClearAttempts: {},
-  CheckPassword: { reason: 1 },
-  RecordFlowAttempt: { decision: 1 },
-  ClearFlow: {},
-  ConfirmDevice: { device_token: 1 },
-};
+/** Response field numbers of `methodName`, by the proto's field names (`step_up`). */
+function fieldNumbers(methodName: string): Record<string, number> {
+  return Object.fromEntries(METHODS[methodName].output.fields.map((f) => [f.name, f.number]));
+}
 
 function varint(n: number): number[] {
   const out: number[] = [];
@@ -55,7 +35,7 @@ function varint(n: number): number[] {
 
 /** Encodes `answer` as the method's response message, field by field, values as given. */
 export function encodeAnswer(methodName: string, answer: Record<string, unknown>): Buffer {
-  const numbers = FIELDS[methodName];
+  const numbers = fieldNumbers(methodName);
   const bytes: number[] = [];
   for (const [name, value] of Object.entries(answer)) {
     const field = numbers[name];
@@ -217,13 +197,13 @@ export async function startGrpcEndpoint(behaviour: Behaviour, port = 0): Promise
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const definition: Record<string, grpc.MethodDefinition<any, any>> = {};
   const handlers: grpc.UntypedServiceImplementation = {};
-  for (const [name, m] of Object.entries(governor)) {
+  for (const [name, m] of Object.entries(METHODS)) {
     definition[name] = {
-      path: m.path,
+      path: `/${Governor.typeName}/${name}`,
       requestStream: false,
       responseStream: false,
-      requestDeserialize: m.requestDeserialize,
-      requestSerialize: m.requestSerialize,
+      requestDeserialize: (bytes: Buffer) => fromBinary(m.input, bytes) as unknown as Record<string, unknown>,
+      requestSerialize: () => Buffer.alloc(0),
       responseSerialize: (value: Buffer) => value,
       responseDeserialize: (value: Buffer) => value,
     };
@@ -231,7 +211,7 @@ export async function startGrpcEndpoint(behaviour: Behaviour, port = 0): Promise
       const md = call.metadata.getMap();
       seen.push({
         method: name,
-        attemptId: typeof call.request['attempt_id'] === 'string' ? (call.request['attempt_id'] as string) : undefined,
+        attemptId: typeof call.request['attemptId'] === 'string' ? (call.request['attemptId'] as string) : undefined,
         flow: typeof call.request['flow'] === 'number' ? (call.request['flow'] as number) : undefined,
         traceparent: md['traceparent'] as string | undefined,
         tracestate: md['tracestate'] as string | undefined,

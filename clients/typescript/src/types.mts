@@ -1,0 +1,3 @@
+// @portcullis/client/types as an ES module: the CommonJS build's objects, re-exported.
+
+export * from './types.js';
