@@ -1,0 +1,188 @@
+// The login route's middleware: reads the form, looks the account up through the
+// app's callback, asks the daemon's Verify, keeps the device cookie, and hands the
+// route's handler one outcome on `res.locals.portcullisLogin`. Every failure (the
+// daemon unreachable or late, an error status, an unknown answer, the lookup
+// throwing, a missing field, a bug here) is a refused login: the middleware never
+// calls `next(err)`, and only the daemon's explicit accept becomes an `'allow'`.
+
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+
+import type { Answer } from '../answer';
+import { deviceCookieName, readCookie, writeDeviceCookie } from './cookies';
+import { Resolved, clientKey, formField, storedHash } from './options';
+
+/** The daemon accepted the password: sign the user in (after the second factor, when `secondFactor`). */
+export interface LoginAllow {
+  readonly kind: 'allow';
+  /** The identifier as the user typed it. */
+  readonly identifier: string;
+  /**
+   * The password is being sprayed or the account is near its lockout: demand a second
+   * factor before any session. The device cookie was not set; set it with
+   * `setDeviceCookie(res, identifier, answer.deviceToken)` once the factor passed.
+   */
+  readonly secondFactor: boolean;
+  /** The password is breached: sign in, then force a password change (docs/breach.md). */
+  readonly passwordBreached: boolean;
+  /** Store a new hash at the realm's target (the password is in the request body). */
+  readonly needsRehash: boolean;
+  /** The client's answer (its device token is never printed). */
+  readonly answer: Answer;
+}
+
+/** A refused login. */
+export interface LoginDeny {
+  readonly kind: 'deny';
+  /** The daemon could not answer now (unreachable, late, its store down, the CPU budget full) or the lookup failed: 503 with `Retry-After`. Otherwise the one failure page (401). */
+  readonly retryable: boolean;
+  /** Show a CAPTCHA before the next attempt (the client's network is throttled, or the account is near its lockout), whatever the password. */
+  readonly captcha: boolean;
+  /** The client's answer, when the daemon was asked. */
+  readonly answer?: Answer;
+  /** What `lookupUser` threw, for the app's own log. */
+  readonly error?: unknown;
+}
+
+/**
+ * The code page: a right password from a device the account does not know
+ * (`sendCode`: send a code, keep `challengeToken` and `storedHash` server-side for
+ * `confirmDevice`), or, with `stepUp`, any other refused login (`sendCode` false: the
+ * same page, no code, and no code completes it). Render one page for both.
+ */
+export interface LoginChallenge {
+  readonly kind: 'challenge';
+  /** The identifier as the user typed it. */
+  readonly identifier: string;
+  /** Whether this is the real challenge: only then send a code. */
+  readonly sendCode: boolean;
+  /** For `confirmDevice` once the code passed (only when `sendCode`; never printed). */
+  readonly challengeToken: string | undefined;
+  /** The stored hash the challenge is bound to, for `confirmDevice` (only when `sendCode`; never printed). */
+  readonly storedHash: string | undefined;
+  /** The password is breached: ask for a change once the code passed. */
+  readonly passwordBreached: boolean;
+}
+
+/** A right password that is breached and out of grace logins: the password-change page, no session. */
+export interface LoginChangeRequired {
+  readonly kind: 'change_required';
+  /** The identifier as the user typed it. */
+  readonly identifier: string;
+}
+
+/** What the login middleware decided: one of four, `'allow'` only on the daemon's accept. */
+export type LoginOutcome = LoginAllow | LoginDeny | LoginChallenge | LoginChangeRequired;
+
+/** A refused login. */
+function deny(retryable: boolean, extra: { captcha?: boolean; answer?: Answer; error?: unknown } = {}): LoginDeny {
+  return { kind: 'deny', retryable, captcha: extra.captcha === true, answer: extra.answer, error: extra.error };
+}
+
+/** A challenge outcome; its token and hash are not enumerable, so logging the outcome prints neither. */
+function challenge(identifier: string, secrets: { token: string; storedHash: string } | undefined, passwordBreached: boolean): LoginChallenge {
+  const outcome = { kind: 'challenge', identifier, sendCode: secrets !== undefined, passwordBreached } as LoginChallenge;
+  Object.defineProperty(outcome, 'challengeToken', { value: secrets?.token, enumerable: false });
+  Object.defineProperty(outcome, 'storedHash', { value: secrets?.storedHash, enumerable: false });
+  return Object.freeze(outcome);
+}
+
+/**
+ * The daemon's answer as an outcome, in the example gateway's order
+ * (client/examples/gateway.rs): a retryable deny first, then the network's CAPTCHA
+ * whatever the verdict, the real challenge, every other deny as the code page in a
+ * `stepUp` realm, the account's CAPTCHA, the change page, the allow.
+ */
+export function outcomeOf(o: Pick<Resolved, 'stepUp'>, identifier: string, hash: string, answer: Answer): LoginOutcome {
+  if (answer.kind === 'deny' && answer.retryable) {
+    return deny(true, { answer });
+  }
+  if (answer.networkThrottled) {
+    return deny(false, { captcha: true, answer });
+  }
+  switch (answer.kind) {
+    case 'challenge':
+      if (answer.challengeToken !== undefined) {
+        return challenge(identifier, { token: answer.challengeToken, storedHash: hash }, answer.passwordBreached);
+      }
+      return o.stepUp ? challenge(identifier, undefined, false) : deny(false, { answer });
+    case 'change_required':
+      return { kind: 'change_required', identifier };
+    case 'allow':
+      return {
+        kind: 'allow',
+        identifier,
+        secondFactor: answer.spraySuspected || answer.stepUp,
+        passwordBreached: answer.passwordBreached,
+        needsRehash: answer.needsRehash,
+        answer,
+      };
+    default:
+      return o.stepUp ? challenge(identifier, undefined, false) : deny(false, { captcha: answer.stepUp, answer });
+  }
+}
+
+/** The outcome of one login request. Never throws. */
+async function decide(o: Resolved, req: Request, res: Response): Promise<LoginOutcome> {
+  const identifier = formField(req, o.identifierField);
+  const password = formField(req, o.passwordField);
+  const key = clientKey(req);
+  if (identifier === undefined || identifier === '' || password === undefined || key === undefined) {
+    // A form without its fields names no account: the failure page (the code page in
+    // a step-up realm), with nothing asked.
+    return o.stepUp ? challenge(identifier ?? '', undefined, false) : deny(false);
+  }
+  const looked = await storedHash(o, identifier, req);
+  if ('error' in looked) {
+    return deny(true, { error: looked.error });
+  }
+  const answer = await o.client.verify({
+    realm: o.realm,
+    identifier,
+    password,
+    storedHash: looked.hash,
+    clientKey: key,
+    deviceToken: readCookie(req, deviceCookieName(o, identifier)),
+    traceparent: headerValue(req, 'traceparent'),
+    tracestate: headerValue(req, 'tracestate'),
+  });
+  const outcome = outcomeOf(o, identifier, looked.hash, answer);
+  if (outcome.kind === 'allow' && !outcome.secondFactor && answer.deviceToken !== undefined) {
+    writeDeviceCookie(o, res, identifier, answer.deviceToken);
+  }
+  return outcome;
+}
+
+/** A request header's single value, if it has one. */
+function headerValue(req: Request, name: string): string | undefined {
+  const v = req.headers?.[name];
+  return typeof v === 'string' ? v : undefined;
+}
+
+/** The login middleware for `o`: sets `res.locals.portcullisLogin`, then `next()`; never `next(err)`. */
+export function loginMiddleware(o: Resolved): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    // The answer may carry a credential (the device cookie): no cache keeps it.
+    res.set('Cache-Control', 'no-store');
+    void decide(o, req, res)
+      .catch((error: unknown): LoginOutcome => deny(true, { error }))
+      .then((outcome) => {
+        res.locals.portcullisLogin = outcome;
+        next();
+      });
+  };
+}
+
+/**
+ * The login outcome the middleware left for this response; a retryable deny when it
+ * did not run (a route without the middleware refuses every login).
+ */
+export function loginOutcome(res: Response): LoginOutcome {
+  const outcome: unknown = res.locals?.portcullisLogin;
+  return isLoginOutcome(outcome) ? outcome : deny(true);
+}
+
+function isLoginOutcome(value: unknown): value is LoginOutcome {
+  if (typeof value !== 'object' || value === null) return false;
+  const kind = (value as { kind?: unknown }).kind;
+  return kind === 'allow' || kind === 'deny' || kind === 'challenge' || kind === 'change_required';
+}

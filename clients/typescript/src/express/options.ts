@@ -1,0 +1,154 @@
+// The Express integration's settings, checked once when the middleware is made, and
+// what every route reads from a request: the client key and the form's fields.
+
+import type { Request } from 'express';
+
+import type { Client } from '../client';
+import { canonical } from '../clientKey';
+
+/** The device cookie (docs/devices.md): one per account a browser signed in to. */
+export interface DeviceCookieOptions {
+  /**
+   * The cookie's name, to which `-` and 16 hex digits of a digest of the realm and the
+   * identifier are added, so a browser keeps one token per account and the name does
+   * not show the identifier (default `__Host-portcullis-device`; `__Host-` makes the
+   * browser refuse it from a subdomain or over plain HTTP). RFC 6265 token characters.
+   */
+  name?: string;
+  /** How long the browser keeps it, in milliseconds (default 90 days: the daemon's default `device_token_ttl`). */
+  maxAgeMs?: number;
+}
+
+/** What the login and reset middleware need. */
+export interface PortcullisExpressOptions {
+  /** The client the middleware calls the daemon with (one per process, shared). */
+  client: Client;
+  /** The realm the accounts belong to. */
+  realm: string;
+  /**
+   * The stored hash (bcrypt or argon2 PHC string) of the account `identifier` names,
+   * as the user typed it; `''`, `null` or `undefined` for an unknown or disabled
+   * account (the daemon then burns the same hash work and answers a reject: no
+   * oracle). It may be async. If it throws or rejects, the login is refused
+   * (retryable) and the reset sends no mail; the error is handed to the route's
+   * handler as the outcome's `error`, never logged here.
+   */
+  lookupUser: (identifier: string, req: Request) => string | null | undefined | Promise<string | null | undefined>;
+  /** The form's field names (default `username` and `password`), read from `req.body`. */
+  fields?: { identifier?: string; password?: string };
+  /**
+   * The realm has `unknown_device = "step_up"`: every refused login that is not
+   * retryable becomes a `'challenge'` without a code (`sendCode: false`), so the login
+   * form answers a right password from a new device and every wrong one with the same
+   * page (docs/devices.md, "No checker"). Default false.
+   */
+  stepUp?: boolean;
+  /** The device cookie's name and lifetime. */
+  deviceCookie?: DeviceCookieOptions;
+}
+
+/** A setting the integration cannot use. The message names the setting, never a secret. */
+export class PortcullisExpressError extends Error {
+  constructor(
+    readonly setting: string,
+    message: string,
+  ) {
+    super(`portcullisExpress.${setting} ${message}`);
+    this.name = 'PortcullisExpressError';
+  }
+}
+
+/** The checked settings. */
+export interface Resolved {
+  client: Client;
+  realm: string;
+  lookupUser: PortcullisExpressOptions['lookupUser'];
+  identifierField: string;
+  passwordField: string;
+  stepUp: boolean;
+  cookieName: string;
+  cookieMaxAgeMs: number;
+}
+
+/** RFC 6265's cookie-name token characters. */
+const COOKIE_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const NINETY_DAYS_MS = 90 * 24 * 3600 * 1000;
+
+/** @throws PortcullisExpressError naming the first setting it cannot use. */
+export function resolve(options: PortcullisExpressOptions): Resolved {
+  if (typeof options !== 'object' || options === null) {
+    throw new PortcullisExpressError('options', 'must be an object');
+  }
+  const { client, realm, lookupUser } = options;
+  if (typeof client !== 'object' || client === null || typeof client.verify !== 'function') {
+    throw new PortcullisExpressError('client', 'must be a Client');
+  }
+  if (typeof realm !== 'string' || realm === '') {
+    throw new PortcullisExpressError('realm', 'must be a non-empty string');
+  }
+  if (typeof lookupUser !== 'function') {
+    throw new PortcullisExpressError('lookupUser', 'must be a function');
+  }
+  const field = (setting: string, value: unknown, fallback: string): string => {
+    const v = value ?? fallback;
+    if (typeof v !== 'string' || v === '') {
+      throw new PortcullisExpressError(setting, 'must be a non-empty string');
+    }
+    return v;
+  };
+  const cookieName = field('deviceCookie.name', options.deviceCookie?.name, '__Host-portcullis-device');
+  if (!COOKIE_NAME.test(cookieName)) {
+    throw new PortcullisExpressError('deviceCookie.name', 'is not a cookie name (RFC 6265 token characters)');
+  }
+  const cookieMaxAgeMs = options.deviceCookie?.maxAgeMs ?? NINETY_DAYS_MS;
+  if (!Number.isInteger(cookieMaxAgeMs) || cookieMaxAgeMs < 1000) {
+    throw new PortcullisExpressError('deviceCookie.maxAgeMs', 'must be a whole number of milliseconds, at least 1000');
+  }
+  const stepUp = options.stepUp ?? false;
+  if (typeof stepUp !== 'boolean') {
+    throw new PortcullisExpressError('stepUp', 'must be true or false');
+  }
+  return {
+    client,
+    realm,
+    lookupUser,
+    identifierField: field('fields.identifier', options.fields?.identifier, 'username'),
+    passwordField: field('fields.password', options.fields?.password, 'password'),
+    stepUp,
+    cookieName,
+    cookieMaxAgeMs,
+  };
+}
+
+/**
+ * The end client's address: `req.ip`, which follows the app's `trust proxy` setting
+ * (set it to the number of proxies of yours in front, never `true` behind a proxy
+ * that keeps a client's own `X-Forwarded-For`), written as the daemon reads it (an
+ * IPv4-mapped IPv6 address as IPv4). `undefined` when the socket is gone.
+ */
+export function clientKey(req: Request): string | undefined {
+  const ip = req.ip ?? req.socket?.remoteAddress;
+  return typeof ip === 'string' && ip !== '' ? canonical(ip) : undefined;
+}
+
+/** The form field `name` of a parsed body, when it is a string. */
+export function formField(req: Request, name: string): string | undefined {
+  const body: unknown = req.body;
+  if (typeof body !== 'object' || body === null || !Object.prototype.hasOwnProperty.call(body, name)) {
+    return undefined;
+  }
+  const value: unknown = (body as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** `lookupUser`'s stored hash (`''` for no account), or the error it threw. */
+export async function storedHash(o: Resolved, identifier: string, req: Request): Promise<{ hash: string } | { error: unknown }> {
+  try {
+    const hash = await o.lookupUser(identifier, req);
+    if (hash === null || hash === undefined) return { hash: '' };
+    if (typeof hash !== 'string') return { error: new PortcullisExpressError('lookupUser', 'returned neither a string nor nothing') };
+    return { hash };
+  } catch (error) {
+    return { error };
+  }
+}

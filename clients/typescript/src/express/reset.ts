@@ -1,0 +1,66 @@
+// The "forgot password" route's middleware (docs/flows.md, `password_reset`): every
+// name the user types is counted with RecordFlowAttempt(FLOW_PASSWORD_RESET) first,
+// known or not; a mail goes out only on the daemon's allow *and* for an account that
+// exists; the handler answers every request with one page, so the page tells no one
+// which addresses have accounts. Only a retryable failure (the daemon or the lookup
+// cannot answer now, for every name alike) gets a different page: 503.
+
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+
+import type { Answer } from '../answer';
+import { Resolved, clientKey, formField, storedHash } from './options';
+
+/** What the reset middleware decided. Answer every non-retryable outcome with the same page. */
+export interface ResetOutcome {
+  /** Put a reset mail for `identifier` in the outbox (never send it inline: the page would take longer for accounts that exist). */
+  readonly sendMail: boolean;
+  /** The daemon or the lookup could not answer now: 503 with `Retry-After` (says nothing of the account). */
+  readonly retryable: boolean;
+  /** The identifier as the user typed it; `undefined` when the form had none. */
+  readonly identifier: string | undefined;
+  /** The client's answer, when the daemon was asked. */
+  readonly answer?: Answer;
+  /** What `lookupUser` threw, for the app's own log. */
+  readonly error?: unknown;
+}
+
+async function decide(o: Resolved, req: Request): Promise<ResetOutcome> {
+  const identifier = formField(req, o.identifierField);
+  const key = clientKey(req);
+  if (identifier === undefined || identifier === '' || key === undefined) {
+    return { sendMail: false, retryable: false, identifier };
+  }
+  const answer = await o.client.passwordResetRequest(o.realm, identifier, key, {
+    traceparent: typeof req.headers?.traceparent === 'string' ? req.headers.traceparent : undefined,
+  });
+  if (!answer.isAllowed()) {
+    return { sendMail: false, retryable: answer.retryable, identifier, answer };
+  }
+  const looked = await storedHash(o, identifier, req);
+  if ('error' in looked) {
+    return { sendMail: false, retryable: true, identifier, answer, error: looked.error };
+  }
+  return { sendMail: looked.hash !== '', retryable: false, identifier, answer };
+}
+
+/** The reset middleware for `o`: sets `res.locals.portcullisReset`, then `next()`; never `next(err)`. */
+export function resetMiddleware(o: Resolved): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    res.set('Cache-Control', 'no-store');
+    void decide(o, req)
+      .catch((error: unknown): ResetOutcome => ({ sendMail: false, retryable: true, identifier: undefined, error }))
+      .then((outcome) => {
+        res.locals.portcullisReset = outcome;
+        next();
+      });
+  };
+}
+
+/** The reset outcome the middleware left for this response; no mail and retryable when it did not run. */
+export function resetOutcome(res: Response): ResetOutcome {
+  const outcome: unknown = res.locals?.portcullisReset;
+  if (typeof outcome === 'object' && outcome !== null && typeof (outcome as ResetOutcome).sendMail === 'boolean') {
+    return outcome as ResetOutcome;
+  }
+  return { sendMail: false, retryable: true, identifier: undefined };
+}
