@@ -33,14 +33,16 @@ use common::verify_bench::{
     ARGON2_TARGET_KIB, Case, PASSWORD, RUNS, WARM_RUNS, WRONG_PASSWORD, argon2id_target, time_case,
 };
 use portcullis::pb::Verdict;
-use portcullis::verify::hash::{Algorithm, HashParams, StoredHash};
+use portcullis::verify::hash::{Algorithm, HashParams, Prf, StoredHash};
 
 /// Realms whose targets are the other algorithms, so every accept here is at its
 /// realm's target (`default` is argon2id m=19456 t=2 p=1 already). Appended before
 /// `common::REALMS_TOML`.
 const EXTRA_REALMS: &str = "[realms.argon2i]\nhash = { algorithm = \"argon2i\" }\n\
     [realms.argon2d]\nhash = { algorithm = \"argon2d\" }\n\
-    [realms.bcrypt10]\nhash = { algorithm = \"bcrypt\", bcrypt_cost = 10 }\n";
+    [realms.bcrypt10]\nhash = { algorithm = \"bcrypt\", bcrypt_cost = 10 }\n\
+    [realms.django]\nhash = { algorithm = \"pbkdf2_sha256\", pbkdf2_iterations = 1000000 }\n\
+    [realms.flask]\nhash = { algorithm = \"scrypt\", scrypt_log_n = 15, scrypt_r = 8, scrypt_p = 1 }\n";
 
 /// The step-up realm of the challenge row (`unknown_device`, which a daemon built
 /// before step-up does not know: `PORTCULLIS_BENCH_STEP_UP=0` leaves it and the row out,
@@ -54,7 +56,7 @@ struct Target {
     realm: &'static str,
 }
 
-fn targets() -> [Target; 4] {
+fn targets() -> [Target; 6] {
     let argon2 = |algorithm| HashParams::Argon2 {
         algorithm,
         memory_kib: ARGON2_TARGET_KIB,
@@ -66,6 +68,17 @@ fn targets() -> [Target; 4] {
         Target { label: "argon2i", params: argon2(Algorithm::Argon2i), realm: "argon2i" },
         Target { label: "argon2d", params: argon2(Algorithm::Argon2d), realm: "argon2d" },
         Target { label: "bcrypt", params: HashParams::Bcrypt { cost: 10 }, realm: "bcrypt10" },
+        // Django 5.2's default hasher, and Werkzeug 3's (Flask's) default.
+        Target {
+            label: "pbkdf2_sha256",
+            params: HashParams::Pbkdf2 { prf: Prf::Sha256, iterations: 1_000_000 },
+            realm: "django",
+        },
+        Target {
+            label: "scrypt",
+            params: HashParams::Scrypt { log_n: 15, r: 8, p: 1 },
+            realm: "flask",
+        },
     ]
 }
 
@@ -75,6 +88,8 @@ fn describe(params: &HashParams) -> String {
         HashParams::Argon2 { memory_kib, iterations, parallelism, .. } => {
             format!("m={memory_kib} t={iterations} p={parallelism}")
         }
+        HashParams::Pbkdf2 { iterations, .. } => format!("{iterations} iterations"),
+        HashParams::Scrypt { log_n, r, p } => format!("N=2^{log_n} r={r} p={p}"),
     }
 }
 

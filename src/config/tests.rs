@@ -3,7 +3,7 @@
 use super::*;
 use crate::normalize::Normalization;
 use crate::store::redis::settings::{RedisSettings, RedisShape};
-use crate::verify::hash::{Algorithm, HashParams};
+use crate::verify::hash::{Algorithm, HashParams, Prf};
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef";
 
@@ -160,6 +160,38 @@ fn out_of_range_values_name_the_setting_and_range() {
     assert!(e.contains("md5"), "{e}");
     let e = err(&format!("{REDIS}[realms.\"bad name\"]\n"));
     assert!(e.contains("realms.bad name"), "{e}");
+}
+
+/// A Django or Flask site's realm targets what its framework writes, inside the
+/// `[verify]` ceilings, so its dummy hash costs what its users' hashes cost.
+#[test]
+fn pbkdf2_and_scrypt_targets_are_checked_against_the_ceilings() {
+    let target = |text: &str| {
+        let s = from_toml(&format!("{REDIS}[realms.web.hash]\n{text}")).unwrap();
+        s.realms.get("web").unwrap().hash_target
+    };
+    assert_eq!(
+        target("algorithm = \"pbkdf2_sha256\"\npbkdf2_iterations = 1000000\n"),
+        HashParams::Pbkdf2 { prf: Prf::Sha256, iterations: 1_000_000 }
+    );
+    assert_eq!(
+        target("algorithm = \"pbkdf2_sha512\"\n"),
+        HashParams::Pbkdf2 { prf: Prf::Sha512, iterations: 600_000 }
+    );
+    assert_eq!(target("algorithm = \"scrypt\"\n"), HashParams::Scrypt { log_n: 17, r: 8, p: 1 });
+    let e = err(&format!(
+        "{REDIS}[realms.web.hash]\nalgorithm = \"pbkdf2_sha256\"\npbkdf2_iterations = 3000000\n"
+    ));
+    assert!(e.contains("realms.web.hash.pbkdf2_iterations") && e.contains("(2000000)"), "{e}");
+    // 128 · 2^18 · 8 bytes = 256 MiB, above the 128 MiB ceiling.
+    let e = err(&format!("{REDIS}[realms.web.hash]\nalgorithm = \"scrypt\"\nscrypt_log_n = 18\n"));
+    assert!(e.contains("scrypt memory of realms.web.hash") && e.contains("(131072)"), "{e}");
+    let e = err(&format!("{REDIS}[realms.web.hash]\nalgorithm = \"scrypt\"\nscrypt_log_n = 0\n"));
+    assert!(e.contains("realms.web.hash.scrypt_log_n"), "{e}");
+    let e = err(&format!("{REDIS}[verify]\nmax_pbkdf2_iterations = 0\n"));
+    assert!(e.contains("verify.max_pbkdf2_iterations"), "{e}");
+    let e = err(&format!("{REDIS}[verify]\nmax_scrypt_parallelism = 0\n"));
+    assert!(e.contains("verify.max_scrypt_parallelism"), "{e}");
 }
 
 #[test]

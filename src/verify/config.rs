@@ -8,7 +8,7 @@ use smart_default::SmartDefault;
 
 use super::VerifySettings;
 use super::budget::BudgetSettings;
-use super::hash::{Algorithm, Ceilings, HashParams};
+use super::hash::{Algorithm, Ceilings, HashParams, Prf};
 use crate::setting::{Bound, ConfigError, Problems, between, check, check_noted};
 
 /// `[verify]`: the per-daemon CPU budget (docs/verify.md).
@@ -46,6 +46,16 @@ pub struct VerifyConfig {
     /// Highest argon2 lanes.
     #[default(8)]
     pub max_argon2_parallelism: u32,
+    /// Highest PBKDF2 iteration count a stored hash may have (Django 5.2 writes
+    /// 1,000,000, Django 6.0 1,200,000; OWASP asks 1,300,000 for HMAC-SHA-1).
+    #[default(2_000_000)]
+    pub max_pbkdf2_iterations: u32,
+    /// Highest scrypt working memory (128 · N · r bytes) a stored hash may ask for, in KiB.
+    #[default(128 * 1024)]
+    pub max_scrypt_memory_kib: u32,
+    /// Highest scrypt parallelism `p` (Django writes 5; the lanes run one after another).
+    #[default(16)]
+    pub max_scrypt_parallelism: u32,
 }
 
 impl VerifyConfig {
@@ -89,6 +99,17 @@ impl VerifyConfig {
         ));
         problems.note(check("verify.max_argon2_iterations", self.max_argon2_iterations, 1..=1024));
         problems.note(check("verify.max_argon2_parallelism", self.max_argon2_parallelism, 1..=255));
+        problems.note(check(
+            "verify.max_pbkdf2_iterations",
+            self.max_pbkdf2_iterations,
+            1..=100_000_000,
+        ));
+        problems.note(check(
+            "verify.max_scrypt_memory_kib",
+            self.max_scrypt_memory_kib,
+            1..=4 * 1024 * 1024,
+        ));
+        problems.note(check("verify.max_scrypt_parallelism", self.max_scrypt_parallelism, 1..=255));
         problems.finish(VerifySettings {
             budget: BudgetSettings {
                 max_concurrent,
@@ -110,17 +131,23 @@ impl VerifyConfig {
             argon2_memory_kib: self.max_argon2_memory_kib,
             argon2_iterations: self.max_argon2_iterations,
             argon2_parallelism: self.max_argon2_parallelism,
+            pbkdf2_iterations: self.max_pbkdf2_iterations,
+            scrypt_memory_kib: self.max_scrypt_memory_kib,
+            scrypt_parallelism: self.max_scrypt_parallelism,
         }
     }
 }
 
 /// `[realms.NAME.hash]`: the realm's hash target, used for the dummy hash an unknown
 /// account is compared against and for `needs_rehash`. Defaults are OWASP's first
-/// choice (Password Storage Cheat Sheet): argon2id, m = 19 MiB, t = 2, p = 1.
+/// choice (Password Storage Cheat Sheet): argon2id, m = 19 MiB, t = 2, p = 1. A realm
+/// whose stored hashes are PBKDF2 or scrypt (a Django or Flask site) targets what its
+/// framework writes, so an unknown identifier costs what a known one does.
 #[derive(Debug, Clone, Serialize, Deserialize, SmartDefault)]
 #[serde(default, deny_unknown_fields)]
 pub struct HashTargetConfig {
-    /// `argon2id`, `argon2i`, `argon2d` or `bcrypt`.
+    /// `argon2id`, `argon2i`, `argon2d`, `bcrypt`, `pbkdf2_sha256`, `pbkdf2_sha512` or
+    /// `scrypt`.
     #[default(Algorithm::Argon2id)]
     pub algorithm: Algorithm,
     /// bcrypt cost factor (log2 of rounds), when `algorithm = "bcrypt"`.
@@ -135,6 +162,20 @@ pub struct HashTargetConfig {
     /// argon2 lanes.
     #[default(1)]
     pub argon2_parallelism: u32,
+    /// PBKDF2 iterations, when `algorithm` is `pbkdf2_sha256` or `pbkdf2_sha512`. Default
+    /// OWASP's for HMAC-SHA-256 (600,000); a Django site sets its hasher's (1,000,000 in
+    /// Django 5.2).
+    #[default(600_000)]
+    pub pbkdf2_iterations: u32,
+    /// log2 of scrypt's N, when `algorithm = "scrypt"`. Default OWASP's (17).
+    #[default(17)]
+    pub scrypt_log_n: u8,
+    /// scrypt block size `r`. Default OWASP's (8).
+    #[default(8)]
+    pub scrypt_r: u32,
+    /// scrypt parallelism `p`. Default OWASP's (1).
+    #[default(1)]
+    pub scrypt_p: u32,
 }
 
 impl HashTargetConfig {
@@ -155,6 +196,50 @@ impl HashTargetConfig {
                     Bound::setting("verify.max_bcrypt_cost", ceilings.bcrypt_cost),
                 ));
                 HashParams::Bcrypt { cost: self.bcrypt_cost }
+            }
+            Algorithm::Pbkdf2Sha256 | Algorithm::Pbkdf2Sha512 => {
+                problems.note(between(
+                    &key("pbkdf2_iterations"),
+                    self.pbkdf2_iterations,
+                    Bound::fixed(1),
+                    Bound::setting("verify.max_pbkdf2_iterations", ceilings.pbkdf2_iterations),
+                ));
+                let prf = if self.algorithm == Algorithm::Pbkdf2Sha512 {
+                    Prf::Sha512
+                } else {
+                    Prf::Sha256
+                };
+                HashParams::Pbkdf2 { prf, iterations: self.pbkdf2_iterations }
+            }
+            Algorithm::Scrypt => {
+                let target = HashParams::Scrypt {
+                    log_n: self.scrypt_log_n,
+                    r: self.scrypt_r,
+                    p: self.scrypt_p,
+                };
+                problems.note(check(&key("scrypt_log_n"), self.scrypt_log_n, 1..=40));
+                problems.note(check(&key("scrypt_r"), self.scrypt_r, 1..=1024));
+                problems.note(between(
+                    &key("scrypt_p"),
+                    self.scrypt_p,
+                    Bound::fixed(1),
+                    Bound::setting("verify.max_scrypt_parallelism", ceilings.scrypt_parallelism),
+                ));
+                if (1..=40).contains(&self.scrypt_log_n) && (1..=1024).contains(&self.scrypt_r) {
+                    problems.note(between(
+                        &format!(
+                            "the scrypt memory of realms.{realm}.hash \
+                             (128 · 2^scrypt_log_n · scrypt_r bytes, in KiB)"
+                        ),
+                        target.memory_kib(),
+                        Bound::fixed(1),
+                        Bound::setting(
+                            "verify.max_scrypt_memory_kib",
+                            u64::from(ceilings.scrypt_memory_kib),
+                        ),
+                    ));
+                }
+                target
             }
             algorithm => {
                 problems.note(between(

@@ -2,16 +2,25 @@
 //! (docs/verify.md). Parsing does no hashing work, so a hash that
 //! is malformed or above a ceiling is refused before any CPU is spent on it.
 //!
-//! Formats: bcrypt `$2a$`, `$2b$`, `$2y$` (the buggy `$2x$` is refused), and argon2id,
-//! argon2i, argon2d PHC strings (versions 0x10 and 0x13) with any valid salt and output
-//! length. Comparison uses the `bcrypt` and `argon2` crates.
+//! Formats, one module per family, each compared by the RustCrypto (or `bcrypt`) crate
+//! of its algorithm:
+//! - [`bcrypt_modular`]: bcrypt `$2a$`, `$2b$`, `$2y$` (the buggy `$2x$` is refused), and
+//!   Django's `bcrypt$` and `bcrypt_sha256$` forms;
+//! - [`argon2_phc`]: argon2id, argon2i, argon2d PHC strings (versions 0x10 and 0x13) with
+//!   any valid salt and output length, and Django's `argon2$` form;
+//! - [`key_derivation`]: PBKDF2 (HMAC-SHA-1, -SHA-256, -SHA-512) and scrypt, as Django,
+//!   Werkzeug, passlib and RustCrypto's PHC strings write them.
 
-use std::cell::RefCell;
+mod argon2_phc;
+mod bcrypt_modular;
+mod key_derivation;
 
-use argon2::{Argon2, Block, PasswordHash};
+pub use argon2_phc::{
+    ARGON2_MAX_OUTPUT_BYTES, ARGON2_MAX_SALT_BYTES, kept_memory_kib, release_kept_memory,
+};
+pub use key_derivation::{KDF_MAX_SALT_BYTES, KDF_MIN_OUTPUT_BYTES, SCRYPT_MAX_OUTPUT_BYTES};
+
 use serde::{Deserialize, Serialize};
-use subtle::ConstantTimeEq;
-use zeroize::Zeroize;
 
 /// Longest `stored_hash` read, in bytes (an argon2 PHC string with the longest salt and
 /// output accepted, 48 and 64 bytes, is under 200).
@@ -32,6 +41,25 @@ pub struct Ceilings {
     pub argon2_iterations: u32,
     /// Highest argon2 lanes (`p`).
     pub argon2_parallelism: u32,
+    /// Highest PBKDF2 iteration count (any PRF).
+    pub pbkdf2_iterations: u32,
+    /// Highest scrypt working memory, 128 · N · r bytes, in KiB.
+    pub scrypt_memory_kib: u32,
+    /// Highest scrypt parallelism (`p`; the crate runs its lanes one after another).
+    pub scrypt_parallelism: u32,
+}
+
+impl Ceilings {
+    /// No ceiling at all: for hashes this daemon makes itself from a validated target.
+    pub const UNLIMITED: Ceilings = Ceilings {
+        bcrypt_cost: 31,
+        argon2_memory_kib: u32::MAX,
+        argon2_iterations: u32::MAX,
+        argon2_parallelism: u32::MAX,
+        pbkdf2_iterations: u32::MAX,
+        scrypt_memory_kib: u32::MAX,
+        scrypt_parallelism: u32::MAX,
+    };
 }
 
 /// A hash algorithm a realm can target.
@@ -46,6 +74,43 @@ pub enum Algorithm {
     Argon2i,
     /// argon2d.
     Argon2d,
+    /// PBKDF2 with HMAC-SHA-256 (RFC 8018; Django's default hasher).
+    Pbkdf2Sha256,
+    /// PBKDF2 with HMAC-SHA-512.
+    Pbkdf2Sha512,
+    /// scrypt (RFC 7914).
+    Scrypt,
+}
+
+/// The pseudorandom function of a PBKDF2 hash (RFC 8018, 5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prf {
+    /// HMAC-SHA-1 (Django's `pbkdf2_sha1`, passlib's `$pbkdf2$`): verified, never a target.
+    Sha1,
+    /// HMAC-SHA-256.
+    Sha256,
+    /// HMAC-SHA-512.
+    Sha512,
+}
+
+impl Prf {
+    /// The PRF's output, in bytes: the longest derived key accepted for it.
+    pub const fn output_bytes(self) -> usize {
+        match self {
+            Prf::Sha1 => 20,
+            Prf::Sha256 => 32,
+            Prf::Sha512 => 64,
+        }
+    }
+
+    /// The PHC identifier (`pbkdf2`, `pbkdf2-sha256`, `pbkdf2-sha512`).
+    pub const fn phc_id(self) -> &'static str {
+        match self {
+            Prf::Sha1 => "pbkdf2",
+            Prf::Sha256 => "pbkdf2-sha256",
+            Prf::Sha512 => "pbkdf2-sha512",
+        }
+    }
 }
 
 /// The parameters of one hash: what a realm targets, and what a stored hash carries.
@@ -66,6 +131,22 @@ pub enum HashParams {
         iterations: u32,
         /// Lanes (`p`).
         parallelism: u32,
+    },
+    /// PBKDF2.
+    Pbkdf2 {
+        /// The HMAC it iterates.
+        prf: Prf,
+        /// Iteration count.
+        iterations: u32,
+    },
+    /// scrypt.
+    Scrypt {
+        /// log2 of N, the CPU/memory cost.
+        log_n: u8,
+        /// Block size (`r`).
+        r: u32,
+        /// Parallelism (`p`).
+        p: u32,
     },
 }
 
@@ -89,7 +170,24 @@ impl HashParams {
                     || iterations < want_t
                     || parallelism < want_p
             }
+            (
+                HashParams::Pbkdf2 { prf, iterations },
+                HashParams::Pbkdf2 { prf: want_prf, iterations: want },
+            ) => prf != want_prf || iterations < want,
+            (
+                HashParams::Scrypt { log_n, r, p },
+                HashParams::Scrypt { log_n: want_n, r: want_r, p: want_p },
+            ) => log_n < want_n || r < want_r || p < want_p,
             _ => true,
+        }
+    }
+
+    /// The working memory one comparison allocates, in KiB (0 for bcrypt and PBKDF2).
+    pub fn memory_kib(&self) -> u64 {
+        match *self {
+            HashParams::Argon2 { memory_kib, .. } => u64::from(memory_kib),
+            HashParams::Scrypt { log_n, r, .. } => (1u64 << log_n).saturating_mul(u64::from(r)) / 8,
+            HashParams::Bcrypt { .. } | HashParams::Pbkdf2 { .. } => 0,
         }
     }
 }
@@ -101,7 +199,7 @@ pub enum HashError {
     #[error("stored_hash is longer than {MAX_STORED_HASH_BYTES} bytes")]
     TooLong,
     #[error(
-        "stored_hash has an unsupported format: expected bcrypt ($2a$, $2b$, $2y$) or an argon2 PHC string"
+        "stored_hash has an unsupported format: expected bcrypt ($2a$, $2b$, $2y$), an argon2, PBKDF2 or scrypt PHC string, or Django's, Werkzeug's or passlib's form of one"
     )]
     UnsupportedFormat,
     #[error("stored_hash uses bcrypt $2x$, which is not supported (buggy pre-2011 variant)")]
@@ -110,6 +208,10 @@ pub enum HashError {
     MalformedBcrypt(&'static str),
     #[error("stored_hash is a malformed argon2 PHC string: {0}")]
     MalformedArgon2(String),
+    #[error("stored_hash is a malformed PBKDF2 hash: {0}")]
+    MalformedPbkdf2(&'static str),
+    #[error("stored_hash is a malformed scrypt hash: {0}")]
+    MalformedScrypt(&'static str),
     #[error(
         "stored_hash has the argon2 parameter {0}, which is not supported (only m, t and p; a keyed hash or one with associated data cannot be verified here)"
     )]
@@ -123,10 +225,20 @@ pub enum HashError {
 pub struct StoredHash {
     text: String,
     params: HashParams,
+    form: Form,
 }
 
-/// bcrypt's base64 alphabet (not RFC 4648's).
-const BCRYPT_ALPHABET: &[u8] = b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+/// What a comparison needs of a parsed hash, beyond its parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Form {
+    /// A bcrypt string (inside Django's wrapper when there is one); `sha256_prehash` for
+    /// Django's `bcrypt_sha256$`.
+    Bcrypt { modular: String, sha256_prehash: bool },
+    /// An argon2 PHC string (Django's `argon2` prefix removed).
+    Argon2 { phc: String },
+    /// PBKDF2 or scrypt: the decoded salt and derived key.
+    Derived(key_derivation::Derived),
+}
 
 impl StoredHash {
     /// Parses `text` and checks it against `ceilings`, without hashing.
@@ -138,17 +250,36 @@ impl StoredHash {
         if text.len() > MAX_STORED_HASH_BYTES {
             return Err(HashError::TooLong);
         }
-        let params = if text.starts_with("$2") {
-            parse_bcrypt(text, ceilings)?
+        let bcrypt = |modular: &str, sha256_prehash: bool| {
+            let params = bcrypt_modular::parse(modular, ceilings)?;
+            Ok((params, Form::Bcrypt { modular: modular.to_owned(), sha256_prehash }))
+        };
+        let argon2 = |phc: &str| {
+            let params = argon2_phc::parse(phc, ceilings)?;
+            Ok::<_, HashError>((params, Form::Argon2 { phc: phc.to_owned() }))
+        };
+        let (params, form) = if text.starts_with("$2") {
+            bcrypt(text, false)?
+        } else if let Some(modular) = text.strip_prefix("bcrypt$") {
+            // Django's BCryptPasswordHasher.
+            bcrypt(modular, false)?
+        } else if let Some(modular) = text.strip_prefix("bcrypt_sha256$") {
+            // Django's BCryptSHA256PasswordHasher.
+            bcrypt(modular, true)?
         } else if text.starts_with("$argon2") {
-            parse_argon2(text, ceilings)?
+            argon2(text)?
+        } else if let Some(phc) = text.strip_prefix("argon2").filter(|p| p.starts_with("$argon2")) {
+            // Django's Argon2PasswordHasher: "argon2" before argon2-cffi's PHC string.
+            argon2(phc)?
+        } else if let Some((params, derived)) = key_derivation::parse(text, ceilings)? {
+            (params, Form::Derived(derived))
         } else {
             return Err(HashError::UnsupportedFormat);
         };
-        Ok(Self { text: text.to_owned(), params })
+        Ok(Self { text: text.to_owned(), params, form })
     }
 
-    /// The PHC or bcrypt string, as a gateway would store it.
+    /// The stored hash as the gateway sent it.
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -164,7 +295,8 @@ impl StoredHash {
     ///
     /// A bcrypt hash never matches a password over 72 bytes or with a NUL byte (bcrypt
     /// would silently truncate either); the same work is done before the rejection, so
-    /// its time tells nothing.
+    /// its time tells nothing. Django's `bcrypt_sha256$` hashes the password with SHA-256
+    /// first, so any length matches whole.
     pub fn matches(&self, password: &[u8]) -> bool {
         self.matches_keeping(password, 0)
     }
@@ -172,7 +304,7 @@ impl StoredHash {
     /// As [`Self::matches`], but an argon2 hash whose memory `m` is at most `keep_kib`
     /// KiB is computed in this thread's kept working memory ([`release_kept_memory`]),
     /// which grows to the largest such hash's block count (`m` rounded down to a multiple
-    /// of 4 `p`) and is reused by the next comparison.
+    /// of 4 `p`) and is reused by the next comparison. Other algorithms ignore `keep_kib`.
     ///
     /// Why: in the daemon, fresh working memory for every comparison cost nearly as much
     /// again as the comparison itself, in page faults and the zeroing of new pages
@@ -181,24 +313,21 @@ impl StoredHash {
     /// who reads the process's memory check a guess at the password for microseconds of
     /// work (RFC 9106, 3.2). Memory the system refuses is no match.
     ///
-    /// The result is the `argon2` crate's: the output is recomputed with the PHC string's
-    /// variant, version (0x13 when absent, as the crate does), parameters, salt and output
-    /// length, and compared in constant time. Anything the crate refuses is no match.
+    /// The result is the algorithm crate's: the output is recomputed with the stored
+    /// hash's variant, version (argon2: 0x13 when absent, as the crate does), parameters,
+    /// salt and output length, and compared in constant time. Anything the crate refuses
+    /// is no match.
     pub fn matches_keeping(&self, password: &[u8], keep_kib: u32) -> bool {
-        match self.params {
-            HashParams::Bcrypt { .. } => {
-                let unusable = password.len() > BCRYPT_MAX_PASSWORD_BYTES || password.contains(&0);
-                let usable = &password[..password.len().min(BCRYPT_MAX_PASSWORD_BYTES)];
-                let matched = bcrypt::verify(usable, &self.text).unwrap_or(false);
-                matched && !unusable
+        match (&self.form, self.params) {
+            (Form::Bcrypt { modular, sha256_prehash }, _) => {
+                bcrypt_modular::matches(modular, *sha256_prehash, password)
             }
-            HashParams::Argon2 { memory_kib, .. } => match PasswordHash::new(&self.text) {
-                Ok(hash) if memory_kib <= keep_kib => {
-                    KEPT_MEMORY.with_borrow_mut(|kept| argon2_matches(&hash, password, Some(kept)))
-                }
-                Ok(hash) => argon2_matches(&hash, password, None),
-                Err(_) => false,
-            },
+            (Form::Argon2 { phc }, HashParams::Argon2 { memory_kib, .. }) => {
+                argon2_phc::matches(phc, memory_kib, password, keep_kib)
+            }
+            (Form::Derived(derived), params) => key_derivation::matches(params, derived, password),
+            // parse() pairs each form with its own parameters.
+            (Form::Argon2 { .. }, _) => false,
         }
     }
 
@@ -210,221 +339,17 @@ impl StoredHash {
     /// this is a start-up failure, never a request-time one).
     pub fn generate(password: &[u8], target: &HashParams) -> Result<Self, String> {
         let text = match *target {
-            HashParams::Bcrypt { cost } => bcrypt::hash_with_result(password, cost)
-                .map_err(|e| e.to_string())?
-                .format_for_version(bcrypt::Version::TwoB),
+            HashParams::Bcrypt { cost } => bcrypt_modular::generate(password, cost)?,
             HashParams::Argon2 { algorithm, memory_kib, iterations, parallelism } => {
-                use argon2::PasswordHasher;
-                let params = argon2::Params::new(memory_kib, iterations, parallelism, None)
-                    .map_err(|e| e.to_string())?;
-                let variant = match algorithm {
-                    Algorithm::Argon2i => argon2::Algorithm::Argon2i,
-                    Algorithm::Argon2d => argon2::Algorithm::Argon2d,
-                    _ => argon2::Algorithm::Argon2id,
-                };
-                let mut salt = [0u8; 16];
-                getrandom::fill(&mut salt).map_err(|e| e.to_string())?;
-                Argon2::new(variant, argon2::Version::V0x13, params)
-                    .hash_password_with_salt(password, &salt)
-                    .map_err(|e| e.to_string())?
-                    .to_string()
+                argon2_phc::generate(password, algorithm, memory_kib, iterations, parallelism)?
+            }
+            HashParams::Pbkdf2 { .. } | HashParams::Scrypt { .. } => {
+                key_derivation::generate(password, *target)?
             }
         };
-        let unlimited = Ceilings {
-            bcrypt_cost: 31,
-            argon2_memory_kib: u32::MAX,
-            argon2_iterations: u32::MAX,
-            argon2_parallelism: u32::MAX,
-        };
-        Self::parse(&text, &unlimited).map_err(|e| e.to_string())
+        Self::parse(&text, &Ceilings::UNLIMITED).map_err(|e| e.to_string())
     }
 }
 
-thread_local! {
-    /// This thread's kept argon2 working memory ([`StoredHash::matches_keeping`]).
-    static KEPT_MEMORY: RefCell<Vec<Block>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Frees this thread's kept argon2 working memory, if any; the next comparison that
-/// keeps memory allocates it again. The CPU governor runs this on its hashing threads
-/// once they have been idle a while, so a flood's working memory goes back to the
-/// operating system after it.
-pub fn release_kept_memory() {
-    KEPT_MEMORY.with(|kept| {
-        // Never borrowed here in practice (a comparison does not run another job inside
-        // itself); if it were, the memory is simply kept.
-        if let Ok(mut kept) = kept.try_borrow_mut() {
-            *kept = Vec::new();
-        }
-    });
-}
-
-/// This thread's kept argon2 working memory, in KiB (argon2 blocks are 1 KiB).
-pub fn kept_memory_kib() -> usize {
-    KEPT_MEMORY.with_borrow(Vec::len)
-}
-
-/// Recomputes `hash`'s output for `password` and compares it in constant time, in
-/// `kept` (grown to the hash's block count when smaller) or, when `None`, in memory
-/// allocated for this call. Any parameter the crate refuses is no match.
-fn argon2_matches(hash: &PasswordHash, password: &[u8], kept: Option<&mut Vec<Block>>) -> bool {
-    let (Some(salt), Some(expected)) = (&hash.salt, &hash.hash) else {
-        return false;
-    };
-    let Ok(params) = argon2::Params::try_from(hash) else {
-        return false;
-    };
-    let Ok(algorithm) = argon2::Algorithm::try_from(hash.algorithm.as_str()) else {
-        return false;
-    };
-    let version = match hash.version.map(argon2::Version::try_from) {
-        None => argon2::Version::default(),
-        Some(Ok(version)) => version,
-        Some(Err(_)) => return false,
-    };
-    let mut output = [0u8; ARGON2_MAX_OUTPUT_BYTES];
-    let Some(output) = output.get_mut(..expected.len()) else {
-        return false;
-    };
-    let blocks = params.block_count();
-    let argon2 = Argon2::new(algorithm, version, params);
-    let hashed = match kept {
-        Some(kept) => {
-            if kept.len() < blocks {
-                // The old memory goes first, so the two are never held at once. Memory
-                // the system refuses is no match, as in the crate's own allocation
-                // (`resize` alone would abort the process).
-                *kept = Vec::new();
-                if kept.try_reserve_exact(blocks).is_err() {
-                    return false;
-                }
-                kept.resize(blocks, Block::default());
-            }
-            let used = &mut kept[..blocks];
-            let hashed = argon2.hash_password_into_with_memory(password, salt, output, &mut *used);
-            // Wiped, as the password is: with t = 1 the first blocks of each lane would
-            // otherwise check a guess at the password for a few microseconds of work.
-            used.iter_mut().for_each(Zeroize::zeroize);
-            hashed
-        }
-        None => argon2.hash_password_into(password, salt, output),
-    };
-    let matched = hashed.is_ok() && bool::from(output.ct_eq(expected.as_bytes()));
-    output.zeroize();
-    matched
-}
-
-fn parse_bcrypt(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError> {
-    let malformed = HashError::MalformedBcrypt;
-    if text.starts_with("$2x$") {
-        return Err(HashError::Bcrypt2x);
-    }
-    if !(text.starts_with("$2a$") || text.starts_with("$2b$") || text.starts_with("$2y$")) {
-        return Err(malformed("the prefix must be $2a$, $2b$ or $2y$"));
-    }
-    if !text.is_ascii() || text.len() != 60 {
-        return Err(malformed("a bcrypt hash is 60 ASCII characters"));
-    }
-    let b = text.as_bytes();
-    if b[6] != b'$' || !b[4].is_ascii_digit() || !b[5].is_ascii_digit() {
-        return Err(malformed("the cost must be two digits followed by $"));
-    }
-    let cost = u32::from(b[4] - b'0') * 10 + u32::from(b[5] - b'0');
-    if !(4..=31).contains(&cost) {
-        return Err(malformed("the cost must be 4–31"));
-    }
-    if cost > ceilings.bcrypt_cost {
-        return Err(HashError::AboveCeiling {
-            name: "bcrypt cost",
-            value: u64::from(cost),
-            ceiling: ceilings.bcrypt_cost,
-        });
-    }
-    let (salt, digest) = text[7..].split_at(22);
-    if !salt.bytes().chain(digest.bytes()).all(|c| BCRYPT_ALPHABET.contains(&c)) {
-        return Err(malformed("the salt and digest must use bcrypt's base64 alphabet"));
-    }
-    // 16 salt bytes fill 21 characters and 4 bits of the 22nd; 23 digest bytes fill 30
-    // characters and 4 bits of the 31st. The unused low bits must be zero.
-    let index = |c: u8| BCRYPT_ALPHABET.iter().position(|&a| a == c).unwrap_or(0);
-    if index(salt.as_bytes()[21]) % 16 != 0 {
-        return Err(malformed("the salt's final base64 character is not canonical"));
-    }
-    if index(digest.as_bytes()[30]) % 4 != 0 {
-        return Err(malformed("the digest's final base64 character is not canonical"));
-    }
-    Ok(HashParams::Bcrypt { cost })
-}
-
-/// Longest argon2 salt and output accepted, in bytes: the limits of the `phc` crate that
-/// parses PHC strings (RFC 9106 allows more; no common tool writes more: argon2-cffi,
-/// libsodium and PHP default to 16 and 32).
-pub const ARGON2_MAX_SALT_BYTES: usize = 48;
-/// See [`ARGON2_MAX_SALT_BYTES`].
-pub const ARGON2_MAX_OUTPUT_BYTES: usize = 64;
-
-fn parse_argon2(text: &str, ceilings: &Ceilings) -> Result<HashParams, HashError> {
-    let malformed = |m: &str| HashError::MalformedArgon2(m.to_owned());
-    // Name these limits plainly instead of the parser's base64 complaint.
-    let fields: Vec<&str> = text.split('$').collect();
-    if let [.., salt, output] = fields[..] {
-        let b64_bytes = |f: &str| f.len() * 3 / 4;
-        if b64_bytes(salt) > ARGON2_MAX_SALT_BYTES && !salt.contains('=') && !salt.contains(',') {
-            return Err(malformed("salts longer than 48 bytes are not supported"));
-        }
-        if b64_bytes(output) > ARGON2_MAX_OUTPUT_BYTES {
-            return Err(malformed("outputs longer than 64 bytes are not supported"));
-        }
-    }
-    let hash = PasswordHash::new(text).map_err(|e| HashError::MalformedArgon2(e.to_string()))?;
-    let algorithm = match hash.algorithm.as_str() {
-        "argon2id" => Algorithm::Argon2id,
-        "argon2i" => Algorithm::Argon2i,
-        "argon2d" => Algorithm::Argon2d,
-        _ => {
-            return Err(malformed("the algorithm must be argon2id, argon2i or argon2d"));
-        }
-    };
-    match hash.version {
-        None | Some(0x10) | Some(0x13) => {}
-        Some(_) => return Err(malformed("the version must be 16 or 19")),
-    }
-    let mut m = None;
-    let mut t = None;
-    let mut p = None;
-    for (ident, value) in hash.params.iter() {
-        let slot = match ident.as_str() {
-            "m" => &mut m,
-            "t" => &mut t,
-            "p" => &mut p,
-            // Any other parameter is refused, naming it. `keyid` (a secret key) and
-            // `data` (associated data) change the hash: ignoring them would compare against
-            // a hash this daemon can never reproduce, so the password would silently never
-            // match. The PHC grammar limits a name to 32 of [a-z0-9-], so it is safe to name.
-            other => return Err(HashError::UnsupportedParameter(other.to_owned())),
-        };
-        *slot = Some(value.decimal().map_err(|_| malformed("m, t and p must be decimal"))?);
-    }
-    let (Some(m), Some(t), Some(p)) = (m, t, p) else {
-        return Err(malformed("m, t and p are required"));
-    };
-    for (name, value, ceiling) in [
-        ("argon2 m (KiB)", m, ceilings.argon2_memory_kib),
-        ("argon2 t", t, ceilings.argon2_iterations),
-        ("argon2 p", p, ceilings.argon2_parallelism),
-    ] {
-        if value > ceiling {
-            return Err(HashError::AboveCeiling { name, value: u64::from(value), ceiling });
-        }
-    }
-    if hash.salt.is_none() || hash.hash.is_none() {
-        return Err(malformed("the salt and the hash are required"));
-    }
-    // The library's own checks (m >= 8p, salt and output lengths), still without hashing.
-    argon2::Params::try_from(&hash).map_err(|e| HashError::MalformedArgon2(e.to_string()))?;
-    Ok(HashParams::Argon2 { algorithm, memory_kib: m, iterations: t, parallelism: p })
-}
-
-#[cfg(test)]
 #[cfg(test)]
 mod tests;

@@ -153,13 +153,29 @@ impl Comparison {
                 hash.iterations = iterations,
                 hash.parallelism = parallelism,
             ),
+            HashParams::Pbkdf2 { iterations, .. } => tracing::info_span!(
+                parent: parent,
+                "password_comparison",
+                otel.name = "password_comparison",
+                hash.algorithm = algorithm,
+                hash.iterations = iterations,
+            ),
+            HashParams::Scrypt { r, p, .. } => tracing::info_span!(
+                parent: parent,
+                "password_comparison",
+                otel.name = "password_comparison",
+                hash.algorithm = algorithm,
+                hash.memory_kib = params.memory_kib(),
+                hash.block_size = r,
+                hash.parallelism = p,
+            ),
         };
         let _entered = span.enter();
         let started = std::time::Instant::now();
         // The realm's target bounds the working memory a hashing thread keeps.
         let keep_kib = match self.target {
             HashParams::Argon2 { memory_kib, .. } => memory_kib,
-            HashParams::Bcrypt { .. } => 0,
+            _ => 0,
         };
         let matched = self.hash.matches_keeping(password, keep_kib) && self.known;
         metrics::histogram!(crate::telemetry::metrics::COMPARISON_SECONDS, "algorithm" => algorithm)
@@ -175,5 +191,9 @@ fn algorithm_label(params: &HashParams) -> &'static str {
         HashParams::Argon2 { algorithm: hash::Algorithm::Argon2i, .. } => "argon2i",
         HashParams::Argon2 { algorithm: hash::Algorithm::Argon2d, .. } => "argon2d",
         HashParams::Argon2 { .. } => "argon2id",
+        HashParams::Pbkdf2 { prf: hash::Prf::Sha1, .. } => "pbkdf2_sha1",
+        HashParams::Pbkdf2 { prf: hash::Prf::Sha256, .. } => "pbkdf2_sha256",
+        HashParams::Pbkdf2 { prf: hash::Prf::Sha512, .. } => "pbkdf2_sha512",
+        HashParams::Scrypt { .. } => "scrypt",
     }
 }

@@ -71,11 +71,19 @@ proptest! {
             argon2_memory_kib: 131_072,
             argon2_iterations: 16,
             argon2_parallelism: 8,
+            pbkdf2_iterations: 2_000_000,
+            scrypt_memory_kib: 131_072,
+            scrypt_parallelism: 16,
         };
         let _ = StoredHash::parse(&s, &ceilings);
         // Prefixes that reach the format-specific parsers, with arbitrary tails.
         for prefix in ["$2b$", "$2a$10$", "$2y$05$", "$2x$", "$argon2id$", "$argon2i$v=19$",
-                       "$argon2d$v=19$m=64,t=1,p=1$", "$argon2id$v=19$m=19456,t=2,p=1$"] {
+                       "$argon2d$v=19$m=64,t=1,p=1$", "$argon2id$v=19$m=19456,t=2,p=1$",
+                       "argon2$argon2id$", "bcrypt$", "bcrypt_sha256$$2b$12$",
+                       "pbkdf2_sha256$", "pbkdf2_sha256$1000$salt$", "pbkdf2_sha1$10$",
+                       "scrypt$", "scrypt$16384$salt$8$", "pbkdf2:sha256:1000$", "pbkdf2:",
+                       "scrypt:16384:8:1$salt$", "$pbkdf2$", "$pbkdf2-sha256$29000$",
+                       "$pbkdf2-sha512$i=1000,l=", "$scrypt$ln=", "$scrypt$ln=14,r=8,p=1$"] {
             let _ = StoredHash::parse(&format!("{prefix}{tail}"), &ceilings);
             let _ = StoredHash::parse(&format!("{prefix}{s}"), &ceilings);
         }

@@ -5,7 +5,7 @@
 use portcullis::login::Signals;
 use portcullis::normalize::Normalization;
 use portcullis::pb::{Verdict, VerifyResponse};
-use portcullis::verify::hash::StoredHash;
+use portcullis::verify::hash::{HashParams, Prf, StoredHash};
 use portcullis_test_support::*;
 use prost::Message;
 use tonic::Code;
@@ -54,6 +54,49 @@ async fn every_independent_vector_verifies_as_its_tool_says() {
         assert_eq!(r.verdict(), want, "row {n} ({}) password {:?}", row.tool, row.password);
     }
     assert_eq!(daemon.budget().comparisons, rows.len() as u64);
+    daemon.shutdown().await;
+}
+
+/// A Django site: its realm targets Django's default hasher, so its users' hashes need no
+/// rehash and an unknown identifier costs a PBKDF2 of Django's iterations; a hash of fewer
+/// iterations (or another framework's) is accepted and asked to be rehashed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_django_realm_verifies_djangos_hashes_and_costs_the_same_for_unknown_ids() {
+    let redis = RedisServer::start();
+    let extra =
+        "[realms.django]\nhash = { algorithm = \"pbkdf2_sha256\", pbkdf2_iterations = 1000000 }\n";
+    let daemon = Daemon::start(TestConfig::redis(&redis.url()).extra(extra).settings()).await;
+    let target = HashParams::Pbkdf2 { prf: Prf::Sha256, iterations: 1_000_000 };
+    assert_eq!(daemon.verifier.dummy("django").unwrap().params(), target);
+    let mut c = daemon.client().await;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/framework_hashes.json");
+    let rows: Vectors = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let row = |tool: &str| {
+        let found = rows.vectors.iter().find(|r| r.tool.contains(tool) && r.matches);
+        found.unwrap_or_else(|| panic!("no vector of {tool}"))
+    };
+    for (n, (tool, rehash)) in [
+        ("PBKDF2PasswordHasher (the default)", false),
+        ("PBKDF2SHA1PasswordHasher", true),
+        ("Argon2PasswordHasher", true),
+        ("BCryptSHA256PasswordHasher", true),
+        ("ScryptPasswordHasher", true),
+        ("passlib 1.7.4 pbkdf2_sha256", true),
+        ("Werkzeug 3.1.9 generate_password_hash (the default, scrypt)", true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let v = row(tool);
+        let id = format!("user-{n}@example.com");
+        let r = c.verify("django", &id, v.password.as_bytes(), &v.hash, "c").await.unwrap();
+        assert_eq!((r.verdict(), r.needs_rehash), (Verdict::Accept, rehash), "{tool}");
+        let wrong = c.verify("django", &id, b"not it", &v.hash, "c").await.unwrap();
+        assert_eq!(wrong.verdict(), Verdict::Reject, "{tool}");
+    }
+    let unknown = c.verify("django", "nobody@example.com", b"pw", "", "c").await.unwrap();
+    assert_eq!(unknown.verdict(), Verdict::Reject);
+    assert_eq!(daemon.budget().comparisons, 15, "the unknown identifier was hashed too");
     daemon.shutdown().await;
 }
 
@@ -174,6 +217,15 @@ async fn malformed_and_oversized_hashes_are_refused_without_work_or_count() {
         (bcrypt.replacen("$2b$", "$2x$", 1), "$2x$"),
         ("$1$saltsalt$hashhashhashhashhash".to_owned(), "unsupported format"),
         ("{SSHA}abcdef".to_owned(), "unsupported format"),
+        ("pbkdf2_sha256$1000$salt$AAAA".to_owned(), "malformed PBKDF2 hash"),
+        (
+            "pbkdf2_sha256$3000000$salt$AAAAAAAAAAAAAAAAAAAAAA==".to_owned(),
+            "PBKDF2 iterations = 3000000 is above the ceiling 2000000",
+        ),
+        (
+            "scrypt$1048576$salt$8$1$AAAAAAAAAAAAAAAAAAAAAA==".to_owned(),
+            "scrypt memory (128 · N · r bytes, in KiB) = 1048576 is above the ceiling 131072",
+        ),
         (bcrypt.replacen("$05$", "$31$", 1), "bcrypt cost = 31 is above the ceiling 14"),
         (
             argon2.replacen("m=19456", "m=4194304", 1),
