@@ -1,70 +1,87 @@
-"""The asyncio client, for asyncio gateways (ASGI: Starlette, FastAPI, aiohttp)."""
+"""The asyncio client, for asyncio gateways (ASGI: Starlette, FastAPI, aiohttp).
+
+This file is the one source of both clients: ``scripts/unasync.py`` writes ``_sync.py``
+(the blocking :class:`Client`) from it by a fixed list of substitutions (``async def``
+to ``def``, ``await`` dropped, ``AsyncClient`` to ``Client``, ``_io.async_x`` to
+``_io.x``, ...), and ``tests/test_unasync.py`` and ``.ci/run`` fail when the committed
+``_sync.py`` is not what the script writes today. Edit this file, then run
+``python scripts/unasync.py``.
+
+Why generated rather than two thin shells over ``_core.py``: what ``_core.py`` holds
+(input checks, requests, answers, routing, health, retries) is already shared; what is
+left here is the public API (thirteen methods whose signatures and docstrings are the
+documentation) and the retry loop, which must ``await`` in one client and block in the
+other. Thin shells would still repeat every signature and docstring by hand, or hide
+them behind a generic type that reads badly in an editor; a sans-IO generator loop would
+make the retry loop harder to read than the loop itself. A generated file keeps one
+text of each method with real signatures in both classes, and the difference between
+them is the substitution list in ``scripts/unasync.py`` and the five functions of
+``_io.py``.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
-import grpc.aio
 
-from . import _core
+from . import _core, _io
 from ._answer import Answer, ClearReason, Failed, Failure, Flow, PasswordCheck
 from ._classify import classify
 from ._config import ClientConfig
-from ._core import BadInput, Call, ClientStats, Core
+from ._core import Call, ClientStats, Core
 from ._pb import governor_pb2_grpc as pbg
+from ._process import ChannelSet
 from ._trace import call_span
 
-# How long past the call deadline the client waits for grpc's own deadline to fire
-# before it gives up on the try itself.
-_GRACE = 0.05
+T = TypeVar("T")
 
 
 class AsyncClient:
-    """The asyncio twin of :class:`Client`: the same answers, the same retries. Use it
-    from one event loop; channels are created on the first call to each endpoint."""
+    """The gateway's handle to the daemon fleet, for asyncio gateways. Use one
+    ``AsyncClient`` per event loop.
+
+    Every method answers; none raises for anything that happens between gateway and
+    daemon (docs/client.md, "Every outcome"): a refused or reset connection, a timeout,
+    an open breaker, an error status, an unknown enum value and bad input all arrive as a
+    deny. Channels are built on the first call to each endpoint, in the process that
+    makes it: a client made before ``fork()`` builds its own channels in each child and
+    never uses the parent's.
+    """
 
     def __init__(self, config: ClientConfig | None = None) -> None:
+        """``config`` defaults to ``ClientConfig()``; a file it names (TLS, token) that
+        cannot be read raises :class:`ConfigError` here."""
         self._core = Core(config)
-        self._channels: list[grpc.aio.Channel | None] = [None] * len(self._core.targets)
-        self._stubs: list[pbg.GovernorStub | None] = [None] * len(self._core.targets)
-        self._closed = False
+        self._channels: ChannelSet[Any, Any] = ChannelSet(len(self._core.targets), self._build)
 
     def __repr__(self) -> str:
         return f"AsyncClient(endpoints={list(self._core.config.endpoints)!r})"
 
+    # lifecycle --------------------------------------------------------------
     async def close(self) -> None:
-        self._closed = True
-        channels, self._channels = self._channels, [None] * len(self._channels)
-        self._stubs = [None] * len(self._stubs)
-        for channel in channels:
-            if channel is not None:
-                await channel.close()
+        """Closes this process's channels; every later call is a deny."""
+        for channel in self._channels.close():
+            await _io.async_close(channel)
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _stub(self, index: int) -> pbg.GovernorStub:
-        if self._closed:
-            raise RuntimeError("client closed")
-        stub = self._stubs[index]
-        if stub is None:
-            target, secure = self._core.targets[index]
-            if secure:
-                channel = grpc.aio.secure_channel(target, self._core.credentials, options=self._core.options)
-            else:
-                channel = grpc.aio.insecure_channel(target, options=self._core.options)
-            self._channels[index] = channel
-            stub = self._stubs[index] = pbg.GovernorStub(channel)
-        return stub
+    def _build(self, index: int) -> tuple[Any, Any]:
+        target, secure = self._core.targets[index]
+        credentials = self._core.credentials if secure else None
+        channel = _io.async_channel(target, credentials, self._core.options)
+        return channel, pbg.GovernorStub(channel)  # type: ignore[no-untyped-call]
 
-    async def admit(self, realm: str, identifier: str, *, traceparent: str | None = None, tracestate: str | None = None) -> Answer:
-        return await self._run("Admit", lambda: _core.admit_call(realm, identifier), traceparent, tracestate)
+    # the API ----------------------------------------------------------------
+    async def admit(
+        self, realm: str, identifier: str, *, traceparent: str | None = None, tracestate: str | None = None
+    ) -> Answer:
+        """``Admit``: is the account's door open? Never counts."""
+        return await self._run(_core.admit_call(realm, identifier), traceparent, tracestate)
 
     async def record_attempt(
         self,
@@ -76,11 +93,12 @@ class AsyncClient:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> Answer:
+        """``RecordAttempt``: counts one attempt before the gateway compares the hash
+        itself. ``attempt_id`` (generated when ``None``) makes retries idempotent;
+        ``client_key`` (see :func:`client_key_from_forwarded`) also takes a token of the
+        client network's bucket."""
         return await self._run(
-            "RecordAttempt",
-            lambda: _core.record_attempt_call(realm, identifier, client_key, attempt_id),
-            traceparent,
-            tracestate,
+            _core.record_attempt_call(realm, identifier, client_key, attempt_id), traceparent, tracestate
         )
 
     async def verify(
@@ -96,12 +114,10 @@ class AsyncClient:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> Answer:
-        return await self._run(
-            "Verify",
-            lambda: _core.verify_call(realm, identifier, password, stored_hash, client_key, attempt_id, device_token),
-            traceparent,
-            tracestate,
-        )
+        """``Verify``: the whole login check. ``stored_hash`` is ``""`` for an unknown or
+        disabled account. Routed by ``client_key``."""
+        call = _core.verify_call(realm, identifier, password, stored_hash, client_key, attempt_id, device_token)
+        return await self._run(call, traceparent, tracestate)
 
     async def clear_attempts(
         self,
@@ -113,19 +129,24 @@ class AsyncClient:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> Answer:
+        """``ClearAttempts``: allowed when the daemon cleared the record. With
+        ``PASSWORD_VERIFIED``, ``client_key`` names the ``record_attempt`` whose password
+        matched, whose network token is given back."""
         return await self._run(
-            "ClearAttempts",
-            lambda: _core.clear_attempts_call(realm, identifier, reason, client_key),
-            traceparent,
-            tracestate,
+            _core.clear_attempts_call(realm, identifier, reason, client_key), traceparent, tracestate
         )
 
     async def check_password(
-        self, realm: str, identifier: str, password: str | bytes, *, traceparent: str | None = None, tracestate: str | None = None
+        self,
+        realm: str,
+        identifier: str,
+        password: str | bytes,
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> PasswordCheck:
-        return await self._run(
-            "CheckPassword", lambda: _core.check_password_call(realm, identifier, password), traceparent, tracestate
-        )
+        """``CheckPassword`` at set and change time: only ``ACCEPTABLE`` accepts."""
+        return await self._run(_core.check_password_call(realm, identifier, password), traceparent, tracestate)
 
     async def confirm_device(
         self,
@@ -137,12 +158,13 @@ class AsyncClient:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> Answer:
-        return await self._run(
-            "ConfirmDevice",
-            lambda: _core.confirm_device_call(realm, identifier, challenge_token, stored_hash),
-            traceparent,
-            tracestate,
-        )
+        """``ConfirmDevice``, after a ``verify`` answered ``AnswerKind.CHALLENGE`` and the
+        gateway's second factor passed: exchanges the challenge token for a device token.
+        ``ALLOW`` carries ``device_token`` (set the device cookie, then start the
+        session); every failure is a deny without one (``FAILED_PRECONDITION``: the token
+        is not valid, another account's or credential's, or older than 15 minutes)."""
+        call = _core.confirm_device_call(realm, identifier, challenge_token, stored_hash)
+        return await self._run(call, traceparent, tracestate)
 
     async def record_flow_attempt(
         self,
@@ -155,26 +177,41 @@ class AsyncClient:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> Answer:
-        return await self._run(
-            "RecordFlowAttempt",
-            lambda: _core.record_flow_attempt_call(realm, identifier, flow, client_key, attempt_id),
-            traceparent,
-            tracestate,
-        )
+        """``RecordFlowAttempt``: counts one attempt at ``flow`` for the account *before*
+        the gateway acts (checks the code, sends the mail); act only on ``ALLOW``. The
+        outcomes of ``record_attempt``: only ``DECISION_ALLOW`` allows, transport
+        failures are retried with the same ``attempt_id`` (generated when ``None``).
+        ``client_key`` is required for the mail flows; the code flows ignore it."""
+        call = _core.record_flow_attempt_call(realm, identifier, flow, client_key, attempt_id)
+        return await self._run(call, traceparent, tracestate)
 
     async def second_factor_attempt(
-        self, realm: str, identifier: str, *, attempt_id: str | None = None, traceparent: str | None = None, tracestate: str | None = None
+        self,
+        realm: str,
+        identifier: str,
+        *,
+        attempt_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> Answer:
-        return await self.record_flow_attempt(
-            realm, identifier, Flow.SECOND_FACTOR, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
-        )
+        """``record_flow_attempt(..., Flow.SECOND_FACTOR)``: before checking a one-time
+        code; on a right code, ``clear_flow``."""
+        call = _core.record_flow_attempt_call(realm, identifier, Flow.SECOND_FACTOR, "", attempt_id)
+        return await self._run(call, traceparent, tracestate)
 
     async def recovery_code_attempt(
-        self, realm: str, identifier: str, *, attempt_id: str | None = None, traceparent: str | None = None, tracestate: str | None = None
+        self,
+        realm: str,
+        identifier: str,
+        *,
+        attempt_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> Answer:
-        return await self.record_flow_attempt(
-            realm, identifier, Flow.RECOVERY_CODE, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
-        )
+        """``record_flow_attempt(..., Flow.RECOVERY_CODE)``: before checking a recovery
+        code; on a right code, ``clear_flow``."""
+        call = _core.record_flow_attempt_call(realm, identifier, Flow.RECOVERY_CODE, "", attempt_id)
+        return await self._run(call, traceparent, tracestate)
 
     async def password_reset_request(
         self,
@@ -186,9 +223,11 @@ class AsyncClient:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> Answer:
-        return await self.record_flow_attempt(
-            realm, identifier, Flow.PASSWORD_RESET, client_key=client_key, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
-        )
+        """``record_flow_attempt(..., Flow.PASSWORD_RESET)``: before sending a reset
+        mail. Send one only on ``ALLOW`` *and* when the account exists; answer the user
+        with the same page either way."""
+        call = _core.record_flow_attempt_call(realm, identifier, Flow.PASSWORD_RESET, client_key, attempt_id)
+        return await self._run(call, traceparent, tracestate)
 
     async def verification_resend_request(
         self,
@@ -200,67 +239,62 @@ class AsyncClient:
         traceparent: str | None = None,
         tracestate: str | None = None,
     ) -> Answer:
-        return await self.record_flow_attempt(
-            realm, identifier, Flow.VERIFICATION_RESEND, client_key=client_key, attempt_id=attempt_id, traceparent=traceparent, tracestate=tracestate
-        )
+        """``record_flow_attempt(..., Flow.VERIFICATION_RESEND)``: before resending an
+        address-verification mail; send it only on ``ALLOW``."""
+        call = _core.record_flow_attempt_call(realm, identifier, Flow.VERIFICATION_RESEND, client_key, attempt_id)
+        return await self._run(call, traceparent, tracestate)
 
     async def clear_flow(
         self, realm: str, identifier: str, flow: Flow, *, traceparent: str | None = None, tracestate: str | None = None
     ) -> Answer:
-        return await self._run("ClearFlow", lambda: _core.clear_flow_call(realm, identifier, flow), traceparent, tracestate)
+        """``ClearFlow``: a code of ``flow`` (``SECOND_FACTOR`` or ``RECOVERY_CODE``) was
+        verified; ``ALLOW`` when the daemon cleared its record. A mail flow is refused
+        by the daemon (``INVALID_ARGUMENT``, a deny). Clears nothing of the login
+        throttle (that is ``clear_attempts``)."""
+        return await self._run(_core.clear_flow_call(realm, identifier, flow), traceparent, tracestate)
 
     def route(self, client_key: str) -> str | None:
+        """The endpoint a ``verify`` for ``client_key`` would go to now; ``None`` when
+        the breaker is open."""
         return self._core.route(client_key)
 
     def stats(self) -> ClientStats:
+        """Counters of this client (calls, retries, failures, the breaker, health)."""
         return self._core.stats()
 
-    async def _run(self, method: str, build, traceparent: str | None, tracestate: str | None) -> Any:
+    # the call loop ------------------------------------------------------------
+    async def _run(self, call: Call[T], traceparent: str | None, tracestate: str | None) -> T:
+        if call.bad_input is not None:
+            return _core.refuse_bad_input(call)
         try:
-            call = build()
-        except BadInput as e:
-            return _core.bad_input_result(method, e)
-        try:
-            with call_span(method, traceparent, tracestate) as trace:
+            with call_span(call.method, traceparent, tracestate) as trace:
                 return await self._try_endpoints(call, self._core.metadata(trace))
-        except asyncio.CancelledError:
-            raise  # the caller cancelled its own request: not ours to answer
-        except Exception as e:  # noqa: BLE001 - every failure is a deny
+        except Exception as e:  # noqa: BLE001 - every failure is a deny (a cancellation is no Exception)
             return _core.local_error(call, e)
 
-    async def _try_endpoints(self, call: Call, metadata: tuple[tuple[str, str], ...]) -> Any:
+    async def _try_endpoints(self, call: Call[T], metadata: tuple[tuple[str, str], ...]) -> T:
         core = self._core
         core.start_call()
-        deadline = time.monotonic() + core.config.call_timeout
+        deadline = core.deadline()
         tried: list[int] = []
         while True:
             pick = core.pool.pick(call.route, tried)
             if pick is None:
-                if not tried:
-                    core.breaker_denial()
-                    return call.on_failure(Failed(Failure.BREAKER_OPEN))
-                return call.on_failure(Failed(Failure.TRANSPORT))
+                return core.no_endpoint(call, tried)
             tried.append(pick)
-            left = deadline - time.monotonic()
+            left = core.time_left(deadline)
             if left <= 0:
                 failed = Failed(Failure.TIMEOUT)
             else:
-                rpc = getattr(self._stub(pick), call.method)
+                rpc = getattr(self._channels.stub(pick), call.method)
                 try:
-                    response = await asyncio.wait_for(
-                        rpc(call.request, timeout=left, metadata=metadata, wait_for_ready=False),
-                        left + _GRACE,
-                    )
+                    response = await _io.async_unary(rpc, call.request, left, metadata)
                 except grpc.RpcError as e:
-                    failed = classify(e, time.monotonic() >= deadline)
-                except asyncio.TimeoutError:
+                    failed = classify(e, core.time_left(deadline) <= 0)
+                except TimeoutError:
                     failed = Failed(Failure.TIMEOUT)
                 else:
                     core.pool.answered(pick)
                     return call.interpret(response)
-            if failed.kind is Failure.ANSWERED:
-                core.pool.answered(pick)
-                return call.on_failure(failed)
-            core.transport_failure(pick, call.method, failed)
-            if not core.may_retry(failed, len(tried), deadline - time.monotonic()):
+            if not core.retry_after(call, pick, failed, len(tried), deadline):
                 return call.on_failure(failed)

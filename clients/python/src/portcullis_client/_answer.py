@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import grpc
 
@@ -63,6 +64,20 @@ class Flow(enum.Enum):
         """Whether the flow sends mail (its requests need a ``client_key``, and no
         gateway call clears its caps) rather than checks a code."""
         return self in (Flow.PASSWORD_RESET, Flow.VERIFICATION_RESEND)
+
+
+class Advice(TypedDict, total=False):
+    """The advice any ``verify`` answer carries besides its verdict (see :class:`Answer`)."""
+
+    spray_suspected: bool
+    step_up: bool
+    network_throttled: bool
+
+
+class Signals(Advice, total=False):
+    """:class:`Advice`, and whether the password is breached (a right password's answers)."""
+
+    password_breached: bool
 
 
 @dataclass(frozen=True, repr=False, eq=True)
@@ -147,8 +162,9 @@ class Answer:
         token = None if self.device_token is None else "<redacted>"
         challenge = None if self.challenge_token is None else "<redacted>"
         reason = None if self.challenge_reason is None else self.challenge_reason.value
+        kind = None if self.kind is None else self.kind.value
         return (
-            f"Answer(decision={self.decision.value}, kind={self.kind.value}, "
+            f"Answer(decision={self.decision.value}, kind={kind}, "
             f"needs_rehash={self.needs_rehash}, "
             f"retryable={self.retryable}, device_token={token}, "
             f"spray_suspected={self.spray_suspected}, step_up={self.step_up}, "
@@ -160,27 +176,27 @@ class Answer:
     __str__ = __repr__
 
     @classmethod
-    def allow(cls, needs_rehash: bool = False) -> "Answer":
+    def allow(cls, needs_rehash: bool = False) -> Answer:
+        """An allow with no signals."""
         return cls(Decision.ALLOW, needs_rehash=needs_rehash)
 
     @classmethod
-    def deny(cls, retryable: bool) -> "Answer":
+    def deny(cls, retryable: bool) -> Answer:
+        """A plain deny; ``retryable`` when the same login may succeed later."""
         return cls(Decision.DENY, retryable=retryable)
 
     @classmethod
-    def challenge(cls, token: str, reason: ChallengeReason, **signals: bool) -> "Answer":
+    def challenge(cls, token: str, reason: ChallengeReason, **signals: Unpack[Signals]) -> Answer:
         """A right password that needs a second factor first: a deny of kind
         ``CHALLENGE`` carrying ``token``. Without a token it could never be confirmed:
         a plain deny."""
         if not isinstance(token, str) or not token:
             signals.pop("password_breached", None)  # as on any plain deny
             return cls(Decision.DENY, **signals)
-        return cls(
-            Decision.DENY, kind=AnswerKind.CHALLENGE, challenge_token=token, challenge_reason=reason, **signals
-        )
+        return cls(Decision.DENY, kind=AnswerKind.CHALLENGE, challenge_token=token, challenge_reason=reason, **signals)
 
     @classmethod
-    def change_required(cls, **signals: bool) -> "Answer":
+    def change_required(cls, **signals: Unpack[Signals]) -> Answer:
         """A right password that must be changed before any session: a deny of kind
         ``CHANGE_REQUIRED``."""
         return cls(Decision.DENY, kind=AnswerKind.CHANGE_REQUIRED, **signals)

@@ -58,9 +58,10 @@ def classify(error: grpc.RpcError, deadline_passed: bool) -> Failed:
     try:
         code = error.code()
         details = (error.details() or "").lower()
-    except Exception:  # an RpcError that is no Call: the call never got an answer
+    except Exception:  # noqa: BLE001 - an RpcError that is no Call: the call never got an answer
         return Failed(Failure.TRANSPORT)
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED and (deadline_passed or details in ("deadline exceeded", "stream removed (deadline exceeded)")):
+    own_deadline = details in ("deadline exceeded", "stream removed (deadline exceeded)")
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED and (deadline_passed or own_deadline):
         return Failed(Failure.TIMEOUT)
     if code in _TRANSPORT_CODES and any(w in details for w in _TRANSPORT_WORDING):
         return Failed(Failure.TRANSPORT)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
 
-__all__ = ["ClientConfig", "TlsConfig", "ConfigError"]
+__all__ = ["ClientConfig", "ConfigError", "TlsConfig"]
 
 
 class ConfigError(ValueError):
@@ -39,6 +40,9 @@ class TlsConfig:
 
 @dataclass(frozen=True)
 class ClientConfig:
+    """Where the daemons are and how to call them (durations in seconds). Every field is
+    checked when the config is made: a bad one raises :class:`ConfigError` naming it."""
+
     #: Daemon URLs, ``http://host:port`` (or ``https://`` with ``tls``).
     endpoints: tuple[str, ...] = ("http://127.0.0.1:50051",)
     #: The whole call, retries included; each try sends the time left as ``grpc-timeout``.
@@ -57,12 +61,23 @@ class ClientConfig:
     eject_for: float = 5.0
     #: Longest ejection.
     eject_max: float = 60.0
+    #: Seconds between HTTP/2 keepalive pings on each connection (``grpc.keepalive_time_ms``):
+    #: a NAT or load balancer that silently drops an idle flow is found out within
+    #: ``keepalive_time + keepalive_timeout`` instead of when the OS gives up, minutes later.
+    #: A proxy in front of the daemon must permit pings at least this often.
+    keepalive_time: float = 30.0
+    #: Seconds a ping may go unanswered before the connection is closed as dead and the
+    #: next call connects afresh (``grpc.keepalive_timeout_ms``).
+    keepalive_timeout: float = 10.0
+    #: Ping connections with no call in flight too (``grpc.keepalive_permit_without_calls``),
+    #: so a quiet gateway's first login after a dropped flow does not meet a dead connection.
+    keepalive_permit_without_calls: bool = True
     #: TLS to ``https://`` endpoints.
     tls: TlsConfig | None = None
     #: A file holding the gateway's bearer token, sent as ``authorization: Bearer …``.
     token_file: str | None = None
     #: Extra grpc channel options (name, value), after the client's own.
-    channel_options: tuple[tuple[str, object], ...] = field(default=())
+    channel_options: tuple[tuple[str, Any], ...] = field(default=())
 
     def __post_init__(self) -> None:
         endpoints = self.endpoints
@@ -73,6 +88,7 @@ class ClientConfig:
         self.validate()
 
     def validate(self) -> None:
+        """Raises :class:`ConfigError` naming the first setting out of range."""
         if not self.endpoints:
             raise ConfigError("client.endpoints is empty")
         for index, url in enumerate(self.endpoints):
@@ -93,6 +109,9 @@ class ClientConfig:
         check(_int(self.eject_after) and self.eject_after >= 1, "eject_after", "at least 1")
         check(seconds(self.eject_for) >= 0.001, "eject_for", "at least 0.001 s")
         check(seconds(self.eject_max) >= self.eject_for, "eject_max", "at least eject_for")
+        check(0.001 <= seconds(self.keepalive_time) <= 86400, "keepalive_time", "0.001–86400 s")
+        check(0.001 <= seconds(self.keepalive_timeout) <= 86400, "keepalive_timeout", "0.001–86400 s")
+        check(isinstance(self.keepalive_permit_without_calls, bool), "keepalive_permit_without_calls", "True or False")
 
 
 def _int(value: object) -> bool:
@@ -125,12 +144,15 @@ def _target(index: int, url: str, tls: TlsConfig | None) -> tuple[str, bool]:
 
 
 def channel_targets(config: ClientConfig) -> list[tuple[str, bool]]:
+    """Each endpoint's grpc target and whether it uses TLS, in configuration order."""
     return [_target(i, url, config.tls) for i, url in enumerate(config.endpoints)]
 
 
-def channel_options(config: ClientConfig) -> list[tuple[str, object]]:
+def channel_options(config: ClientConfig) -> list[tuple[str, Any]]:
+    """The grpc channel options of every channel the client makes, then
+    ``config.channel_options``."""
     connect_ms = max(1, int(config.connect_timeout * 1000))
-    options: list[tuple[str, object]] = [
+    options: list[tuple[str, Any]] = [
         # This client decides what is retried (transport failures only, with the same
         # attempt_id, within the budget); grpc's own retries are off.
         ("grpc.enable_retries", 0),
@@ -141,6 +163,13 @@ def channel_options(config: ClientConfig) -> list[tuple[str, object]]:
         ("grpc.max_reconnect_backoff_ms", max(connect_ms, int(config.eject_for * 1000))),
         # Each client keeps its own connections (and so its own health).
         ("grpc.use_local_subchannel_pool", 1),
+        # Keepalive: a connection whose pings go unanswered is closed, so calls stop
+        # meeting a flow that a NAT or load balancer dropped without a word.
+        ("grpc.keepalive_time_ms", max(1, int(config.keepalive_time * 1000))),
+        ("grpc.keepalive_timeout_ms", max(1, int(config.keepalive_timeout * 1000))),
+        ("grpc.keepalive_permit_without_calls", 1 if config.keepalive_permit_without_calls else 0),
+        # No cap on pings sent while no data flows (grpc's default stops after two).
+        ("grpc.http2.max_pings_without_data", 0),
     ]
     if config.tls is not None and config.tls.domain_name:
         options.append(("grpc.ssl_target_name_override", config.tls.domain_name))
@@ -149,6 +178,8 @@ def channel_options(config: ClientConfig) -> list[tuple[str, object]]:
 
 
 def channel_credentials(config: ClientConfig) -> grpc.ChannelCredentials | None:
+    """TLS credentials for ``https://`` endpoints (``None`` without ``tls``). Raises
+    :class:`ConfigError` naming a file that cannot be read."""
     tls = config.tls
     if tls is None:
         return None
@@ -171,6 +202,8 @@ def channel_credentials(config: ClientConfig) -> grpc.ChannelCredentials | None:
 
 
 def bearer_metadata(config: ClientConfig) -> tuple[tuple[str, str], ...]:
+    """The ``authorization`` metadata from ``token_file`` (empty without one). Raises
+    :class:`ConfigError` when the file cannot be read or holds no usable token."""
     if config.token_file is None:
         return ()
     try:

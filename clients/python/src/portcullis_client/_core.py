@@ -1,16 +1,20 @@
 """What the sync and the asyncio client share: input checks, the requests, routing
-keys, counters, and how each answer becomes an :class:`Answer`."""
+keys, counters, the deadline and retry decisions, and how each answer becomes an
+:class:`Answer`."""
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from . import _config
 from ._answer import (
+    Advice,
     Answer,
     ChallengeReason,
     ClearReason,
@@ -26,6 +30,7 @@ from ._answer import (
 from ._config import ClientConfig
 from ._pb import governor_pb2 as pb
 from ._pool import HealthPolicy, Pool, RetryBudget
+from ._process import Lock
 
 log = logging.getLogger("portcullis_client")
 
@@ -64,11 +69,21 @@ class ClientStats:
     healthy: list[bool]
 
 
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
 def text(field: str, value: object, *, optional: bool = False) -> str:
+    """A string field: ``str`` that encodes as UTF-8 (``None`` is ``""`` when
+    ``optional``). Raises :class:`BadInput` naming ``field``."""
     if value is None and optional:
         return ""
     if not isinstance(value, str):
         raise BadInput(f"{field} must be str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"{field} is not encodable as UTF-8") from None
     return value
 
 
@@ -85,10 +100,12 @@ def secret(field: str, value: object) -> bytes:
 
 
 def new_attempt_id() -> str:
+    """A fresh attempt id (a uuid4), made once per logical call."""
     return str(uuid.uuid4())
 
 
 def account(realm: object, identifier: object) -> pb.Account:
+    """The request's ``account``; raises :class:`BadInput` naming the field."""
     return pb.Account(realm=text("realm", realm), identifier=text("identifier", identifier))
 
 
@@ -118,29 +135,61 @@ class Core:
         )
         self.pool = Pool(list(config.endpoints), policy)
         self.budget = RetryBudget(config.retry_budget_ratio, config.retry_budget_reserve)
-        self._lock = threading.Lock()
+        self._lock = Lock()
         self._calls = self._retries = self._transport_failures = self._breaker_denials = 0
 
     # counters -----------------------------------------------------------------
     def count(self, name: str) -> None:
+        """Adds one to the counter ``name``."""
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
 
     def stats(self) -> ClientStats:
+        """The counters now, and the pool's health."""
         with self._lock:
             calls, retries = self._calls, self._retries
             failures, denials = self._transport_failures, self._breaker_denials
         return ClientStats(calls, retries, failures, denials, self.pool.breaker_open(), self.pool.healthy())
 
     def route(self, client_key: str) -> str | None:
+        """The endpoint a ``verify`` for ``client_key`` would go to now."""
         return self.pool.route(client_key)
 
     # one try's outcome ----------------------------------------------------------
     def start_call(self) -> None:
+        """A logical call begins: counted, and the retry budget earns its share."""
         self.count("_calls")
         self.budget.deposit()
 
+    def deadline(self) -> float:
+        """The monotonic time by which the whole call (retries included) must end."""
+        return time.monotonic() + self.config.call_timeout
+
+    @staticmethod
+    def time_left(deadline: float) -> float:
+        """Seconds left before ``deadline`` (zero or less when it passed)."""
+        return deadline - time.monotonic()
+
+    def no_endpoint(self, call: Call[T], tried: list[int]) -> T:
+        """No endpoint can take the next try: the breaker denies a call that tried none;
+        a call that tried some ends with a transport failure."""
+        if not tried:
+            self.breaker_denial()
+            return call.on_failure(Failed(Failure.BREAKER_OPEN))
+        return call.on_failure(Failed(Failure.TRANSPORT))
+
+    def retry_after(self, call: Call[T], pick: int, failed: Failed, tries: int, deadline: float) -> bool:
+        """After a failed try on endpoint ``pick``: records it (an answered status is
+        health, anything else a transport failure) and says whether to try again."""
+        if failed.kind is Failure.ANSWERED:
+            self.pool.answered(pick)
+            return False
+        self.transport_failure(pick, call.method, failed)
+        return self.may_retry(failed, tries, self.time_left(deadline))
+
     def transport_failure(self, pick: int, method: str, failed: Failed) -> None:
+        """Counts a transport failure against endpoint ``pick`` (logged at debug, with
+        the endpoint and the kind only)."""
         self.count("_transport_failures")
         ejected = self.pool.failed(pick)
         log.debug(
@@ -152,6 +201,8 @@ class Core:
         )
 
     def may_retry(self, failed: Failed, tries: int, time_left: float) -> bool:
+        """A transport failure is retried within ``max_retries``, the time left and the
+        retry budget; nothing else is."""
         retry = (
             failed.kind is Failure.TRANSPORT
             and tries <= self.config.max_retries
@@ -163,30 +214,60 @@ class Core:
         return retry
 
     def breaker_denial(self) -> None:
+        """Counts a call the open breaker denied."""
         self.count("_breaker_denials")
 
     def metadata(self, trace: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        """Each try's metadata: the trace context, then the bearer token."""
         return tuple(trace) + self.auth_metadata
 
 
 @dataclass
-class Call:
+class Call(Generic[T]):
     """One logical call: the method, the request (built once, so every try carries the
-    same attempt_id), how it is routed, and how its answer reads."""
+    same attempt_id), how it is routed, and how its answer reads. A call whose input was
+    bad carries ``bad_input`` (the field and the type, never the value) and is not sent."""
 
     method: str
     request: Any
     route: str
-    interpret: Callable[[Any], Any]
-    on_failure: Callable[[Failed], Any]
+    interpret: Callable[[Any], T]
+    on_failure: Callable[[Failed], T]
+    bad_input: str | None = None
 
     def __repr__(self) -> str:  # the request may hold a password
         return f"Call(method={self.method!r})"
 
 
-def deny_bad_input(method: str, error: BadInput) -> Answer:
-    log.warning("portcullis: %s not sent, denied: %s", method, error)
-    return Answer.deny(False)
+def _unsent(_response: Any) -> Any:
+    raise AssertionError("a call with bad input is never sent")
+
+
+def guarded(method: str, on_failure: Callable[[Failed], T]) -> Callable[[Callable[P, Call[T]]], Callable[P, Call[T]]]:
+    """Makes a call builder total: bad input (:class:`BadInput`) or any other error while
+    the request is built gives a call that is not sent and answers ``on_failure``."""
+
+    def wrap(build: Callable[P, Call[T]]) -> Callable[P, Call[T]]:
+        @functools.wraps(build)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> Call[T]:
+            try:
+                return build(*args, **kwargs)
+            except BadInput as e:
+                reason = str(e)
+            except Exception as e:  # noqa: BLE001 - the message could quote a value
+                reason = f"the request could not be built ({type(e).__name__})"
+            return Call(method, None, "", _unsent, on_failure, bad_input=reason)
+
+        return checked
+
+    return wrap
+
+
+def refuse_bad_input(call: Call[T]) -> T:
+    """The answer to a call whose input was bad: a deny (or an unchecked password) that
+    is not retryable, and a warning naming the field."""
+    log.warning("portcullis: %s not sent, denied: %s", call.method, call.bad_input)
+    return call.on_failure(Failed(Failure.LOCAL))
 
 
 def decision_answer(decision: int) -> Answer:
@@ -194,7 +275,8 @@ def decision_answer(decision: int) -> Answer:
     return Answer.allow() if decision == pb.DECISION_ALLOW else Answer.deny(False)
 
 
-def admit_call(realm: object, identifier: object) -> Call:
+@guarded("Admit", failure_answer)
+def admit_call(realm: object, identifier: object) -> Call[Answer]:
     acct = account(realm, identifier)
     return Call(
         "Admit",
@@ -205,7 +287,8 @@ def admit_call(realm: object, identifier: object) -> Call:
     )
 
 
-def record_attempt_call(realm: object, identifier: object, client_key: object, attempt_id: object) -> Call:
+@guarded("RecordAttempt", failure_answer)
+def record_attempt_call(realm: object, identifier: object, client_key: object, attempt_id: object) -> Call[Answer]:
     acct = account(realm, identifier)
     req = pb.RecordAttemptRequest(
         account=acct,
@@ -225,6 +308,7 @@ def record_attempt_call(realm: object, identifier: object, client_key: object, a
     return Call("RecordAttempt", req, route_key(acct.realm, acct.identifier), interpret, failure_answer)
 
 
+@guarded("Verify", failure_answer)
 def verify_call(
     realm: object,
     identifier: object,
@@ -233,7 +317,7 @@ def verify_call(
     client_key: object,
     attempt_id: object,
     device_token: object,
-) -> Call:
+) -> Call[Answer]:
     acct = account(realm, identifier)
     key = text("client_key", client_key)
     req = pb.VerifyRequest(
@@ -246,11 +330,11 @@ def verify_call(
     )
 
     def interpret(r: pb.VerifyResponse) -> Answer:
-        advice = dict(
-            spray_suspected=bool(r.spray_suspected),
-            step_up=bool(r.step_up),
-            network_throttled=bool(r.network_throttled),
-        )
+        advice: Advice = {
+            "spray_suspected": bool(r.spray_suspected),
+            "step_up": bool(r.step_up),
+            "network_throttled": bool(r.network_throttled),
+        }
         if r.verdict == pb.VERDICT_ACCEPT:
             return Answer(
                 Decision.ALLOW,
@@ -278,12 +362,13 @@ def verify_call(
     return Call("Verify", req, key, interpret, failure_answer)
 
 
-def clear_attempts_call(realm: object, identifier: object, reason: object, client_key: object) -> Call:
+@guarded("ClearAttempts", failure_answer)
+def clear_attempts_call(realm: object, identifier: object, reason: object, client_key: object) -> Call[Answer]:
     acct = account(realm, identifier)
     if not isinstance(reason, ClearReason):
         raise BadInput(f"reason must be ClearReason, not {type(reason).__name__}")
     req = pb.ClearAttemptsRequest(
-        account=acct, reason=reason.value, client_key=text("client_key", client_key, optional=True)
+        account=acct, reason=_CLEAR_REASONS[reason], client_key=text("client_key", client_key, optional=True)
     )
     return Call(
         "ClearAttempts",
@@ -294,7 +379,10 @@ def clear_attempts_call(realm: object, identifier: object, reason: object, clien
     )
 
 
-def confirm_device_call(realm: object, identifier: object, challenge_token: object, stored_hash: object) -> Call:
+@guarded("ConfirmDevice", failure_answer)
+def confirm_device_call(
+    realm: object, identifier: object, challenge_token: object, stored_hash: object
+) -> Call[Answer]:
     acct = account(realm, identifier)
     req = pb.ConfirmDeviceRequest(
         account=acct,
@@ -311,19 +399,33 @@ def confirm_device_call(realm: object, identifier: object, challenge_token: obje
     return Call("ConfirmDevice", req, route_key(acct.realm, acct.identifier), interpret, failure_answer)
 
 
+_FLOWS: dict[Flow, pb.Flow] = {
+    Flow.SECOND_FACTOR: pb.FLOW_SECOND_FACTOR,
+    Flow.RECOVERY_CODE: pb.FLOW_RECOVERY_CODE,
+    Flow.PASSWORD_RESET: pb.FLOW_PASSWORD_RESET,
+    Flow.VERIFICATION_RESEND: pb.FLOW_VERIFICATION_RESEND,
+}
+_CLEAR_REASONS: dict[ClearReason, pb.ClearReason] = {
+    ClearReason.PASSWORD_VERIFIED: pb.CLEAR_REASON_PASSWORD_VERIFIED,
+    ClearReason.PASSWORD_RESET_COMPLETED: pb.CLEAR_REASON_PASSWORD_RESET_COMPLETED,
+}
+
+
 def flow(value: object) -> Flow:
+    """``value`` as a :class:`Flow`; raises :class:`BadInput` for anything else."""
     if not isinstance(value, Flow):
         raise BadInput(f"flow must be Flow, not {type(value).__name__}")
     return value
 
 
+@guarded("RecordFlowAttempt", failure_answer)
 def record_flow_attempt_call(
     realm: object, identifier: object, which: object, client_key: object, attempt_id: object
-) -> Call:
+) -> Call[Answer]:
     acct = account(realm, identifier)
     req = pb.RecordFlowAttemptRequest(
         account=acct,
-        flow=flow(which).value,
+        flow=_FLOWS[flow(which)],
         client_key=text("client_key", client_key, optional=True),
         attempt_id=text("attempt_id", attempt_id, optional=True) or new_attempt_id(),
     )
@@ -336,17 +438,20 @@ def record_flow_attempt_call(
     )
 
 
-def clear_flow_call(realm: object, identifier: object, which: object) -> Call:
+@guarded("ClearFlow", failure_answer)
+def clear_flow_call(realm: object, identifier: object, which: object) -> Call[Answer]:
     acct = account(realm, identifier)
-    req = pb.ClearFlowRequest(account=acct, flow=flow(which).value)
+    req = pb.ClearFlowRequest(account=acct, flow=_FLOWS[flow(which)])
     return Call("ClearFlow", req, route_key(acct.realm, acct.identifier), lambda _r: Answer.allow(), failure_answer)
 
 
 def check_password_failure(failed: Failed) -> PasswordCheck:
+    """A ``check_password`` that got no answer: unchecked, so refused."""
     return PasswordCheck(PasswordCheckResult.UNCHECKED, retryable=failure_is_retryable(failed))
 
 
-def check_password_call(realm: object, identifier: object, password: object) -> Call:
+@guarded("CheckPassword", check_password_failure)
+def check_password_call(realm: object, identifier: object, password: object) -> Call[PasswordCheck]:
     acct = account(realm, identifier)
     req = pb.CheckPasswordRequest(account=acct, password=secret("password", password))
 
@@ -358,19 +463,10 @@ def check_password_call(realm: object, identifier: object, password: object) -> 
         }.get(r.reason, PasswordCheckResult.UNCHECKED)
         return PasswordCheck(found)
 
-    return Call(
-        "CheckPassword", req, route_key(acct.realm, acct.identifier), interpret, check_password_failure
-    )
+    return Call("CheckPassword", req, route_key(acct.realm, acct.identifier), interpret, check_password_failure)
 
 
-def bad_input_result(method: str, error: BadInput) -> Any:
-    if method == "CheckPassword":
-        log.warning("portcullis: %s not sent, refused: %s", method, error)
-        return PasswordCheck(PasswordCheckResult.UNCHECKED, retryable=False)
-    return deny_bad_input(method, error)
-
-
-def local_error(call: Call, error: BaseException) -> Any:
+def local_error(call: Call[T], error: BaseException) -> T:
     """An error of this process while calling (not the daemon's): a deny. Only the
     exception's type is logged: its text could quote what was sent."""
     log.error("portcullis: %s failed locally (%s), denied", call.method, type(error).__name__)

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from ._process import Lock
 
 
 @dataclass(frozen=True)
 class HealthPolicy:
+    """When endpoints are ejected and for how long (seconds)."""
+
     eject_after: int
     eject_for: float
     eject_max: float
@@ -37,18 +41,21 @@ class _Health:
 
 
 class Pool:
-    def __init__(self, urls: list[str], policy: HealthPolicy, clock=time.monotonic) -> None:
+    """The endpoints of one client, their health and the breaker (see the module's text).
+    ``clock`` gives monotonic seconds (a fake one in tests)."""
+
+    def __init__(self, urls: list[str], policy: HealthPolicy, clock: Callable[[], float] = time.monotonic) -> None:
         self.urls = list(urls)
         self.policy = policy
         self._health = [_Health() for _ in self.urls]
-        self._lock = threading.Lock()
+        self._lock = Lock()
         self._clock = clock
 
     def ranked(self, route_key: str) -> list[int]:
         """Endpoint indexes in rendezvous (highest random weight) order for
         ``route_key``, over SHA-256 exactly as the Rust client ranks them, so Python and
         Rust gateways route a key to the same daemon."""
-        scored = []
+        scored: list[tuple[int, int]] = []
         key = route_key.encode("utf-8")
         for i, url in enumerate(self.urls):
             u = url.encode("utf-8")
@@ -88,6 +95,7 @@ class Pool:
         return None
 
     def answered(self, i: int) -> None:
+        """Endpoint ``i`` answered (any answer, a status included): healthy again."""
         with self._lock:
             self._health[i] = _Health()
 
@@ -109,10 +117,12 @@ class Pool:
             return was_probing
 
     def healthy(self) -> list[bool]:
+        """Whether each endpoint is healthy now, in configuration order."""
         with self._lock:
             return [h.state == "healthy" for h in self._health]
 
     def breaker_open(self) -> bool:
+        """Whether no endpoint can take a call now."""
         with self._lock:
             now = self._clock()
             for h in self._health:
@@ -132,15 +142,17 @@ class RetryBudget:
 
     def __init__(self, ratio: float, reserve: int) -> None:
         self._milli_reserve = int(reserve) * 1000
-        self._milli_ratio = int(round(ratio * 1000))
+        self._milli_ratio = round(ratio * 1000)
         self._milli_tokens = self._milli_reserve
-        self._lock = threading.Lock()
+        self._lock = Lock()
 
     def deposit(self) -> None:
+        """A call was made: the bucket earns ``ratio`` of a token."""
         with self._lock:
             self._milli_tokens = min(self._milli_tokens + self._milli_ratio, self._milli_reserve)
 
     def withdraw(self) -> bool:
+        """Takes a token for a retry; ``False`` when the bucket holds less than one."""
         with self._lock:
             if self._milli_tokens >= 1000:
                 self._milli_tokens -= 1000

@@ -13,12 +13,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import types
 from collections.abc import Iterator
+from typing import TypeGuard
 
 log = logging.getLogger("portcullis_client")
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
+_otel_propagate: types.ModuleType | None
+_otel_trace: types.ModuleType | None
 try:  # optional: the gateway's OpenTelemetry, if it has one
     from opentelemetry import propagate as _otel_propagate
     from opentelemetry import trace as _otel_trace
@@ -27,7 +31,8 @@ except ImportError:  # pragma: no cover - exercised when opentelemetry-api is ab
     _otel_trace = None
 
 
-def valid_traceparent(value: object) -> bool:
+def valid_traceparent(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a W3C ``traceparent`` (version 00-fe, non-zero ids)."""
     if not isinstance(value, str):
         return False
     m = _TRACEPARENT.match(value)
@@ -58,9 +63,9 @@ def _otel_metadata() -> list[tuple[str, str]]:
     carrier: dict[str, str] = {}
     try:
         _otel_propagate.inject(carrier)
-    except Exception:  # a broken propagator must not fail a login
+    except Exception:  # noqa: BLE001 - a broken propagator must not fail a login
         return []
-    md = []
+    md: list[tuple[str, str]] = []
     tp = carrier.get("traceparent")
     if valid_traceparent(tp):
         md.append(("traceparent", tp))
