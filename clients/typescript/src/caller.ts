@@ -99,7 +99,12 @@ export class Caller {
    * One logical call of `m`: endpoints in rendezvous order for `route`, retrying
    * transport failures only, within the budget and the call deadline. Never throws.
    */
-  async call<M extends MethodName>(m: Method<M>, route: string, request: RequestInit<M>, trace: TraceContext): Promise<Outcome<Response<M>>> {
+  async call<M extends MethodName>(
+    m: Method<M>,
+    route: string,
+    request: RequestInit<M>,
+    trace: TraceContext,
+  ): Promise<Outcome<Response<M>>> {
     this.calls += 1;
     this.budget.deposit();
     if (this.closed) {

@@ -236,7 +236,12 @@ export class Client {
     const bytes = typeof password === 'string' ? Buffer.from(password, 'utf8') : Buffer.from(password);
     let r;
     try {
-      r = await this.caller.call(METHODS.checkPassword, routeKey(realm, identifier), { account: account(realm, identifier), password: bytes }, options);
+      r = await this.caller.call(
+        METHODS.checkPassword,
+        routeKey(realm, identifier),
+        { account: account(realm, identifier), password: bytes },
+        options,
+      );
     } finally {
       bytes.fill(0);
     }

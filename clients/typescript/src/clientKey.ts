@@ -21,11 +21,7 @@ import { isIPv4, isIPv6 } from 'node:net';
  * its own. Addresses are canonical: an IPv4-mapped IPv6 address becomes IPv4, IPv6 is
  * written in RFC 5952 form.
  */
-export function clientKeyFromForwarded(
-  peer: string,
-  forwarded: string | readonly string[] | undefined,
-  trustedHops: number,
-): string {
+export function clientKeyFromForwarded(peer: string, forwarded: string | readonly string[] | undefined, trustedHops: number): string {
   if (!Number.isInteger(trustedHops) || trustedHops < 0) {
     throw new RangeError('trustedHops must be a whole number, 0 or more');
   }
@@ -103,7 +99,7 @@ function ipv6Groups(text: string): number[] | undefined {
 function formatIpv6(groups: number[]): string {
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i += 1;
       continue;

@@ -20,14 +20,7 @@ export interface ClientTls {
 
 /** A Governor method's gRPC name, as events report it. */
 export type GovernorMethod =
-  | 'Admit'
-  | 'RecordAttempt'
-  | 'Verify'
-  | 'ClearAttempts'
-  | 'CheckPassword'
-  | 'RecordFlowAttempt'
-  | 'ClearFlow'
-  | 'ConfirmDevice';
+  'Admit' | 'RecordAttempt' | 'Verify' | 'ClearAttempts' | 'CheckPassword' | 'RecordFlowAttempt' | 'ClearFlow' | 'ConfirmDevice';
 
 /** What the client reports through `onEvent`: names and counts only. */
 export type ClientEvent =
@@ -250,7 +243,9 @@ function tlsCredentials(tls: ClientTls | undefined, channelOptions: grpc.Channel
 }
 
 function readBearer(file: string): string {
-  const token = readFile('token_file', file).toString('utf8').replace(/\r?\n$/, '');
+  const token = readFile('token_file', file)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
   if (!/^[\x21-\x7e]+$/.test(token)) {
     throw new ClientConfigError('token_file', 'is not a usable token (one line of visible ASCII)');
   }

@@ -2,14 +2,7 @@
 // `import` and `require` in one process share one Client and Answer class (no second
 // copy whose `instanceof` would disagree).
 
-export {
-  Answer,
-  Client,
-  ClientConfigError,
-  DEFAULTS,
-  clientKeyFromForwarded,
-  validTraceparent,
-} from './index.js';
+export { Answer, Client, ClientConfigError, DEFAULTS, clientKeyFromForwarded, validTraceparent } from './index.js';
 export type {
   AnswerKind,
   CallOptions,

@@ -22,7 +22,7 @@ function login(extra: object = {}) {
   return { realm: 'default', identifier: 'user@example.com', password: 'pw', storedHash: '', clientKey: '203.0.113.7', ...extra };
 }
 
-test('a status after response headers is the daemon\'s answer: never retried', async () => {
+test("a status after response headers is the daemon's answer: never retried", async () => {
   for (const [code, retryable] of [
     [13, false],
     [14, true],
@@ -121,7 +121,10 @@ test('a transport failure fails over to the next endpoint with the same attempt_
     const a = await c.verify(login({ clientKey: key, attemptId: 'attempt-from-the-gateway' }));
     assert.equal(a.decision, 'allow');
     assert.equal(c.stats().retries, 1);
-    assert.deepEqual(up.seen.map((s) => s.attemptId), ['attempt-from-the-gateway']);
+    assert.deepEqual(
+      up.seen.map((s) => s.attemptId),
+      ['attempt-from-the-gateway'],
+    );
     // Generated ids differ per logical call.
     await c.verify(login({ clientKey: key }));
     await c.verify(login({ clientKey: key }));
@@ -133,7 +136,7 @@ test('a transport failure fails over to the next endpoint with the same attempt_
   }
 });
 
-test('trace context: the caller\'s traceparent on every try; a malformed one is not sent', async () => {
+test("trace context: the caller's traceparent on every try; a malformed one is not sent", async () => {
   const e = await startGrpcEndpoint({ fault: { reset: true } });
   const c = new Client({ endpoints: [e.url], callTimeoutMs: DEADLINE, ejectAfter: 10 });
   try {
@@ -151,7 +154,7 @@ test('trace context: the caller\'s traceparent on every try; a malformed one is 
   }
 });
 
-test('trace context: from @opentelemetry/api\'s global propagator when the caller gives none', async () => {
+test("trace context: from @opentelemetry/api's global propagator when the caller gives none", async () => {
   const e = await startGrpcEndpoint({ answer: { decision: 1 } });
   const c = new Client({ endpoints: [e.url], callTimeoutMs: DEADLINE });
   try {
@@ -198,8 +201,15 @@ test('the bearer token goes on every call', async () => {
   }
 });
 
-test('Verify\'s signals ride on the allow and on the deny', async () => {
-  const all = { needs_rehash: true, device_token: 'dt-1', spray_suspected: true, step_up: true, network_throttled: true, password_breached: true };
+test("Verify's signals ride on the allow and on the deny", async () => {
+  const all = {
+    needs_rehash: true,
+    device_token: 'dt-1',
+    spray_suspected: true,
+    step_up: true,
+    network_throttled: true,
+    password_breached: true,
+  };
   const accept = await startGrpcEndpoint({ answer: { verdict: 1, ...all } });
   const reject = await startGrpcEndpoint({ answer: { verdict: 2, ...all } });
   const unknown = await startGrpcEndpoint({ answer: { verdict: 5, ...all } });
@@ -237,7 +247,14 @@ test('Verify\'s signals ride on the allow and on the deny', async () => {
 });
 
 test('a challenge and a required change are denies of their own kind, with nothing of an accept', async () => {
-  const all = { needs_rehash: true, device_token: 'dt-must-not-pass', spray_suspected: true, step_up: true, network_throttled: true, password_breached: true };
+  const all = {
+    needs_rehash: true,
+    device_token: 'dt-must-not-pass',
+    spray_suspected: true,
+    step_up: true,
+    network_throttled: true,
+    password_breached: true,
+  };
   const challenge = await startGrpcEndpoint({ answer: { verdict: 3, challenge_reason: 1, challenge_token: 'ct-1', ...all } });
   const change = await startGrpcEndpoint({ answer: { verdict: 4, ...all } });
   const clients: Client[] = [];

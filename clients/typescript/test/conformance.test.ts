@@ -151,7 +151,10 @@ for (const c of table.cases) {
       }
       if (c.rpc === 'RecordFlowAttempt' && endpoint.seen.length > 0) {
         const want = FLOW_NUMBERS[c.flow ?? 'second_factor'];
-        assert.ok(endpoint.seen.every((s) => s.flow === want), `${c.name}: the flow sent`);
+        assert.ok(
+          endpoint.seen.every((s) => s.flow === want),
+          `${c.name}: the flow sent`,
+        );
       }
       if (c.fault?.status !== undefined || c.answer !== undefined) {
         assert.deepEqual(stats.healthy, [true], `${c.name}: an answer is health`);

@@ -31,12 +31,16 @@ function identifier(what: string): string {
   return `${what}-${randomUUID().slice(0, 8)}@example.com`;
 }
 
-async function gateway(op: 'record' | 'admit', id: string, count: number): Promise<Array<{ pid: number; decision: string; retryable: boolean }>> {
+async function gateway(
+  op: 'record' | 'admit',
+  id: string,
+  count: number,
+): Promise<Array<{ pid: number; decision: string; retryable: boolean }>> {
   const { stdout } = await promisify(execFile)(process.execPath, [CHILD, daemon.url, op, id, String(count)], { timeout: 30000 });
   return stdout
     .trim()
     .split('\n')
-    .map((l) => JSON.parse(l));
+    .map((l) => JSON.parse(l) as { pid: number; decision: string; retryable: boolean });
 }
 
 test('a lockout holds across two gateway processes', async () => {
@@ -48,7 +52,10 @@ test('a lockout holds across two gateway processes', async () => {
   const all = [...a, ...b];
   assert.equal(all.filter((x) => x.decision === 'allow').length, ALLOWANCE, JSON.stringify(all));
   assert.equal(all.filter((x) => x.decision === 'deny').length, 8 - ALLOWANCE);
-  assert.ok(all.every((x) => !x.retryable), 'a lockout is not "try again shortly"');
+  assert.ok(
+    all.every((x) => !x.retryable),
+    'a lockout is not "try again shortly"',
+  );
   // A third process finds the door closed, without counting.
   const [admitted] = await gateway('admit', id, 1);
   assert.equal(admitted.decision, 'deny');

@@ -61,7 +61,9 @@ function login(url: string, identifier: string, password: string, ip: string, co
 /** The tokens left in the bucket of the client network `clientKey` (portcullis inspect-network). */
 async function networkTokens(clientKey: string): Promise<number> {
   const args = ['inspect-network', '--addr', daemon.url, '--realm', 'default', '--client-key', clientKey];
-  const r = await promisify(execFile)(daemon.binary, args, { timeout: 10000 }).catch((e: { stdout?: string }) => ({ stdout: e.stdout ?? '' }));
+  const r = await promisify(execFile)(daemon.binary, args, { timeout: 10000 }).catch((e: { stdout?: string }) => ({
+    stdout: e.stdout ?? '',
+  }));
   const m = /^tokens:\s*(\d+)/m.exec(r.stdout);
   assert.ok(m, `inspect-network printed no tokens line:\n${r.stdout}`);
   return Number(m[1]);
@@ -105,7 +107,9 @@ test('express: a lockout holds across two gateway processes pointed at one daemo
     const urls: string[] = [];
     const pids = new Set<number>();
     for (let i = 0; i < 2; i++) {
-      const child = spawn(process.execPath, [path.join(__dirname, 'support', 'express-child.js'), daemon.url], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, [path.join(__dirname, 'support', 'express-child.js'), daemon.url], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       children.push(child);
       const line = await new Promise<string>((resolve, reject) => {
         child.stdout?.once('data', (d: Buffer) => resolve(d.toString()));
@@ -223,7 +227,13 @@ test('express: in a step-up realm a right password from a new device and every r
     const wrong = await login(stepup.url, id, 'not the password', ip);
     const nobody = await login(stepup.url, unknown('stepup'), PASSWORD, ip);
     // A made-up device cookie changes nothing the page shows.
-    const forged = await login(stepup.url, known('stepup-forged'), 'not the password', ip, `${stepup.gate.deviceCookieName(id)}=forged-token`);
+    const forged = await login(
+      stepup.url,
+      known('stepup-forged'),
+      'not the password',
+      ip,
+      `${stepup.gate.deviceCookieName(id)}=forged-token`,
+    );
     assert.deepEqual([right.status, right.body], [200, PAGES.code]);
     for (const page of [wrong, nobody, forged]) {
       assert.deepEqual(page, right, 'one page for a challenge and a refused login');

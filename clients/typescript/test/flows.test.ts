@@ -44,7 +44,7 @@ function client(): Client {
   return new Client({ endpoints: [daemon.url], callTimeoutMs: 5000 });
 }
 
-test('second_factor: two client instances share one account\'s five codes; the sixth is denied until a verified code clears it', async () => {
+test("second_factor: two client instances share one account's five codes; the sixth is denied until a verified code clears it", async () => {
   const a = client();
   const b = client();
   try {
@@ -134,7 +134,12 @@ test('step_up realm: the right password from an unknown device is a challenge; c
     assert.deepEqual([elsewhere.decision, elsewhere.deviceToken], ['deny', undefined]);
 
     // The gateway's second factor passed: the challenge token becomes a device token.
-    const confirmed = await c.confirmDevice({ realm: 'stepup', identifier: id, challengeToken: challenged.challengeToken, storedHash: STORED_HASH });
+    const confirmed = await c.confirmDevice({
+      realm: 'stepup',
+      identifier: id,
+      challengeToken: challenged.challengeToken,
+      storedHash: STORED_HASH,
+    });
     assert.equal(confirmed.decision, 'allow', JSON.stringify(confirmed));
     assert.ok(confirmed.deviceToken !== undefined && confirmed.deviceToken.length > 0);
 

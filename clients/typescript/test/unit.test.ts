@@ -3,6 +3,7 @@
 
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { inspect } from 'node:util';
 
 import { Answer, Client, ClientConfigError, clientKeyFromForwarded, validTraceparent } from '../src';
@@ -68,7 +69,7 @@ function pool(n: number, ejectForMs: number, clock: { now: number }): Pool {
   return new Pool(urls, { ejectAfter: 2, ejectForMs, ejectMaxMs: ejectForMs * 8, probeTimeoutMs: 5000 }, () => clock.now);
 }
 
-test('routing is stable and an ejection moves only that endpoint\'s keys', () => {
+test("routing is stable and an ejection moves only that endpoint's keys", () => {
   const clock = { now: 0 };
   const p = pool(3, 60000, clock);
   const keys = Array.from({ length: 3000 }, (_, i) => `10.1.${Math.floor(i / 256)}.${i % 256}`);
@@ -91,11 +92,13 @@ test('routing is stable and an ejection moves only that endpoint\'s keys', () =>
 test('rendezvous ranking is SHA-256 of (u32 BE url length, url, key), as the Rust client computes it', () => {
   const p = pool(3, 1000, { now: 0 });
   // Recomputed here by hand for one key, independently of Pool.ranked's code path.
-  const { createHash } = require('node:crypto') as typeof import('node:crypto');
   const score = (url: string, key: string) => {
     const len = Buffer.alloc(4);
     len.writeUInt32BE(Buffer.byteLength(url));
-    return createHash('sha256').update(Buffer.concat([len, Buffer.from(url), Buffer.from(key)])).digest().readBigUInt64BE(0);
+    return createHash('sha256')
+      .update(Buffer.concat([len, Buffer.from(url), Buffer.from(key)]))
+      .digest()
+      .readBigUInt64BE(0);
   };
   for (const key of ['203.0.113.7', '7\0default\0alice@example.com', '2001:db8::1']) {
     const expected = p.urls

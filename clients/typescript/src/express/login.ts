@@ -79,7 +79,11 @@ function deny(retryable: boolean, extra: { captcha?: boolean; answer?: Answer; e
 }
 
 /** A challenge outcome; its token and hash are not enumerable, so logging the outcome prints neither. */
-function challenge(identifier: string, secrets: { token: string; storedHash: string } | undefined, passwordBreached: boolean): LoginChallenge {
+function challenge(
+  identifier: string,
+  secrets: { token: string; storedHash: string } | undefined,
+  passwordBreached: boolean,
+): LoginChallenge {
   const outcome = { kind: 'challenge', identifier, sendCode: secrets !== undefined, passwordBreached } as LoginChallenge;
   Object.defineProperty(outcome, 'challengeToken', { value: secrets?.token, enumerable: false });
   Object.defineProperty(outcome, 'storedHash', { value: secrets?.storedHash, enumerable: false });

@@ -112,7 +112,8 @@ export const login = gate.login;
 test('npm pack, npm install into an empty directory outside the repository, then require, import and TypeScript all work', async () => {
   // `npm run test:package` has just built the package, as `prepack` would: its scripts
   // are skipped here because prepack's clean would delete this running test's dist/.
-  const scripts = (JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const scripts = (JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, 'package.json'), 'utf8')) as { scripts: Record<string, string> })
+    .scripts;
   assert.equal(scripts['prepack'], 'npm run build', 'npm pack builds the package');
   const { stdout: packed } = await run(NPM, ['pack', '--ignore-scripts', '--pack-destination', dir, '--json'], {
     cwd: PACKAGE_DIR,
@@ -121,7 +122,13 @@ test('npm pack, npm install into an empty directory outside the repository, then
   });
   const [{ filename, files }] = JSON.parse(packed) as Array<{ filename: string; files: Array<{ path: string }> }>;
   const shipped = files.map((f) => f.path);
-  for (const needed of ['dist/src/index.js', 'dist/src/index.mjs', 'dist/src/express/index.mjs', 'dist/src/gen/portcullis/v1/governor_pb.js', 'LICENSE-MIT']) {
+  for (const needed of [
+    'dist/src/index.js',
+    'dist/src/index.mjs',
+    'dist/src/express/index.mjs',
+    'dist/src/gen/portcullis/v1/governor_pb.js',
+    'LICENSE-MIT',
+  ]) {
     assert.ok(shipped.includes(needed), `the tarball ships ${needed}`);
   }
   assert.ok(!shipped.some((f) => f.startsWith('dist/test/') || f.startsWith('test/')), 'no tests in the tarball');
@@ -129,7 +136,8 @@ test('npm pack, npm install into an empty directory outside the repository, then
 
   fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
   // The consumer's own express and types, at the versions this package is tested with.
-  const dev = (JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies;
+  const dev = (JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> })
+    .devDependencies;
   const theirs = ['express', '@types/express', '@types/node'].map((name) => `${name}@${dev[name]}`);
   await run(NPM, ['install', '--no-audit', '--no-fund', '--prefer-offline', `./${filename}`, ...theirs], { cwd: dir, timeout: 240000 });
 

@@ -53,10 +53,14 @@ export async function startDaemon(configToml?: string): Promise<Daemon> {
     HOME: process.env['HOME'] ?? dataDir,
     PORTCULLIS_KEY_SECRET: randomBytes(32).toString('hex'),
   };
-  const child = spawn(binary, ['serve', ...configArgs, '--listen', `127.0.0.1:${port}`, '--admin-listen', '', '--data-dir', path.join(dataDir, 'data')], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    binary,
+    ['serve', ...configArgs, '--listen', `127.0.0.1:${port}`, '--admin-listen', '', '--data-dir', path.join(dataDir, 'data')],
+    {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let log = '';
   child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (log += d.toString()));

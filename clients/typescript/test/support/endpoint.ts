@@ -202,7 +202,7 @@ export async function startGrpcEndpoint(behaviour: Behaviour, port = 0): Promise
       path: `/${Governor.typeName}/${name}`,
       requestStream: false,
       responseStream: false,
-      requestDeserialize: (bytes: Buffer) => fromBinary(m.input, bytes) as unknown as Record<string, unknown>,
+      requestDeserialize: (bytes: Buffer) => fromBinary(m.input, bytes) as Record<string, unknown>,
       requestSerialize: () => Buffer.alloc(0),
       responseSerialize: (value: Buffer) => value,
       responseDeserialize: (value: Buffer) => value,
@@ -211,8 +211,8 @@ export async function startGrpcEndpoint(behaviour: Behaviour, port = 0): Promise
       const md = call.metadata.getMap();
       seen.push({
         method: name,
-        attemptId: typeof call.request['attemptId'] === 'string' ? (call.request['attemptId'] as string) : undefined,
-        flow: typeof call.request['flow'] === 'number' ? (call.request['flow'] as number) : undefined,
+        attemptId: typeof call.request['attemptId'] === 'string' ? call.request['attemptId'] : undefined,
+        flow: typeof call.request['flow'] === 'number' ? call.request['flow'] : undefined,
         traceparent: md['traceparent'] as string | undefined,
         tracestate: md['tracestate'] as string | undefined,
         authorization: md['authorization'] as string | undefined,

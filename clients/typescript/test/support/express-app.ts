@@ -58,9 +58,10 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     client,
     realm: options.realm ?? 'default',
     stepUp: options.stepUp,
-    lookupUser: async (identifier) => {
-      if (options.lookupThrows) throw new Error('the user store is down');
-      return identifier.trim().toLowerCase().endsWith(KNOWN_DOMAIN) ? STORED_HASH : undefined;
+    // Async, as a database lookup is.
+    lookupUser: (identifier) => {
+      if (options.lookupThrows) return Promise.reject(new Error('the user store is down'));
+      return Promise.resolve(identifier.trim().toLowerCase().endsWith(KNOWN_DOMAIN) ? STORED_HASH : undefined);
     },
   });
   const app = express();
