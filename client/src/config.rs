@@ -40,6 +40,25 @@ pub struct ClientConfig {
     /// Longest ejection (default 60 s).
     #[serde(default = "default_eject_max", with = "humantime_serde")]
     pub eject_max: Duration,
+    /// Interval of HTTP/2 keepalive pings on each connection (default 30 s, at least
+    /// 1 s). A connection that died silently (a NAT or load balancer dropping an idle
+    /// flow, a daemon host that froze) is found within `keepalive_time +
+    /// keepalive_timeout` and the next call connects anew; without pings every call
+    /// would wait out its deadline on it until the OS gives up, minutes later. gRPC's
+    /// guidance (A8, "Client-side keepalive") asks for no less than 10 s in production;
+    /// the daemon accepts pings at any rate, but a proxy in front of it (Envoy, nginx)
+    /// must permit them at least this often or it closes the connection (`GOAWAY
+    /// too_many_pings`).
+    #[serde(default = "default_keepalive_time", with = "humantime_serde")]
+    pub keepalive_time: Duration,
+    /// A keepalive ping unanswered for this long closes the connection (default 10 s, at
+    /// least 100 ms).
+    #[serde(default = "default_keepalive_timeout", with = "humantime_serde")]
+    pub keepalive_timeout: Duration,
+    /// Ping connections with no call in flight too (default true), so a gateway that was
+    /// quiet overnight finds its dead connection before its first login does.
+    #[serde(default = "default_keepalive_permit_without_calls")]
+    pub keepalive_permit_without_calls: bool,
     /// TLS to the daemon, for `https://` endpoints (see [`ClientTls`]).
     #[serde(default)]
     pub tls: Option<ClientTls>,
@@ -167,6 +186,15 @@ const fn default_eject_for() -> Duration {
 const fn default_eject_max() -> Duration {
     Duration::from_secs(60)
 }
+const fn default_keepalive_time() -> Duration {
+    Duration::from_secs(30)
+}
+const fn default_keepalive_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+const fn default_keepalive_permit_without_calls() -> bool {
+    true
+}
 
 impl Default for ClientConfig {
     fn default() -> Self {
@@ -180,6 +208,9 @@ impl Default for ClientConfig {
             eject_after: default_eject_after(),
             eject_for: default_eject_for(),
             eject_max: default_eject_max(),
+            keepalive_time: default_keepalive_time(),
+            keepalive_timeout: default_keepalive_timeout(),
+            keepalive_permit_without_calls: default_keepalive_permit_without_calls(),
             tls: None,
             token_file: None,
         }

@@ -168,6 +168,8 @@ impl Client {
         check(config.eject_after >= 1, "eject_after", "at least 1")?;
         check(config.eject_for >= ms(1), "eject_for", "at least 1ms")?;
         check(config.eject_max >= config.eject_for, "eject_max", "at least eject_for")?;
+        check(config.keepalive_time >= ms(1000), "keepalive_time", "at least 1s")?;
+        check(config.keepalive_timeout >= ms(100), "keepalive_timeout", "at least 100ms")?;
         let tls = config.tls.as_ref().map(ClientTls::load).transpose()?;
         let bearer = match &config.token_file {
             Some(path) => Bearer::from_file(path)?,
@@ -177,7 +179,10 @@ impl Client {
         for (index, url) in config.endpoints.iter().enumerate() {
             let mut endpoint = tonic::transport::Endpoint::from_shared(url.clone())
                 .map_err(|source| ClientError::BadEndpoint { index, source })?
-                .connect_timeout(config.connect_timeout);
+                .connect_timeout(config.connect_timeout)
+                .http2_keep_alive_interval(config.keepalive_time)
+                .keep_alive_timeout(config.keepalive_timeout)
+                .keep_alive_while_idle(config.keepalive_permit_without_calls);
             if let Some(tls) = &tls {
                 endpoint = endpoint
                     .tls_config(tls.clone())

@@ -444,10 +444,23 @@ fn bad_configuration_is_refused() {
         bad(ClientConfig { call_timeout: Duration::ZERO, ..ClientConfig::default() })
             .contains("call_timeout")
     );
+    assert!(
+        bad(ClientConfig { keepalive_time: Duration::from_millis(999), ..ClientConfig::default() })
+            .contains("keepalive_time")
+    );
+    assert!(
+        bad(ClientConfig { keepalive_timeout: Duration::ZERO, ..ClientConfig::default() })
+            .contains("keepalive_timeout")
+    );
     let toml: ClientConfig =
         toml_from("endpoints = [\"http://10.0.0.1:50051\"]\ncall_timeout = \"750ms\"\n");
     assert_eq!(toml.call_timeout, Duration::from_millis(750));
     assert_eq!(toml.max_retries, 2);
+    // The keepalive defaults the three clients share (docs/client.md, "Keepalive").
+    assert_eq!(
+        (toml.keepalive_time, toml.keepalive_timeout, toml.keepalive_permit_without_calls),
+        (Duration::from_secs(30), Duration::from_secs(10), true)
+    );
 }
 
 fn toml_from(text: &str) -> ClientConfig {

@@ -11,6 +11,7 @@ mod breach;
 mod ceiling;
 mod client;
 mod client_conformance;
+mod client_keepalive;
 mod cluster_store;
 mod concurrency;
 mod consistency;
