@@ -1,7 +1,11 @@
 """A TCP proxy in front of the daemon that cuts the first connection at the daemon's
 first answer: it forwards the request, and when the daemon's response HEADERS frame
 arrives (the daemon has counted the attempt) it resets the gateway's connection
-instead of forwarding it. Later connections are forwarded untouched."""
+instead of forwarding it. Later connections are forwarded untouched.
+
+With ``cut_connections=0`` it forwards every connection and counts them
+(``connections``); ``upstream_port`` may be changed at any time, and connections
+accepted from then on go to the new port while older ones stay where they were."""
 
 from __future__ import annotations
 

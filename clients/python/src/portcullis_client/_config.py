@@ -167,6 +167,10 @@ def channel_options(config: ClientConfig) -> list[tuple[str, Any]]:
         # meeting a flow that a NAT or load balancer dropped without a word.
         ("grpc.keepalive_time_ms", max(1, int(config.keepalive_time * 1000))),
         ("grpc.keepalive_timeout_ms", max(1, int(config.keepalive_timeout * 1000))),
+        # grpc spaces pings at least 1 s apart; a keepalive ping that had to wait behind
+        # another ping is timed by the generic ping timeout (60 s by default) instead of
+        # keepalive_timeout. The same value for both keeps the bound.
+        ("grpc.http2.ping_timeout_ms", max(1, int(config.keepalive_timeout * 1000))),
         ("grpc.keepalive_permit_without_calls", 1 if config.keepalive_permit_without_calls else 0),
         # No cap on pings sent while no data flows (grpc's default stops after two).
         ("grpc.http2.max_pings_without_data", 0),
