@@ -9,6 +9,7 @@ import { inspect } from 'node:util';
 import { Answer, Client, ClientConfigError, clientKeyFromForwarded, validTraceparent } from '../src';
 import { Pool, RetryBudget } from '../src/pool';
 import { DEFAULTS, resolveConfig } from '../src/config';
+import { PortcullisExpressError, loginOutcome, outcomeOf, portcullisExpress, resetOutcome } from '../src/express';
 
 const PEER = '10.0.0.2';
 
@@ -215,4 +216,64 @@ test('keepalive: the documented defaults reach grpc-js, and the settings overrid
     [set['grpc.keepalive_time_ms'], set['grpc.keepalive_timeout_ms'], set['grpc.keepalive_permit_without_calls']],
     [1000, 500, 0],
   );
+});
+
+test("express: the answer → outcome table, in the example gateway's order", () => {
+  const kinds = (stepUp: boolean, answer: Answer) => {
+    const o = outcomeOf({ stepUp }, 'user@example.com', 'stored-hash', answer);
+    return o.kind === 'deny'
+      ? `deny${o.retryable ? ' retryable' : ''}${o.captcha ? ' captcha' : ''}`
+      : o.kind === 'challenge'
+        ? `challenge${o.sendCode ? ' code' : ''}`
+        : o.kind;
+  };
+  const table: Array<[Answer, string, string]> = [
+    // answer, without stepUp, with stepUp
+    [Answer.allow({ deviceToken: 'dt' }), 'allow', 'allow'],
+    [Answer.allow({ networkThrottled: true }), 'deny captcha', 'deny captcha'],
+    [Answer.deny(true), 'deny retryable', 'deny retryable'],
+    [Answer.deny(true, { networkThrottled: true }), 'deny retryable', 'deny retryable'],
+    [Answer.deny(false), 'deny', 'challenge'],
+    [Answer.deny(false, { stepUp: true }), 'deny captcha', 'challenge'],
+    [Answer.deny(false, { networkThrottled: true }), 'deny captcha', 'deny captcha'],
+    [Answer.challenge('ct', 'new_device'), 'challenge code', 'challenge code'],
+    [Answer.changeRequired(), 'change_required', 'change_required'],
+  ];
+  for (const [answer, without, withStepUp] of table) {
+    assert.equal(kinds(false, answer), without, JSON.stringify(answer));
+    assert.equal(kinds(true, answer), withStepUp, `stepUp: ${JSON.stringify(answer)}`);
+  }
+  const allow = outcomeOf({ stepUp: false }, 'u', 'h', Answer.allow({ spraySuspected: true }));
+  assert.ok(allow.kind === 'allow' && allow.secondFactor, 'a sprayed password needs a second factor');
+  // The challenge's secrets are there for confirmDevice and never printed.
+  const challenge = outcomeOf({ stepUp: false }, 'u', 'stored-hash', Answer.challenge('ct-secret', 'new_device'));
+  assert.ok(challenge.kind === 'challenge');
+  assert.deepEqual([challenge.challengeToken, challenge.storedHash], ['ct-secret', 'stored-hash']);
+  assert.ok(!JSON.stringify(challenge).includes('ct-secret') && !inspect(challenge).includes('stored-hash'));
+});
+
+test('express: a route without the middleware refuses; bad settings name the setting', () => {
+  assert.deepEqual([loginOutcome({ locals: {} } as never).kind, resetOutcome({ locals: {} } as never).sendMail], ['deny', false]);
+  const client = new Client();
+  try {
+    const ok = { client, realm: 'default', lookupUser: () => undefined };
+    const bad = (options: object, setting: RegExp) =>
+      assert.throws(
+        () => portcullisExpress({ ...ok, ...options }),
+        (e: unknown) => e instanceof PortcullisExpressError && setting.test(e.message),
+      );
+    bad({ client: {} }, /portcullisExpress\.client must be a Client/);
+    bad({ realm: '' }, /portcullisExpress\.realm/);
+    bad({ lookupUser: 'users' }, /portcullisExpress\.lookupUser must be a function/);
+    bad({ deviceCookie: { name: 'a b' } }, /portcullisExpress\.deviceCookie\.name is not a cookie name/);
+    bad({ deviceCookie: { maxAgeMs: 0 } }, /portcullisExpress\.deviceCookie\.maxAgeMs/);
+    bad({ fields: { password: '' } }, /portcullisExpress\.fields\.password/);
+    bad({ stepUp: 'yes' }, /portcullisExpress\.stepUp must be true or false/);
+    const gate = portcullisExpress(ok);
+    assert.match(gate.deviceCookieName(' Alice@Example.COM '), /^__Host-portcullis-device-[0-9a-f]{16}$/);
+    assert.equal(gate.deviceCookieName(' Alice@Example.COM '), gate.deviceCookieName('alice@example.com'));
+    assert.notEqual(gate.deviceCookieName('alice@example.com'), gate.deviceCookieName('bob@example.com'));
+  } finally {
+    client.close();
+  }
 });

@@ -26,7 +26,7 @@ export interface PortcullisExpressOptions {
   /** The realm the accounts belong to. */
   realm: string;
   /**
-   * The stored hash (bcrypt or argon2 PHC string) of the account `identifier` names,
+   * The stored hash (bcrypt, argon2 or another format docs/verify.md lists) of the account `identifier` names,
    * as the user typed it; `''`, `null` or `undefined` for an unknown or disabled
    * account (the daemon then burns the same hash work and answers a reject: no
    * oracle). It may be async. If it throws or rejects, the login is refused
