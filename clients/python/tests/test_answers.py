@@ -164,6 +164,31 @@ def test_bad_input_is_a_deny_that_names_the_field_not_the_value(caplog) -> None:
     assert PASSWORD not in caplog.text and "12345" not in caplog.text
 
 
+@pytest.mark.asyncio
+async def test_a_str_that_is_not_utf8_is_a_deny_not_an_exception(caplog) -> None:
+    """A lone surrogate cannot be encoded: protobuf would raise UnicodeEncodeError while
+    the request is built; the client denies without sending, naming the field."""
+    caplog.set_level(logging.WARNING)
+    e = AnswerEndpoint(answer=dict(verdict=1, decision=1))
+    bad = "mallory\ud800@example.com"
+    try:
+        with client(e.url) as c:
+            sync = c.verify(realm="default", identifier=bad, password=PASSWORD, stored_hash="", client_key="c")
+            flow = c.password_reset_request("default", bad, client_key="c")
+        async with AsyncClient(ClientConfig(endpoints=(e.url,), call_timeout=1.0)) as ac:
+            aio = await ac.admit("default", bad)
+            check = await ac.check_password("default", "a@example.com", "pw\udfff")
+    finally:
+        e.close()
+    assert [x.decision for x in (sync, flow, aio)] == [Decision.DENY] * 3
+    assert not any(x.retryable for x in (sync, flow, aio))
+    assert check.result is PasswordCheckResult.UNCHECKED and not check.retryable
+    assert e.seen.requests == []
+    assert "identifier is not encodable as UTF-8" in caplog.text
+    assert "password is not encodable as UTF-8" in caplog.text
+    assert "mallory" not in caplog.text
+
+
 @pytest.mark.parametrize("endpoint", ["closed", "status", "reset", "garbage", "bad input"])
 @pytest.mark.asyncio
 async def test_no_password_in_any_repr_log_or_error(endpoint: str, caplog) -> None:
