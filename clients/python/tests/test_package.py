@@ -98,6 +98,8 @@ def test_the_wheel_holds_the_stubs_their_types_and_py_typed(dists) -> None:
         assert f"portcullis_client/_pb/{stub}" in names, stub
     assert "portcullis_client/py.typed" in names
     assert "portcullis_client/_sync.py" in names and "portcullis_client/_aio.py" in names
+    for page in ("login", "challenge", "captcha", "unavailable", "change_required", "second_factor", "too_many_codes"):
+        assert f"portcullis_client/django/templates/portcullis/{page}.html" in names, page
     assert any(n.endswith("licenses/LICENSE-MIT") for n in names)
     assert any(n.endswith("licenses/LICENSE-APACHE") for n in names)
     assert not any(n.startswith(("tests/", "scripts/")) for n in names)

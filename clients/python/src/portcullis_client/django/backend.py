@@ -1,0 +1,113 @@
+"""The authentication backend: Django's ``authenticate(request, username, password)``
+asks the daemon's ``Verify`` with the user's stored hash (``user.password``, whatever
+Django's hashers wrote: ``pbkdf2_sha256$…`` by default), or an empty one for an unknown,
+inactive or passwordless user, so the daemon burns the same hash work and answers the
+same reject ("no oracle").
+
+Only a plain accept returns the user. Everything else (a reject, a challenge, a required
+change, a second factor, a CAPTCHA, the daemon unreachable, any error in this process
+while asking) returns ``None``: a refused login, never an exception into Django's login
+view. What it came to is left on ``request.portcullis_login`` (a
+:class:`~portcullis_client.django.outcome.LoginOutcome`) and sent with the
+``login_outcome`` signal.
+
+List it *instead of* ``django.contrib.auth.backends.ModelBackend``: a refused login must
+not fall through to a backend that compares the password itself (the system check
+``portcullis.E001`` says so). It inherits ``ModelBackend``'s permissions and
+``get_user``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+from django.http import HttpRequest
+
+from .conf import get_client, get_settings
+from .http import PENDING_ATTR, client_key, device_cookie_name
+from .outcome import Kind, LoginOutcome, decide, login_outcome
+
+__all__ = ["PortcullisBackend"]
+
+log = logging.getLogger("portcullis_client.django")
+
+#: Where the outcome of the request's login is left.
+OUTCOME_ATTR = "portcullis_login"
+
+
+class PortcullisBackend(ModelBackend):
+    """``django.contrib.auth`` backend that checks passwords through the daemon (see the
+    module's text). ``authenticate`` returns the user only for a plain accept."""
+
+    def authenticate(
+        self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
+    ) -> Any:
+        """The user for an accepted password, else ``None``; never raises for anything
+        the daemon or the network does. ``request`` is required (the client key and the
+        device cookie come from it): without one, ``None``."""
+        if username is None:
+            model: Any = get_user_model()
+            username = kwargs.get(model.USERNAME_FIELD)
+        if request is None or not isinstance(username, str) or not isinstance(password, str):
+            return None
+        try:
+            outcome = self._check(request, username, password)
+        except Exception as e:  # noqa: BLE001 - fail closed; the type only (the text could quote a value)
+            log.error("portcullis: the login check failed in this process (%s): refused", type(e).__name__)
+            outcome = LoginOutcome(Kind.UNAVAILABLE, username)
+        setattr(request, OUTCOME_ATTR, outcome)
+        try:
+            login_outcome.send(sender=type(self), request=request, outcome=outcome)
+        except Exception as e:  # noqa: BLE001 - a receiver's error must not let a login through or raise
+            log.error("portcullis: a login_outcome receiver failed (%s)", type(e).__name__)
+            return None
+        return outcome.user if outcome.allowed else None
+
+    def _check(self, request: HttpRequest, username: str, password: str) -> LoginOutcome:
+        conf = get_settings()
+        user = self._find(username)
+        stored = user.password if user is not None else ""
+        cookie = device_cookie_name(conf, username)
+        answer = get_client().verify(
+            realm=conf.realm,
+            identifier=username,
+            password=password,
+            stored_hash=stored,
+            client_key=client_key(request, conf),
+            device_token=request.COOKIES.get(cookie) or None,
+        )
+        kind, send_code = decide(answer, conf, user)
+        rehashed = False
+        if answer.allowed and user is not None and answer.needs_rehash:
+            # The realm's target moved on: store the site's own hash of the password.
+            user.set_password(password)
+            user.save(update_fields=["password"])
+            rehashed = True
+        if kind is Kind.ALLOW and answer.device_token and not rehashed:
+            # A device token vouches for the stored hash it was issued against: after a
+            # rehash the next accept issues one for the new hash.
+            setattr(request, PENDING_ATTR, (cookie, answer.device_token))
+        matched = kind in (Kind.ALLOW, Kind.SECOND_FACTOR, Kind.CHANGE_REQUIRED) or send_code
+        return LoginOutcome(
+            kind,
+            username,
+            user=user if matched else None,
+            send_code=send_code,
+            password_breached=answer.password_breached,
+            rehashed=rehashed,
+            answer=answer,
+        )
+
+    def _find(self, username: str) -> Any:
+        """The user ``username`` names who may log in with a password, else ``None``."""
+        model: Any = get_user_model()
+        try:
+            user = model._default_manager.get_by_natural_key(username)
+        except model.DoesNotExist:
+            return None
+        if not self.user_can_authenticate(user) or not user.has_usable_password():
+            return None
+        return user

@@ -1,0 +1,56 @@
+"""System checks (``manage.py check``, and before every ``runserver`` and ``migrate``):
+
+- ``portcullis.E001``: ``PORTCULLIS`` is not a valid configuration (the message names
+  the setting).
+- ``portcullis.E002``: ``AUTHENTICATION_BACKENDS`` lists a backend that compares
+  passwords itself (``ModelBackend`` or a subclass other than ``PortcullisBackend``,
+  django-axes' ``AxesBackend``): a login the daemon refused would be tried there next.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.backends import ModelBackend
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from . import conf
+from .backend import PortcullisBackend
+
+
+@checks.register(checks.Tags.security)
+def check_portcullis(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The checks in the module's text."""
+    found: list[checks.CheckMessage] = []
+    try:
+        conf.load(getattr(settings, "PORTCULLIS", {}))
+    except ImproperlyConfigured as e:
+        found.append(checks.Error(str(e), id="portcullis.E001"))
+    ours = False
+    for path in settings.AUTHENTICATION_BACKENDS:
+        try:
+            backend = import_string(path)
+        except ImportError:
+            continue
+        if isinstance(backend, type) and issubclass(backend, PortcullisBackend):
+            ours = True
+        elif isinstance(backend, type) and (issubclass(backend, ModelBackend) or backend.__name__ == "AxesBackend"):
+            found.append(
+                checks.Error(
+                    f"AUTHENTICATION_BACKENDS lists {path}, which checks passwords itself: "
+                    "a login the daemon refused would be tried there next",
+                    hint="list portcullis_client.django.backend.PortcullisBackend instead of it",
+                    id="portcullis.E002",
+                )
+            )
+    if not ours:
+        found.append(
+            checks.Warning(
+                "AUTHENTICATION_BACKENDS does not list portcullis_client.django.backend.PortcullisBackend",
+                id="portcullis.W001",
+            )
+        )
+    return found

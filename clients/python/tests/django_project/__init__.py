@@ -1,0 +1,1 @@
+"""A minimal Django project for the integration's tests (tests/test_django*.py)."""
