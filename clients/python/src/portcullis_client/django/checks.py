@@ -3,8 +3,10 @@
 - ``portcullis.E001``: ``PORTCULLIS`` is not a valid configuration (the message names
   the setting).
 - ``portcullis.E002``: ``AUTHENTICATION_BACKENDS`` lists a backend that compares
-  passwords itself (``ModelBackend`` or a subclass other than ``PortcullisBackend``,
-  django-axes' ``AxesBackend``): a login the daemon refused would be tried there next.
+  passwords itself (``ModelBackend`` or a subclass other than ``PortcullisBackend``: a
+  login the daemon refused would be tried there next) or counts attempts itself
+  (django-axes' ``AxesStandaloneBackend`` or ``AxesBackend``).
+- ``portcullis.W001``: ``AUTHENTICATION_BACKENDS`` does not list ``PortcullisBackend``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from django.utils.module_loading import import_string
 
 from . import conf
 from .backend import PortcullisBackend
+
+#: django-axes' backends, which wrap the password check of the backends after them.
+_AXES = ("AxesBackend", "AxesStandaloneBackend")
 
 
 @checks.register(checks.Tags.security)
@@ -37,11 +42,11 @@ def check_portcullis(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
             continue
         if isinstance(backend, type) and issubclass(backend, PortcullisBackend):
             ours = True
-        elif isinstance(backend, type) and (issubclass(backend, ModelBackend) or backend.__name__ == "AxesBackend"):
+        elif isinstance(backend, type) and (issubclass(backend, ModelBackend) or backend.__name__ in _AXES):
             found.append(
                 checks.Error(
-                    f"AUTHENTICATION_BACKENDS lists {path}, which checks passwords itself: "
-                    "a login the daemon refused would be tried there next",
+                    f"AUTHENTICATION_BACKENDS lists {path}, which checks passwords or counts attempts "
+                    "itself: a login the daemon refused could be let in there, or counted twice",
                     hint="list portcullis_client.django.backend.PortcullisBackend instead of it",
                     id="portcullis.E002",
                 )
