@@ -16,7 +16,8 @@ them behind a generic type that reads badly in an editor; a sans-IO generator lo
 make the retry loop harder to read than the loop itself. A generated file keeps one
 text of each method with real signatures in both classes, and the difference between
 them is the substitution list in ``scripts/unasync.py`` and the five functions of
-``_io.py``.
+``_io.py``. This file is written so that the generated one is formatted as ``ruff
+format`` wants it too (``.ci/run`` checks both).
 """
 
 from __future__ import annotations
@@ -97,9 +98,8 @@ class AsyncClient:
         itself. ``attempt_id`` (generated when ``None``) makes retries idempotent;
         ``client_key`` (see :func:`client_key_from_forwarded`) also takes a token of the
         client network's bucket."""
-        return await self._run(
-            _core.record_attempt_call(realm, identifier, client_key, attempt_id), traceparent, tracestate
-        )
+        call = _core.record_attempt_call(realm, identifier, client_key, attempt_id)
+        return await self._run(call, traceparent, tracestate)
 
     async def verify(
         self,
@@ -132,9 +132,8 @@ class AsyncClient:
         """``ClearAttempts``: allowed when the daemon cleared the record. With
         ``PASSWORD_VERIFIED``, ``client_key`` names the ``record_attempt`` whose password
         matched, whose network token is given back."""
-        return await self._run(
-            _core.clear_attempts_call(realm, identifier, reason, client_key), traceparent, tracestate
-        )
+        call = _core.clear_attempts_call(realm, identifier, reason, client_key)
+        return await self._run(call, traceparent, tracestate)
 
     async def check_password(
         self,

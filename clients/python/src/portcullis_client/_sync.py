@@ -83,9 +83,8 @@ class Client:
         itself. ``attempt_id`` (generated when ``None``) makes retries idempotent;
         ``client_key`` (see :func:`client_key_from_forwarded`) also takes a token of the
         client network's bucket."""
-        return self._run(
-            _core.record_attempt_call(realm, identifier, client_key, attempt_id), traceparent, tracestate
-        )
+        call = _core.record_attempt_call(realm, identifier, client_key, attempt_id)
+        return self._run(call, traceparent, tracestate)
 
     def verify(
         self,
@@ -118,9 +117,8 @@ class Client:
         """``ClearAttempts``: allowed when the daemon cleared the record. With
         ``PASSWORD_VERIFIED``, ``client_key`` names the ``record_attempt`` whose password
         matched, whose network token is given back."""
-        return self._run(
-            _core.clear_attempts_call(realm, identifier, reason, client_key), traceparent, tracestate
-        )
+        call = _core.clear_attempts_call(realm, identifier, reason, client_key)
+        return self._run(call, traceparent, tracestate)
 
     def check_password(
         self,
