@@ -138,3 +138,43 @@ def test_a_client_made_before_fork_and_first_used_in_the_child_works_in_both(dae
     finally:
         runner.close()
         proxy.close()
+
+
+def test_a_lock_held_by_another_thread_at_the_fork_is_free_in_the_child() -> None:
+    """A thread of the parent holds the client's counter lock when the parent forks; the
+    child (which has no such thread) still counts its calls instead of deadlocking."""
+    import threading
+
+    from portcullis_client import Client
+
+    client = Client(ClientConfig(endpoints=("http://127.0.0.1:9",)))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with client._core._lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.write(write_end, str(client.stats().calls).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    try:
+        ready, _, _ = select.select([read_end], [], [], 10)
+        data = os.read(read_end, 100) if ready else b""
+    finally:
+        os.close(read_end)
+        release.set()
+        holder.join(10)
+        if not data:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        client.close()
+    assert data == b"0", "the child deadlocked on a lock its parent's thread held"
