@@ -50,8 +50,8 @@
 //! challenge token in a server-side pending login (a `__Host-` cookie names it), "mails"
 //! the code (a log line) and shows the code page. Every failed login gets the same page
 //! (and cookie), but no code and a pending login that no code completes, whose tries are
-//! counted on a decoy record (the real user's code step is never closed by wrong
-//! passwords, and a checker cannot tell by the tries it gets). The code step counts each
+//! counted on a decoy record of its own (the real user's code step is never closed by
+//! wrong passwords, and a checker cannot tell by the tries it gets). The code step counts each
 //! try through `FLOW_SECOND_FACTOR`, and a right code exchanges the challenge token for
 //! a device token (`ConfirmDevice`). Pending logins are bounded (100,000; past it, 503).
 //!

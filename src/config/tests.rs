@@ -183,9 +183,9 @@ fn pbkdf2_and_scrypt_targets_are_checked_against_the_ceilings() {
         "{REDIS}[realms.web.hash]\nalgorithm = \"pbkdf2_sha256\"\npbkdf2_iterations = 3000000\n"
     ));
     assert!(e.contains("realms.web.hash.pbkdf2_iterations") && e.contains("(2000000)"), "{e}");
-    // 128 · 2^18 · 8 bytes = 256 MiB, above the 128 MiB ceiling.
+    // 128 · 8 · (2^18 + 2) bytes: 256 MiB, above the 129 MiB ceiling.
     let e = err(&format!("{REDIS}[realms.web.hash]\nalgorithm = \"scrypt\"\nscrypt_log_n = 18\n"));
-    assert!(e.contains("scrypt memory of realms.web.hash") && e.contains("(131072)"), "{e}");
+    assert!(e.contains("scrypt memory of realms.web.hash") && e.contains("(132096)"), "{e}");
     let e = err(&format!("{REDIS}[realms.web.hash]\nalgorithm = \"scrypt\"\nscrypt_log_n = 0\n"));
     assert!(e.contains("realms.web.hash.scrypt_log_n"), "{e}");
     let e = err(&format!("{REDIS}[verify]\nmax_pbkdf2_iterations = 0\n"));

@@ -50,8 +50,10 @@ pub struct VerifyConfig {
     /// 1,000,000, Django 6.0 1,200,000; OWASP asks 1,300,000 for HMAC-SHA-1).
     #[default(2_000_000)]
     pub max_pbkdf2_iterations: u32,
-    /// Highest scrypt working memory (128 · N · r bytes) a stored hash may ask for, in KiB.
-    #[default(128 * 1024)]
+    /// Highest scrypt working memory (128 · r · (N + p + 1) bytes) a stored hash may ask
+    /// for, in KiB. Default 129 MiB: OWASP's N = 2^17, r = 8 (128 MiB of V) and up to
+    /// 1023 lanes of B.
+    #[default(129 * 1024)]
     pub max_scrypt_memory_kib: u32,
     /// Highest scrypt parallelism `p` (Django writes 5; the lanes run one after another).
     #[default(16)]
@@ -229,7 +231,7 @@ impl HashTargetConfig {
                     problems.note(between(
                         &format!(
                             "the scrypt memory of realms.{realm}.hash \
-                             (128 · 2^scrypt_log_n · scrypt_r bytes, in KiB)"
+                             (128 · scrypt_r · (2^scrypt_log_n + scrypt_p + 1) bytes, in KiB)"
                         ),
                         target.memory_kib(),
                         Bound::fixed(1),

@@ -43,7 +43,7 @@ pub struct Ceilings {
     pub argon2_parallelism: u32,
     /// Highest PBKDF2 iteration count (any PRF).
     pub pbkdf2_iterations: u32,
-    /// Highest scrypt working memory, 128 · N · r bytes, in KiB.
+    /// Highest scrypt working memory, 128 · r · (N + p + 1) bytes, in KiB.
     pub scrypt_memory_kib: u32,
     /// Highest scrypt parallelism (`p`; the crate runs its lanes one after another).
     pub scrypt_parallelism: u32,
@@ -182,11 +182,16 @@ impl HashParams {
         }
     }
 
-    /// The working memory one comparison allocates, in KiB (0 for bcrypt and PBKDF2).
+    /// The working memory one comparison allocates, in KiB (0 for bcrypt and PBKDF2;
+    /// scrypt: N + p + 1 blocks of 128 · r bytes, rounded up).
     pub fn memory_kib(&self) -> u64 {
         match *self {
             HashParams::Argon2 { memory_kib, .. } => u64::from(memory_kib),
-            HashParams::Scrypt { log_n, r, .. } => (1u64 << log_n).saturating_mul(u64::from(r)) / 8,
+            HashParams::Scrypt { log_n, r, p } => {
+                let blocks = (1u128 << log_n.min(127)) + u128::from(p) + 1;
+                let kib = (128 * u128::from(r) * blocks).div_ceil(1024);
+                u64::try_from(kib).unwrap_or(u64::MAX)
+            }
             HashParams::Bcrypt { .. } | HashParams::Pbkdf2 { .. } => 0,
         }
     }

@@ -72,7 +72,7 @@ proptest! {
             argon2_iterations: 16,
             argon2_parallelism: 8,
             pbkdf2_iterations: 2_000_000,
-            scrypt_memory_kib: 131_072,
+            scrypt_memory_kib: 132_096,
             scrypt_parallelism: 16,
         };
         let _ = StoredHash::parse(&s, &ceilings);

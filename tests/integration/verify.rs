@@ -224,7 +224,7 @@ async fn malformed_and_oversized_hashes_are_refused_without_work_or_count() {
         ),
         (
             "scrypt$1048576$salt$8$1$AAAAAAAAAAAAAAAAAAAAAA==".to_owned(),
-            "scrypt memory (128 · N · r bytes, in KiB) = 1048576 is above the ceiling 131072",
+            "scrypt memory (128 · r · (N + p + 1) bytes, in KiB) = 1048578 is above the ceiling 132096",
         ),
         (bcrypt.replacen("$05$", "$31$", 1), "bcrypt cost = 31 is above the ceiling 14"),
         (

@@ -6,9 +6,11 @@
 //! (a code alone never signs anyone in). A right password's pending login counts its
 //! codes on the account's `second_factor` record and, on a right code, confirms the
 //! device. A wrong password's (or an unknown account's) looks and counts the same, on a
-//! decoy record of its own per account, so a checker cannot tell the two apart by how
-//! many codes it may try, and cannot use wrong passwords to close the real user's code
-//! step; no code completes it.
+//! decoy record of its own per pending login, so a checker cannot tell the two apart by
+//! how many codes it may try, and cannot use wrong passwords to close the real user's
+//! code step; no code completes it. (A decoy record shared by an account's wrong
+//! passwords would be a checker: spend its tries once, and every later wrong password's
+//! first code would be refused while the right password's would not.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -142,12 +144,13 @@ fn same_code(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The account a decoy pending login counts its codes on: one per real account, apart
-/// from it (a `.invalid` address no one can hold), so decoys of one account share their
-/// window as real ones do, and never touch the real one.
-fn decoy(identifier: &str) -> String {
+/// The account a decoy pending login counts its codes on: one per pending login (its
+/// random id), apart from every real account (a `.invalid` address no one can hold), so
+/// each wrong password's page gets the tries a fresh real challenge gets, and never
+/// touches the real one.
+fn decoy(pending_id: &str) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::new().chain_update(b"decoy\0").chain_update(identifier).finalize();
+    let digest = Sha256::new().chain_update(b"decoy\0").chain_update(pending_id).finalize();
     format!("{}@decoy.invalid", hex::encode(&digest[..12]))
 }
 
@@ -166,7 +169,7 @@ pub(super) async fn login_code(
     let Some(Pending { identifier, challenge, breached, .. }) = gw.pending.get(id) else {
         return unauthorized();
     };
-    let counted_on = if challenge.is_some() { identifier.clone() } else { decoy(&identifier) };
+    let counted_on = if challenge.is_some() { identifier.clone() } else { decoy(id) };
     // Counted before the code is looked at: a guess over the window is refused, right
     // or wrong, so the window bounds the guesses whatever the code.
     let answer = gw.client.second_factor_attempt(&gw.realm, &counted_on, None).await;

@@ -128,7 +128,10 @@ pub(super) fn parse(
             let (Some(ln), Some(r), Some(p)) = (ln, r, p) else {
                 return Err(scrypt("ln, r and p are required"));
             };
-            let n = 1u64.checked_shl(u32::try_from(ln).unwrap_or(u32::MAX)).unwrap_or(0);
+            if !(1..=63).contains(&ln) {
+                return Err(scrypt("ln must be 1–63"));
+            }
+            let n = 1u64 << ln;
             let salt = (salt, Encoding::Unpadded);
             scrypt_hash(n, r, p, salt, (key, Encoding::Unpadded), ceilings)
         }
@@ -277,11 +280,14 @@ fn scrypt_hash(
     if r == 0 || p == 0 {
         return Err(malformed("r and p must be at least 1"));
     }
-    // 128 · N · r bytes of working memory, in KiB.
-    let memory_kib = u128::from(n) * u128::from(r) / 8;
+    // The crate's working memory: N + p + 1 blocks of 128 · r bytes (V, B and a
+    // scratch block), in KiB, rounded up. p counts as well as N: with N = 2 a large r
+    // would otherwise put the whole memory in B.
+    let blocks = u128::from(n) + u128::from(p) + 1;
+    let memory_kib = (128 * u128::from(r) * blocks).div_ceil(1024);
     if memory_kib > u128::from(ceilings.scrypt_memory_kib) {
         return Err(HashError::AboveCeiling {
-            name: "scrypt memory (128 · N · r bytes, in KiB)",
+            name: "scrypt memory (128 · r · (N + p + 1) bytes, in KiB)",
             value: u64::try_from(memory_kib).unwrap_or(u64::MAX),
             ceiling: ceilings.scrypt_memory_kib,
         });

@@ -10,7 +10,7 @@ const CEILINGS: Ceilings = Ceilings {
     argon2_iterations: 16,
     argon2_parallelism: 8,
     pbkdf2_iterations: 2_000_000,
-    scrypt_memory_kib: 131_072,
+    scrypt_memory_kib: 132_096,
     scrypt_parallelism: 16,
 };
 const BCRYPT: &str = "$2b$05$IbTcdjsgUGCtcgd/e8TOs.xs3Rqt9IqOvtdu6ZrtBE/tx1q1TDfm2";
@@ -312,7 +312,12 @@ fn malformed_kdf_hashes_are_named_not_echoed() {
         (DJANGO_SCRYPT.replacen("$8$5$", "$0$5$", 1), "at least 1"),
         (
             DJANGO_SCRYPT.replacen("16384", "2097152", 1),
-            "scrypt memory (128 · N · r bytes, in KiB) = 2097152 is above the ceiling 131072",
+            "scrypt memory (128 · r · (N + p + 1) bytes, in KiB) = 2097158 is above the ceiling 132096",
+        ),
+        // N = 2 with a large r: the memory is in B (p blocks of 128 · r bytes), and counted.
+        (
+            DJANGO_SCRYPT.replacen("$16384$", "$2$", 1).replacen("$8$5$", "$524288$16$", 1),
+            "scrypt memory (128 · r · (N + p + 1) bytes, in KiB) = 1245184 is above the ceiling",
         ),
         (DJANGO_SCRYPT.replacen("$8$5$", "$8$17$", 1), "scrypt p = 17 is above the ceiling"),
         (DJANGO_SCRYPT.replacen("16384", "9223372036854775808", 1), "above the ceiling"),
@@ -325,7 +330,8 @@ fn malformed_kdf_hashes_are_named_not_echoed() {
         (PASSLIB_PBKDF2.replacen("29000", "i=29000,x=1", 1), "parameters are i and l"),
         (PASSLIB_PBKDF2.replacen("29000", "l=32", 1), "iterations (i) are required"),
         (PASSLIB_SCRYPT.replacen("ln=14,", "", 1), "ln, r and p are required"),
-        (PASSLIB_SCRYPT.replacen("ln=14", "ln=99", 1), "power of two"),
+        (PASSLIB_SCRYPT.replacen("ln=14", "ln=99", 1), "ln must be 1–63"),
+        (PASSLIB_SCRYPT.replacen("ln=14", "ln=0", 1), "ln must be 1–63"),
         (PASSLIB_SCRYPT.replacen("p=1", "p=1,q=2", 1), "parameters are ln, r and p"),
         (format!("{PASSLIB_SCRYPT}$x"), "the PHC form"),
     ];
@@ -351,7 +357,7 @@ fn kdf_targets_generate_and_set_the_rehash_rule() {
         assert!(h.matches(b"pw") && !h.matches(b"pw2") && !h.matches(b""));
         assert!(!target.below(&target));
     }
-    assert_eq!(scrypt.memory_kib(), 1024, "128 · 2^10 · 8 bytes");
+    assert_eq!(scrypt.memory_kib(), 1026, "128 · 8 · (2^10 + 1 + 1) bytes");
     assert!(HashParams::Pbkdf2 { prf: Prf::Sha256, iterations: 999 }.below(&pbkdf2));
     assert!(!HashParams::Pbkdf2 { prf: Prf::Sha256, iterations: 1001 }.below(&pbkdf2));
     assert!(HashParams::Pbkdf2 { prf: Prf::Sha1, iterations: 5000 }.below(&pbkdf2));

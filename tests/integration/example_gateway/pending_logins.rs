@@ -36,7 +36,7 @@ async fn a_code_is_counted_before_it_is_checked_and_wrong_passwords_never_close_
     assert_eq!(status(&welcome), "200", "the fourth try was refused: {welcome}");
 
     // A wrong password's page counts its codes as a real one does (five, then 429, the
-    // right code too), on a decoy record: the real code step stays open.
+    // right code too), on a decoy record of its own: the real code step stays open.
     let decoy = pending("not it").await;
     let wrong = gw.code_with_cookie("000000", &decoy).await;
     assert_eq!(status(&wrong), "401");
@@ -52,6 +52,11 @@ async fn a_code_is_counted_before_it_is_checked_and_wrong_passwords_never_close_
         assert_eq!(gw.code_with_cookie(&format!("22222{n}"), &ghost).await, wrong, "ghost {n}");
     }
     assert_eq!(gw.code_with_cookie("246810", &ghost).await, refused);
+    // Each wrong password's page has tries of its own: with one decoy spent, the next
+    // wrong password's first code is answered as a right password's first code is (a
+    // shared decoy would refuse it at once, telling the two apart).
+    let another = pending("still not it").await;
+    assert_eq!(gw.code_with_cookie("444444", &another).await, wrong, "a spent decoy is shared");
     let real = pending("a passphrase").await;
     let welcome = gw.code_with_cookie("246810", &real).await;
     assert_eq!(status(&welcome), "200", "wrong passwords closed the code step: {welcome}");
