@@ -126,6 +126,30 @@ def test_answered_statuses_never_eject() -> None:
     assert len(e.seen.requests) == 20 and stats.retries == 0 and stats.healthy == [True]
 
 
+@pytest.mark.asyncio
+async def test_a_status_the_daemon_sent_is_on_the_deny_with_its_message() -> None:
+    import grpc
+
+    e = AnswerEndpoint(status=3)  # INVALID_ARGUMENT
+    try:
+        with client(e.url) as c:
+            sync = call_sync(c, "Verify")
+        async with AsyncClient(ClientConfig(endpoints=(e.url,), call_timeout=1.0)) as ac:
+            aio = await call_async(ac, "Verify")
+    finally:
+        e.close()
+    for a in (sync, aio):
+        assert a.decision is Decision.DENY and a.kind is AnswerKind.DENY and not a.retryable
+        assert (a.status_code, a.status_details) == (grpc.StatusCode.INVALID_ARGUMENT, "refused by the fault endpoint")
+        assert "INVALID_ARGUMENT" in repr(a) and "fault endpoint" not in repr(a)
+        assert a == Answer.deny(False)  # the status is no part of the answer's value
+    # No status when nothing answered; none on anything but a plain deny.
+    with client(ClosedPort().url) as c:
+        assert call_sync(c, "Verify").status_code is None
+    with pytest.raises(ValueError):
+        Answer(Decision.ALLOW, status_code=grpc.StatusCode.INVALID_ARGUMENT)
+
+
 def test_a_caller_attempt_id_is_sent_as_given_on_every_try() -> None:
     e = RawEndpoint("reset", "RecordAttempt")
     try:

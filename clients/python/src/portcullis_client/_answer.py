@@ -6,7 +6,7 @@ becomes an answer. Every failure is a deny."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict, Unpack
 
 import grpc
@@ -127,6 +127,15 @@ class Answer:
     challenge_token: str | None = None
     #: On a ``CHALLENGE`` only: why.
     challenge_reason: ChallengeReason | None = None
+    #: On a deny that is a failed call the daemon answered with an error status: the
+    #: status's code (``INVALID_ARGUMENT``, ``FAILED_PRECONDITION``, ...), else ``None``.
+    #: For logs and for telling one refused input from another; never a decision. Not
+    #: compared by ``==``.
+    status_code: grpc.StatusCode | None = field(default=None, compare=False)
+    #: With ``status_code``: the status's message. The daemon's messages name a field and
+    #: its problem, never a value sent (one refusing the stored hash begins with
+    #: ``stored_hash``). Not compared by ``==`` and never printed by ``repr``.
+    status_details: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         kind = self.kind
@@ -143,6 +152,8 @@ class Answer:
             raise ValueError("a challenge token comes with a challenge, and only with one")
         if (kind is AnswerKind.CHALLENGE) != (self.challenge_reason is not None):
             raise ValueError("a challenge reason comes with a challenge, and only with one")
+        if kind is not AnswerKind.DENY and (self.status_code is not None or self.status_details is not None):
+            raise ValueError("only a plain deny carries a failed call's status")
 
     @property
     def allowed(self) -> bool:
@@ -170,7 +181,9 @@ class Answer:
             f"spray_suspected={self.spray_suspected}, step_up={self.step_up}, "
             f"network_throttled={self.network_throttled}, "
             f"password_breached={self.password_breached}, "
-            f"challenge_token={challenge}, challenge_reason={reason})"
+            f"challenge_token={challenge}, challenge_reason={reason}"
+            + ("" if self.status_code is None else f", status_code={self.status_code.name}")
+            + ")"
         )
 
     __str__ = __repr__
@@ -261,10 +274,12 @@ class Failure(enum.Enum):
 
 @dataclass(frozen=True)
 class Failed:
-    """A failed call: its kind and, for ``ANSWERED``, the status the daemon sent."""
+    """A failed call: its kind and, for ``ANSWERED``, the status the daemon sent (its
+    code and message)."""
 
     kind: Failure
     code: grpc.StatusCode | None = None
+    details: str | None = None
 
 
 RETRYABLE_STATUSES = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE})
@@ -278,4 +293,12 @@ def failure_is_retryable(failed: Failed) -> bool:
 
 
 def failure_answer(failed: Failed) -> Answer:
+    """A deny; for a status the daemon answered, carrying its code and message."""
+    if failed.kind is Failure.ANSWERED and failed.code is not None:
+        return Answer(
+            Decision.DENY,
+            retryable=failure_is_retryable(failed),
+            status_code=failed.code,
+            status_details=failed.details,
+        )
     return Answer.deny(failure_is_retryable(failed))

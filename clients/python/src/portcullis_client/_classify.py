@@ -57,7 +57,8 @@ def classify(error: grpc.RpcError, deadline_passed: bool) -> Failed:
     """How one try ended: TIMEOUT (our deadline), TRANSPORT, or ANSWERED with the code."""
     try:
         code = error.code()
-        details = (error.details() or "").lower()
+        sent = str(error.details() or "")
+        details = sent.lower()
     except Exception:  # noqa: BLE001 - an RpcError that is no Call: the call never got an answer
         return Failed(Failure.TRANSPORT)
     own_deadline = details in ("deadline exceeded", "stream removed (deadline exceeded)")
@@ -65,4 +66,4 @@ def classify(error: grpc.RpcError, deadline_passed: bool) -> Failed:
         return Failed(Failure.TIMEOUT)
     if code in _TRANSPORT_CODES and any(w in details for w in _TRANSPORT_WORDING):
         return Failed(Failure.TRANSPORT)
-    return Failed(Failure.ANSWERED, code)
+    return Failed(Failure.ANSWERED, code, sent)
