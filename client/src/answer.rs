@@ -1,4 +1,5 @@
-//! What a call answers ([`Answer`], its two-valued [`Decision`]), the inputs of a
+//! What a call answers ([`Answer`], its [`Decision`]: allow, deny, challenge or change
+//! required), the inputs of a
 //! `Verify` ([`Login`]), and how a daemon's answer or a failure becomes an [`Answer`]:
 //! every failure is a deny.
 

@@ -1,5 +1,5 @@
 //! The names of the metrics the client records through the `metrics` facade of the
-//! gateway's process (docs/observability.md, "Gateway (`portcullis::client`)"). Labels are bounded: `endpoint`
+//! gateway's process (docs/observability.md, "Gateway (`portcullis_client`)"). Labels are bounded: `endpoint`
 //! is a configured URL, never anything a caller sent.
 
 /// Counter (client): tries repeated after a transport failure.
