@@ -11,6 +11,8 @@ import tempfile
 #: The daemon configuration of the Django tests: two realms whose hash target is what
 #: Django 5.2 writes by default (PBKDF2-SHA256, 1,000,000 iterations), so an unknown
 #: identifier costs what a known one does; ``stepup`` also challenges unknown devices.
+#: ``argon2default`` keeps the daemon's default target (argon2id), the mistake a site
+#: makes by leaving the realm's hash target out.
 DAEMON_CONFIG = """shutdown_delay = "0s"
 [store]
 operation_timeout = "5s"
@@ -22,6 +24,8 @@ unknown_device = "step_up"
 [realms.stepup.hash]
 algorithm = "pbkdf2_sha256"
 pbkdf2_iterations = 1000000
+[realms.argon2default]
+unknown_device = "allow"
 """
 
 PASSWORD = "correct horse battery staple"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import pathlib
 import signal
@@ -96,6 +97,36 @@ def test_a_hash_below_the_target_is_rehashed_with_djangos_hasher(django_site) ->
     # The new hash logs in without a rehash.
     r = browser().post(LOGIN, {"username": u.username, "password": PASSWORD})
     assert r.status_code == 302 and not outcome(r).rehashed
+
+
+def test_a_realm_target_django_does_not_write_never_rehashes_and_warns_once(django_site, caplog, monkeypatch) -> None:
+    from django.conf import settings
+    from django.test import override_settings
+
+    from portcullis_client.django import backend
+    from portcullis_client.django.conf import get_settings
+    from portcullis_client.django.http import device_cookie_name
+
+    # The realm keeps the daemon's default target (argon2id); Django writes PBKDF2. The
+    # daemon asks for a rehash on every accept, and Django would write PBKDF2 again.
+    monkeypatch.setattr(backend, "_warned_target", False)
+    u = user(name("argon2target"))
+    stored = u.password
+    caplog.set_level(logging.WARNING, logger="portcullis_client.django")
+    with override_settings(PORTCULLIS=dict(settings.PORTCULLIS, REALM="argon2default")):
+        for _ in range(2):
+            b = browser()
+            r = b.post(LOGIN, {"username": u.username, "password": PASSWORD})
+            assert r.status_code == 302 and signed_in(b)
+            assert outcome(r).answer.needs_rehash and not outcome(r).rehashed
+            # No rehash, so the device token is kept: the cookie is set.
+            assert r.cookies[device_cookie_name(get_settings(), u.username)].value
+            u.refresh_from_db()
+            assert u.password == stored
+    warnings = [rec for rec in caplog.records if "hash target does not match" in rec.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    assert u.username not in caplog.text and stored not in caplog.text
+    assert "pbkdf2_iterations = 1000000" in warnings[0].getMessage()
 
 
 def worker(remote_addr: str, username: str, *passwords: str) -> list[dict]:

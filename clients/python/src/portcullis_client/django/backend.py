@@ -4,6 +4,15 @@ Django's hashers wrote: ``pbkdf2_sha256$…`` by default), or an empty one for a
 inactive or passwordless user, so the daemon burns the same hash work and answers the
 same reject ("no oracle").
 
+A rehash follows Django, not the daemon alone: on ``needs_rehash`` the backend stores a
+new hash (``set_password``) only when Django itself would (the stored hash's hasher is
+not ``PASSWORD_HASHERS[0]``, or that hasher's ``must_update``). The daemon asking for one
+Django would not make means the realm's hash target is not what Django writes: every
+login would rehash to the same hash again, and unknown usernames cost another hash work
+than known ones. That is logged once per process (a warning) and nothing is rehashed.
+Nor is anything rehashed without ``needs_rehash`` (Django's target above the realm's):
+raise the realm's target with Django's, and both agree again.
+
 Only a plain accept returns the user. Everything else (a reject, a challenge, a required
 change, a second factor, a CAPTCHA, the daemon unreachable, any error in this process
 while asking) returns ``None``: a refused login, never an exception into Django's login
@@ -24,8 +33,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.hashers import get_hasher, identify_hasher
 from django.http import HttpRequest
 
+from .._process import Lock
 from .conf import get_client, get_settings
 from .http import PENDING_ATTR, client_key, device_cookie_name
 from .outcome import Kind, LoginOutcome, decide, login_outcome
@@ -36,6 +47,39 @@ log = logging.getLogger("portcullis_client.django")
 
 #: Where the outcome of the request's login is left.
 OUTCOME_ATTR = "portcullis_login"
+
+#: Whether this process warned that the realm's hash target is not Django's hasher.
+_warned_target = False
+_warned_lock = Lock()
+
+
+def django_would_rehash(encoded: str) -> bool:
+    """Whether Django's own ``check_password`` would store a new hash for ``encoded``
+    after a right password: its hasher is not ``PASSWORD_HASHERS[0]`` (or Django does
+    not know it), or that hasher's ``must_update`` (fewer iterations, say)."""
+    preferred = get_hasher("default")
+    try:
+        current = identify_hasher(encoded)
+    except ValueError:
+        return True
+    return bool(current.algorithm != preferred.algorithm or preferred.must_update(encoded))
+
+
+def _warn_target_mismatch(realm: str) -> None:
+    global _warned_target
+    with _warned_lock:
+        if _warned_target:
+            return
+        _warned_target = True
+    log.warning(
+        "portcullis: realm %r: the realm's hash target does not match Django's PASSWORD_HASHERS[0] "
+        "(the daemon asks to rehash a password Django would not rehash), so unknown usernames cost "
+        "a different hash work than known ones (a timing oracle). Set [realms.NAME.hash] to what "
+        'Django writes (docs/verify.md, "A site keeps the hasher its framework writes"; Django '
+        '5.2\'s default: algorithm = "pbkdf2_sha256", pbkdf2_iterations = 1000000). Nothing is '
+        "rehashed; this is logged once per process.",
+        realm,
+    )
 
 
 class PortcullisBackend(ModelBackend):
@@ -82,10 +126,15 @@ class PortcullisBackend(ModelBackend):
         kind, send_code = decide(answer, conf, user)
         rehashed = False
         if answer.allowed and user is not None and answer.needs_rehash:
-            # The realm's target moved on: store the site's own hash of the password.
-            user.set_password(password)
-            user.save(update_fields=["password"])
-            rehashed = True
+            if django_would_rehash(stored):
+                # The realm's target moved on, and Django's with it: store the site's
+                # own hash of the password.
+                user.set_password(password)
+                user.save(update_fields=["password"])
+                rehashed = True
+            else:
+                # Django would write the same hash again: every login would rehash.
+                _warn_target_mismatch(conf.realm)
         if kind is Kind.ALLOW and answer.device_token and not rehashed:
             # A device token vouches for the stored hash it was issued against: after a
             # rehash the next accept issues one for the new hash.
