@@ -85,8 +85,23 @@ export class Answer {
   readonly challengeToken: string | undefined;
   /** On a `'challenge'` only: why. */
   readonly challengeReason: ChallengeReason | undefined;
+  /**
+   * On a deny that is no verdict of the daemon's only: how the call failed (a status
+   * the daemon sent, bad input the client refused to send, a transport failure, a
+   * timeout, the open breaker). Advice for logs and for the gateway's own handling
+   * (an INVALID_ARGUMENT naming `stored_hash`: the daemon cannot use the stored hash);
+   * it never holds a request field's value. `undefined` on every answer the daemon
+   * gave as a message.
+   */
+  readonly failure: Failure | undefined;
 
-  private constructor(kind: AnswerKind, retryable: boolean, signals: Signals, challenge?: { token: string; reason: ChallengeReason }) {
+  private constructor(
+    kind: AnswerKind,
+    retryable: boolean,
+    signals: Signals,
+    challenge?: { token: string; reason: ChallengeReason },
+    failure?: Failure,
+  ) {
     this.decision = kind === 'allow' ? 'allow' : 'deny';
     this.kind = kind;
     this.retryable = this.decision === 'deny' && retryable;
@@ -109,6 +124,7 @@ export class Answer {
       enumerable: false,
       writable: false,
     });
+    this.failure = failure === undefined ? undefined : Object.freeze({ ...failure });
     Object.freeze(this);
   }
 
@@ -120,6 +136,11 @@ export class Answer {
   /** A deny; `retryable` says whether the same login may succeed later. */
   static deny(retryable: boolean, signals: Signals = {}): Answer {
     return new Answer('deny', retryable, { ...signals, deviceToken: undefined, needsRehash: false, passwordBreached: false });
+  }
+
+  /** The deny of a failed call: retryable as `failure` says, and carrying it as `failure`. */
+  static failed(failure: Failure): Answer {
+    return new Answer('deny', failureRetryable(failure), {}, undefined, failure);
   }
 
   /**
@@ -157,6 +178,7 @@ export class Answer {
       passwordBreached: this.passwordBreached,
       challengeToken: this.challengeToken === undefined ? undefined : '<redacted>',
       challengeReason: this.challengeReason,
+      failure: this.failure,
     };
   }
 
@@ -175,8 +197,21 @@ export type PasswordCheck =
 
 /** How one logical call ended, when it did not return a value. */
 export type Failure =
-  /** The daemon answered with this gRPC status. Never retried, never a health failure. */
-  | { readonly kind: 'answered'; readonly code: number }
+  /**
+   * The daemon answered with this gRPC status (`@grpc/grpc-js`'s `status`). Never
+   * retried, never a health failure. On an INVALID_ARGUMENT, `field` is the request
+   * field the daemon's message names first (`'stored_hash'`, `'password'`,
+   * `'client_key'`, `'account.realm'`, `'attempt_id'`, …); the message itself is not
+   * kept.
+   */
+  | { readonly kind: 'answered'; readonly code: number; readonly field?: string }
+  /**
+   * The client refused to send the call: `field` (`'password'`, `'identifier'`,
+   * `'stored_hash'`, …) cannot be sent as given (a string that is not well-formed
+   * UTF-16, which UTF-8 cannot carry), or, `field` undefined, the request could not
+   * be encoded. Not retryable. No network call was made.
+   */
+  | { readonly kind: 'bad_input'; readonly field: string | undefined }
   /** Connection refused, reset, unreachable, connect timeout, not HTTP/2: retried. */
   | { readonly kind: 'transport' }
   /** No answer within the call deadline: not retried (the daemon may be working). */
@@ -186,13 +221,15 @@ export type Failure =
 
 /** Every failure is a deny; some are worth trying again later. */
 export function failureAnswer(failure: Failure): Answer {
-  return Answer.deny(failureRetryable(failure));
+  return Answer.failed(failure);
 }
 
 export function failureRetryable(failure: Failure): boolean {
   switch (failure.kind) {
     case 'answered':
       return RETRYABLE_CODES.has(failure.code);
+    case 'bad_input':
+      return false;
     case 'transport':
     case 'timeout':
     case 'breaker_open':

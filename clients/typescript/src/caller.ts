@@ -111,6 +111,10 @@ export class Caller {
       return { kind: 'transport' };
     }
     const name = m.name as GovernorMethod;
+    const illFormed = illFormedField(request);
+    if (illFormed !== undefined) {
+      return this.badInput(name, illFormed);
+    }
     let payload: Buffer;
     let headers: Array<[string, string]>;
     try {
@@ -120,7 +124,7 @@ export class Caller {
     } catch {
       // Input the wire cannot carry is the gateway's bug: a deny, not retryable. The
       // error is not passed on: it could quote a field.
-      return { kind: 'answered', code: grpc.status.INVALID_ARGUMENT };
+      return { kind: 'bad_input', field: undefined };
     }
     if (this.settings.bearer !== undefined) {
       headers.push(['authorization', this.settings.bearer]);
@@ -214,7 +218,7 @@ export class Caller {
             if (err === null || err === undefined) {
               finish(decoded(m, value));
             } else if (sawHeaders || Object.keys(err.metadata?.getMap() ?? {}).length > 0) {
-              finish({ kind: 'answered', code: err.code });
+              finish(answeredStatus(err.code, err.details, m.fields));
             } else if (err.code === grpc.status.DEADLINE_EXCEEDED || monotonicMs() >= deadline) {
               finish({ kind: 'timeout' });
             } else {
@@ -249,6 +253,15 @@ export class Caller {
     });
   }
 
+  /**
+   * A call refused before it was sent: `field` (its wire name) cannot be sent as given.
+   * Reported through `onEvent` (the method and the field's name, never its value).
+   */
+  badInput(method: GovernorMethod, field: string): Failure {
+    this.emit({ type: 'bad_input', method, field });
+    return { kind: 'bad_input', field };
+  }
+
   private channel(target: string): grpc.Client {
     return new grpc.Client(target, this.settings.credentials, this.settings.channelOptions);
   }
@@ -279,6 +292,39 @@ export class Caller {
       failed.close();
     }, this.settings.callTimeoutMs + 1000).unref();
   }
+}
+
+/**
+ * The wire name (`account.identifier`, `stored_hash`) of the first string field of
+ * `request` that is not well-formed UTF-16: a lone surrogate, which UTF-8 encoding
+ * would turn into U+FFFD, so that `'x\uD800'` and `'x\uFFFD'` would send the same
+ * bytes. `undefined` when every string can be sent as it is.
+ */
+export function illFormedField(request: object, prefix = ''): string | undefined {
+  for (const [key, value] of Object.entries(request)) {
+    const field = prefix + key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    if (typeof value === 'string') {
+      if (!value.isWellFormed()) return field;
+    } else if (typeof value === 'object' && value !== null && !ArrayBuffer.isView(value)) {
+      const inner = illFormedField(value as object, `${field}.`);
+      if (inner !== undefined) return inner;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A status the daemon sent. An INVALID_ARGUMENT's message begins with the request field
+ * it refuses (`stored_hash has an unsupported format: …`, `account.realm is not a
+ * configured realm`): when that first word is one of the request's `fields`, it is
+ * kept as `field`; the rest of the message is not.
+ */
+export function answeredStatus(code: grpc.status, details: unknown, fields: ReadonlySet<string>): Outcome<never> {
+  if (code === grpc.status.INVALID_ARGUMENT && typeof details === 'string') {
+    const first = /^\S+/.exec(details)?.[0];
+    if (first !== undefined && fields.has(first)) return { kind: 'answered', code, field: first };
+  }
+  return { kind: 'answered', code };
 }
 
 /** The answer's message, or INTERNAL (a deny) for bytes that are none. */

@@ -94,6 +94,9 @@ export class Client {
    * carries a device token.
    */
   async verify(login: Login): Promise<Answer> {
+    if (typeof login.password === 'string' && !login.password.isWellFormed()) {
+      return failureAnswer(this.caller.badInput('Verify', 'password'));
+    }
     const password = typeof login.password === 'string' ? Buffer.from(login.password, 'utf8') : Buffer.from(login.password);
     const request = {
       account: account(login.realm, login.identifier),
@@ -233,6 +236,10 @@ export class Client {
    * unreachable, an unknown reason) refuses it too.
    */
   async checkPassword(realm: string, identifier: string, password: string | Uint8Array, options: CallOptions = {}): Promise<PasswordCheck> {
+    if (typeof password === 'string' && !password.isWellFormed()) {
+      this.caller.badInput('CheckPassword', 'password');
+      return { kind: 'unchecked', retryable: false };
+    }
     const bytes = typeof password === 'string' ? Buffer.from(password, 'utf8') : Buffer.from(password);
     let r;
     try {

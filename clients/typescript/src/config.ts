@@ -27,7 +27,9 @@ export type ClientEvent =
   | { type: 'transport_failure'; method: GovernorMethod; endpoint: string; timeout: boolean }
   | { type: 'retry'; method: GovernorMethod; retries: number }
   | { type: 'ejected'; endpoint: string }
-  | { type: 'breaker_denial'; method: GovernorMethod };
+  | { type: 'breaker_denial'; method: GovernorMethod }
+  /** A call not sent: `field` (a wire name, never its value) cannot be sent as given (a denied call). */
+  | { type: 'bad_input'; method: GovernorMethod; field: string };
 
 /** Client configuration (docs/client.md, "Configuration"; the same defaults). Durations in milliseconds. */
 export interface ClientConfig {

@@ -16,6 +16,7 @@ export type {
   CountingOptions,
   Decision,
   DeviceConfirmation,
+  Failure,
   Flow,
   GovernorMethod,
   Login,

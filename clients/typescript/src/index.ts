@@ -1,7 +1,7 @@
 // @portcullis/client: the gateway library of Portcullis for Node. See README.md.
 // The CommonJS entry point; index.mts is the ES module one (the same objects).
 
-export { Answer, AnswerKind, ChallengeReason, Decision, PasswordCheck, Signals } from './answer';
+export { Answer, AnswerKind, ChallengeReason, Decision, Failure, PasswordCheck, Signals } from './answer';
 export { ClientStats } from './caller';
 export { Client, CountingOptions } from './client';
 export { ClientConfig, ClientConfigError, ClientEvent, ClientTls, DEFAULTS, GovernorMethod } from './config';

@@ -35,6 +35,16 @@ export interface Method<M extends MethodName> {
   encode(request: RequestInit<M>): Buffer;
   /** The answer, decoded. Throws on bytes that are no such message. */
   decode(bytes: Buffer): Response<M>;
+  /** The request's fields by their proto names, a message's fields after its own and a dot (`account.identifier`). */
+  readonly fields: ReadonlySet<string>;
+}
+
+/** The proto names of `message`'s fields, and of its message fields' fields (`account.realm`). */
+function fieldNames(message: DescMessage, prefix = '', depth = 0): string[] {
+  return message.fields.flatMap((f) => {
+    const name = `${prefix}${f.name}`;
+    return f.fieldKind === 'message' && depth < 2 ? [name, ...fieldNames(f.message, `${name}.`, depth + 1)] : [name];
+  });
 }
 
 /** The method `name` of `portcullis.v1.Governor`. */
@@ -52,5 +62,6 @@ export function governorMethod<M extends MethodName>(name: M): Method<M> {
       return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     },
     decode: (bytes) => fromBinary(output, bytes) as Response<M>,
+    fields: new Set(fieldNames(input)),
   };
 }

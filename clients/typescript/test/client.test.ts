@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import { inspect, promisify } from 'node:util';
 import * as otel from '@opentelemetry/api';
 
-import { Client } from '../src';
+import { Answer, Client, ClientEvent } from '../src';
 import { closedPort, startGrpcEndpoint, startRawServer } from './support/endpoint';
 
 const DEADLINE = 1000;
@@ -336,6 +336,48 @@ test('a flow or clear the client does not know is a deny without a call', async 
       assert.equal((await c.clearAttempts('default', 'u@example.com', flow as any)).decision, 'deny');
     }
     assert.equal(e.seen.length, 0);
+  } finally {
+    c.close();
+    await e.close();
+  }
+});
+
+test('a string that is not well-formed UTF-16 is a deny without a call, naming its field; U+FFFD and surrogate pairs are sent', async () => {
+  const e = await startGrpcEndpoint({ answer: { verdict: 1 } });
+  const events: ClientEvent[] = [];
+  const c = new Client({ endpoints: [e.url], callTimeoutMs: DEADLINE, onEvent: (event) => events.push(event) });
+  try {
+    const lone = 'x\uD800';
+    const cases: Array<[string, () => Promise<Answer>]> = [
+      ['password', () => c.verify(login({ password: lone }))],
+      ['account.identifier', () => c.verify(login({ identifier: `\uDC00${lone}` }))],
+      ['account.realm', () => c.verify(login({ realm: lone }))],
+      ['stored_hash', () => c.verify(login({ storedHash: lone }))],
+      ['client_key', () => c.verify(login({ clientKey: lone }))],
+      ['attempt_id', () => c.verify(login({ attemptId: lone }))],
+      ['device_token', () => c.verify(login({ deviceToken: lone }))],
+      ['account.identifier', () => c.recordAttempt('default', lone)],
+      ['client_key', () => c.recordAttempt('default', 'u@example.com', { clientKey: lone })],
+      ['account.identifier', () => c.admit('default', lone)],
+      ['account.identifier', () => c.passwordResetRequest('default', lone, '203.0.113.7')],
+      ['challenge_token', () => c.confirmDevice({ realm: 'default', identifier: 'u@example.com', challengeToken: lone, storedHash: 'h' })],
+    ];
+    for (const [field, call] of cases) {
+      const a = await call();
+      assert.deepEqual([a.decision, a.retryable, a.failure], ['deny', false, { kind: 'bad_input', field }], field);
+      assert.ok(!JSON.stringify(a).includes(lone) && !inspect(a).includes('\uD800'), 'the value is not in the answer');
+    }
+    assert.deepEqual(await c.checkPassword('default', 'u@example.com', lone), { kind: 'unchecked', retryable: false });
+    assert.equal(e.seen.length, 0, 'nothing was sent');
+    assert.equal(events.length, cases.length + 1);
+    assert.deepEqual(events[0], { type: 'bad_input', method: 'Verify', field: 'password' });
+    assert.deepEqual(events.at(-1), { type: 'bad_input', method: 'CheckPassword', field: 'password' });
+    // The control: U+FFFD itself, a surrogate pair and bytes are sent.
+    for (const password of ['x\uFFFD', 'x\uD83D\uDE00', Buffer.from([0x78, 0xed, 0xa0, 0x80])]) {
+      const a = await c.verify(login({ password, identifier: 'x\uD83D\uDE00@example.com' }));
+      assert.deepEqual([a.decision, a.failure], ['allow', undefined]);
+    }
+    assert.equal(e.seen.length, 3);
   } finally {
     c.close();
     await e.close();

@@ -165,6 +165,30 @@ test('Verify against the daemon: an unknown account is a reject; a realm that do
   }
 });
 
+test('Verify against the daemon: a stored hash it cannot use is INVALID_ARGUMENT naming stored_hash, answered at once and not counted', async () => {
+  const c = new Client({ endpoints: [daemon.url], callTimeoutMs: 5000 });
+  try {
+    const login = { realm: 'default', password: 'guess', clientKey: '198.51.100.11' };
+    // A legacy format, and a bcrypt cost above the daemon's ceiling (14).
+    for (const storedHash of [
+      'md5$salt$5f4dcc3b5aa765d61d8327deb882cf99',
+      '$2b$31$R9h/cIPz0gi.URNNX3kh2OPST9/PgBkqquzi.Ss7KIUgO2t0jWMUW',
+    ]) {
+      const id = identifier('unusable');
+      const a = await c.verify({ ...login, identifier: id, storedHash });
+      assert.deepEqual([a.decision, a.retryable, a.failure], ['deny', false, { kind: 'answered', code: 3, field: 'stored_hash' }]);
+      assert.ok(!JSON.stringify(a).includes(storedHash.slice(0, 8)), 'the hash is not in the answer');
+      assert.equal(await daemon.failures(id), 0, 'not counted');
+    }
+    const b = await c.verify({ ...login, identifier: identifier('realm'), storedHash: '', realm: 'no-such-realm' });
+    assert.deepEqual(b.failure, { kind: 'answered', code: 3, field: 'account.realm' });
+    // A verdict is no failure.
+    assert.equal((await c.verify({ ...login, identifier: identifier('known'), storedHash: '' })).failure, undefined);
+  } finally {
+    c.close();
+  }
+});
+
 for (const how of ['stopped, then killed', 'killed while hashing'] as const) {
   test(`a daemon killed (SIGKILL) mid-call gives a deny within the call deadline (${how})`, async () => {
     const own = await startDaemon();

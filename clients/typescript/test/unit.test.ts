@@ -9,6 +9,8 @@ import { inspect } from 'node:util';
 import { Answer, Client, ClientConfigError, clientKeyFromForwarded, validTraceparent } from '../src';
 import { Pool, RetryBudget } from '../src/pool';
 import { DEFAULTS, resolveConfig } from '../src/config';
+import { answeredStatus } from '../src/caller';
+import { governorMethod } from '../src/wire';
 import { PortcullisExpressError, loginOutcome, outcomeOf, portcullisExpress, resetOutcome } from '../src/express';
 
 const PEER = '10.0.0.2';
@@ -158,6 +160,33 @@ test('an answer never prints its device token', () => {
   assert.equal(d.passwordBreached, false);
   assert.equal(d.spraySuspected, true);
   assert.ok(Object.isFrozen(a));
+});
+
+test("a failure names the request field an INVALID_ARGUMENT's message begins with, and nothing else of the message", () => {
+  const verify = governorMethod('verify');
+  assert.deepEqual(answeredStatus(3, 'stored_hash has an unsupported format: expected …', verify.fields), {
+    kind: 'answered',
+    code: 3,
+    field: 'stored_hash',
+  });
+  assert.deepEqual(answeredStatus(3, 'account.realm is not a configured realm', verify.fields), {
+    kind: 'answered',
+    code: 3,
+    field: 'account.realm',
+  });
+  // Not a field of the request, another status, no message: no field.
+  assert.deepEqual(answeredStatus(3, 'injected by the conformance endpoint', verify.fields), { kind: 'answered', code: 3 });
+  assert.deepEqual(answeredStatus(3, 'challenge_token is required', verify.fields), { kind: 'answered', code: 3 });
+  assert.deepEqual(answeredStatus(13, 'stored_hash is …', verify.fields), { kind: 'answered', code: 13 });
+  assert.deepEqual(answeredStatus(3, undefined, verify.fields), { kind: 'answered', code: 3 });
+  const a = Answer.failed({ kind: 'answered', code: 3, field: 'stored_hash' });
+  assert.deepEqual([a.decision, a.retryable, a.failure, Object.isFrozen(a.failure)], ['deny', false, a.failure, true]);
+  assert.deepEqual(JSON.parse(JSON.stringify(a)).failure, { kind: 'answered', code: 3, field: 'stored_hash' });
+  assert.deepEqual(
+    [Answer.failed({ kind: 'transport' }).retryable, Answer.failed({ kind: 'bad_input', field: 'password' }).retryable],
+    [true, false],
+  );
+  assert.equal(Answer.deny(false).failure, undefined);
 });
 
 test('a challenge and a required change are denies of their own kind; the challenge token is never printed', () => {
