@@ -129,6 +129,37 @@ def test_a_realm_target_django_does_not_write_never_rehashes_and_warns_once(djan
     assert "pbkdf2_iterations = 1000000" in warnings[0].getMessage()
 
 
+def test_a_stored_hash_the_daemon_refuses_gets_an_unknown_users_page_and_count(django_site, caplog) -> None:
+    from django.contrib.auth.hashers import MD5PasswordHasher
+
+    from portcullis_client.django.outcome import Kind
+
+    # A site upgraded from an old Django still holds md5$ hashes, which the daemon
+    # refuses (INVALID_ARGUMENT, at once, uncounted): that must not tell the account
+    # from an unknown one, by the page, the count or the CAPTCHA.
+    legacy = user(name("md5"))
+    legacy.password = MD5PasswordHasher().encode(PASSWORD, "legacysalt1234")
+    legacy.save()
+    caplog.set_level(logging.ERROR, logger="portcullis_client.django")
+    seen = {}
+    unknown = name("nobody")
+    for who in (legacy.username, unknown):
+        pages = []
+        for password in ("wrong one", "wrong two", PASSWORD):  # the right one last: no way in
+            b = browser()
+            r = b.post(LOGIN, {"username": who, "password": password})
+            assert not signed_in(b) and outcome(r).user is None
+            pages.append((r.status_code, outcome(r).kind, masked(r.content).replace(who.encode(), b"-")))
+        seen[who] = (pages, django_site.inspect("django", who).failures)
+    assert seen[legacy.username] == seen[unknown]
+    pages, failures = seen[legacy.username]
+    assert failures == 3  # counted, as an unknown user's
+    assert pages[0][1] is Kind.DENY and pages[2][1] is Kind.CAPTCHA  # the third reaches the CAPTCHA
+    errors = [rec for rec in caplog.records if "stored hash the daemon cannot verify" in rec.getMessage()]
+    assert len(errors) == 3 and all(rec.levelno == logging.ERROR for rec in errors)
+    assert legacy.username not in caplog.text and legacy.password not in caplog.text
+
+
 def worker(remote_addr: str, username: str, *passwords: str) -> list[dict]:
     """Another Django process (tests/django_worker.py) on the same database and daemon."""
     env = dict(os.environ, PYTHONPATH=str(TESTS))
