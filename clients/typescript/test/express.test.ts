@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 
 import { Daemon, startDaemon } from './support/daemon';
 import { startCaseEndpoint } from './support/endpoint';
-import { KNOWN_DOMAIN, PAGES, PASSWORD, Page, TestApp, post, startApp } from './support/express-app';
+import { KNOWN_DOMAIN, PAGES, PASSWORD, Page, TestApp, UNUSABLE_HASHES, post, startApp } from './support/express-app';
 
 const CONFIG = `shutdown_delay = "0s"
 [store]
@@ -99,6 +99,39 @@ test('express: the right password signs in and sets the device cookie; a wrong o
   // The client key is req.ip under `trust proxy`: the forwarded address's network paid for the failures.
   assert.ok((await networkTokens(ip)) < 100, 'the forwarded client network was counted');
   assert.equal(await networkTokens('198.51.100.250'), 100, 'another network was not');
+});
+
+test('express: an account whose stored hash the daemon cannot use answers as an unknown one: the same pages, counted, the CAPTCHA at the same attempt', async () => {
+  for (const [domain, hash] of Object.entries(UNUSABLE_HASHES)) {
+    const before = app.events.length;
+    const unusable = `unusable-${randomUUID().slice(0, 8)}${domain}`;
+    const nobody = unknown('nobody');
+    const [ipA, ipB] = [clientIp(), clientIp()];
+    const unusablePages: Page[] = [];
+    const nobodyPages: Page[] = [];
+    // Distinct wrong passwords (a repeat is not counted), the right one last.
+    const passwords = ['wrong-1', 'wrong-2', 'wrong-3', PASSWORD];
+    for (const password of passwords) {
+      unusablePages.push(await login(app.url, unusable, password, ipA));
+      nobodyPages.push(await login(app.url, nobody, password, ipB));
+    }
+    assert.deepEqual(unusablePages, nobodyPages, `${domain}: page by page the same as an unknown account`);
+    assert.deepEqual(
+      nobodyPages.map((p) => p.body),
+      [PAGES.failed, PAGES.failed, PAGES.captcha, PAGES.captcha],
+      'the third attempt gets the CAPTCHA page',
+    );
+    assert.equal(await daemon.failures(unusable), passwords.length, `${domain}: every attempt was counted`);
+    // One event a login, naming neither the account nor the hash.
+    const events = app.events.slice(before);
+    assert.equal(events.length, passwords.length);
+    for (const event of events) {
+      assert.deepEqual([event.type, event.realm, event.error.setting], ['unusable_stored_hash', 'default', 'lookupUser']);
+      const printed = `${JSON.stringify(event)} ${event.error.message} ${event.error.stack ?? ''}`;
+      assert.ok(!printed.includes(unusable.split('@')[0]) && !printed.includes(hash.slice(0, 7)), printed);
+    }
+  }
+  assert.equal(app.errors.length, 0, 'no outcome carries it');
 });
 
 test('express: a lockout holds across two gateway processes pointed at one daemon', async () => {

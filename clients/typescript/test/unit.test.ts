@@ -298,6 +298,7 @@ test('express: a route without the middleware refuses; bad settings name the set
     bad({ deviceCookie: { maxAgeMs: 0 } }, /portcullisExpress\.deviceCookie\.maxAgeMs/);
     bad({ fields: { password: '' } }, /portcullisExpress\.fields\.password/);
     bad({ stepUp: 'yes' }, /portcullisExpress\.stepUp must be true or false/);
+    bad({ onEvent: 'log' }, /portcullisExpress\.onEvent must be a function/);
     const gate = portcullisExpress(ok);
     assert.match(gate.deviceCookieName(' Alice@Example.COM '), /^__Host-portcullis-device-[0-9a-f]{16}$/);
     assert.equal(gate.deviceCookieName(' Alice@Example.COM '), gate.deviceCookieName('alice@example.com'));

@@ -10,6 +10,7 @@ export type {
   LoginDeny,
   LoginOutcome,
   PortcullisExpress,
+  PortcullisExpressEvent,
   PortcullisExpressOptions,
   ResetOutcome,
 } from './index.js';

@@ -18,7 +18,7 @@ import { PortcullisExpressOptions, resolve } from './options';
 import { resetMiddleware } from './reset';
 
 export { LoginAllow, LoginChallenge, LoginChangeRequired, LoginDeny, LoginOutcome, loginOutcome, outcomeOf } from './login';
-export { DeviceCookieOptions, PortcullisExpressError, PortcullisExpressOptions } from './options';
+export { DeviceCookieOptions, PortcullisExpressError, PortcullisExpressEvent, PortcullisExpressOptions } from './options';
 export { ResetOutcome, resetOutcome } from './reset';
 
 declare global {

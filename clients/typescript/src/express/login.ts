@@ -6,10 +6,14 @@
 // calls `next(err)`, and only the daemon's explicit accept becomes an `'allow'`.
 
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { status } from '@grpc/grpc-js';
 
 import type { Answer } from '../answer';
 import { deviceCookieName, readCookie, writeDeviceCookie } from './cookies';
-import { Resolved, clientKey, formField, storedHash } from './options';
+import { PortcullisExpressError, Resolved, clientKey, emit, formField, storedHash } from './options';
+
+/** A failure's gRPC status code, as `Failure` carries it. */
+const INVALID_ARGUMENT: number = status.INVALID_ARGUMENT;
 
 /** The daemon accepted the password: sign the user in (after the second factor, when `secondFactor`). */
 export interface LoginAllow {
@@ -139,21 +143,56 @@ async function decide(o: Resolved, req: Request, res: Response): Promise<LoginOu
   if ('error' in looked) {
     return deny(true, { error: looked.error });
   }
-  const answer = await o.client.verify({
-    realm: o.realm,
-    identifier,
-    password,
-    storedHash: looked.hash,
-    clientKey: key,
-    deviceToken: readCookie(req, deviceCookieName(o, identifier)),
-    traceparent: headerValue(req, 'traceparent'),
-    tracestate: headerValue(req, 'tracestate'),
-  });
-  const outcome = outcomeOf(o, identifier, looked.hash, answer);
+  const verify = (hash: string): Promise<Answer> =>
+    o.client.verify({
+      realm: o.realm,
+      identifier,
+      password,
+      storedHash: hash,
+      clientKey: key,
+      deviceToken: readCookie(req, deviceCookieName(o, identifier)),
+      traceparent: headerValue(req, 'traceparent'),
+      tracestate: headerValue(req, 'tracestate'),
+    });
+  let hash = looked.hash;
+  let answer = await verify(hash);
+  if (hash !== '' && refusedHash(answer)) {
+    // The daemon refused the hash before counting or hashing anything: answered as it
+    // is, that account would answer faster than an unknown one, and never reach the
+    // CAPTCHA or the lockout. Asked again as an unknown account (the same hash work,
+    // counted, the same reject), it is one. Its user cannot sign in until a reset.
+    emit(o, { type: 'unusable_stored_hash', realm: o.realm, error: unusableHash() });
+    hash = '';
+    answer = await verify(hash);
+  }
+  const outcome = outcomeOf(o, identifier, hash, answer);
   if (outcome.kind === 'allow' && !outcome.secondFactor && answer.deviceToken !== undefined) {
     writeDeviceCookie(o, res, identifier, answer.deviceToken);
   }
   return outcome;
+}
+
+/** The error of an `'unusable_stored_hash'` event: the remedy, never the account or the hash. */
+function unusableHash(): PortcullisExpressError {
+  return new PortcullisExpressError(
+    'lookupUser',
+    'gave a stored hash the daemon cannot use (a format it does not verify, or above its cost ceiling): ' +
+      'the login was answered as for an unknown account, and that user cannot sign in until a password reset',
+  );
+}
+
+/**
+ * A deny because the daemon cannot use the stored hash: INVALID_ARGUMENT naming
+ * `stored_hash` (an unsupported format, a cost above its ceilings, too long), or a hash
+ * the client would not send. Nothing was counted.
+ */
+function refusedHash(answer: Answer): boolean {
+  const f = answer.failure;
+  if (answer.kind !== 'deny' || answer.retryable || f === undefined) return false;
+  return (
+    (f.kind === 'answered' && f.code === INVALID_ARGUMENT && f.field === 'stored_hash') ||
+    (f.kind === 'bad_input' && f.field === 'stored_hash')
+  );
 }
 
 /** A request header's single value, if it has one. */

@@ -31,7 +31,9 @@ export interface PortcullisExpressOptions {
    * account (the daemon then burns the same hash work and answers a reject: no
    * oracle). It may be async. If it throws or rejects, the login is refused
    * (retryable) and the reset sends no mail; the error is handed to the route's
-   * handler as the outcome's `error`, never logged here.
+   * handler as the outcome's `error`, never logged here. A hash the daemon refuses (a
+   * format it does not verify, such as `md5$…`, or one above its cost ceilings) is
+   * asked again as `''`, so that account answers as an unknown one (`onEvent` is told).
    */
   lookupUser: (identifier: string, req: Request) => string | null | undefined | Promise<string | null | undefined>;
   /** The form's field names (default `username` and `password`), read from `req.body`. */
@@ -45,6 +47,28 @@ export interface PortcullisExpressOptions {
   stepUp?: boolean;
   /** The device cookie's name and lifetime. */
   deviceCookie?: DeviceCookieOptions;
+  /**
+   * Told of what the app should log (`event.error.message` says what happened and what
+   * to do); never an identifier, a password, a hash or a token. Called once per event,
+   * synchronously; what it throws is ignored.
+   */
+  onEvent?: (event: PortcullisExpressEvent) => void;
+}
+
+/**
+ * What the middleware tells `onEvent`.
+ *
+ * `'unusable_stored_hash'`: `lookupUser` gave a stored hash the daemon refuses (a format
+ * it does not verify, such as `md5$…`, or one above its cost ceilings), so the login was
+ * asked again with the empty hash, as for an unknown account: that user cannot sign in
+ * until a password reset stores a hash the daemon verifies (docs/verify.md).
+ */
+export interface PortcullisExpressEvent {
+  readonly type: 'unusable_stored_hash';
+  /** The realm of the login. */
+  readonly realm: string;
+  /** For the app's log: names the setting and the remedy, never the account or the hash. */
+  readonly error: PortcullisExpressError;
 }
 
 /** A setting the integration cannot use. The message names the setting, never a secret. */
@@ -68,6 +92,7 @@ export interface Resolved {
   stepUp: boolean;
   cookieName: string;
   cookieMaxAgeMs: number;
+  onEvent: ((event: PortcullisExpressEvent) => void) | undefined;
 }
 
 /** RFC 6265's cookie-name token characters. */
@@ -108,6 +133,10 @@ export function resolve(options: PortcullisExpressOptions): Resolved {
   if (typeof stepUp !== 'boolean') {
     throw new PortcullisExpressError('stepUp', 'must be true or false');
   }
+  const onEvent = options.onEvent;
+  if (onEvent !== undefined && typeof onEvent !== 'function') {
+    throw new PortcullisExpressError('onEvent', 'must be a function');
+  }
   return {
     client,
     realm,
@@ -117,7 +146,17 @@ export function resolve(options: PortcullisExpressOptions): Resolved {
     stepUp,
     cookieName,
     cookieMaxAgeMs,
+    onEvent,
   };
+}
+
+/** Tells `o.onEvent` of `event`; what it throws changes nothing. */
+export function emit(o: Pick<Resolved, 'onEvent'>, event: PortcullisExpressEvent): void {
+  try {
+    o.onEvent?.(event);
+  } catch {
+    // The app's hook failing changes no outcome.
+  }
 }
 
 /**

@@ -8,12 +8,17 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 
 import { Client } from '../../src';
-import { PortcullisExpress, loginOutcome, portcullisExpress, resetOutcome } from '../../src/express';
+import { PortcullisExpress, PortcullisExpressEvent, loginOutcome, portcullisExpress, resetOutcome } from '../../src/express';
 
 /** `correct horse battery staple` (docs/gateways.md's walkthrough). */
 export const PASSWORD = 'correct horse battery staple';
 export const STORED_HASH = '$argon2id$v=19$m=19456,t=2,p=1$9UYIR9ZIReF5HPUwKOtfHg$mXlw4iTpYMohjtsi7qzPygANdC7/hd1SbLoNsHPwwfQ';
 export const KNOWN_DOMAIN = '@known.example';
+/** Accounts whose stored hash the daemon refuses, by domain: a legacy format, a bcrypt cost above its ceiling (14). */
+export const UNUSABLE_HASHES: Record<string, string> = {
+  '@legacy.example': 'md5$salt$5f4dcc3b5aa765d61d8327deb882cf99',
+  '@costly.example': '$2b$31$R9h/cIPz0gi.URNNX3kh2OPST9/PgBkqquzi.Ss7KIUgO2t0jWMUW',
+};
 
 /** The pages, one per outcome. */
 export const PAGES = {
@@ -36,6 +41,8 @@ export interface TestApp {
   challenges: Array<{ identifier: string; challengeToken: string; storedHash: string }>;
   /** What lookupUser threw and the handler saw. */
   errors: unknown[];
+  /** What the middleware told onEvent. */
+  events: PortcullisExpressEvent[];
   close: () => Promise<void>;
 }
 
@@ -54,6 +61,7 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
   const mails: string[] = [];
   const challenges: TestApp['challenges'] = [];
   const errors: unknown[] = [];
+  const events: PortcullisExpressEvent[] = [];
   const gate = portcullisExpress({
     client,
     realm: options.realm ?? 'default',
@@ -61,8 +69,11 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     // Async, as a database lookup is.
     lookupUser: (identifier) => {
       if (options.lookupThrows) return Promise.reject(new Error('the user store is down'));
-      return Promise.resolve(identifier.trim().toLowerCase().endsWith(KNOWN_DOMAIN) ? STORED_HASH : undefined);
+      const id = identifier.trim().toLowerCase();
+      const unusable = Object.entries(UNUSABLE_HASHES).find(([domain]) => id.endsWith(domain));
+      return Promise.resolve(unusable !== undefined ? unusable[1] : id.endsWith(KNOWN_DOMAIN) ? STORED_HASH : undefined);
     },
+    onEvent: (event) => events.push(event),
   });
   const app = express();
   app.set('trust proxy', 1);
@@ -115,6 +126,7 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     mails,
     challenges,
     errors,
+    events,
     close: async () => {
       client.close();
       server.closeAllConnections();
