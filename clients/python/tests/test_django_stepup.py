@@ -107,3 +107,23 @@ def test_the_code_step_confirms_the_device_and_a_wrong_password_never_gets_in(st
     again = browser()
     assert again.post(CODE, {"code": "246810"}).status_code == 302  # to the login page
     assert "_auth_user_id" not in again.session
+
+
+def test_each_wrong_passwords_page_has_fresh_tries_as_the_right_ones_does(stepup, django_site) -> None:
+    from django_project.codes import CODES
+
+    u = user(f"decoy-{uuid.uuid4().hex[:8]}")
+    CODES[u.username] = "135790"
+    # A checker spends a wrong password's page's tries...
+    spent = browser()
+    spent.post(LOGIN, {"username": u.username, "password": "not the password"})
+    assert [spent.post(CODE, {"code": "000000"}).status_code for _ in range(6)] == [401] * 5 + [429]
+    # ...then tries one code on each guess's page: a wrong password's answers as the
+    # right password's does (before, the spent decoy answered 429 for every wrong one).
+    wrong, right = browser(), browser()
+    wrong.post(LOGIN, {"username": u.username, "password": "not it either"})
+    right.post(LOGIN, {"username": u.username, "password": PASSWORD})
+    pages = [page(b.post(CODE, {"code": "000000"}), u.username) for b in (wrong, right)]
+    assert pages[0] == pages[1] and pages[0][0] == 401
+    # The decoys never touched the account's own code record: only the right page's code.
+    assert django_site.inspect("stepup", u.username, flow=1).failures == 1

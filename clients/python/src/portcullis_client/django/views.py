@@ -14,8 +14,8 @@ Every page that follows a password carries ``Cache-Control: no-store``.
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -63,12 +63,13 @@ def _page(request: HttpRequest, kind: Kind, context: dict[str, Any] | None = Non
     return response
 
 
-def _decoy(identifier: str) -> str:
-    """The account a decoy code step counts on: one per real account, apart from it (a
-    ``.invalid`` address no one can hold), so wrong passwords never shut the real user's
-    code step and a checker cannot tell the pages apart by the tries it gets."""
-    digest = hashlib.sha256(b"decoy\0" + identifier.encode("utf-8", "replace")).hexdigest()
-    return f"{digest[:24]}@decoy.invalid"
+def _new_decoy() -> str:
+    """The account a decoy pending login's code step counts on: a random one of its own
+    (a ``.invalid`` address no one can hold), so each page no code completes gets fresh
+    tries as a real challenge's page does, never touches the real account's record, and
+    a checker who spent one decoy's tries cannot tell the next wrong password's page
+    from the right password's by its first code."""
+    return f"{secrets.token_hex(12)}@decoy.invalid"
 
 
 def challenge_page(request: HttpRequest, outcome: LoginOutcome | None) -> HttpResponse:
@@ -80,6 +81,8 @@ def challenge_page(request: HttpRequest, outcome: LoginOutcome | None) -> HttpRe
     answer = outcome.answer if outcome is not None else None
     if outcome is not None and outcome.send_code and answer is not None and answer.challenge_token:
         pending.update(user=str(outcome.user.pk), token=answer.challenge_token, breached=outcome.password_breached)
+    else:
+        pending.update(decoy=_new_decoy())
     request.session[PENDING_SESSION_KEY] = pending
     return _page(request, Kind.CHALLENGE)
 
@@ -135,17 +138,21 @@ class CodeOutcome:
 
 def code_step(request: HttpRequest, code: str) -> CodeOutcome:
     """The code step of the session's pending login. Each code is counted through
-    ``FLOW_SECOND_FACTOR`` before it is looked at (on a decoy account for a page no code
-    completes); a right code of a real challenge exchanges the challenge token for a
-    device token (``ConfirmDevice``), left for the response. ``PORTCULLIS["CHECK_CODE"]``
-    says whether the code is right."""
+    ``FLOW_SECOND_FACTOR`` before it is looked at (for a page no code completes, on the
+    random decoy account of that pending login); a right code of a real challenge
+    exchanges the challenge token for a device token (``ConfirmDevice``), left for the
+    response. ``PORTCULLIS["CHECK_CODE"]`` says whether the code is right."""
     conf = get_settings()
     pending = request.session.get(PENDING_SESSION_KEY)
     if not isinstance(pending, dict) or float(pending.get("expires", 0)) < time.time():
         return CodeOutcome("sign_in_again")
     identifier = str(pending.get("identifier", ""))
     real = "token" in pending
-    attempt = get_client().second_factor_attempt(conf.realm, identifier if real else _decoy(identifier))
+    if not real and not pending.get("decoy"):
+        # A pending login stored without its decoy (by an earlier version): one now.
+        pending["decoy"] = _new_decoy()
+        request.session[PENDING_SESSION_KEY] = pending
+    attempt = get_client().second_factor_attempt(conf.realm, identifier if real else str(pending["decoy"]))
     if not attempt.allowed:
         return CodeOutcome("unavailable" if attempt.retryable else "too_many_codes")
     right = False
