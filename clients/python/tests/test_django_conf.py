@@ -66,3 +66,24 @@ def test_the_client_key_is_remote_addr_or_the_trusted_proxy_headers_entry(django
     assert client_key(request, behind_one) == "198.51.100.2"
     behind_two = load({"TRUSTED_PROXY_HEADER": "X-Forwarded-For", "TRUSTED_PROXY_HOPS": 2})
     assert client_key(request, behind_two) == "203.0.113.9"
+
+
+def test_the_device_cookie_name_is_keyed_with_the_secret_key(django_site) -> None:
+    import hashlib
+
+    from django.test import override_settings
+
+    from portcullis_client.django.conf import load
+    from portcullis_client.django.http import device_cookie_name
+
+    conf = load({"REALM": "django"})
+    name = device_cookie_name(conf, " Alice@Example.com ")
+    prefix = "__Host-portcullis-device-"
+    assert name.startswith(prefix) and len(name) == len(prefix) + 16
+    assert name == device_cookie_name(conf, "alice@example.com")  # trimmed, lowercased
+    # Not a digest anyone can compute from a guessed address (a dictionary over the
+    # Cookie headers one sees): keyed with SECRET_KEY, and renamed with it.
+    assert name != prefix + hashlib.sha256(b"django\0alice@example.com").hexdigest()[:16]
+    with override_settings(SECRET_KEY="another-key-for-this-test-only-not-a-secret"):
+        assert device_cookie_name(conf, "alice@example.com") != name
+    assert device_cookie_name(load({"REALM": "stepup"}), "alice@example.com") != name

@@ -5,19 +5,22 @@ header ``TRUSTED_PROXY_HOPS - 1`` places from its right end
 (:func:`~portcullis_client.client_key_from_forwarded`).
 
 The device cookie is one per account a browser signed in to: ``DEVICE_COOKIE_NAME``,
-``-`` and 16 hex digits of SHA-256 over the realm and the identifier (trimmed,
-lowercased), so the name does not show the identifier; ``HttpOnly; Secure;
-SameSite=Lax; Path=/`` and ``DEVICE_COOKIE_MAX_AGE``. The default name's ``__Host-``
-prefix makes browsers refuse it from a subdomain or over plain HTTP.
+``-`` and 16 hex digits of an HMAC-SHA-256 keyed with ``SECRET_KEY`` (Django's
+``salted_hmac``) over the realm and the identifier (trimmed, lowercased), so the name
+does not show the identifier, nor lets one who sees Cookie headers confirm a guessed
+one; ``HttpOnly; Secure; SameSite=Lax; Path=/`` and ``DEVICE_COOKIE_MAX_AGE``. The
+default name's ``__Host-`` prefix makes browsers refuse it from a subdomain or over
+plain HTTP. A new ``SECRET_KEY`` renames every cookie: each browser is an unknown device
+once (a challenge in a ``step_up`` realm, a new device elsewhere), never a weaker deny.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase
+from django.utils.crypto import salted_hmac
 
 from ..client_key import client_key_from_forwarded
 from .conf import PortcullisSettings, get_settings
@@ -39,8 +42,10 @@ def client_key(request: HttpRequest, conf: PortcullisSettings) -> str:
 
 
 def device_cookie_name(conf: PortcullisSettings, identifier: str) -> str:
-    """The device cookie's name for the account ``identifier`` names."""
-    digest = hashlib.sha256(conf.realm.encode() + b"\0" + identifier.strip().lower().encode("utf-8", "replace"))
+    """The device cookie's name for the account ``identifier`` names (keyed with
+    ``SECRET_KEY``: see the module's text)."""
+    account = (conf.realm + "\0" + identifier.strip().lower()).encode("utf-8", "replace")
+    digest = salted_hmac("portcullis.device-cookie", account, algorithm="sha256")
     return f"{conf.device_cookie_name}-{digest.hexdigest()[:16]}"
 
 
