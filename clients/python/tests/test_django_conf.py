@@ -87,3 +87,39 @@ def test_the_device_cookie_name_is_keyed_with_the_secret_key(django_site) -> Non
     with override_settings(SECRET_KEY="another-key-for-this-test-only-not-a-secret"):
         assert device_cookie_name(conf, "alice@example.com") != name
     assert device_cookie_name(load({"REALM": "stepup"}), "alice@example.com") != name
+
+
+def test_a_forked_child_gets_the_settings_lock_back_unlocked(django_site) -> None:
+    import os
+    import signal
+    import threading
+
+    from portcullis_client.django import conf
+
+    # Another thread of the parent holds the lock at fork() (gunicorn --preload): the
+    # child, which has no such thread, must still read its settings.
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with conf._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(5)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = 1
+            try:
+                signal.alarm(5)  # a deadlock ends here, killed by SIGALRM
+                conf.get_settings()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        holder.join()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

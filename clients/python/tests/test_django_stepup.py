@@ -127,3 +127,18 @@ def test_each_wrong_passwords_page_has_fresh_tries_as_the_right_ones_does(stepup
     assert pages[0] == pages[1] and pages[0][0] == 401
     # The decoys never touched the account's own code record: only the right page's code.
     assert django_site.inspect("stepup", u.username, flow=1).failures == 1
+
+
+def test_the_code_view_is_csrf_protected_and_hides_its_post_without_the_middleware(django_site) -> None:
+    from django.conf import settings
+    from django.test import Client, override_settings
+
+    # Like Django's LoginView: protected by the view itself, not only by a site's
+    # CsrfViewMiddleware, and its POST (the code) kept out of error reports.
+    without = [m for m in settings.MIDDLEWARE if m != "django.middleware.csrf.CsrfViewMiddleware"]
+    with override_settings(MIDDLEWARE=without):
+        strict = Client(enforce_csrf_checks=True, REMOTE_ADDR="10.201.0.9")
+        assert strict.post(CODE, {"code": "123456"}).status_code == 403
+        assert strict.post(LOGIN, {"username": "x", "password": "y"}).status_code == 403
+    r = browser().post(CODE, {"code": "123456"})
+    assert r.status_code == 302 and r.wsgi_request.sensitive_post_parameters == "__ALL__"

@@ -8,7 +8,6 @@ never a value that could be a secret.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from .._config import ClientConfig, ConfigError
+from .._process import Lock
 from .._sync import Client
 
 __all__ = ["PortcullisSettings", "get_client", "get_settings"]
@@ -166,7 +166,8 @@ def load(raw: object) -> PortcullisSettings:
     return found
 
 
-_lock = threading.Lock()
+#: Fork safe: a forked child gets it back unlocked (see ``_process``).
+_lock = Lock()
 _settings: PortcullisSettings | None = None
 _client: Client | None = None
 

@@ -28,6 +28,9 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.template.response import TemplateResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.generic.edit import FormView
 
 from .backend import OUTCOME_ATTR, PortcullisBackend
@@ -185,11 +188,14 @@ class CodeForm(forms.Form):
     code = forms.CharField(max_length=64, strip=True)
 
 
+@method_decorator([sensitive_post_parameters(), csrf_protect], name="dispatch")
 class CodeView(FormView):  # type: ignore[type-arg]
     """``POST`` the code of the challenge page (:func:`code_step`): signs in on a right
     code of a real challenge and redirects to ``LOGIN_REDIRECT_URL``; every other code
     gets ``portcullis/challenge.html`` again (``wrong_code``), the too-many-codes page
-    (429), the 503 page, or the login page (``sign_in_again``)."""
+    (429), the 503 page, or the login page (``sign_in_again``). CSRF-protected and its
+    POST kept out of error reports, as Django's ``LoginView`` is, whatever the site's
+    middleware."""
 
     form_class = CodeForm
     template_name = "portcullis/challenge.html"
