@@ -285,7 +285,8 @@ test('express: a route without the middleware refuses; bad settings name the set
   assert.deepEqual([loginOutcome({ locals: {} } as never).kind, resetOutcome({ locals: {} } as never).sendMail], ['deny', false]);
   const client = new Client();
   try {
-    const ok = { client, realm: 'default', lookupUser: () => undefined };
+    const secret = 'k'.repeat(32);
+    const ok = { client, realm: 'default', lookupUser: () => undefined, deviceCookie: { secret } };
     const bad = (options: object, setting: RegExp) =>
       assert.throws(
         () => portcullisExpress({ ...ok, ...options }),
@@ -294,8 +295,13 @@ test('express: a route without the middleware refuses; bad settings name the set
     bad({ client: {} }, /portcullisExpress\.client must be a Client/);
     bad({ realm: '' }, /portcullisExpress\.realm/);
     bad({ lookupUser: 'users' }, /portcullisExpress\.lookupUser must be a function/);
-    bad({ deviceCookie: { name: 'a b' } }, /portcullisExpress\.deviceCookie\.name is not a cookie name/);
-    bad({ deviceCookie: { maxAgeMs: 0 } }, /portcullisExpress\.deviceCookie\.maxAgeMs/);
+    bad({ deviceCookie: { secret, name: 'a b' } }, /portcullisExpress\.deviceCookie\.name is not a cookie name/);
+    bad({ deviceCookie: { secret, maxAgeMs: 0 } }, /portcullisExpress\.deviceCookie\.maxAgeMs/);
+    bad({ deviceCookie: undefined }, /portcullisExpress\.deviceCookie\.secret is required/);
+    bad({ deviceCookie: {} }, /portcullisExpress\.deviceCookie\.secret is required/);
+    bad({ deviceCookie: { secret: 'k'.repeat(31) } }, /portcullisExpress\.deviceCookie\.secret must be at least 32 bytes \(it has 31\)/);
+    bad({ deviceCookie: { secret: new Uint8Array(16) } }, /portcullisExpress\.deviceCookie\.secret must be at least 32 bytes/);
+    bad({ deviceCookie: { secret: 12345 } }, /portcullisExpress\.deviceCookie\.secret must be a string or a Uint8Array/);
     bad({ fields: { password: '' } }, /portcullisExpress\.fields\.password/);
     bad({ stepUp: 'yes' }, /portcullisExpress\.stepUp must be true or false/);
     bad({ onEvent: 'log' }, /portcullisExpress\.onEvent must be a function/);
@@ -303,6 +309,24 @@ test('express: a route without the middleware refuses; bad settings name the set
     assert.match(gate.deviceCookieName(' Alice@Example.COM '), /^__Host-portcullis-device-[0-9a-f]{16}$/);
     assert.equal(gate.deviceCookieName(' Alice@Example.COM '), gate.deviceCookieName('alice@example.com'));
     assert.notEqual(gate.deviceCookieName('alice@example.com'), gate.deviceCookieName('bob@example.com'));
+  } finally {
+    client.close();
+  }
+});
+
+test("express: the device cookie's name is keyed with deviceCookie.secret, so no one can compute it from a guessed identifier", () => {
+  const client = new Client();
+  try {
+    const secret = 'k'.repeat(32);
+    const ok = { client, realm: 'default', lookupUser: () => undefined, deviceCookie: { secret } };
+    const named = portcullisExpress(ok).deviceCookieName('alice@example.com');
+    // The unkeyed digest of the realm and the identifier, which anyone could compute.
+    const unkeyed = createHash('sha256').update('default').update('\0').update('alice@example.com').digest('hex').slice(0, 16);
+    assert.notEqual(named, `__Host-portcullis-device-${unkeyed}`);
+    // Another secret names another cookie; the same secret as bytes, the same one.
+    assert.notEqual(portcullisExpress({ ...ok, deviceCookie: { secret: 'j'.repeat(32) } }).deviceCookieName('alice@example.com'), named);
+    assert.equal(portcullisExpress({ ...ok, deviceCookie: { secret: Buffer.from(secret) } }).deviceCookieName('alice@example.com'), named);
+    assert.ok(!inspect(portcullisExpress(ok), { showHidden: true, depth: 9 }).includes(secret), 'the gate does not show its secret');
   } finally {
     client.close();
   }

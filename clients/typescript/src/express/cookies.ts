@@ -2,20 +2,27 @@
 // accept or a confirmed challenge returned, kept by the browser (HttpOnly, Secure,
 // SameSite=Lax) and sent back on its next login to that account.
 
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { Request, Response } from 'express';
 
 import type { Resolved } from './options';
 
 /**
  * The device cookie's name for one account: the configured name, `-`, and 16 hex
- * digits of SHA-256 over the realm and the identifier as typed, trimmed and lowercased.
- * Two spellings the daemon counts as one account but this folds apart only cost a
- * challenge (a new device to the daemon); two accounts folded together only replace
- * each other's token, which the daemon then refuses as another account's.
+ * digits of HMAC-SHA-256, keyed with `deviceCookie.secret`, over the realm and the
+ * identifier as typed, trimmed and lowercased. Keyed, so that whoever sees a Cookie
+ * header cannot confirm a guessed identifier by computing the name. Two spellings the
+ * daemon counts as one account but this folds apart only cost a challenge (a new
+ * device to the daemon); two accounts folded together only replace each other's token,
+ * which the daemon then refuses as another account's.
  */
-export function deviceCookieName(o: Pick<Resolved, 'cookieName' | 'realm'>, identifier: string): string {
-  const digest = createHash('sha256').update(o.realm).update('\0').update(identifier.trim().toLowerCase()).digest('hex');
+export function deviceCookieName(o: Pick<Resolved, 'cookieName' | 'cookieSecret' | 'realm'>, identifier: string): string {
+  const digest = createHmac('sha256', o.cookieSecret)
+    .update('portcullis device cookie\0')
+    .update(o.realm)
+    .update('\0')
+    .update(identifier.trim().toLowerCase())
+    .digest('hex');
   return `${o.cookieName}-${digest.slice(0, 16)}`;
 }
 

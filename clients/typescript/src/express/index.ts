@@ -2,7 +2,7 @@
 // (README.md, "Express"). express is a peer dependency: nothing here loads it; the
 // middleware uses the request and response the app's Express hands it.
 //
-//   const gate = portcullisExpress({ client, realm: 'default', lookupUser });
+//   const gate = portcullisExpress({ client, realm: 'default', lookupUser, deviceCookie: { secret } });
 //   app.post('/login', express.urlencoded({ extended: false }), gate.login, (req, res) => {
 //     const outcome = loginOutcome(res); // allow | deny | challenge | change_required
 //   });
@@ -52,7 +52,7 @@ export interface PortcullisExpress {
    * `secondFactor` asked for.
    */
   setDeviceCookie(res: Response, identifier: string, token: string): void;
-  /** The device cookie's name for `identifier` (the configured name and a digest). */
+  /** The device cookie's name for `identifier` (the configured name and an HMAC under `deviceCookie.secret`). */
   deviceCookieName(identifier: string): string;
 }
 

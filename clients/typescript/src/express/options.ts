@@ -9,7 +9,16 @@ import { canonical } from '../clientKey';
 /** The device cookie (docs/devices.md): one per account a browser signed in to. */
 export interface DeviceCookieOptions {
   /**
-   * The cookie's name, to which `-` and 16 hex digits of a digest of the realm and the
+   * Required: the key of the HMAC that names each account's cookie, at least 32 bytes
+   * (a string counts its UTF-8 bytes), of the app's own (say 32 random bytes, hex;
+   * never the daemon's key secret), the same on every replica. Without a key anyone who
+   * sees a Cookie header could confirm a guessed identifier. Rotating it renames every
+   * cookie: each browser's device is unknown once (a challenge in a step-up realm, as a
+   * new device gets; never a weaker deny), and the old cookies expire unused.
+   */
+  secret: string | Uint8Array;
+  /**
+   * The cookie's name, to which `-` and 16 hex digits of an HMAC of the realm and the
    * identifier are added, so a browser keeps one token per account and the name does
    * not show the identifier (default `__Host-portcullis-device`; `__Host-` makes the
    * browser refuse it from a subdomain or over plain HTTP). RFC 6265 token characters.
@@ -45,8 +54,8 @@ export interface PortcullisExpressOptions {
    * page (docs/devices.md, "No checker"). Default false.
    */
   stepUp?: boolean;
-  /** The device cookie's name and lifetime. */
-  deviceCookie?: DeviceCookieOptions;
+  /** The device cookie: the key of its name (required), its name and lifetime. */
+  deviceCookie: DeviceCookieOptions;
   /**
    * Told of what the app should log (`event.error.message` says what happened and what
    * to do); never an identifier, a password, a hash or a token. Called once per event,
@@ -91,6 +100,7 @@ export interface Resolved {
   passwordField: string;
   stepUp: boolean;
   cookieName: string;
+  cookieSecret: Buffer;
   cookieMaxAgeMs: number;
   onEvent: ((event: PortcullisExpressEvent) => void) | undefined;
 }
@@ -98,6 +108,8 @@ export interface Resolved {
 /** RFC 6265's cookie-name token characters. */
 const COOKIE_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const NINETY_DAYS_MS = 90 * 24 * 3600 * 1000;
+/** The shortest `deviceCookie.secret`, in bytes. */
+const MIN_COOKIE_SECRET_BYTES = 32;
 
 /** @throws PortcullisExpressError naming the first setting it cannot use. */
 export function resolve(options: PortcullisExpressOptions): Resolved {
@@ -125,6 +137,7 @@ export function resolve(options: PortcullisExpressOptions): Resolved {
   if (!COOKIE_NAME.test(cookieName)) {
     throw new PortcullisExpressError('deviceCookie.name', 'is not a cookie name (RFC 6265 token characters)');
   }
+  const cookieSecret = cookieKey(options.deviceCookie?.secret);
   const cookieMaxAgeMs = options.deviceCookie?.maxAgeMs ?? NINETY_DAYS_MS;
   if (!Number.isInteger(cookieMaxAgeMs) || cookieMaxAgeMs < 1000) {
     throw new PortcullisExpressError('deviceCookie.maxAgeMs', 'must be a whole number of milliseconds, at least 1000');
@@ -145,9 +158,26 @@ export function resolve(options: PortcullisExpressOptions): Resolved {
     passwordField: field('fields.password', options.fields?.password, 'password'),
     stepUp,
     cookieName,
+    cookieSecret,
     cookieMaxAgeMs,
     onEvent,
   };
+}
+
+/** `deviceCookie.secret` as the HMAC key (a copy). The message never quotes it. */
+function cookieKey(secret: unknown): Buffer {
+  const setting = 'deviceCookie.secret';
+  if (secret === undefined || secret === null) {
+    throw new PortcullisExpressError(setting, `is required: a secret of the app's own, at least ${MIN_COOKIE_SECRET_BYTES} bytes`);
+  }
+  if (typeof secret !== 'string' && !(secret instanceof Uint8Array)) {
+    throw new PortcullisExpressError(setting, 'must be a string or a Uint8Array');
+  }
+  const key = typeof secret === 'string' ? Buffer.from(secret, 'utf8') : Buffer.from(secret);
+  if (key.length < MIN_COOKIE_SECRET_BYTES) {
+    throw new PortcullisExpressError(setting, `must be at least ${MIN_COOKIE_SECRET_BYTES} bytes (it has ${key.length})`);
+  }
+  return key;
 }
 
 /** Tells `o.onEvent` of `event`; what it throws changes nothing. */

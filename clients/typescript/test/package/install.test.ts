@@ -72,6 +72,7 @@ const gate = portcullisExpress({
   client,
   realm: 'default',
   lookupUser: (identifier) => (identifier === 'alice@example.com' ? process.env.STORED_HASH : undefined),
+  deviceCookie: { secret: 'the secret of the package test, 32 bytes or more' },
 });
 const app = express();
 app.post('/login', express.urlencoded({ extended: false }), gate.login, (req, res) => {
@@ -99,7 +100,7 @@ import { Verdict, VerifyResponse } from '@portcullis/client/types';
 
 const config: ClientConfig = { endpoints: ['http://127.0.0.1:50051'], keepaliveTimeMs: 30000 };
 const client = new Client(config);
-const gate = portcullisExpress({ client, realm: 'default', lookupUser: async () => undefined });
+const gate = portcullisExpress({ client, realm: 'default', lookupUser: async () => undefined, deviceCookie: { secret: new Uint8Array(32) } });
 export function kind(outcome: LoginOutcome): string {
   return outcome.kind === 'challenge' ? String(outcome.sendCode) : outcome.kind;
 }

@@ -14,6 +14,8 @@ import { PortcullisExpress, PortcullisExpressEvent, loginOutcome, portcullisExpr
 export const PASSWORD = 'correct horse battery staple';
 export const STORED_HASH = '$argon2id$v=19$m=19456,t=2,p=1$9UYIR9ZIReF5HPUwKOtfHg$mXlw4iTpYMohjtsi7qzPygANdC7/hd1SbLoNsHPwwfQ';
 export const KNOWN_DOMAIN = '@known.example';
+/** The key of the device cookie's name (every process of the app shares it). */
+export const COOKIE_SECRET = 'a test secret of the app, 32 bytes or more';
 /** Accounts whose stored hash the daemon refuses, by domain: a legacy format, a bcrypt cost above its ceiling (14). */
 export const UNUSABLE_HASHES: Record<string, string> = {
   '@legacy.example': 'md5$salt$5f4dcc3b5aa765d61d8327deb882cf99',
@@ -74,6 +76,7 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
       return Promise.resolve(unusable !== undefined ? unusable[1] : id.endsWith(KNOWN_DOMAIN) ? STORED_HASH : undefined);
     },
     onEvent: (event) => events.push(event),
+    deviceCookie: { secret: COOKIE_SECRET },
   });
   const app = express();
   app.set('trust proxy', 1);
