@@ -203,6 +203,22 @@ def test_the_reset_page_is_the_same_for_known_and_unknown_addresses(django_site)
 
 
 
+def test_the_reset_mail_goes_to_the_sites_queue_when_one_is_set(django_site) -> None:
+    from django.conf import settings
+    from django.core import mail
+    from django.test import override_settings
+
+    u = user(name("queued"))
+    mail.outbox, queued = [], []
+    with override_settings(PORTCULLIS=dict(settings.PORTCULLIS, RESET_MAIL_QUEUE=queued.append)):
+        for email in (u.email, f"{name('nobody')}@example.com"):
+            r = browser().post("/accounts/password_reset/", {"email": email})
+            assert (r.status_code, r["Location"]) == (302, "/accounts/password_reset/done/")
+    # Nothing sent inline; the known address's mail, as Django's form builds it, queued.
+    assert mail.outbox == [] and [m.to for m in queued] == [[u.email]]
+    assert "Reset your password: http://testserver/accounts/reset/" in queued[0].body
+
+
 @pytest.fixture
 def frozen_daemon(tmp_path):
     """A daemon stopped with SIGSTOP: its socket open, nothing answering."""

@@ -25,6 +25,8 @@ import pytest
         ({"SECOND_FACTOR_ON_SIGNALS": 1}, 'PORTCULLIS["SECOND_FACTOR_ON_SIGNALS"]'),
         ({"CHECK_CODE": "no.such.module.check"}, 'PORTCULLIS["CHECK_CODE"]'),
         ({"CHECK_CODE": 42}, 'PORTCULLIS["CHECK_CODE"]'),
+        ({"RESET_MAIL_QUEUE": "no.such.module.queue"}, 'PORTCULLIS["RESET_MAIL_QUEUE"]'),
+        ({"RESET_MAIL_QUEUE": []}, 'PORTCULLIS["RESET_MAIL_QUEUE"] must be a function queue(message)'),
     ],
 )
 def test_a_bad_setting_is_improperly_configured_naming_it(django_site, bad, named: str) -> None:

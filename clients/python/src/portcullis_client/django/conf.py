@@ -57,6 +57,10 @@ class PortcullisSettings:
     check_code: Callable[[str, str], bool] | None
     #: Where a login with a breached password goes after signing in, or ``None``.
     password_change_url: str | None
+    #: ``queue(message)`` that takes a reset mail (a ready ``EmailMultiAlternatives``)
+    #: to send later, instead of :class:`~portcullis_client.django.views.PasswordResetView`
+    #: sending it inline; or ``None``.
+    reset_mail_queue: Callable[[Any], None] | None
 
     def client_config(self) -> ClientConfig:
         """The client's configuration; ``ImproperlyConfigured`` naming a bad field."""
@@ -83,6 +87,7 @@ _KEYS = {
     "SECOND_FACTOR_ON_SIGNALS",
     "CHECK_CODE",
     "PASSWORD_CHANGE_URL",
+    "RESET_MAIL_QUEUE",
 }
 _COOKIE_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -114,19 +119,19 @@ def _int(raw: dict[str, Any], key: str, default: int, low: int, high: int) -> in
     return value
 
 
-def _check_code(raw: dict[str, Any]) -> Callable[[str, str], bool] | None:
-    value = raw.get("CHECK_CODE")
+def _function(raw: dict[str, Any], key: str, what: str) -> Callable[..., Any] | None:
+    value = raw.get(key)
     if value is None:
         return None
     if isinstance(value, str):
         try:
             value = import_string(value)
         except ImportError:
-            raise _bad("CHECK_CODE", "names nothing importable (write a dotted path to a function)") from None
+            raise _bad(key, "names nothing importable (write a dotted path to a function)") from None
     if not callable(value):
-        raise _bad("CHECK_CODE", "must be a function check_code(identifier, code) -> bool, or its dotted path")
-    checker: Callable[[str, str], bool] = value
-    return checker
+        raise _bad(key, f"must be a function {what}, or its dotted path")
+    function: Callable[..., Any] = value
+    return function
 
 
 def load(raw: object) -> PortcullisSettings:
@@ -159,8 +164,9 @@ def load(raw: object) -> PortcullisSettings:
         trusted_proxy_header=header,
         trusted_proxy_hops=_int(raw, "TRUSTED_PROXY_HOPS", 1, 1 if header else 0, 32),
         second_factor_on_signals=_bool(raw, "SECOND_FACTOR_ON_SIGNALS", True),
-        check_code=_check_code(raw),
+        check_code=_function(raw, "CHECK_CODE", "check_code(identifier, code) -> bool"),
         password_change_url=_str(raw, "PASSWORD_CHANGE_URL", None, optional=True),
+        reset_mail_queue=_function(raw, "RESET_MAIL_QUEUE", "queue(message) -> None"),
     )
     found.client_config()  # the client's own checks, named
     return found

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +26,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth import login as auth_login
 from django.contrib.auth import views as auth_views
+from django.core.mail import EmailMultiAlternatives
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
+from django.template import loader
 from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_protect
@@ -242,18 +245,51 @@ def password_reset_request(request: HttpRequest, identifier: str) -> ResetOutcom
     return outcome
 
 
+def _queued_send_mail(queue: Callable[[Any], None]) -> Callable[..., None]:
+    """A ``PasswordResetForm.send_mail`` that builds the message as Django's does and
+    hands it to ``queue`` instead of sending it."""
+
+    def send_mail(
+        subject_template_name: str,
+        email_template_name: str,
+        context: dict[str, Any],
+        from_email: str | None,
+        to_email: str,
+        html_email_template_name: str | None = None,
+    ) -> None:
+        subject = "".join(loader.render_to_string(subject_template_name, context).splitlines())
+        body = loader.render_to_string(email_template_name, context)
+        message = EmailMultiAlternatives(subject, body, from_email, [to_email])
+        if html_email_template_name is not None:
+            message.attach_alternative(loader.render_to_string(html_email_template_name, context), "text/html")
+        try:
+            queue(message)
+        except Exception as e:  # noqa: BLE001 - as Django's own: the page is the same, no mail
+            log.error("portcullis: RESET_MAIL_QUEUE failed (%s): the reset mail is lost", type(e).__name__)
+
+    return send_mail
+
+
 class PasswordResetView(auth_views.PasswordResetView):
     """Django's ``PasswordResetView`` behind :func:`password_reset_request`: the mail
     goes out (Django sends it only to an address that has an account) only on the
     daemon's allow; every address gets the same redirect to the "done" page, and 503
-    (``portcullis/unavailable.html``) only when the daemon cannot answer."""
+    (``portcullis/unavailable.html``) only when the daemon cannot answer.
+
+    Django's form sends the mail inline, so a known address's page waits for the mail
+    server and an unknown one's does not: the time tells which addresses have accounts.
+    Give the site an ``EMAIL_BACKEND`` that queues, or set ``PORTCULLIS["RESET_MAIL_QUEUE"]``
+    to a ``queue(message)`` that takes the ready ``EmailMultiAlternatives`` to send later."""
 
     def form_valid(self, form: Any) -> HttpResponse:
-        """Counts the request, then sends the mail (or not) and redirects."""
+        """Counts the request, then sends (or queues) the mail, or not, and redirects."""
         outcome = password_reset_request(self.request, form.cleaned_data["email"])
         if outcome.retryable:
             return _page(self.request, Kind.UNAVAILABLE)
         if outcome.send_mail:
+            queue = get_settings().reset_mail_queue
+            if queue is not None:
+                form.send_mail = _queued_send_mail(queue)
             response: HttpResponse = super().form_valid(form)
             return response
         return HttpResponseRedirect(self.get_success_url())
