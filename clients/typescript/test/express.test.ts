@@ -249,6 +249,20 @@ test('express: every daemon failure is a refused login, and a lookup that throws
   }
 });
 
+test('express: an accept that asks for a second factor is no sign-in: its own outcome, no device cookie', async () => {
+  for (const signal of ['spray_suspected', 'step_up']) {
+    const endpoint = await startCaseEndpoint({ answer: { verdict: 1, device_token: 'dt-from-the-daemon', [signal]: true } });
+    const gateway = await startApp({ daemonUrl: endpoint.url, callTimeoutMs: 1000 });
+    try {
+      const page = await login(gateway.url, known('second-factor'), PASSWORD, clientIp());
+      assert.deepEqual([page.status, page.body, page.setCookie], [200, PAGES.secondFactor, []], signal);
+    } finally {
+      await gateway.close();
+      await endpoint.close();
+    }
+  }
+});
+
 test('express: in a step-up realm a right password from a new device and every refused login get one code page; a code is sent only for the first', async () => {
   const stepup = await startApp({ daemonUrl: daemon.url, realm: 'stepup', stepUp: true });
   try {

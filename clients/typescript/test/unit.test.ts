@@ -259,7 +259,10 @@ test("express: the answer → outcome table, in the example gateway's order", ()
   const table: Array<[Answer, string, string]> = [
     // answer, without stepUp, with stepUp
     [Answer.allow({ deviceToken: 'dt' }), 'allow', 'allow'],
+    [Answer.allow({ deviceToken: 'dt', spraySuspected: true }), 'second_factor', 'second_factor'],
+    [Answer.allow({ deviceToken: 'dt', stepUp: true }), 'second_factor', 'second_factor'],
     [Answer.allow({ networkThrottled: true }), 'deny captcha', 'deny captcha'],
+    [Answer.allow({ stepUp: true, networkThrottled: true }), 'deny captcha', 'deny captcha'],
     [Answer.deny(true), 'deny retryable', 'deny retryable'],
     [Answer.deny(true, { networkThrottled: true }), 'deny retryable', 'deny retryable'],
     [Answer.deny(false), 'deny', 'challenge'],
@@ -272,8 +275,21 @@ test("express: the answer → outcome table, in the example gateway's order", ()
     assert.equal(kinds(false, answer), without, JSON.stringify(answer));
     assert.equal(kinds(true, answer), withStepUp, `stepUp: ${JSON.stringify(answer)}`);
   }
-  const allow = outcomeOf({ stepUp: false }, 'u', 'h', Answer.allow({ spraySuspected: true }));
-  assert.ok(allow.kind === 'allow' && allow.secondFactor, 'a sprayed password needs a second factor');
+  // A sprayed password needs a second factor: its own kind, carrying what that step needs.
+  const sprayed = outcomeOf(
+    { stepUp: false },
+    'u',
+    'h',
+    Answer.allow({ spraySuspected: true, deviceToken: 'dt-secret', passwordBreached: true, needsRehash: true }),
+  );
+  assert.ok(sprayed.kind === 'second_factor', 'not an allow');
+  assert.deepEqual(
+    [sprayed.identifier, sprayed.passwordBreached, sprayed.needsRehash, sprayed.answer.deviceToken],
+    ['u', true, true, 'dt-secret'],
+  );
+  assert.ok(!JSON.stringify(sprayed).includes('dt-secret'));
+  const plain = outcomeOf({ stepUp: false }, 'u', 'h', Answer.allow({ deviceToken: 'dt' }));
+  assert.ok(plain.kind === 'allow' && !('secondFactor' in plain), 'an allow alone means sign in');
   // The challenge's secrets are there for confirmDevice and never printed.
   const challenge = outcomeOf({ stepUp: false }, 'u', 'stored-hash', Answer.challenge('ct-secret', 'new_device'));
   assert.ok(challenge.kind === 'challenge');

@@ -9,6 +9,7 @@ export type {
   LoginChangeRequired,
   LoginDeny,
   LoginOutcome,
+  LoginSecondFactor,
   PortcullisExpress,
   PortcullisExpressEvent,
   PortcullisExpressOptions,

@@ -4,7 +4,7 @@
 //
 //   const gate = portcullisExpress({ client, realm: 'default', lookupUser, deviceCookie: { secret } });
 //   app.post('/login', express.urlencoded({ extended: false }), gate.login, (req, res) => {
-//     const outcome = loginOutcome(res); // allow | deny | challenge | change_required
+//     const outcome = loginOutcome(res); // allow | second_factor | deny | challenge | change_required
 //   });
 //   app.post('/password/reset', express.urlencoded({ extended: false }), gate.passwordReset, (req, res) => {
 //     const outcome = resetOutcome(res); // sendMail, retryable
@@ -17,7 +17,16 @@ import { loginMiddleware } from './login';
 import { PortcullisExpressOptions, resolve } from './options';
 import { resetMiddleware } from './reset';
 
-export { LoginAllow, LoginChallenge, LoginChangeRequired, LoginDeny, LoginOutcome, loginOutcome, outcomeOf } from './login';
+export {
+  LoginAllow,
+  LoginChallenge,
+  LoginChangeRequired,
+  LoginDeny,
+  LoginOutcome,
+  LoginSecondFactor,
+  loginOutcome,
+  outcomeOf,
+} from './login';
 export { DeviceCookieOptions, PortcullisExpressError, PortcullisExpressEvent, PortcullisExpressOptions } from './options';
 export { ResetOutcome, resetOutcome } from './reset';
 
@@ -38,7 +47,7 @@ declare global {
 export interface PortcullisExpress {
   /**
    * For `POST /login` (after a body parser): asks the daemon's Verify and sets
-   * `res.locals.portcullisLogin`; on a plain allow it also sets the device cookie.
+   * `res.locals.portcullisLogin`; on an `'allow'` it also sets the device cookie.
    */
   readonly login: RequestHandler;
   /**
@@ -48,8 +57,8 @@ export interface PortcullisExpress {
   readonly passwordReset: RequestHandler;
   /**
    * Sets the account's device cookie (HttpOnly, Secure, SameSite=Lax) to `token`:
-   * after `confirmDevice` in a code step, or after the second factor an `'allow'` with
-   * `secondFactor` asked for.
+   * after `confirmDevice` in a code step, or after the second factor a
+   * `'second_factor'` asked for.
    */
   setDeviceCookie(res: Response, identifier: string, token: string): void;
   /** The device cookie's name for `identifier` (the configured name and an HMAC under `deviceCookie.secret`). */

@@ -3,7 +3,8 @@
 // route's handler one outcome on `res.locals.portcullisLogin`. Every failure (the
 // daemon unreachable or late, an error status, an unknown answer, the lookup
 // throwing, a missing field, a bug here) is a refused login: the middleware never
-// calls `next(err)`, and only the daemon's explicit accept becomes an `'allow'`.
+// calls `next(err)`, and only the daemon's explicit accept becomes an `'allow'` (or,
+// when the daemon asks for more, a `'second_factor'`).
 
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { status } from '@grpc/grpc-js';
@@ -15,22 +16,35 @@ import { PortcullisExpressError, Resolved, clientKey, emit, formField, storedHas
 /** A failure's gRPC status code, as `Failure` carries it. */
 const INVALID_ARGUMENT: number = status.INVALID_ARGUMENT;
 
-/** The daemon accepted the password: sign the user in (after the second factor, when `secondFactor`). */
+/** The daemon accepted the password and asks for nothing more: sign the user in. The device cookie is set. */
 export interface LoginAllow {
   readonly kind: 'allow';
   /** The identifier as the user typed it. */
   readonly identifier: string;
-  /**
-   * The password is being sprayed or the account is near its lockout: demand a second
-   * factor before any session. The device cookie was not set; set it with
-   * `setDeviceCookie(res, identifier, answer.deviceToken)` once the factor passed.
-   */
-  readonly secondFactor: boolean;
   /** The password is breached: sign in, then force a password change (docs/breach.md). */
   readonly passwordBreached: boolean;
   /** Store a new hash at the realm's target (the password is in the request body). */
   readonly needsRehash: boolean;
   /** The client's answer (its device token is never printed). */
+  readonly answer: Answer;
+}
+
+/**
+ * The daemon accepted the password, but the password is being sprayed
+ * (`answer.spraySuspected`) or the account is near its lockout (`answer.stepUp`): no
+ * session until a second factor passed. The device cookie was not set; once the factor
+ * passed, set it with `setDeviceCookie(res, identifier, answer.deviceToken)` and sign
+ * the user in (then as an `'allow'`: `passwordBreached`, `needsRehash`).
+ */
+export interface LoginSecondFactor {
+  readonly kind: 'second_factor';
+  /** The identifier as the user typed it. */
+  readonly identifier: string;
+  /** The password is breached: once the factor passed, force a password change (docs/breach.md). */
+  readonly passwordBreached: boolean;
+  /** Store a new hash at the realm's target (the password is in the request body). */
+  readonly needsRehash: boolean;
+  /** The client's answer: its `deviceToken` (never printed) for the cookie once the factor passed. */
   readonly answer: Answer;
 }
 
@@ -74,8 +88,13 @@ export interface LoginChangeRequired {
   readonly identifier: string;
 }
 
-/** What the login middleware decided: one of four, `'allow'` only on the daemon's accept. */
-export type LoginOutcome = LoginAllow | LoginDeny | LoginChallenge | LoginChangeRequired;
+/**
+ * What the login middleware decided: allow, deny, challenge or change required, with
+ * the daemon's accept split in two: `'allow'` (sign in) and `'second_factor'` (the
+ * password matched; no session before a second factor). `kind === 'allow'` alone means
+ * sign in.
+ */
+export type LoginOutcome = LoginAllow | LoginSecondFactor | LoginDeny | LoginChallenge | LoginChangeRequired;
 
 /** A refused login. */
 function deny(retryable: boolean, extra: { captcha?: boolean; answer?: Answer; error?: unknown } = {}): LoginDeny {
@@ -117,9 +136,8 @@ export function outcomeOf(o: Pick<Resolved, 'stepUp'>, identifier: string, hash:
       return { kind: 'change_required', identifier };
     case 'allow':
       return {
-        kind: 'allow',
+        kind: answer.spraySuspected || answer.stepUp ? 'second_factor' : 'allow',
         identifier,
-        secondFactor: answer.spraySuspected || answer.stepUp,
         passwordBreached: answer.passwordBreached,
         needsRehash: answer.needsRehash,
         answer,
@@ -166,7 +184,7 @@ async function decide(o: Resolved, req: Request, res: Response): Promise<LoginOu
     answer = await verify(hash);
   }
   const outcome = outcomeOf(o, identifier, hash, answer);
-  if (outcome.kind === 'allow' && !outcome.secondFactor && answer.deviceToken !== undefined) {
+  if (outcome.kind === 'allow' && answer.deviceToken !== undefined) {
     writeDeviceCookie(o, res, identifier, answer.deviceToken);
   }
   return outcome;
@@ -227,5 +245,5 @@ export function loginOutcome(res: Response): LoginOutcome {
 function isLoginOutcome(value: unknown): value is LoginOutcome {
   if (typeof value !== 'object' || value === null) return false;
   const kind = (value as { kind?: unknown }).kind;
-  return kind === 'allow' || kind === 'deny' || kind === 'challenge' || kind === 'change_required';
+  return kind === 'allow' || kind === 'second_factor' || kind === 'deny' || kind === 'challenge' || kind === 'change_required';
 }

@@ -85,7 +85,10 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     const outcome = loginOutcome(res);
     switch (outcome.kind) {
       case 'allow':
-        res.status(outcome.secondFactor ? 401 : 200).send(outcome.secondFactor ? PAGES.secondFactor : PAGES.welcome);
+        res.status(200).send(PAGES.welcome);
+        return;
+      case 'second_factor':
+        res.status(200).send(PAGES.secondFactor);
         return;
       case 'challenge':
         if (outcome.sendCode && outcome.challengeToken !== undefined && outcome.storedHash !== undefined) {
