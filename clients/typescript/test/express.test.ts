@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 
 import { Daemon, startDaemon } from './support/daemon';
 import { startCaseEndpoint } from './support/endpoint';
+import { PortcullisExpressError } from '../src/express';
 import { KNOWN_DOMAIN, PAGES, PASSWORD, Page, TestApp, UNUSABLE_HASHES, post, startApp } from './support/express-app';
 
 const CONFIG = `shutdown_delay = "0s"
@@ -246,6 +247,28 @@ test('express: every daemon failure is a refused login, and a lookup that throws
     assert.equal(broken.errors.length, 1);
   } finally {
     await broken.close();
+  }
+});
+
+test('express: a lookupUser that never settles is a refused login (503) and no mail after lookupTimeoutMs, not a hung request', async () => {
+  const hung = await startApp({ daemonUrl: daemon.url, lookupHangs: true, lookupTimeoutMs: 300 });
+  try {
+    const within = <T>(p: Promise<T>) =>
+      Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the request hung')), 5000))]);
+    const started = performance.now();
+    const page = await within(login(hung.url, known('hung'), PASSWORD, clientIp()));
+    assert.deepEqual([page.status, page.body, page.setCookie], [503, PAGES.unavailable, []]);
+    assert.ok(performance.now() - started >= 300, 'not before the timeout');
+    const reset = await within(post(`${hung.url}/password/reset`, { username: known('hung') }, clientIp()));
+    assert.deepEqual([reset.status, reset.body], [503, PAGES.unavailable]);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(hung.mails, []);
+    assert.equal(hung.errors.length, 2);
+    for (const error of hung.errors) {
+      assert.ok(error instanceof PortcullisExpressError && error.setting === 'lookupTimeoutMs', String(error));
+    }
+  } finally {
+    await hung.close();
   }
 });
 

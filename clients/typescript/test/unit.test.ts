@@ -321,6 +321,8 @@ test('express: a route without the middleware refuses; bad settings name the set
     bad({ fields: { password: '' } }, /portcullisExpress\.fields\.password/);
     bad({ stepUp: 'yes' }, /portcullisExpress\.stepUp must be true or false/);
     bad({ onEvent: 'log' }, /portcullisExpress\.onEvent must be a function/);
+    bad({ lookupTimeoutMs: 0 }, /portcullisExpress\.lookupTimeoutMs must be a whole number of milliseconds, 1 to 60000/);
+    bad({ lookupTimeoutMs: 60001 }, /portcullisExpress\.lookupTimeoutMs/);
     const gate = portcullisExpress(ok);
     assert.match(gate.deviceCookieName(' Alice@Example.COM '), /^__Host-portcullis-device-[0-9a-f]{16}$/);
     assert.equal(gate.deviceCookieName(' Alice@Example.COM '), gate.deviceCookieName('alice@example.com'));

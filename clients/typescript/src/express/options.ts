@@ -45,6 +45,13 @@ export interface PortcullisExpressOptions {
    * asked again as `''`, so that account answers as an unknown one (`onEvent` is told).
    */
   lookupUser: (identifier: string, req: Request) => string | null | undefined | Promise<string | null | undefined>;
+  /**
+   * How long `lookupUser` may take, in milliseconds (default 2000, at most 60000). One
+   * that has not settled by then is treated as one that threw: the login is refused
+   * (retryable, its `error` a `PortcullisExpressError` naming `lookupTimeoutMs`) and the
+   * reset sends no mail, so a user store that hangs never hangs the request.
+   */
+  lookupTimeoutMs?: number;
   /** The form's field names (default `username` and `password`), read from `req.body`. */
   fields?: { identifier?: string; password?: string };
   /**
@@ -96,6 +103,7 @@ export interface Resolved {
   client: Client;
   realm: string;
   lookupUser: PortcullisExpressOptions['lookupUser'];
+  lookupTimeoutMs: number;
   identifierField: string;
   passwordField: string;
   stepUp: boolean;
@@ -108,6 +116,8 @@ export interface Resolved {
 /** RFC 6265's cookie-name token characters. */
 const COOKIE_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const NINETY_DAYS_MS = 90 * 24 * 3600 * 1000;
+const LOOKUP_TIMEOUT_MS = 2000;
+const MAX_LOOKUP_TIMEOUT_MS = 60000;
 /** The shortest `deviceCookie.secret`, in bytes. */
 const MIN_COOKIE_SECRET_BYTES = 32;
 
@@ -146,6 +156,10 @@ export function resolve(options: PortcullisExpressOptions): Resolved {
   if (typeof stepUp !== 'boolean') {
     throw new PortcullisExpressError('stepUp', 'must be true or false');
   }
+  const lookupTimeoutMs = options.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS;
+  if (!Number.isInteger(lookupTimeoutMs) || lookupTimeoutMs < 1 || lookupTimeoutMs > MAX_LOOKUP_TIMEOUT_MS) {
+    throw new PortcullisExpressError('lookupTimeoutMs', `must be a whole number of milliseconds, 1 to ${MAX_LOOKUP_TIMEOUT_MS}`);
+  }
   const onEvent = options.onEvent;
   if (onEvent !== undefined && typeof onEvent !== 'function') {
     throw new PortcullisExpressError('onEvent', 'must be a function');
@@ -154,6 +168,7 @@ export function resolve(options: PortcullisExpressOptions): Resolved {
     client,
     realm,
     lookupUser,
+    lookupTimeoutMs,
     identifierField: field('fields.identifier', options.fields?.identifier, 'username'),
     passwordField: field('fields.password', options.fields?.password, 'password'),
     stepUp,
@@ -210,8 +225,30 @@ export function formField(req: Request, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-/** `lookupUser`'s stored hash (`''` for no account), or the error it threw. */
+/**
+ * `lookupUser`'s stored hash (`''` for no account), or the error it threw, or a
+ * `PortcullisExpressError` naming `lookupTimeoutMs` when it did not settle in time.
+ */
 export async function storedHash(o: Resolved, identifier: string, req: Request): Promise<{ hash: string } | { error: unknown }> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<{ error: unknown }>((resolve) => {
+    timer = setTimeout(
+      () =>
+        resolve({
+          error: new PortcullisExpressError('lookupTimeoutMs', `passed: lookupUser did not settle within ${o.lookupTimeoutMs} ms`),
+        }),
+      o.lookupTimeoutMs,
+    );
+  });
+  try {
+    // What the lookup does later is ignored (its rejection is caught in lookup()).
+    return await Promise.race([lookup(o, identifier, req), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function lookup(o: Resolved, identifier: string, req: Request): Promise<{ hash: string } | { error: unknown }> {
   try {
     const hash = await o.lookupUser(identifier, req);
     if (hash === null || hash === undefined) return { hash: '' };

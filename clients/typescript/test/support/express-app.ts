@@ -55,6 +55,9 @@ export interface TestAppOptions {
   callTimeoutMs?: number;
   /** lookupUser throws for every identifier. */
   lookupThrows?: boolean;
+  /** lookupUser never settles. */
+  lookupHangs?: boolean;
+  lookupTimeoutMs?: number;
 }
 
 /** Starts the app on a free loopback port. `trust proxy` is 1: the client key is the address the one proxy in front appended. */
@@ -71,12 +74,14 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     // Async, as a database lookup is.
     lookupUser: (identifier) => {
       if (options.lookupThrows) return Promise.reject(new Error('the user store is down'));
+      if (options.lookupHangs) return new Promise<never>(() => {});
       const id = identifier.trim().toLowerCase();
       const unusable = Object.entries(UNUSABLE_HASHES).find(([domain]) => id.endsWith(domain));
       return Promise.resolve(unusable !== undefined ? unusable[1] : id.endsWith(KNOWN_DOMAIN) ? STORED_HASH : undefined);
     },
     onEvent: (event) => events.push(event),
     deviceCookie: { secret: COOKIE_SECRET },
+    lookupTimeoutMs: options.lookupTimeoutMs,
   });
   const app = express();
   app.set('trust proxy', 1);
