@@ -57,7 +57,7 @@ export interface LoginDeny {
   readonly captcha: boolean;
   /** The client's answer, when the daemon was asked. */
   readonly answer?: Answer;
-  /** What `lookupUser` threw, for the app's own log. */
+  /** What `lookupUser` threw, or a `PortcullisExpressError` naming `lookupTimeoutMs` when it did not settle in time: for the app's own log. */
   readonly error?: unknown;
 }
 

@@ -20,7 +20,7 @@ export interface ResetOutcome {
   readonly identifier: string | undefined;
   /** The client's answer, when the daemon was asked. */
   readonly answer?: Answer;
-  /** What `lookupUser` threw, for the app's own log. */
+  /** What `lookupUser` threw, or a `PortcullisExpressError` naming `lookupTimeoutMs` when it did not settle in time: for the app's own log. */
   readonly error?: unknown;
 }
 
