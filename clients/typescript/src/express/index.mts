@@ -13,5 +13,7 @@ export type {
   PortcullisExpress,
   PortcullisExpressEvent,
   PortcullisExpressOptions,
+  ResetNoMail,
   ResetOutcome,
+  ResetSend,
 } from './index.js';

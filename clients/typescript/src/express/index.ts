@@ -28,7 +28,7 @@ export {
   outcomeOf,
 } from './login';
 export { DeviceCookieOptions, PortcullisExpressError, PortcullisExpressEvent, PortcullisExpressOptions } from './options';
-export { ResetOutcome, resetOutcome } from './reset';
+export { ResetNoMail, ResetOutcome, ResetSend, resetOutcome } from './reset';
 
 declare global {
   // Express's own way to type `res.locals` (its Locals interface is global).

@@ -10,10 +10,28 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Answer } from '../answer';
 import { Resolved, clientKey, formField, storedHash } from './options';
 
-/** What the reset middleware decided. Answer every non-retryable outcome with the same page. */
-export interface ResetOutcome {
-  /** Put a reset mail for `identifier` in the outbox (never send it inline: the page would take longer for accounts that exist). */
-  readonly sendMail: boolean;
+/**
+ * What the reset middleware decided: put a mail in the outbox for `identifier` when
+ * `sendMail` (the account exists and the daemon allowed the request), else nothing.
+ * Answer every non-retryable outcome with the same page.
+ */
+export type ResetOutcome = ResetSend | ResetNoMail;
+
+/** A reset mail to queue (never send it inline: the page would take longer for accounts that exist). */
+export interface ResetSend {
+  readonly sendMail: true;
+  readonly retryable: false;
+  /** The identifier as the user typed it. */
+  readonly identifier: string;
+  /** The client's answer. */
+  readonly answer: Answer;
+  /** Never set when a mail is due (here so `outcome.error` reads on either kind). */
+  readonly error?: undefined;
+}
+
+/** No mail: an unknown account, the daemon's refusal, a form without the field, or a retryable failure. */
+export interface ResetNoMail {
+  readonly sendMail: false;
   /** The daemon or the lookup could not answer now: 503 with `Retry-After` (says nothing of the account). */
   readonly retryable: boolean;
   /** The identifier as the user typed it; `undefined` when the form had none. */
@@ -40,7 +58,10 @@ async function decide(o: Resolved, req: Request): Promise<ResetOutcome> {
   if ('error' in looked) {
     return { sendMail: false, retryable: true, identifier, answer, error: looked.error };
   }
-  return { sendMail: looked.hash !== '', retryable: false, identifier, answer };
+  if (looked.hash === '') {
+    return { sendMail: false, retryable: false, identifier, answer };
+  }
+  return { sendMail: true, retryable: false, identifier, answer };
 }
 
 /** The reset middleware for `o`: sets `res.locals.portcullisReset`, then `next()`; never `next(err)`. */

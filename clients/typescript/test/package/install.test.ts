@@ -95,7 +95,7 @@ console.log(JSON.stringify({
 `;
 
 const TS = `import { Answer, Client, ClientConfig } from '@portcullis/client';
-import { LoginOutcome, portcullisExpress } from '@portcullis/client/express';
+import { LoginOutcome, portcullisExpress, resetOutcome } from '@portcullis/client/express';
 import { Verdict, VerifyResponse } from '@portcullis/client/types';
 
 const config: ClientConfig = { endpoints: ['http://127.0.0.1:50051'], keepaliveTimeMs: 30000 };
@@ -108,6 +108,11 @@ export const accept: Verdict = Verdict.ACCEPT;
 export type V = VerifyResponse['verdict'];
 export const answer: Promise<Answer> = client.admit('default', 'x');
 export const login = gate.login;
+// The README's reset handler: a mail is queued for the identifier only when sendMail.
+export function queued(res: Parameters<typeof resetOutcome>[0], queue: (identifier: string) => void): void {
+  const outcome = resetOutcome(res);
+  if (outcome.sendMail) queue(outcome.identifier);
+}
 `;
 
 test('npm pack, npm install into an empty directory outside the repository, then require, import and TypeScript all work', async () => {
