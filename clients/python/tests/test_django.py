@@ -1,8 +1,9 @@
 """The Django integration in a real Django project (tests/django_project: Django's
 default PBKDF2 hasher, sqlite in a temporary directory) against the real daemon, with
 Django's test Client: right, wrong and unknown logins, a rehash, a lockout shared by two
-Django processes, one reset page for every address, and every daemon failure a refused
-login that never raises."""
+Django processes, one reset page for every address, every daemon failure a refused
+login that never raises, and no refused login let in by a ModelBackend listed after the
+backend (nor by aauthenticate)."""
 
 from __future__ import annotations
 
@@ -290,3 +291,79 @@ def test_every_daemon_failure_is_a_refused_login_that_never_raises(django_site, 
     else:
         # The daemon answered something that is no accept: the one failure page.
         assert r.status_code == 200 and b"Please enter a correct username and password" in r.content
+
+
+MODEL_BACKEND_AFTER = [
+    "portcullis_client.django.backend.PortcullisBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+
+@pytest.mark.parametrize("refusal", ["the daemon down", "a locked account"])
+def test_a_refused_login_never_falls_through_to_a_model_backend_listed_after(
+    django_site, refusal: str, request
+) -> None:
+    from asgiref.sync import async_to_sync
+    from django.conf import settings
+    from django.contrib.auth import aauthenticate, authenticate
+    from django.contrib.auth.signals import user_login_failed
+    from django.test import RequestFactory, override_settings
+
+    from portcullis_client.django.outcome import Kind
+
+    # The misconfiguration portcullis.E002 names, where checks do not run (gunicorn, the
+    # test Client): ModelBackend after PortcullisBackend would compare the right
+    # password itself and sign the user in on every refusal.
+    u = user(name("fallthrough"))
+    portcullis = failing_settings("unreachable", request) if refusal == "the daemon down" else settings.PORTCULLIS
+    if refusal == "a locked account":
+        for i in range(5):
+            browser().post(LOGIN, {"username": u.username, "password": f"guess-{i}"})
+        assert django_site.inspect("django", u.username).failures == 5
+    failed: list = []
+
+    def receiver(sender, credentials, request=None, **kwargs) -> None:
+        failed.append(credentials["username"])
+
+    user_login_failed.connect(receiver)
+    try:
+        with override_settings(AUTHENTICATION_BACKENDS=MODEL_BACKEND_AFTER, PORTCULLIS=portcullis):
+            b = browser()
+            r = b.post(LOGIN, {"username": u.username, "password": PASSWORD})
+            direct_request = RequestFactory().post(LOGIN, REMOTE_ADDR="10.250.0.3")
+            direct = authenticate(direct_request, username=u.username, password=PASSWORD)
+            via_async = async_to_sync(aauthenticate)(direct_request, username=u.username, password=PASSWORD)
+            # Without a request the daemon cannot be asked (no client key): refused too.
+            no_request = authenticate(username=u.username, password=PASSWORD)
+    finally:
+        user_login_failed.disconnect(receiver)
+    assert not signed_in(b)
+    assert direct is None and via_async is None and no_request is None
+    assert failed == [u.username] * 4  # Django's own "login failed", each time
+    assert not any(n.startswith("__Host-portcullis-device") for n in r.cookies)
+    # The login view still answers from the outcome the backend left on the request.
+    if refusal == "the daemon down":
+        assert outcome(r).kind is Kind.UNAVAILABLE and direct_request.portcullis_login.kind is Kind.UNAVAILABLE
+        assert (r.status_code, r["Retry-After"]) == (503, "1") and b"Try again shortly" in r.content
+    else:
+        assert outcome(r).kind in (Kind.DENY, Kind.CAPTCHA) and outcome(r).user is None
+        assert r.status_code in (200, 401) and "no-store" in r["Cache-Control"]
+
+
+def test_aauthenticate_asks_the_daemon(django_site) -> None:
+    from asgiref.sync import async_to_sync
+    from django.contrib.auth import aauthenticate
+    from django.test import RequestFactory
+
+    from portcullis_client.django.outcome import Kind
+
+    # ModelBackend's own aauthenticate (Django 5.2) compares the password in-process:
+    # the backend's must be its authenticate, counted by the daemon.
+    u = user(name("async"))
+    request = RequestFactory().post(LOGIN, REMOTE_ADDR="10.250.0.4")
+    assert async_to_sync(aauthenticate)(request, username=u.username, password=PASSWORD) == u
+    assert request.portcullis_login.kind is Kind.ALLOW
+    request = RequestFactory().post(LOGIN, REMOTE_ADDR="10.250.0.4")
+    assert async_to_sync(aauthenticate)(request, username=u.username, password="not the password") is None
+    assert request.portcullis_login.kind is Kind.DENY
+    assert django_site.inspect("django", u.username).failures == 1

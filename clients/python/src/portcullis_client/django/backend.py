@@ -22,15 +22,25 @@ user's; such a user never logs in until the hash is replaced (a password reset).
 
 Only a plain accept returns the user. Everything else (a reject, a challenge, a required
 change, a second factor, a CAPTCHA, the daemon unreachable, any error in this process
-while asking) returns ``None``: a refused login, never an exception into Django's login
-view. What it came to is left on ``request.portcullis_login`` (a
+while asking, no request to take the client key from) is a refused login: what it came
+to is left on ``request.portcullis_login`` (a
 :class:`~portcullis_client.django.outcome.LoginOutcome`) and sent with the
-``login_outcome`` signal.
+``login_outcome`` signal, and then ``authenticate`` raises
+``django.core.exceptions.PermissionDenied``. ``django.contrib.auth.authenticate()``
+catches that itself: it tries no further backend, sends ``user_login_failed`` and
+returns ``None``, so Django's login view never sees an exception. Without it, a
+``ModelBackend`` listed after this one (the system check ``portcullis.E002`` says so,
+but checks do not run under gunicorn or the test Client) would compare the password
+itself and let in every login the daemon refused: a locked account, or everyone while
+the daemon is down. Nothing else is raised. A call without a password (another
+backend's credentials) is not a password login: ``None``, and the next backend is tried.
 
-List it *instead of* ``django.contrib.auth.backends.ModelBackend``: a refused login must
-not fall through to a backend that compares the password itself (the system check
-``portcullis.E001`` says so). It inherits ``ModelBackend``'s permissions and
-``get_user``.
+``aauthenticate`` (``django.contrib.auth.aauthenticate()``, async views) is
+``authenticate`` in a thread, not ``ModelBackend``'s, which compares the password
+itself.
+
+List it *instead of* ``django.contrib.auth.backends.ModelBackend`` all the same. It
+inherits ``ModelBackend``'s permissions and ``get_user``.
 """
 
 from __future__ import annotations
@@ -39,9 +49,11 @@ import logging
 from typing import Any
 
 import grpc
+from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.hashers import get_hasher, identify_hasher
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
 from .._answer import Answer
@@ -106,31 +118,54 @@ def _warn_target_mismatch(realm: str) -> None:
 
 class PortcullisBackend(ModelBackend):
     """``django.contrib.auth`` backend that checks passwords through the daemon (see the
-    module's text). ``authenticate`` returns the user only for a plain accept."""
+    module's text). ``authenticate`` returns the user only for a plain accept and raises
+    ``PermissionDenied`` for every refused login."""
 
     def authenticate(
         self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
     ) -> Any:
-        """The user for an accepted password, else ``None``; never raises for anything
-        the daemon or the network does. ``request`` is required (the client key and the
-        device cookie come from it): without one, ``None``."""
-        if username is None:
-            model: Any = get_user_model()
-            username = kwargs.get(model.USERNAME_FIELD)
-        if request is None or not isinstance(username, str) or not isinstance(password, str):
+        """The user for an accepted password. Every refused password login raises
+        ``PermissionDenied`` (after ``request.portcullis_login`` is set and the signal
+        sent), which ``django.contrib.auth.authenticate()`` turns into ``None`` without
+        trying the backends after this one; nothing else is ever raised. ``request`` is
+        required (the client key and the device cookie come from it): without one, a
+        refused login. Without a password (another backend's credentials), ``None``."""
+        if password is None:
             return None
         try:
-            outcome = self._check(request, username, password)
-        except Exception as e:  # noqa: BLE001 - fail closed; the type only (the text could quote a value)
+            if username is None:
+                model: Any = get_user_model()
+                username = kwargs.get(model.USERNAME_FIELD)
+            if request is None or not isinstance(username, str) or not isinstance(password, str):
+                raise PermissionDenied
+            try:
+                outcome = self._check(request, username, password)
+            except Exception as e:  # noqa: BLE001 - fail closed; the type only (the text could quote a value)
+                log.error("portcullis: the login check failed in this process (%s): refused", type(e).__name__)
+                outcome = LoginOutcome(Kind.UNAVAILABLE, username)
+            setattr(request, OUTCOME_ATTR, outcome)
+            try:
+                login_outcome.send(sender=type(self), request=request, outcome=outcome)
+            except Exception as e:  # noqa: BLE001 - a receiver's error must not let a login through or raise
+                log.error("portcullis: a login_outcome receiver failed (%s)", type(e).__name__)
+                raise PermissionDenied from None
+            if outcome.allowed and outcome.user is not None:
+                return outcome.user
+        except PermissionDenied:
+            raise
+        except Exception as e:  # noqa: BLE001 - anything else here is a refused login too
             log.error("portcullis: the login check failed in this process (%s): refused", type(e).__name__)
-            outcome = LoginOutcome(Kind.UNAVAILABLE, username)
-        setattr(request, OUTCOME_ATTR, outcome)
-        try:
-            login_outcome.send(sender=type(self), request=request, outcome=outcome)
-        except Exception as e:  # noqa: BLE001 - a receiver's error must not let a login through or raise
-            log.error("portcullis: a login_outcome receiver failed (%s)", type(e).__name__)
-            return None
-        return outcome.user if outcome.allowed else None
+        # Refused: stop django.contrib.auth.authenticate() here, so no backend listed
+        # after this one (ModelBackend) compares the password itself.
+        raise PermissionDenied
+
+    async def aauthenticate(
+        self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
+    ) -> Any:
+        """``authenticate`` in a thread, for ``django.contrib.auth.aauthenticate()``:
+        ``ModelBackend``'s own (Django 5.2) would compare the password itself and never
+        ask the daemon."""
+        return await sync_to_async(self.authenticate)(request, username=username, password=password, **kwargs)
 
     def _check(self, request: HttpRequest, username: str, password: str) -> LoginOutcome:
         conf = get_settings()
