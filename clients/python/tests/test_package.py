@@ -110,7 +110,9 @@ def test_the_wheel_holds_the_stubs_their_types_and_py_typed(dists) -> None:
 def test_the_sdist_holds_what_a_wheel_is_built_from(dists) -> None:
     with tarfile.open(dists["sdist"]) as sdist:
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
-    for path in ("pyproject.toml", "README.md", "LICENSE-MIT", "LICENSE-APACHE", "src/portcullis_client/py.typed"):
+    for path in (
+        "pyproject.toml", "README.md", "DJANGO.md", "LICENSE-MIT", "LICENSE-APACHE", "src/portcullis_client/py.typed"
+    ):
         assert path in names, path
     for stub in STUBS:
         assert f"src/portcullis_client/_pb/{stub}" in names, stub
