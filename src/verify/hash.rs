@@ -4,11 +4,11 @@
 //!
 //! Formats, one module per family, each compared by the RustCrypto (or `bcrypt`) crate
 //! of its algorithm:
-//! - [`bcrypt_modular`]: bcrypt `$2a$`, `$2b$`, `$2y$` (the buggy `$2x$` is refused), and
+//! - `bcrypt_modular`: bcrypt `$2a$`, `$2b$`, `$2y$` (the buggy `$2x$` is refused), and
 //!   Django's `bcrypt$` and `bcrypt_sha256$` forms;
-//! - [`argon2_phc`]: argon2id, argon2i, argon2d PHC strings (versions 0x10 and 0x13) with
+//! - `argon2_phc`: argon2id, argon2i, argon2d PHC strings (versions 0x10 and 0x13) with
 //!   any valid salt and output length, and Django's `argon2$` form;
-//! - [`key_derivation`]: PBKDF2 (HMAC-SHA-1, -SHA-256, -SHA-512) and scrypt, as Django,
+//! - `key_derivation`: PBKDF2 (HMAC-SHA-1, -SHA-256, -SHA-512) and scrypt, as Django,
 //!   Werkzeug, passlib and RustCrypto's PHC strings write them.
 
 mod argon2_phc;
