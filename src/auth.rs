@@ -31,6 +31,7 @@ use subtle::ConstantTimeEq;
 use tonic::Status;
 
 use crate::transport::ConnInfo;
+use crate::transport::handshakes::RefusalLog;
 use crate::transport::tls::{PeerIdentity, ReloadingTls};
 
 /// An RPC a caller may be allowed, by its method name in `portcullis.v1`.
@@ -181,6 +182,8 @@ enum Identified {
 #[derive(Debug, Default)]
 pub struct Callers {
     callers: Vec<Arc<Caller>>,
+    /// The rate limit of the log line about certificates that name no caller.
+    refusals: RefusalLog,
     /// What they were built from, to read their token files again ([`Callers::reread`]).
     source: CallersSource,
 }
@@ -354,7 +357,7 @@ impl Callers {
             realms: realms.iter().map(|r| (*r).to_owned()).collect(),
             mutual_tls,
         };
-        Ok(Self { callers, source })
+        Ok(Self { callers, refusals: RefusalLog::default(), source })
     }
 
     /// The same callers with their token files read again (a rotation).
@@ -423,9 +426,18 @@ impl Callers {
             Identified::Caller(caller) => caller,
             Identified::Nobody => {
                 refused("-", "unauthenticated");
-                return Err(Status::unauthenticated(
-                    "no configured caller: present a client certificate or a bearer token",
-                ));
+                let Some(peer) = peer else {
+                    return Err(Status::unauthenticated(
+                        "no configured caller: present a client certificate or a bearer token",
+                    ));
+                };
+                // The certificate is the caller's own: its names are no secret to it,
+                // and they are what the operator must add to the caller table.
+                let names = self.refusals.no_caller(&peer.dns, &peer.uri);
+                return Err(Status::unauthenticated(format!(
+                    "no configured caller: the client certificate's names ({names}) match no \
+                     [callers.NAME] san_dns or san_uri"
+                )));
             }
             Identified::Ambiguous => {
                 refused("-", "unauthenticated");

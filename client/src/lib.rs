@@ -46,6 +46,7 @@ mod client_key;
 pub mod codec;
 mod config;
 mod flow;
+pub mod handshake;
 pub mod metrics;
 pub mod normalize;
 mod pool;
@@ -111,6 +112,9 @@ pub struct ClientStats {
     pub breaker_open: bool,
     /// Health of each endpoint, in configuration order.
     pub healthy: Vec<bool>,
+    /// Per endpoint: why the daemon last refused a TLS handshake
+    /// (`TLS handshake refused: …`, [`handshake`]), or `None`.
+    pub tls_refusals: Vec<Option<String>>,
 }
 
 /// The gateway's handle to the daemon fleet. Cheap to clone.
@@ -128,6 +132,8 @@ struct Inner {
     retries: AtomicU64,
     transport_failures: AtomicU64,
     breaker_denials: AtomicU64,
+    /// With TLS: what a handshake of its own tells after a transport failure.
+    diagnoses: Option<Arc<handshake::Diagnoses>>,
 }
 
 /// How one try ended, when it did not return a value.
@@ -171,6 +177,10 @@ impl Client {
         check(config.keepalive_time >= ms(1000), "keepalive_time", "at least 1s")?;
         check(config.keepalive_timeout >= ms(100), "keepalive_timeout", "at least 100ms")?;
         let tls = config.tls.as_ref().map(ClientTls::load).transpose()?;
+        let diagnoses = (config.tls.as_ref())
+            .map(|t| handshake::Diagnoses::new(t, config.endpoints.len(), config.connect_timeout))
+            .transpose()?
+            .map(Arc::new);
         let bearer = match &config.token_file {
             Some(path) => Bearer::from_file(path)?,
             None => Bearer::new(None)?,
@@ -207,6 +217,7 @@ impl Client {
                 retries: AtomicU64::new(0),
                 transport_failures: AtomicU64::new(0),
                 breaker_denials: AtomicU64::new(0),
+                diagnoses,
             }),
         })
     }
@@ -451,6 +462,7 @@ impl Client {
             breaker_denials: i.breaker_denials.load(Ordering::Relaxed),
             breaker_open: i.pool.breaker_open(),
             healthy: i.pool.healthy(),
+            tls_refusals: i.diagnoses.as_ref().map_or_else(Vec::new, |d| d.found()),
         }
     }
 
@@ -552,7 +564,11 @@ impl Client {
     fn transport_failure(&self, pick: Pick) {
         self.inner.transport_failures.fetch_add(1, Ordering::Relaxed);
         self.inner.pool.failed(pick);
-        tracing::debug!(endpoint = %self.inner.pool.endpoint(pick).url, "transport failure");
+        let url = &self.inner.pool.endpoint(pick).url;
+        tracing::debug!(endpoint = %url, "transport failure");
+        if let Some(diagnoses) = &self.inner.diagnoses {
+            diagnoses.after_failure(pick.index, url);
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use portcullis::client::Bearer;
+use portcullis::client::{Bearer, ClientTls, handshake};
 use portcullis::pb;
 use portcullis::pb::admin_client::AdminClient;
 use portcullis::pb::governor_client::GovernorClient;
@@ -38,27 +38,23 @@ impl TlsArgs {
         self.ca_file.is_some()
     }
 
-    /// `endpoint` over TLS when `--ca-file` is given. A client certificate without a CA
-    /// is an error rather than silently unused.
-    fn apply(
-        self,
-        endpoint: tonic::transport::Endpoint,
-    ) -> Result<tonic::transport::Endpoint, Box<dyn std::error::Error>> {
+    /// The client's TLS files when `--ca-file` is given. A client certificate without a
+    /// CA is an error rather than silently unused.
+    fn client_tls(self) -> Result<Option<ClientTls>, Box<dyn std::error::Error>> {
         let Some(ca_file) = self.ca_file else {
             if self.cert_file.is_some() || self.key_file.is_some() {
                 return Err("--cert-file and --key-file need --ca-file (the CA the daemon's \
                             certificate chains to) and an https:// --addr"
                     .into());
             }
-            return Ok(endpoint);
+            return Ok(None);
         };
-        let tls = portcullis::client::ClientTls {
+        Ok(Some(ClientTls {
             ca_file,
             cert_file: self.cert_file,
             key_file: self.key_file,
             domain_name: self.domain_name,
-        };
-        Ok(endpoint.tls_config(tls.load()?)?)
+        }))
     }
 
     /// A channel to the daemon at `addr` (see [`daemon_uri`]), connected within
@@ -78,7 +74,23 @@ impl TlsArgs {
                 without_credentials(addr)
             )
         })?;
-        let endpoint = self.apply(endpoint.connect_timeout(timeout).timeout(timeout))?;
+        let mut endpoint = endpoint.connect_timeout(timeout).timeout(timeout);
+        if let Some(files) = self.client_tls()? {
+            // TLS 1.3 checks the client certificate after the client's handshake is done,
+            // so a refusal would surface only as a cancelled call: one handshake first
+            // tells the daemon's reason (portcullis_client::handshake).
+            let config = handshake::rustls_config(&files)?;
+            if let Some(refused) =
+                handshake::diagnose(&uri, config, files.domain_name.as_deref(), timeout).await
+            {
+                return Err(format!(
+                    "cannot reach the daemon at {}: {refused}",
+                    without_credentials(&uri)
+                )
+                .into());
+            }
+            endpoint = endpoint.tls_config(files.load()?)?;
+        }
         endpoint.connect().await.map_err(|e| {
             let hint = if tls {
                 "check that `portcullis serve` runs there with [tls], and that --ca-file (and \

@@ -7,6 +7,7 @@
 //! [`Conn`]s. Each `Conn` carries a [`ConnInfo`] (peer identity, activity) that tonic
 //! puts into every request's extensions, where `crate::auth` reads it.
 
+pub mod handshakes;
 pub mod limits;
 pub mod tls;
 
@@ -227,8 +228,9 @@ pub fn incoming(
                             Ok(Ok(s)) => Stream::Tls(Box::new(s)),
                             Ok(Err(e)) => {
                                 // No certificate, an unknown CA, an expired certificate:
-                                // refused here, before any call is read.
-                                tracing::debug!(error = %e, "tls handshake refused");
+                                // refused here, before any call is read, and said in
+                                // the log (rate-limited) so the operator can tell why.
+                                current.refusals.handshake_refused(remote.ip(), &e);
                                 metrics::counter!(AUTH_REFUSALS, "caller" => "-", "code" => "tls_handshake").increment(1);
                                 return;
                             }

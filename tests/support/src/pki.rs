@@ -2,7 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, SanType,
+};
 
 /// A certificate authority.
 pub struct Ca {
@@ -42,6 +45,68 @@ impl Ca {
         )
     }
 
+    /// A leaf valid now whose extended key usage is `serverAuth` only: no client may
+    /// authenticate with it.
+    pub fn server_only_leaf(&self, dns: &[&str]) -> Leaf {
+        self.leaf_with(dns, &[], None, vec![ExtendedKeyUsagePurpose::ServerAuth])
+    }
+
+    /// An X.509 **v1** leaf (no extensions: no SAN, no key usage) for `common_name`,
+    /// signed by this CA with `openssl x509 -req` (rcgen writes v3 only). Panics when
+    /// the installed OpenSSL writes another version.
+    pub fn v1_leaf(&self, common_name: &str) -> Leaf {
+        use std::process::Command;
+        let dir = tempfile::tempdir().unwrap();
+        let ca_cert = write(dir.path(), "ca.pem", &self.pem());
+        let ca_key = write(dir.path(), "ca.key", &self.issuer.key().serialize_pem());
+        let (key, csr, cert) =
+            (dir.path().join("v1.key"), dir.path().join("v1.csr"), dir.path().join("v1.pem"));
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl").args(args).output().expect("openssl must exist");
+            assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let path = |p: &Path| p.display().to_string();
+        let subject = format!("/CN={common_name}");
+        run(&[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-subj",
+            &subject,
+            "-keyout",
+            &path(&key),
+            "-out",
+            &path(&csr),
+        ]);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &path(&csr),
+            "-CA",
+            &path(&ca_cert),
+            "-CAkey",
+            &path(&ca_key),
+            "-set_serial",
+            "7",
+            "-days",
+            "1",
+            "-out",
+            &path(&cert),
+        ]);
+        let text = run(&["x509", "-noout", "-text", "-in", &path(&cert)]);
+        assert!(text.contains("Version: 1 (0x0)"), "openssl wrote no v1 certificate:\n{text}");
+        Leaf {
+            cert_pem: std::fs::read_to_string(&cert).unwrap(),
+            key_pem: std::fs::read_to_string(&key).unwrap(),
+        }
+    }
+
     /// A leaf that expired yesterday.
     pub fn expired_leaf(&self, dns: &[&str]) -> Leaf {
         let now = time::OffsetDateTime::now_utc();
@@ -58,6 +123,16 @@ impl Ca {
         uri: &[&str],
         validity: Option<(time::OffsetDateTime, time::OffsetDateTime)>,
     ) -> Leaf {
+        self.leaf_with(dns, uri, validity, Vec::new())
+    }
+
+    fn leaf_with(
+        &self,
+        dns: &[&str],
+        uri: &[&str],
+        validity: Option<(time::OffsetDateTime, time::OffsetDateTime)>,
+        extended_key_usages: Vec<ExtendedKeyUsagePurpose>,
+    ) -> Leaf {
         let mut params =
             CertificateParams::new(dns.iter().map(|d| d.to_string()).collect::<Vec<_>>()).unwrap();
         for u in uri {
@@ -68,6 +143,7 @@ impl Ca {
             params.not_before = from;
             params.not_after = to;
         }
+        params.extended_key_usages = extended_key_usages;
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Leaf { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
