@@ -1,5 +1,6 @@
 //! The store on a Sentinel-monitored master (`redis-sentinel`, three of them, quorum 2):
-//! counting through the master the Sentinels name, and a master killed under load.
+//! counting through the master the Sentinels name, a master killed under load, and the
+//! shipped example (`deploy/config/sentinel.toml`) surviving its master.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -97,5 +98,139 @@ async fn a_master_killed_under_load_fails_over_without_an_allow_past_the_limit()
     // error (a deny): counted can exceed answered by at most the errors.
     let errors = errors.load(Ordering::Relaxed);
     assert!(counted <= 5 + answered + errors, "{counted} counted for {answered} + {errors} calls");
+    daemon.shutdown().await;
+}
+
+/// A failed-over group's master: the replica the Sentinels name now.
+fn promoted(group: &SentinelGroup) -> &Node {
+    let port = group.master_port().expect("the Sentinels name a master");
+    group.replicas().find(|r| r.port == port).expect("a replica was promoted")
+}
+
+/// The shipped Sentinel example's store settings (`wait_replicas`, `wait_timeout`) on a
+/// group with `wait_replicas + 1` replicas, as its comment asks: after `kill -9` of the
+/// master, counted attempts are denied (`UNAVAILABLE`) for the failover's seconds only,
+/// then served again, with no allow on a locked account and no acknowledged count lost.
+/// With one replica under `wait_replicas = 1` (the example before), counting never
+/// resumed: the promoted master had no replica to confirm `WAIT 1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_shipped_sentinel_example_denies_only_for_the_failover_then_serves() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/config/sentinel.toml");
+    let example: toml::Table = std::fs::read_to_string(path).unwrap().parse().unwrap();
+    let store = example["store"].as_table().unwrap();
+    let wait_replicas = store["wait_replicas"].as_integer().unwrap();
+    let wait_timeout = store["wait_timeout"].as_str().unwrap();
+    assert!(wait_replicas >= 1, "the example confirms each count on a replica");
+    let mut group = SentinelGroup::with_replicas(usize::try_from(wait_replicas).unwrap() + 1);
+    let lines = format!(
+        "{}\nwait_replicas = {wait_replicas}\nwait_timeout = \"{wait_timeout}\"",
+        group.sentinel_toml()
+    );
+    let daemon = Daemon::start(TestConfig::store(&lines).settings()).await;
+    let mut c = daemon.client().await;
+    let locked = "locked-sentinel@example.com";
+    for _ in 0..5 {
+        assert_eq!(c.attempt("default", locked).await.unwrap(), Decision::Allow);
+    }
+    assert_eq!(c.attempt("default", locked).await.unwrap(), Decision::Deny);
+
+    // Eight callers keep knocking on the locked door; one prober counts a new account
+    // every 20 ms and notes when each of its attempts was served or refused.
+    let stop = Arc::new(AtomicBool::new(false));
+    let locked_answered = Arc::new(AtomicU64::new(0));
+    let locked_allowed = Arc::new(AtomicU64::new(0));
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(daemon.client().await);
+    }
+    let knockers: Vec<_> = clients
+        .into_iter()
+        .map(|mut c| {
+            let (stop, answered, allowed) =
+                (stop.clone(), locked_answered.clone(), locked_allowed.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    match c.attempt("default", locked).await {
+                        Ok(d) => {
+                            answered.fetch_add(1, Ordering::Relaxed);
+                            allowed.fetch_add(u64::from(d == Decision::Allow), Ordering::Relaxed);
+                        }
+                        Err(status) => {
+                            assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let prober = {
+        let stop = stop.clone();
+        let mut c = daemon.client().await;
+        tokio::spawn(async move {
+            let mut served = Vec::new();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let at = started.elapsed();
+                match c.attempt("default", &format!("probe-{n}@example.com")).await {
+                    Ok(d) => {
+                        assert_eq!(d, Decision::Allow, "a new account's first attempt");
+                        served.push((at, true));
+                    }
+                    Err(status) => {
+                        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                        served.push((at, false));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            served
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let old_master = group.master.port;
+    let killed_at = started.elapsed();
+    group.master.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while group.master_port() == Some(old_master) {
+        assert!(Instant::now() < deadline, "the Sentinels never failed over");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The documented bound (docs/deployment.md): down-after-milliseconds plus the
+    // election and the other replica's resync, a few seconds; then steady service.
+    let bound = SENTINEL_DOWN_AFTER + Duration::from_secs(5);
+    tokio::time::sleep(bound + Duration::from_secs(2) - (started.elapsed() - killed_at)).await;
+    stop.store(true, Ordering::Relaxed);
+    for k in knockers {
+        k.await.unwrap();
+    }
+    let served = prober.await.unwrap();
+
+    let before: Vec<_> = served.iter().filter(|(at, _)| *at < killed_at).collect();
+    assert!(before.iter().all(|(_, ok)| *ok), "refused before the master was killed");
+    let last_refusal = served.iter().rev().find(|(_, ok)| !ok).map(|(at, _)| *at);
+    let outage = last_refusal.map_or(Duration::ZERO, |at| at.saturating_sub(killed_at));
+    let steady = served.iter().filter(|(at, ok)| *ok && Some(*at) > last_refusal).count();
+    let refused = served.iter().filter(|(_, ok)| !ok).count();
+    eprintln!(
+        "sentinel example ({} replicas, wait_replicas = {wait_replicas}): {refused} of {} \
+         probe attempts refused, the last {outage:?} after the kill; {steady} served after it",
+        group.replicas().count(),
+        served.len()
+    );
+    assert!(outage <= bound, "attempts were refused {outage:?} after the kill (bound {bound:?})");
+    assert!(steady >= 20, "only {steady} attempts served after the failover");
+    assert_eq!(locked_allowed.load(Ordering::Relaxed), 0, "the locked door opened");
+    // Every answered attempt on the locked account was confirmed by a replica, so the
+    // promoted one holds it: 6 before the load, then each answered knock.
+    let key = record_key("default", Normalization::Email, locked);
+    let counted = read_record(&mut promoted(&group).conn(), &key).unwrap().0;
+    let answered = locked_answered.load(Ordering::Relaxed);
+    assert!(
+        counted >= 6 + answered,
+        "{counted} counted, {answered} + 6 acknowledged: a lost count"
+    );
     daemon.shutdown().await;
 }

@@ -56,5 +56,5 @@ pub use config::{REALMS_TOML, SECRET, TEST_TOP_LEVEL, TestConfig, free_port};
 pub use daemon::{Daemon, DaemonProcess, daemon_binary};
 pub use faulty::{Fault, FaultyStore, governor_over};
 pub use proxy::{Cut, response_cutting_proxy};
-pub use sentinel::SentinelGroup;
+pub use sentinel::{SENTINEL_DOWN_AFTER, SentinelGroup};
 pub use server::{Node, RedisServer, RedisTlsFiles};

@@ -1,4 +1,4 @@
-//! A Sentinel-monitored master and replica with three Sentinels (`redis-server
+//! A Sentinel-monitored master and its replicas with three Sentinels (`redis-server
 //! --sentinel`), on free loopback ports.
 
 use std::process::{Command, Stdio};
@@ -9,11 +9,15 @@ use crate::server::{
     Node, RedisTlsFiles, redis_server_binary, spawn_redis_node_tls, wait_for_ping,
 };
 
-/// A Sentinel-monitored master with one replica and three `redis-sentinel`s (quorum 2)
-/// on free loopback ports, failing over within seconds.
+/// A Sentinel-monitored master with one replica (or more, [`Self::with_replicas`]) and
+/// three `redis-sentinel`s (quorum 2) on free loopback ports, failing over within seconds
+/// ([`SENTINEL_DOWN_AFTER`]).
 pub struct SentinelGroup {
     pub master: Node,
+    /// The first replica (the only one of [`Self::start`]).
     pub replica: Node,
+    /// The replicas after the first ([`Self::with_replicas`]).
+    pub more_replicas: Vec<Node>,
     pub sentinels: Vec<Node>,
     _dir: tempfile::TempDir,
 }
@@ -21,19 +25,35 @@ pub struct SentinelGroup {
 /// Name the test Sentinels monitor the master under.
 pub const SENTINEL_MASTER_NAME: &str = "portcullis-test";
 
+/// The Sentinels' `down-after-milliseconds`: how long the master must be unreachable
+/// before they start a failover.
+pub const SENTINEL_DOWN_AFTER: Duration = Duration::from_millis(1000);
+
 impl SentinelGroup {
     pub fn start() -> Self {
-        Self::start_with(None)
+        Self::start_with(None, 1)
+    }
+
+    /// As [`Self::start`] with `replicas` replicas (at least one), each in sync before
+    /// the Sentinels start.
+    pub fn with_replicas(replicas: usize) -> Self {
+        assert!(replicas >= 1, "a Sentinel group needs a replica to promote");
+        Self::start_with(None, replicas)
+    }
+
+    /// Every replica, the first one first.
+    pub fn replicas(&self) -> impl Iterator<Item = &Node> {
+        std::iter::once(&self.replica).chain(&self.more_replicas)
     }
 
     /// As [`Self::start`], every node and Sentinel also serving TLS, replication and the
     /// Sentinels' own connections over TLS (`tls-replication`), so the Sentinels name the
     /// master's TLS port; [`Self::sentinel_toml`] then lists `rediss://` Sentinels.
     pub fn start_tls(tls: &RedisTlsFiles) -> Self {
-        Self::start_with(Some(tls))
+        Self::start_with(Some(tls), 1)
     }
 
-    fn start_with(tls: Option<&RedisTlsFiles>) -> Self {
+    fn start_with(tls: Option<&RedisTlsFiles>, replicas: usize) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let sub = |name: &str| {
             let d = dir.path().join(name);
@@ -55,21 +75,29 @@ impl SentinelGroup {
         let master = node("master", vec!["--repl-diskless-sync-delay".to_owned(), "0".to_owned()]);
         // The port replicas and Sentinels reach the master on: its TLS port with TLS.
         let master_port = master.tls_port.unwrap_or(master.port);
-        let replica = node(
-            "replica",
-            vec!["--replicaof".to_owned(), "127.0.0.1".to_owned(), master_port.to_string()],
-        );
-        // Wait for the replica to be in sync, so a failover has someone to promote.
+        let mut all: Vec<Node> = (0..replicas)
+            .map(|i| {
+                let name = if i == 0 { "replica".to_owned() } else { format!("replica{i}") };
+                node(
+                    &name,
+                    vec!["--replicaof".to_owned(), "127.0.0.1".to_owned(), master_port.to_string()],
+                )
+            })
+            .collect();
+        // Wait for every replica to be in sync, so a failover has someone to promote.
         let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let info: String =
-                redis::cmd("INFO").arg("replication").query(&mut replica.conn()).unwrap();
-            if info.contains("master_link_status:up") {
-                break;
+        for replica in &all {
+            loop {
+                let info: String =
+                    redis::cmd("INFO").arg("replication").query(&mut replica.conn()).unwrap();
+                if info.contains("master_link_status:up") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "replica never synced");
+                std::thread::sleep(Duration::from_millis(50));
             }
-            assert!(Instant::now() < deadline, "replica never synced");
-            std::thread::sleep(Duration::from_millis(50));
         }
+        let replica = all.remove(0);
         let mut sentinels = Vec::new();
         for i in 0..3 {
             let sdir = sub(&format!("sentinel{i}"));
@@ -86,10 +114,11 @@ impl SentinelGroup {
                     format!(
                         "port {sport}\nbind 127.0.0.1\ndir {}\n{tls_conf}\
                          sentinel monitor {SENTINEL_MASTER_NAME} 127.0.0.1 {master_port} 2\n\
-                         sentinel down-after-milliseconds {SENTINEL_MASTER_NAME} 1000\n\
+                         sentinel down-after-milliseconds {SENTINEL_MASTER_NAME} {}\n\
                          sentinel failover-timeout {SENTINEL_MASTER_NAME} 3000\n\
                          sentinel parallel-syncs {SENTINEL_MASTER_NAME} 1\n",
-                        sdir.display()
+                        sdir.display(),
+                        SENTINEL_DOWN_AFTER.as_millis()
                     ),
                 )
                 .unwrap();
@@ -116,7 +145,7 @@ impl SentinelGroup {
             }
         }
         assert_eq!(sentinels.len(), 3, "could not start three sentinels");
-        let group = Self { master, replica, sentinels, _dir: dir };
+        let group = Self { master, replica, more_replicas: all, sentinels, _dir: dir };
         // Every Sentinel knows the replica and the other Sentinels before a test kills anything.
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
@@ -128,7 +157,7 @@ impl SentinelGroup {
                     .unwrap_or(redis::Value::Nil);
                 let text = format!("{v:?}");
                 text.contains("num-slaves")
-                    && sentinel_field(&v, "num-slaves") == Some(1)
+                    && sentinel_field(&v, "num-slaves") == i64::try_from(replicas).ok()
                     && sentinel_field(&v, "num-other-sentinels") == Some(2)
             });
             if ready {
