@@ -50,6 +50,7 @@ mod store_failures;
 mod store_safety;
 mod throttle_twins;
 mod tls;
+mod tls_quickstart;
 mod tls_reload;
 mod verify;
 mod verify_exits;
