@@ -51,6 +51,7 @@ mod store_safety;
 mod throttle_twins;
 mod tls;
 mod tls_quickstart;
+mod tls_refusals;
 mod tls_reload;
 mod verify;
 mod verify_exits;
