@@ -1,19 +1,18 @@
 //! What ships in deploy/ works as shipped: every example configuration passes the
 //! daemon's own `check-config` and selects the store shape its name promises; the
-//! Kubernetes manifests parse and keep what an operator relies on (gRPC probes, non-root
-//! and read-only pods, named ports, the Secrets the configuration reads, a disruption
-//! budget, a NetworkPolicy that admits only gateways and monitoring); the Containerfile
-//! and the systemd unit agree with the configurations they run. The container image's
-//! configuration and deploy/compose.yaml: `compose`.
+//! Containerfile and the systemd unit agree with the configurations they run. The
+//! Kubernetes overlays, rendered by kustomize: `kubernetes`. The container image's
+//! configuration and deploy/compose.yaml: `compose`; deploy/compose-mtls.yaml:
+//! `compose_mtls`.
 
 mod compose;
+mod compose_mtls;
+mod kubernetes;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
-use serde::Deserialize;
 use serde_yaml_ng::Value;
 
 use portcullis_test_support::pki;
@@ -33,23 +32,23 @@ fn toml_of(path: &str) -> toml::Table {
     read(path).parse().unwrap_or_else(|e| panic!("{path} is not TOML: {e}"))
 }
 
-/// Runs `portcullis check-config` on `path` as shipped, except that the file named by
-/// `store.key_secret_file` (a path on the target host) is replaced by a temporary file
-/// holding a test secret. Returns the exit code and both outputs.
-fn check_config(path: &str) -> (i32, String) {
-    let text = read(path);
+/// Runs `portcullis check-config` on `text` (the configuration `origin` names), except that
+/// the file named by `store.key_secret_file` (a path on the target host) is replaced by a
+/// temporary file holding a test secret. Returns the exit code and both outputs.
+fn check_config_text(origin: &str, text: &str) -> (i32, String) {
+    let table: toml::Table = text.parse().unwrap_or_else(|e| panic!("{origin} is not TOML: {e}"));
     let dir = tempfile::tempdir().unwrap();
-    let mut text_to_check = text.clone();
-    let store = toml_of(path).get("store").and_then(|s| s.as_table()).cloned().unwrap_or_default();
+    let mut text_to_check = text.to_owned();
+    let store = table.get("store").and_then(|s| s.as_table()).cloned().unwrap_or_default();
     if let Some(secret_path) = store.get("key_secret_file").and_then(|v| v.as_str()) {
-        assert!(secret_path.starts_with('/'), "{path}: key_secret_file is not absolute");
+        assert!(secret_path.starts_with('/'), "{origin}: key_secret_file is not absolute");
         let secret = dir.path().join("key_secret");
         std::fs::write(&secret, format!("{TEST_SECRET}\n")).unwrap();
-        text_to_check = text.replace(secret_path, secret.to_str().unwrap());
+        text_to_check = text_to_check.replace(secret_path, secret.to_str().unwrap());
     }
     // The `[tls]` files (paths on the target host) are replaced by a certificate and key
     // made now by a test CA, which also stands in for the gateways' CA.
-    if let Some(tls) = toml_of(path).get("tls").and_then(|t| t.as_table()).cloned() {
+    if let Some(tls) = table.get("tls").and_then(|t| t.as_table()).cloned() {
         let ca = pki::Ca::new("test gateways CA");
         let leaf = ca.leaf(&["portcullis.internal"], &[]);
         let files = [
@@ -65,24 +64,31 @@ fn check_config(path: &str) -> (i32, String) {
     }
     let file = dir.path().join("portcullis.toml");
     std::fs::write(&file, text_to_check).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("check-config")
-        .arg(&file)
-        .env_remove("PORTCULLIS_KEY_SECRET")
-        .env_remove("PORTCULLIS_REDIS_URL")
-        .env_remove("PORTCULLIS_LISTEN")
-        .env_remove("PORTCULLIS_DATA_DIR")
-        .output()
-        .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    command.arg("check-config").arg(&file);
+    // The configuration alone: no variable of the test's environment overrides it.
+    for (name, _) in std::env::vars() {
+        if name.starts_with("PORTCULLIS_") {
+            command.env_remove(name);
+        }
+    }
+    let out = command.output().unwrap();
     let output =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.code().unwrap_or(-1), output)
 }
 
+/// `path`, as shipped, passes `check-config` (with the files it names replaced by test
+/// files: [`check_config_text`]).
 fn assert_valid(path: &str) {
-    let (code, output) = check_config(path);
-    assert_eq!(code, 0, "{path} fails check-config: {output}");
-    assert!(output.contains("configuration is valid"), "{path}: {output}");
+    assert_valid_text(path, &read(path));
+}
+
+/// `text` (the configuration `origin` names) passes `check-config`.
+fn assert_valid_text(origin: &str, text: &str) {
+    let (code, output) = check_config_text(origin, text);
+    assert_eq!(code, 0, "{origin} fails check-config: {output}");
+    assert!(output.contains("configuration is valid"), "{origin}: {output}");
 }
 
 /// The store keys that choose a shape, present in `path`'s `[store]`.
@@ -103,7 +109,7 @@ fn there_is_one_example_config_per_store_shape() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     // container.toml (the image's) and compose.toml (deploy/compose.yaml's) are tested
-    // in `compose`.
+    // in `compose`, compose-mtls.toml (deploy/compose-mtls.yaml's) in `compose_mtls`.
     let want: BTreeSet<String> = [
         "embedded.toml",
         "redis.toml",
@@ -111,6 +117,7 @@ fn there_is_one_example_config_per_store_shape() {
         "cluster.toml",
         "container.toml",
         "compose.toml",
+        "compose-mtls.toml",
     ]
     .into_iter()
     .map(str::to_owned)
@@ -162,8 +169,9 @@ fn reference_config_is_valid() {
 }
 
 #[test]
-fn kubernetes_config_is_valid() {
-    assert_valid("deploy/k8s/portcullis.toml");
+fn kubernetes_overlay_configs_are_valid() {
+    assert_valid("deploy/k8s/overlays/production/portcullis.toml");
+    assert_valid("deploy/k8s/overlays/development/portcullis.toml");
 }
 
 /// The harness above can fail: a misspelt key in an otherwise shipped file is refused.
@@ -182,48 +190,6 @@ fn check_config_refuses_a_misspelt_key() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("data_directory"));
 }
 
-// ---- Kubernetes ----
-
-/// Every document of every `deploy/k8s/*.yaml` but the kustomization, by kind.
-fn manifests() -> Vec<(String, Value)> {
-    let mut docs = Vec::new();
-    for file in kustomization_resources() {
-        let text = read(&format!("deploy/k8s/{file}"));
-        for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-            let value = Value::deserialize(doc).unwrap_or_else(|e| panic!("{file}: {e}"));
-            if value.is_null() {
-                continue;
-            }
-            docs.push((file.clone(), value));
-        }
-    }
-    docs
-}
-
-fn kustomization() -> Value {
-    serde_yaml_ng::from_str(&read("deploy/k8s/kustomization.yaml")).unwrap()
-}
-
-fn kustomization_resources() -> Vec<String> {
-    kustomization()["resources"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn one(kind: &str) -> Value {
-    let found: Vec<Value> =
-        manifests().into_iter().filter(|(_, d)| d["kind"] == kind).map(|(_, d)| d).collect();
-    assert_eq!(found.len(), 1, "expected one {kind}");
-    found.into_iter().next().unwrap()
-}
-
-fn all(kind: &str) -> Vec<Value> {
-    manifests().into_iter().filter(|(_, d)| d["kind"] == kind).map(|(_, d)| d).collect()
-}
-
 fn s(v: &Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v:?}"))
 }
@@ -234,217 +200,6 @@ fn int(v: &Value) -> i64 {
 
 fn seq(v: &Value) -> &Vec<Value> {
     v.as_sequence().unwrap_or_else(|| panic!("not a list: {v:?}"))
-}
-
-/// The pod's labels, which every selector must match.
-fn pod_labels() -> Value {
-    one("Deployment")["spec"]["template"]["metadata"]["labels"].clone()
-}
-
-/// `selector` (a Service's label map, or a label selector's `matchLabels`) matches the
-/// Deployment's pods.
-fn selects_pods(selector: &Value) {
-    let labels = pod_labels();
-    let selector = selector.get("matchLabels").unwrap_or(selector);
-    assert!(selector.get("matchExpressions").is_none(), "selector not understood");
-    let selector = selector.as_mapping().expect("a selector");
-    assert!(!selector.is_empty(), "an empty selector matches everything");
-    for (k, v) in selector {
-        assert_eq!(&labels[k.as_str().unwrap()], v, "selector {k:?} does not match the pods");
-    }
-}
-
-fn container() -> Value {
-    let d = one("Deployment");
-    let containers = seq(&d["spec"]["template"]["spec"]["containers"]);
-    assert_eq!(containers.len(), 1);
-    containers[0].clone()
-}
-
-fn container_port(name: &str) -> i64 {
-    let c = container();
-    let port = seq(&c["ports"]).iter().find(|p| p["name"] == name);
-    int(&port.unwrap_or_else(|| panic!("no container port named {name}"))["containerPort"])
-}
-
-fn k8s_config() -> toml::Table {
-    toml_of("deploy/k8s/portcullis.toml")
-}
-
-#[test]
-fn kustomization_lists_every_manifest_and_generates_the_config() {
-    let listed: BTreeSet<String> = kustomization_resources().into_iter().collect();
-    let on_disk: BTreeSet<String> = std::fs::read_dir(repo("deploy/k8s"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|f| f.ends_with(".yaml") && f != "kustomization.yaml")
-        .collect();
-    assert_eq!(listed, on_disk);
-    let k = kustomization();
-    let generator = &seq(&k["configMapGenerator"])[0];
-    assert_eq!(s(&generator["name"]), "portcullis-config");
-    assert_eq!(seq(&generator["files"]), &[Value::from("portcullis.toml")]);
-    let kinds: BTreeSet<String> =
-        manifests().iter().map(|(_, d)| s(&d["kind"]).to_owned()).collect();
-    for kind in ["Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"] {
-        assert!(kinds.contains(kind), "no {kind}");
-    }
-}
-
-#[test]
-fn deployment_probes_use_grpc_health_for_readiness_and_not_the_store_for_liveness() {
-    let c = container();
-    let grpc = container_port("grpc");
-    assert_eq!(grpc, 50051);
-    let listen = k8s_config()["listen"].as_str().unwrap().to_owned();
-    assert!(listen.ends_with(&format!(":{grpc}")), "the daemon listens on {listen}");
-    assert_eq!(int(&c["readinessProbe"]["grpc"]["port"]), grpc, "readiness is not a gRPC probe");
-    // Liveness follows the process (the admin listener's /healthz), never the store.
-    let live = &c["livenessProbe"];
-    assert!(live.get("grpc").is_none(), "a gRPC liveness probe restarts pods in a Redis outage");
-    assert_eq!(s(&live["httpGet"]["path"]), "/healthz");
-    assert_eq!(s(&live["httpGet"]["port"]), "admin");
-    let admin = container_port("admin");
-    let admin_listen = k8s_config()["telemetry"]["admin_listen"].as_str().unwrap().to_owned();
-    assert_eq!(admin_listen, format!("0.0.0.0:{admin}"), "probes cannot reach {admin_listen}");
-}
-
-#[test]
-fn deployment_runs_non_root_read_only_without_privileges() {
-    let d = one("Deployment");
-    let pod = &d["spec"]["template"]["spec"];
-    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
-    assert!(int(&pod["securityContext"]["runAsUser"]) > 0);
-    assert_eq!(s(&pod["securityContext"]["seccompProfile"]["type"]), "RuntimeDefault");
-    assert_eq!(pod["automountServiceAccountToken"], false);
-    let c = container();
-    let sc = &c["securityContext"];
-    assert_eq!(sc["readOnlyRootFilesystem"], true);
-    assert_eq!(sc["allowPrivilegeEscalation"], false);
-    assert_eq!(seq(&sc["capabilities"]["drop"]), &[Value::from("ALL")]);
-    for r in ["cpu", "memory"] {
-        assert!(c["resources"]["requests"].get(r).is_some(), "no {r} request");
-    }
-    assert!(c["resources"]["limits"].get("memory").is_some(), "no memory limit");
-    // Hashing is bounded by verify.max_concurrent, set to half the CPU request.
-    let cpu: f64 = s(&c["resources"]["requests"]["cpu"]).parse().unwrap();
-    let max_concurrent = k8s_config()["verify"]["max_concurrent"].as_integer().unwrap();
-    assert_eq!(max_concurrent as f64, (cpu / 2.0).max(1.0));
-}
-
-#[test]
-fn deployment_reads_the_secrets_the_config_names() {
-    let d = one("Deployment");
-    let pod = &d["spec"]["template"]["spec"];
-    let c = container();
-    let config = k8s_config();
-
-    // The Redis URL (with its ACL credentials) from a Secret, never the ConfigMap.
-    let redis_env = seq(&c["env"]).iter().find(|e| e["name"] == "PORTCULLIS_REDIS_URL").cloned();
-    let redis_ref =
-        &redis_env.expect("PORTCULLIS_REDIS_URL is not set")["valueFrom"]["secretKeyRef"];
-    assert_eq!(s(&redis_ref["name"]), "portcullis-redis");
-    assert_eq!(s(&redis_ref["key"]), "url");
-    let placeholder = config["store"]["redis_url"].as_str().unwrap();
-    assert!(!placeholder.contains('@'), "credentials in the ConfigMap");
-
-    // The key secret: a Secret volume, mounted where store.key_secret_file points.
-    let volumes = seq(&pod["volumes"]);
-    let key_volume = volumes
-        .iter()
-        .find(|v| v["secret"]["secretName"] == "portcullis-key-secret")
-        .expect("no volume from the portcullis-key-secret Secret");
-    let mount = seq(&c["volumeMounts"])
-        .iter()
-        .find(|m| m["name"] == key_volume["name"])
-        .expect("the key secret volume is not mounted");
-    assert_eq!(mount["readOnly"], true);
-    let item = &seq(&key_volume["secret"]["items"])[0];
-    let mounted = format!("{}/{}", s(&mount["mountPath"]), s(&item["path"]));
-    assert_eq!(config["store"]["key_secret_file"].as_str(), Some(mounted.as_str()));
-    let mode = int(&key_volume["secret"]["defaultMode"]);
-    assert_eq!(mode, 0o440, "the key secret's mode is {mode:o}, not 0440");
-
-    // The configuration: the generated ConfigMap, at the path the daemon is given.
-    let config_volume = volumes
-        .iter()
-        .find(|v| v["configMap"]["name"] == "portcullis-config")
-        .expect("no volume from the portcullis-config ConfigMap");
-    let config_mount = seq(&c["volumeMounts"])
-        .iter()
-        .find(|m| m["name"] == config_volume["name"])
-        .expect("the configuration is not mounted");
-    let args: Vec<&str> = seq(&c["args"]).iter().map(s).collect();
-    assert_eq!(args, ["serve", "--config", s(&config_mount["mountPath"])]);
-}
-
-#[test]
-fn termination_grace_covers_shutdown_delay_and_the_drain() {
-    let d = one("Deployment");
-    let grace = int(&d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]);
-    let delay = k8s_config()["shutdown_delay"].as_str().map(humantime::parse_duration);
-    let delay = delay.expect("shutdown_delay is not set").unwrap();
-    let needed = delay + portcullis::SHUTDOWN_GRACE;
-    assert!(
-        Duration::from_secs(grace as u64) > needed,
-        "terminationGracePeriodSeconds {grace} s does not cover {needed:?}"
-    );
-    // Rolling updates add a ready pod before draining one.
-    assert_eq!(int(&d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"]), 0);
-}
-
-#[test]
-fn services_have_named_ports_and_select_the_pods() {
-    let services = all("Service");
-    assert!(!services.is_empty());
-    for svc in &services {
-        selects_pods(&svc["spec"]["selector"]);
-        for p in seq(&svc["spec"]["ports"]) {
-            let name = s(&p["name"]);
-            assert_eq!(s(&p["targetPort"]), name, "port {name} targets by number");
-            assert_eq!(int(&p["port"]), container_port(name));
-        }
-    }
-    let main = services.iter().find(|s| s["metadata"]["name"] == "portcullis").unwrap();
-    let names: BTreeSet<&str> = seq(&main["spec"]["ports"]).iter().map(|p| s(&p["name"])).collect();
-    assert_eq!(names, BTreeSet::from(["grpc", "admin"]));
-}
-
-#[test]
-fn disruption_budget_keeps_daemons_up() {
-    let pdb = one("PodDisruptionBudget");
-    selects_pods(&pdb["spec"]["selector"]);
-    let replicas = int(&one("Deployment")["spec"]["replicas"]);
-    let max_unavailable = int(&pdb["spec"]["maxUnavailable"]);
-    assert!(max_unavailable >= 1 && max_unavailable < replicas);
-}
-
-#[test]
-fn network_policy_admits_only_gateways_to_grpc_and_monitoring_to_admin() {
-    let np = one("NetworkPolicy");
-    selects_pods(&np["spec"]["podSelector"]);
-    assert!(seq(&np["spec"]["policyTypes"]).contains(&Value::from("Ingress")));
-    let rules = seq(&np["spec"]["ingress"]);
-    assert_eq!(rules.len(), 2);
-    for rule in rules {
-        // A rule without `from` or without `ports` admits every source or every port.
-        assert!(!seq(&rule["from"]).is_empty() && !seq(&rule["ports"]).is_empty());
-        assert_eq!(seq(&rule["ports"]).len(), 1);
-    }
-    let rule_for = |port: &str| {
-        rules
-            .iter()
-            .find(|r| seq(&r["ports"])[0]["port"] == port)
-            .unwrap_or_else(|| panic!("{port}"))
-    };
-    for peer in seq(&rule_for("grpc")["from"]) {
-        assert_eq!(s(&peer["podSelector"]["matchLabels"]["portcullis.io/gateway"]), "true");
-        assert!(peer.get("ipBlock").is_none());
-    }
-    for peer in seq(&rule_for("admin")["from"]) {
-        let ns = &peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"];
-        assert_eq!(s(ns), "monitoring");
-    }
 }
 
 // ---- Containerfile and systemd unit ----

@@ -32,7 +32,7 @@ fn exposed_ports() -> BTreeSet<u16> {
         .collect()
 }
 
-fn addr(table: &toml::Table, key: &str) -> SocketAddr {
+pub(super) fn addr(table: &toml::Table, key: &str) -> SocketAddr {
     let value = match key.split_once('.') {
         Some((section, key)) => &table[section][key],
         None => &table[key],
@@ -73,7 +73,7 @@ fn the_image_runs_the_container_config_on_its_published_ports_and_volume() {
 
 /// `config` with its listen and admin addresses on free loopback ports (port 0: the
 /// daemon logs the one it got).
-fn on_loopback(mut config: toml::Table) -> toml::Table {
+pub(super) fn on_loopback(mut config: toml::Table) -> toml::Table {
     config.insert("listen".into(), "127.0.0.1:0".into());
     let telemetry = config.entry("telemetry").or_insert(toml::Table::new().into());
     telemetry.as_table_mut().unwrap().insert("admin_listen".into(), "127.0.0.1:0".into());
@@ -131,7 +131,7 @@ fn compose() -> Value {
 }
 
 /// The compose services built from deploy/Containerfile (the daemons), by name.
-fn replicas(compose: &Value) -> Vec<(String, Value)> {
+pub(super) fn replicas(compose: &Value) -> Vec<(String, Value)> {
     let services = compose["services"].as_mapping().expect("no services");
     services
         .iter()
@@ -142,7 +142,7 @@ fn replicas(compose: &Value) -> Vec<(String, Value)> {
 
 /// The repository path of the configuration `service` mounts at the image's
 /// configuration path (a `./HOST:CONTAINER:ro` volume, relative to deploy/).
-fn mounted_config(service: &Value) -> String {
+pub(super) fn mounted_config(service: &Value) -> String {
     let target = image_config_path();
     let mount = seq(&service["volumes"])
         .iter()
