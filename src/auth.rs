@@ -34,63 +34,17 @@ use crate::transport::ConnInfo;
 use crate::transport::handshakes::RefusalLog;
 use crate::transport::tls::{PeerIdentity, ReloadingTls};
 
-/// An RPC a caller may be allowed, by its method name in `portcullis.v1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Rpc {
-    /// `Governor/Admit`.
-    Admit,
-    /// `Governor/RecordAttempt`.
-    RecordAttempt,
-    /// `Governor/Verify`.
-    Verify,
-    /// `Governor/ClearAttempts`.
-    ClearAttempts,
-    /// `Governor/CheckPassword` (set and change time, docs/breach.md): its own
-    /// permission, so a login gateway need not be able to test passwords at will.
-    CheckPassword,
-    /// `Governor/RecordFlowAttempt` (docs/flows.md).
-    RecordFlowAttempt,
-    /// `Governor/ClearFlow` (docs/flows.md).
-    ClearFlow,
-    /// `Governor/ConfirmDevice` (docs/devices.md, "Step-up for unknown devices").
-    ConfirmDevice,
-    /// `Admin/Inspect` (operators).
-    Inspect,
-    /// `Admin/Unlock` (operators).
-    Unlock,
-    /// `Admin/SprayStatus` (operators).
-    SprayStatus,
-    /// `Admin/RevokeDevices` (operators).
-    RevokeDevices,
-    /// `Admin/InspectNetwork` (operators).
-    InspectNetwork,
-    /// `Admin/ReleaseNetwork` (operators).
-    ReleaseNetwork,
-}
+/// An RPC a caller may be allowed, by its method name in `portcullis.v1`: the contract's
+/// one table, generated from the `.proto` files.
+pub use portcullis_client::rpcs::Rpc;
 
-impl Rpc {
-    /// The RPC a gRPC request path names; `None` for other services (health,
-    /// reflection), which need no per-RPC permission.
-    pub fn from_path(path: &str) -> Option<Rpc> {
-        Some(match path {
-            "/portcullis.v1.Governor/Admit" => Rpc::Admit,
-            "/portcullis.v1.Governor/RecordAttempt" => Rpc::RecordAttempt,
-            "/portcullis.v1.Governor/Verify" => Rpc::Verify,
-            "/portcullis.v1.Governor/ClearAttempts" => Rpc::ClearAttempts,
-            "/portcullis.v1.Governor/CheckPassword" => Rpc::CheckPassword,
-            "/portcullis.v1.Governor/RecordFlowAttempt" => Rpc::RecordFlowAttempt,
-            "/portcullis.v1.Governor/ClearFlow" => Rpc::ClearFlow,
-            "/portcullis.v1.Governor/ConfirmDevice" => Rpc::ConfirmDevice,
-            "/portcullis.v1.Admin/Inspect" => Rpc::Inspect,
-            "/portcullis.v1.Admin/Unlock" => Rpc::Unlock,
-            "/portcullis.v1.Admin/SprayStatus" => Rpc::SprayStatus,
-            "/portcullis.v1.Admin/RevokeDevices" => Rpc::RevokeDevices,
-            "/portcullis.v1.Admin/InspectNetwork" => Rpc::InspectNetwork,
-            "/portcullis.v1.Admin/ReleaseNetwork" => Rpc::ReleaseNetwork,
-            _ => return None,
-        })
-    }
-}
+/// Request paths every identified caller may call whatever its `rpcs`: health checks
+/// and reflection. Any other path that is not an RPC of the contract is refused.
+pub const PUBLIC_SERVICES: [&str; 3] = [
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1.ServerReflection/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+];
 
 /// `[callers.NAME]`: one caller's identities and permissions.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,9 +61,8 @@ pub struct CallerConfig {
     /// never configured here.
     #[serde(default)]
     pub token_hash_file: Option<PathBuf>,
-    /// RPCs it may call: `Admit`, `RecordAttempt`, `Verify`, `ClearAttempts`,
-    /// `CheckPassword`, `RecordFlowAttempt`, `ClearFlow`, `ConfirmDevice`, and for operators `Inspect`, `Unlock`, `SprayStatus`, `RevokeDevices`, `InspectNetwork`,
-    /// `ReleaseNetwork`.
+    /// RPCs it may call, by method name: any of [`Rpc`] (`Admit`, `Verify`, … of
+    /// `Governor`; `Inspect`, `Unlock`, … of `Admin`, for operators).
     pub rpcs: Vec<Rpc>,
     /// Realms it may name, or `["*"]` for every configured realm.
     pub realms: Vec<String>,
@@ -447,11 +400,16 @@ impl Callers {
             }
         };
         match Rpc::from_path(path) {
-            Some(rpc) if !caller.may_call(rpc) => {
+            Some(rpc) if caller.may_call(rpc) => Ok(Authorization::Caller(caller)),
+            None if PUBLIC_SERVICES.iter().any(|s| path.starts_with(s)) => {
+                Ok(Authorization::Caller(caller))
+            }
+            // Not permitted, or a path that is no RPC of the contract: refused for every
+            // caller, so nothing is ever served without its permission check.
+            _ => {
                 refused(caller.name(), "permission_denied");
                 Err(Status::permission_denied("this caller may not call this RPC"))
             }
-            _ => Ok(Authorization::Caller(caller)),
         }
     }
 }
@@ -592,5 +550,47 @@ mod tests {
         assert_eq!(Rpc::from_path("/portcullis.v1.Admin/Unlock"), Some(Rpc::Unlock));
         assert_eq!(Rpc::from_path("/portcullis.v1.Governor/verify"), None);
         assert_eq!(Rpc::from_path("/grpc.health.v1.Health/Check"), None);
+    }
+
+    /// A caller granted every RPC of the table, by bearer token.
+    fn all_powerful(dir: &std::path::Path) -> (Callers, http::HeaderMap) {
+        let token = "a-token-of-the-test";
+        let file = dir.join("tokens");
+        std::fs::write(&file, hex::encode(Sha256::digest(token))).unwrap();
+        let config = CallerConfig {
+            san_dns: vec![],
+            san_uri: vec![],
+            token_hash_file: Some(file),
+            rpcs: Rpc::ALL.to_vec(),
+            realms: vec!["*".into()],
+        };
+        let callers =
+            Callers::new(&BTreeMap::from([("all".to_owned(), config)]), &["default"], false)
+                .unwrap();
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        (callers, headers)
+    }
+
+    #[test]
+    fn a_path_outside_the_table_is_refused_to_a_caller_holding_every_rpc() {
+        let dir = tempfile::tempdir().unwrap();
+        let (callers, headers) = all_powerful(dir.path());
+        for rpc in Rpc::ALL {
+            assert!(callers.authorize(rpc.path(), None, &headers).is_ok(), "{rpc:?}");
+        }
+        for path in [
+            "/portcullis.v1.Governor/MadeUp",
+            "/portcullis.v1.Admin/Unlock2",
+            "/portcullis.v1.Governor/admit",
+            "/portcullis.v2.Governor/Admit",
+            "/",
+        ] {
+            let e = callers.authorize(path, None, &headers).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{path}");
+        }
+        for path in ["/grpc.health.v1.Health/Check", "/grpc.reflection.v1.ServerReflection/X"] {
+            assert!(callers.authorize(path, None, &headers).is_ok(), "{path} is public");
+        }
     }
 }

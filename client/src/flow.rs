@@ -7,6 +7,7 @@
 
 use crate::answer::{decision_answer, failure_answer};
 use crate::pb::{ClearFlowRequest, RecordFlowAttemptRequest};
+use crate::rpcs::Rpc;
 use crate::{Answer, Client, account, new_attempt_id, outgoing, route_key};
 
 /// A flow around the login (`portcullis.v1.Flow`; docs/flows.md). Each has its own
@@ -82,7 +83,7 @@ impl Client {
             attempt_id: attempt_id.map_or_else(new_attempt_id, str::to_owned),
         };
         let answer = self
-            .call("RecordFlowAttempt", &route_key(realm, identifier), |mut c, timeout| {
+            .call(Rpc::RecordFlowAttempt, &route_key(realm, identifier), |mut c, timeout| {
                 let req = outgoing(&req, timeout);
                 async move { c.record_flow_attempt(req).await.map(|r| r.into_inner().decision) }
             })
@@ -150,7 +151,7 @@ impl Client {
         let req =
             ClearFlowRequest { account: account(realm, identifier), flow: flow.wire() as i32 };
         let answer = self
-            .call("ClearFlow", &route_key(realm, identifier), |mut c, timeout| {
+            .call(Rpc::ClearFlow, &route_key(realm, identifier), |mut c, timeout| {
                 let req = outgoing(&req, timeout);
                 async move { c.clear_flow(req).await.map(drop) }
             })

@@ -50,6 +50,7 @@ pub mod handshake;
 pub mod metrics;
 pub mod normalize;
 mod pool;
+pub mod rpcs;
 pub mod trace;
 
 /// Generated gRPC types of `proto/portcullis/v1` (messages and clients; the daemon
@@ -84,6 +85,7 @@ use crate::pb::{
     Account, AdmitRequest, ClearAttemptsRequest, RecordAttemptRequest, Verdict, VerifyRequest,
 };
 use pool::{HealthPolicy, Pick, Pool, RetryBudget};
+use rpcs::Rpc;
 
 /// Why a password's record is cleared (docs/architecture.md: nothing else clears it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,7 +228,7 @@ impl Client {
     pub async fn admit(&self, realm: &str, identifier: &str) -> Answer {
         let req = AdmitRequest { account: account(realm, identifier) };
         let answer = self
-            .call("Admit", &route_key(realm, identifier), |mut c, timeout| {
+            .call(Rpc::Admit, &route_key(realm, identifier), |mut c, timeout| {
                 let req = outgoing(&req, timeout);
                 async move { c.admit(req).await.map(|r| r.into_inner().decision) }
             })
@@ -263,7 +265,7 @@ impl Client {
             client_key: client_key.to_owned(),
         };
         let answer = self
-            .call("RecordAttempt", &route_key(realm, identifier), |mut c, timeout| {
+            .call(Rpc::RecordAttempt, &route_key(realm, identifier), |mut c, timeout| {
                 let req = outgoing(&req, timeout);
                 async move { c.record_attempt(req).await.map(|r| r.into_inner()) }
             })
@@ -292,7 +294,7 @@ impl Client {
         };
         let mut req = req;
         let answer = self
-            .call("Verify", login.client_key, |mut c, timeout| {
+            .call(Rpc::Verify, login.client_key, |mut c, timeout| {
                 let req = outgoing(&req, timeout);
                 async move { c.verify(req).await.map(|r| r.into_inner()) }
             })
@@ -359,7 +361,7 @@ impl Client {
             stored_hash: stored_hash.to_owned(),
         };
         let answer = self
-            .call("ConfirmDevice", &route_key(realm, identifier), |mut c, timeout| {
+            .call(Rpc::ConfirmDevice, &route_key(realm, identifier), |mut c, timeout| {
                 let req = outgoing(&req, timeout);
                 async move { c.confirm_device(req).await.map(|r| r.into_inner().device_token) }
             })
@@ -389,7 +391,7 @@ impl Client {
             password: password.to_vec(),
         };
         let answer = self
-            .call("CheckPassword", &route_key(realm, identifier), |mut c, timeout| {
+            .call(Rpc::CheckPassword, &route_key(realm, identifier), |mut c, timeout| {
                 let req = outgoing(&req, timeout);
                 async move { c.check_password(req).await.map(|r| r.into_inner()) }
             })
@@ -435,7 +437,7 @@ impl Client {
             client_key: client_key.to_owned(),
         };
         let answer = self
-            .call("ClearAttempts", &route_key(realm, identifier), |mut c, timeout| {
+            .call(Rpc::ClearAttempts, &route_key(realm, identifier), |mut c, timeout| {
                 let req = outgoing(&req, timeout);
                 async move { c.clear_attempts(req).await.map(drop) }
             })
@@ -469,27 +471,18 @@ impl Client {
     /// One logical call of `method`: a client span (the parent of the daemon's, through
     /// the W3C context each try injects), then [`Self::try_endpoints`]. Keeps the
     /// breaker gauge current.
-    async fn call<T, F, Fut>(&self, method: &'static str, route: &str, op: F) -> Result<T, Failure>
+    async fn call<T, F, Fut>(&self, rpc: Rpc, route: &str, op: F) -> Result<T, Failure>
     where
         F: Fn(RpcClient, Duration) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
-        let name = match method {
-            "Admit" => "portcullis.v1.Governor/Admit",
-            "RecordAttempt" => "portcullis.v1.Governor/RecordAttempt",
-            "Verify" => "portcullis.v1.Governor/Verify",
-            "CheckPassword" => "portcullis.v1.Governor/CheckPassword",
-            "RecordFlowAttempt" => "portcullis.v1.Governor/RecordFlowAttempt",
-            "ClearFlow" => "portcullis.v1.Governor/ClearFlow",
-            _ => "portcullis.v1.Governor/ClearAttempts",
-        };
         let span = tracing::info_span!(
             "portcullis_client",
-            otel.name = name,
+            otel.name = rpc.full_name(),
             otel.kind = "client",
             rpc.system = "grpc",
-            rpc.service = "portcullis.v1.Governor",
-            rpc.method = method,
+            rpc.service = rpc.service().name(),
+            rpc.method = rpc.method(),
             retries = tracing::field::Empty,
         );
         let result = self.try_endpoints(route, op).instrument(span).await;

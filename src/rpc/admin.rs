@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 
 use super::store_unavailable;
 use super::validate::account as validate_account;
-use crate::auth::Authorization;
+use crate::auth::{Authorization, Rpc};
 use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
@@ -74,7 +74,8 @@ impl AdminService {
 }
 
 /// Counts one answered Admin call by RPC and caller name (`portcullis_admin_calls_total`).
-fn count_call(rpc: &'static str, caller: String) {
+fn count_call(rpc: Rpc, caller: String) {
+    let rpc = rpc.method();
     metrics::counter!(crate::telemetry::metrics::ADMIN_CALLS, "rpc" => rpc, "caller" => caller)
         .increment(1);
 }
@@ -171,7 +172,7 @@ impl Admin for AdminService {
         };
         let flow = flow.map_or("login", |f| f.as_str());
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow, door = ?DoorState::try_from(answer.door).ok(), "admin: inspect");
-        count_call("Inspect", caller);
+        count_call(Rpc::Inspect, caller);
         Ok(Response::new(answer))
     }
 
@@ -194,7 +195,7 @@ impl Admin for AdminService {
             // One flow's record only: the login's and the devices are left as they are.
             self.store.clear(&key.flow(flow)).await.map_err(store_unavailable)?;
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow = flow.as_str(), reason = %reason.as_str_name(), "admin: unlock cleared a flow's record");
-            count_call("Unlock", caller);
+            count_call(Rpc::Unlock, caller);
             return Ok(Response::new(UnlockResponse {}));
         }
         self.store.clear(&key).await.map_err(store_unavailable)?;
@@ -206,7 +207,7 @@ impl Admin for AdminService {
                 .map_err(store_unavailable)?;
         }
         tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), "admin: unlock cleared an account key's record");
-        count_call("Unlock", caller);
+        count_call(Rpc::Unlock, caller);
         Ok(Response::new(UnlockResponse {}))
     }
 
@@ -222,7 +223,7 @@ impl Admin for AdminService {
             .await
             .map_err(store_unavailable)?;
         tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: revoked an account's device tokens");
-        count_call("RevokeDevices", caller);
+        count_call(Rpc::RevokeDevices, caller);
         Ok(Response::new(RevokeDevicesResponse {}))
     }
 
@@ -244,7 +245,7 @@ impl Admin for AdminService {
             })
             .collect();
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm, "admin: spray status");
-        count_call("SprayStatus", caller);
+        count_call(Rpc::SprayStatus, caller);
         Ok(Response::new(SprayStatusResponse {
             fingerprints_over_threshold: status.fingerprints_over_threshold,
             episodes,
@@ -262,7 +263,7 @@ impl Admin for AdminService {
         let capacity = realm.network.bucket.capacity;
         let Some(key) = realm.network.key(&self.secret, &realm.name, &req.client_key) else {
             tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: inspect network (trusted)");
-            count_call("InspectNetwork", caller);
+            count_call(Rpc::InspectNetwork, caller);
             return Ok(Response::new(InspectNetworkResponse {
                 tokens: capacity,
                 capacity,
@@ -282,7 +283,7 @@ impl Admin for AdminService {
             .await
             .map_err(store_unavailable)?;
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), tokens = state.tokens, "admin: inspect network");
-        count_call("InspectNetwork", caller);
+        count_call(Rpc::InspectNetwork, caller);
         Ok(Response::new(InspectNetworkResponse {
             tokens: state.tokens,
             capacity,
@@ -312,7 +313,7 @@ impl Admin for AdminService {
                 .map_err(store_unavailable)?;
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), "admin: released a client network's bucket");
         }
-        count_call("ReleaseNetwork", caller);
+        count_call(Rpc::ReleaseNetwork, caller);
         Ok(Response::new(ReleaseNetworkResponse {}))
     }
 }

@@ -18,6 +18,7 @@ use opentelemetry::propagation::Extractor;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use portcullis_client::rpcs::Rpc;
 use tonic::codegen::http;
 use tonic::metadata::{KeyRef, MetadataMap};
 use tracing::Span;
@@ -145,42 +146,22 @@ impl Extractor for HeaderExtractor<'_> {
     }
 }
 
-/// The gRPC service whose calls get a span.
-const GOVERNOR: &str = "portcullis.v1.Governor";
-
-/// The methods of [`GOVERNOR`]: wire name and span name. A fixed table, so a caller's
-/// path never becomes a span name.
-const METHODS: [(&str, &str); 8] = [
-    ("Admit", "portcullis.v1.Governor/Admit"),
-    ("RecordAttempt", "portcullis.v1.Governor/RecordAttempt"),
-    ("Verify", "portcullis.v1.Governor/Verify"),
-    ("ClearAttempts", "portcullis.v1.Governor/ClearAttempts"),
-    ("CheckPassword", "portcullis.v1.Governor/CheckPassword"),
-    ("RecordFlowAttempt", "portcullis.v1.Governor/RecordFlowAttempt"),
-    ("ClearFlow", "portcullis.v1.Governor/ClearFlow"),
-    ("ConfirmDevice", "portcullis.v1.Governor/ConfirmDevice"),
-];
-
-/// The server span of one `portcullis.v1.Governor` call (for tonic's `trace_fn`), a
-/// child of the caller's context when the request carries one. Other services (health,
-/// reflection) get no span. Realm and outcome are recorded by the service as they become
-/// known ([`record_realm`], [`record_outcome`]).
+/// The server span of one call of an RPC of the contract (for tonic's `trace_fn`),
+/// named from the one RPC table (`portcullis_client::rpcs`), so a caller's path never
+/// becomes a span name; a child of the caller's context when the request carries one.
+/// Other services (health, reflection) get no span. Realm and outcome are recorded by the
+/// service as they become known ([`record_realm`], [`record_outcome`]).
 pub fn rpc_span(request: &http::Request<()>) -> Span {
-    let Some((method, name)) = request
-        .uri()
-        .path()
-        .strip_prefix("/portcullis.v1.Governor/")
-        .and_then(|m| METHODS.iter().find(|(wire, _)| *wire == m))
-    else {
+    let Some(rpc) = Rpc::from_path(request.uri().path()) else {
         return Span::none();
     };
     let span = tracing::info_span!(
         "rpc",
-        otel.name = *name,
+        otel.name = rpc.full_name(),
         otel.kind = "server",
         rpc.system = "grpc",
-        rpc.service = GOVERNOR,
-        rpc.method = *method,
+        rpc.service = rpc.service().name(),
+        rpc.method = rpc.method(),
         rpc.grpc.status_code = Empty,
         realm = Empty,
         flow = Empty,

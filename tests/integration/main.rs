@@ -40,6 +40,7 @@ mod redis_credentials;
 mod redis_tls;
 mod refusal_episodes;
 mod repeats;
+mod rpc_table;
 mod sentinel_store;
 mod signals;
 mod spray;
