@@ -28,30 +28,57 @@ use sha2::{Digest, Sha256};
 pub const REPEAT_AFTER: Duration = Duration::from_secs(60);
 
 /// Distinct refusals remembered for [`REPEAT_AFTER`]; past this (a flood of distinct
-/// certificates), the oldest are forgotten, so memory stays bounded and lines may repeat.
+/// certificates), the oldest are forgotten, so memory stays bounded.
 const REMEMBERED: usize = 1024;
+
+/// Refusal lines of all kinds together per [`REPEAT_AFTER`]: a peer that makes up a new
+/// certificate for every connection gets this many lines a minute, no more; the next line
+/// says how many refusals went unlogged in between (all are counted in the metric).
+pub const LINES_PER_INTERVAL: u32 = 20;
 
 /// The rate limit of the refusal lines, shared by every configuration a reload builds.
 #[derive(Debug, Default)]
 pub struct RefusalLog {
-    last: Mutex<HashMap<[u8; 32], Instant>>,
+    lines: Mutex<Lines>,
+}
+
+#[derive(Debug, Default)]
+struct Lines {
+    /// When each recent refusal was last logged.
+    last: HashMap<[u8; 32], Instant>,
+    /// The start of the current interval of [`LINES_PER_INTERVAL`], and the lines in it.
+    interval: Option<(Instant, u32)>,
+    /// Refusals left unlogged by the cap since the last line.
+    unlogged: u64,
 }
 
 impl RefusalLog {
-    /// Whether a line for `key` is due now (and, if so, notes that it was written).
-    fn due(&self, key: [u8; 32], now: Instant) -> bool {
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        if last.get(&key).is_some_and(|at| now.duration_since(*at) < REPEAT_AFTER) {
-            return false;
+    /// Whether a line for `key` is due now: `Some(n)` with the refusals the cap left
+    /// unlogged before it (and the line is noted as written), `None` for a repeat within
+    /// [`REPEAT_AFTER`] or past [`LINES_PER_INTERVAL`].
+    fn due(&self, key: [u8; 32], now: Instant) -> Option<u64> {
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        let lines = &mut *lines;
+        if lines.last.get(&key).is_some_and(|at| now.duration_since(*at) < REPEAT_AFTER) {
+            return None;
         }
-        if last.len() >= REMEMBERED {
-            last.retain(|_, at| now.duration_since(*at) < REPEAT_AFTER);
-            if last.len() >= REMEMBERED {
-                last.clear();
+        let (start, written) = match lines.interval {
+            Some((start, n)) if now.duration_since(start) < REPEAT_AFTER => (start, n),
+            _ => (now, 0),
+        };
+        if written >= LINES_PER_INTERVAL {
+            lines.unlogged += 1;
+            return None;
+        }
+        lines.interval = Some((start, written + 1));
+        if lines.last.len() >= REMEMBERED {
+            lines.last.retain(|_, at| now.duration_since(*at) < REPEAT_AFTER);
+            if lines.last.len() >= REMEMBERED {
+                lines.last.clear();
             }
         }
-        last.insert(key, now);
-        true
+        lines.last.insert(key, now);
+        Some(std::mem::take(&mut lines.unlogged))
     }
 
     /// Logs a refused client certificate, unless the same refusal was logged within
@@ -61,14 +88,15 @@ impl RefusalLog {
         let mut key = Sha256::new();
         key.update(reason.as_bytes());
         key.update(leaf.as_ref());
-        if !self.due(key.finalize().into(), Instant::now()) {
+        let Some(unlogged) = self.due(key.finalize().into(), Instant::now()) else {
             return;
-        }
+        };
         let (subject, names) = describe(leaf);
         tracing::warn!(
             reason = %reason,
             subject = %subject,
             san = %names,
+            unlogged_refusals = unlogged,
             "tls: client certificate refused: {reason}"
         );
     }
@@ -93,10 +121,15 @@ impl RefusalLog {
         let mut key = Sha256::new();
         key.update(reason.as_bytes());
         key.update(peer.to_string().as_bytes());
-        if !self.due(key.finalize().into(), Instant::now()) {
+        let Some(unlogged) = self.due(key.finalize().into(), Instant::now()) else {
             return;
-        }
-        tracing::warn!(reason = %reason, peer = %peer, "tls: handshake refused: {reason}");
+        };
+        tracing::warn!(
+            reason = %reason,
+            peer = %peer,
+            unlogged_refusals = unlogged,
+            "tls: handshake refused: {reason}"
+        );
     }
 }
 
@@ -110,9 +143,10 @@ impl RefusalLog {
             .collect();
         let names = if names.is_empty() { "no DNS or URI SAN".to_owned() } else { names.join(",") };
         let key: [u8; 32] = Sha256::digest(format!("no caller {names}")).into();
-        if self.due(key, Instant::now()) {
+        if let Some(unlogged) = self.due(key, Instant::now()) {
             tracing::warn!(
                 san = %names,
+                unlogged_refusals = unlogged,
                 "tls: the client certificate names no configured caller \
                  ([callers.NAME] san_dns, san_uri): calls are refused UNAUTHENTICATED"
             );
@@ -251,18 +285,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_same_refusal_is_logged_once_per_interval_and_memory_stays_bounded() {
+    fn the_same_refusal_is_logged_once_per_interval_and_all_of_them_a_bounded_number() {
         let log = RefusalLog::default();
-        let t0 = Instant::now();
-        assert!(log.due([1; 32], t0));
-        assert!(!log.due([1; 32], t0 + REPEAT_AFTER / 2));
-        assert!(log.due([2; 32], t0), "another refusal has its own line");
-        assert!(log.due([1; 32], t0 + REPEAT_AFTER));
-        for i in 0..(REMEMBERED * 2) {
+        let key = |i: usize| {
             let mut key = [0; 32];
             key[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            log.due(key, t0 + REPEAT_AFTER);
+            key
+        };
+        let t0 = Instant::now();
+        assert_eq!(log.due(key(0), t0), Some(0));
+        assert_eq!(log.due(key(0), t0 + REPEAT_AFTER / 2), None, "a repeat is quiet");
+        assert_eq!(log.due(key(1), t0), Some(0), "another refusal has its own line");
+        // A flood of distinct refusals: the cap, then the count of what it left out.
+        let logged = (2..1000).filter(|i| log.due(key(*i), t0).is_some()).count();
+        assert_eq!(logged, LINES_PER_INTERVAL as usize - 2);
+        let later = t0 + REPEAT_AFTER;
+        assert_eq!(log.due(key(5000), later), Some(1000 - LINES_PER_INTERVAL as u64));
+        assert_eq!(log.due(key(0), later), Some(0), "a minute on, the first one again");
+        for i in 0..(REMEMBERED * 2) {
+            log.due(key(i), later + REPEAT_AFTER * (i as u32 + 1));
         }
-        assert!(log.last.lock().unwrap().len() <= REMEMBERED);
+        assert!(log.lines.lock().unwrap().last.len() <= REMEMBERED);
     }
 }
