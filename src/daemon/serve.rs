@@ -100,6 +100,7 @@ impl Daemon {
         let server = limits
             .builder()
             .trace_fn(crate::telemetry::traces::rpc_span)
+            .layer(crate::telemetry::rpc_calls::RpcCallsLayer::default())
             .layer(crate::transport::TrackCallsLayer)
             .layer(crate::auth::AuthLayer::new(callers, tls_for_auth))
             // Every service, health and reflection too, decodes at most max_message.

@@ -8,6 +8,7 @@ use zeroize::Zeroizing;
 
 use super::validate;
 use super::{decision, login_failed, store_unavailable, verdict};
+use crate::auth::Rpc;
 use crate::defence::breach::PasswordCheck;
 use crate::defence::devices::{MAX_DEVICE_TOKEN_BYTES, UnknownDevice};
 use crate::flows::{FlowAttempt, Flows};
@@ -25,7 +26,7 @@ use crate::secret::KeySecret;
 use crate::store::Store;
 use crate::store::keys::AccountKey;
 use crate::telemetry::metrics::{BAD_HASHES, PASSWORD_CHECKS};
-use crate::telemetry::traces::{record_outcome, record_status};
+use crate::telemetry::traces::record_outcome;
 use crate::throttle::flow::FlowKind;
 
 pub use crate::login::MAX_REPLAYS;
@@ -278,95 +279,73 @@ impl Governor for GovernorService {
         &self,
         request: Request<CheckPasswordRequest>,
     ) -> Result<Response<CheckPasswordResponse>, Status> {
-        let result = self.check_password_call(request).await;
-        record_status(&result);
-        result
+        self.check_password_call(request).await
     }
 
     async fn admit(
         &self,
         request: Request<AdmitRequest>,
     ) -> Result<Response<AdmitResponse>, Status> {
-        let result = async {
-            let (realm, key) =
-                self.account_key(request.get_ref().account.as_ref(), request.extensions())?;
-            let open = self.store.is_open(&key, &realm.policy).await.map_err(store_unavailable)?;
-            Ok(Response::new(AdmitResponse { decision: decision(open) }))
-        }
-        .await;
-        record_status(&result);
-        result
+        let (realm, key) =
+            self.account_key(request.get_ref().account.as_ref(), request.extensions())?;
+        let open = self.store.is_open(&key, &realm.policy).await.map_err(store_unavailable)?;
+        Ok(Response::new(AdmitResponse { decision: decision(open) }))
     }
 
     async fn record_attempt(
         &self,
         request: Request<RecordAttemptRequest>,
     ) -> Result<Response<RecordAttemptResponse>, Status> {
-        let result = async {
-            let req = request.get_ref();
-            let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
-            step_up_pathway(realm, "RecordAttempt")?;
-            let bound = [req.client_key.as_bytes()];
-            let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id, &bound)?;
-            validate::client_key(&req.client_key, false)?;
-            let recorded = self
-                .logins
-                .record_attempt(realm, &key, attempt.as_ref(), &req.client_key)
-                .await
-                .map_err(store_unavailable)?;
-            Ok(Response::new(RecordAttemptResponse {
-                decision: decision(recorded.allowed),
-                step_up: recorded.signals.step_up,
-                network_throttled: recorded.signals.network_throttled,
-            }))
-        }
-        .await;
-        record_status(&result);
-        result
+        let req = request.get_ref();
+        let (realm, key) = self.account_key(req.account.as_ref(), request.extensions())?;
+        step_up_pathway(realm, Rpc::RecordAttempt.method())?;
+        let bound = [req.client_key.as_bytes()];
+        let attempt = validate::attempt_key(&self.secret, &key, &req.attempt_id, &bound)?;
+        validate::client_key(&req.client_key, false)?;
+        let recorded = self
+            .logins
+            .record_attempt(realm, &key, attempt.as_ref(), &req.client_key)
+            .await
+            .map_err(store_unavailable)?;
+        Ok(Response::new(RecordAttemptResponse {
+            decision: decision(recorded.allowed),
+            step_up: recorded.signals.step_up,
+            network_throttled: recorded.signals.network_throttled,
+        }))
     }
 
     async fn verify(
         &self,
         request: Request<VerifyRequest>,
     ) -> Result<Response<VerifyResponse>, Status> {
-        let result = self.verify_call(request).await;
-        record_status(&result);
-        result
+        self.verify_call(request).await
     }
 
     async fn clear_attempts(
         &self,
         request: Request<ClearAttemptsRequest>,
     ) -> Result<Response<ClearAttemptsResponse>, Status> {
-        let result = self.clear_call(request).await;
-        record_status(&result);
-        result
+        self.clear_call(request).await
     }
 
     async fn confirm_device(
         &self,
         request: Request<ConfirmDeviceRequest>,
     ) -> Result<Response<ConfirmDeviceResponse>, Status> {
-        let result = self.confirm_device_call(request).await;
-        record_status(&result);
-        result
+        self.confirm_device_call(request).await
     }
 
     async fn record_flow_attempt(
         &self,
         request: Request<RecordFlowAttemptRequest>,
     ) -> Result<Response<RecordFlowAttemptResponse>, Status> {
-        let result = self.record_flow_call(request).await;
-        record_status(&result);
-        result
+        self.record_flow_call(request).await
     }
 
     async fn clear_flow(
         &self,
         request: Request<ClearFlowRequest>,
     ) -> Result<Response<ClearFlowResponse>, Status> {
-        let result = self.clear_flow_call(request).await;
-        record_status(&result);
-        result
+        self.clear_flow_call(request).await
     }
 }

@@ -127,6 +127,11 @@ pub const COMPARISON_SECONDS: &str = "portcullis_verify_comparison_seconds";
 pub const STORE_SECONDS: &str = "portcullis_store_operation_seconds";
 /// Counter: store operations that failed (each one a denied call), by `operation`.
 pub const STORE_ERRORS: &str = "portcullis_store_errors_total";
+/// Counter: calls of the contract's RPCs answered (or abandoned: `cancelled`), by `rpc`
+/// (method name) and `code` (gRPC status, snake case).
+pub const RPC_CALLS: &str = "portcullis_rpc_calls_total";
+/// Histogram: seconds from a call's arrival to its answer, by `rpc`.
+pub const RPC_SECONDS: &str = "portcullis_rpc_duration_seconds";
 /// Gauge: 1 while the daemon is ready (store answers, not draining), else 0.
 pub const READY: &str = "portcullis_ready";
 /// Gauge: 1 while a refusal episode is open, else 0.
@@ -145,6 +150,10 @@ const COMPARISON_BUCKETS: [f64; 12] =
 /// threshold.
 const SPRAY_BUCKETS: [f64; 12] =
     [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 10000.0, 100000.0];
+/// Histogram buckets in seconds for whole calls: a sub-millisecond `Admit` to a `Verify`
+/// waiting its turn for the CPU budget.
+const RPC_BUCKETS: [f64; 12] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
 /// Histogram buckets in seconds for store operations: sub-millisecond to the timeout.
 const STORE_BUCKETS: [f64; 12] =
     [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -163,6 +172,9 @@ pub fn install() -> Option<PrometheusHandle> {
                 )
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full(STORE_SECONDS.into()), &STORE_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(RPC_SECONDS.into()), &RPC_BUCKETS)
                 })
                 .and_then(|b| {
                     b.set_buckets_for_metric(
@@ -187,6 +199,12 @@ pub fn handle() -> Option<PrometheusHandle> {
 
 fn describe() {
     use ::metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(RPC_CALLS, "RPC calls answered or abandoned, by rpc and gRPC code");
+    describe_histogram!(
+        RPC_SECONDS,
+        Unit::Seconds,
+        "Seconds from a call's arrival to its answer, by rpc"
+    );
     describe_counter!(ATTEMPTS, "Attempts counted, by realm and decision");
     describe_counter!(LOCKOUTS, "Lockouts started, by realm");
     describe_counter!(

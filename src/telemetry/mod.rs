@@ -13,6 +13,8 @@
 //!   readiness it reports.
 //! - [`config`]: the `[telemetry]` settings.
 //! - [`episodes`]: refusal episodes, so a flood of refusals is a few log lines.
+//! - [`rpc_calls`]: the one layer that counts, times and records the status of every
+//!   call of the contract's RPCs.
 //!
 //! Logs go to stderr, filtered by `RUST_LOG` (default `info`): human-readable by
 //! default, one JSON object a line with `--log-format json`.
@@ -21,6 +23,7 @@ pub mod config;
 pub mod episodes;
 pub mod http;
 pub mod metrics;
+pub mod rpc_calls;
 pub mod traces;
 
 use tracing_subscriber::layer::SubscriberExt;

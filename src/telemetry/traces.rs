@@ -199,22 +199,6 @@ pub fn record_outcome(outcome: &'static str, refusal_reason: Option<&'static str
     }
 }
 
-/// Records the gRPC status of a finished call on the current RPC span, and the outcome
-/// of an error that had none recorded (invalid input, an internal failure).
-pub fn record_status<T>(result: &Result<T, tonic::Status>) {
-    let span = Span::current();
-    let code = match result {
-        Ok(_) => tonic::Code::Ok,
-        Err(status) => status.code(),
-    };
-    span.record("rpc.grpc.status_code", code as i64);
-    match code {
-        tonic::Code::InvalidArgument => record_outcome("invalid_argument", None),
-        tonic::Code::Internal => record_outcome("internal", None),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

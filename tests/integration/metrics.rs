@@ -151,6 +151,14 @@ async fn a_scripted_run_shows_exactly_its_counts() {
     assert_eq!(v("portcullis_verify_running", &[]), 0.0);
     assert_eq!(v("portcullis_verify_waiting", &[]), 0.0);
     assert_eq!(v("portcullis_refusal_episode_open", &[]), 1.0, "the refusals opened an episode");
+    // Every call once, by RPC and code, from the one layer.
+    let calls = "portcullis_rpc_calls_total";
+    assert_eq!(v(calls, &[("rpc", "RecordAttempt"), ("code", "ok")]), 6.0, "{text}");
+    assert_eq!(v(calls, &[("rpc", "RecordAttempt"), ("code", "unavailable")]), 1.0);
+    assert_eq!(v(calls, &[("rpc", "Verify"), ("code", "ok")]), 2.0);
+    assert_eq!(v(calls, &[("rpc", "Verify"), ("code", "resource_exhausted")]), 1.0);
+    assert_eq!(family(&s, calls).len(), 4, "{text}");
+    assert_eq!(v("portcullis_rpc_duration_seconds_count", &[("rpc", "Verify")]), 3.0);
 
     // Bounded labels only, and nothing of the identifiers.
     for (name, labels) in s.keys() {
@@ -164,6 +172,8 @@ async fn a_scripted_run_shows_exactly_its_counts() {
                     "operation",
                     "algorithm",
                     "outcome",
+                    "rpc",
+                    "code",
                     "le",
                     "quantile"
                 ]
@@ -264,4 +274,44 @@ async fn the_client_library_meters_retries_ejections_and_the_breaker() {
     }
     assert_eq!(value(&s, "portcullis_client_breaker_open", &[]), Some(1.0));
     assert_eq!(value(&s, "portcullis_client_breaker_denials_total", &[]), Some(1.0));
+}
+
+/// A call its client abandons while the daemon works on it (a reset stream) is counted
+/// once, as `cancelled`, by the layer that counts every call; a refused one by its code.
+#[tokio::test]
+async fn an_abandoned_call_is_counted_as_cancelled() {
+    let data = tempfile::tempdir().unwrap();
+    let config = TestConfig::embedded(data.path()).admin("0s").toml();
+    let daemon = DaemonProcess::spawn(&config);
+    let admin = daemon.admin_addr();
+    let mut c = daemon.client().await;
+    let bad = c.attempt("default", "").await.unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    // A comparison that takes a while (cost 12), abandoned once it runs.
+    let slow = bcrypt::hash("right", 12).unwrap();
+    let mut c2 = c.clone();
+    let abandoned = tokio::spawn(async move {
+        c2.verify("fast", "abandoned@example.com", b"wrong", &slow, "k").await
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while value(&parse(&scrape(admin).await), "portcullis_verify_running", &[]) != Some(1.0) {
+        assert!(Instant::now() < deadline, "the slow comparison never ran");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    abandoned.abort();
+    let calls = "portcullis_rpc_calls_total";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = parse(&scrape(admin).await);
+        if value(&s, calls, &[("rpc", "Verify"), ("code", "cancelled")]) == Some(1.0) {
+            assert_eq!(
+                value(&s, calls, &[("rpc", "RecordAttempt"), ("code", "invalid_argument")]),
+                Some(1.0)
+            );
+            assert_eq!(family(&s, calls).len(), 2, "no other series: {s:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the abandoned call was never counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -260,6 +260,7 @@ async fn one_trace_runs_from_the_client_through_the_daemon_to_the_store() {
         assert_eq!(attr(rpc, "rpc.system").as_deref(), Some("grpc"));
         assert_eq!(attr(rpc, "rpc.service").as_deref(), Some("portcullis.v1.Governor"));
         assert_eq!(attr(rpc, "rpc.method").as_deref(), Some(method));
+        assert_eq!(attr(rpc, "rpc.grpc.status_code").as_deref(), Some("IntValue(0)"), "{method}");
         assert_eq!(attr(rpc, "realm").as_deref(), Some("fast"));
         let outcome = if method == "Verify" { "accept" } else { "allow" };
         assert_eq!(attr(rpc, "outcome").as_deref(), Some(outcome));
