@@ -44,12 +44,22 @@ def free_port() -> int:
 class Daemon:
     """``portcullis serve`` on the embedded store in ``data_dir``. ``config_toml``
     (optional) is written next to it and passed as ``--config`` (realms and their
-    settings; the store, listen address and admin listener stay the command line's)."""
+    settings; the store, listen address and admin listener stay the command line's). A
+    daemon whose configuration has ``[tls]`` is waited for over TLS with
+    ``ready_credentials`` (a client certificate it accepts, for mutual TLS); its
+    ``https_url`` is ``https://localhost:PORT``."""
 
-    def __init__(self, data_dir: pathlib.Path, config_toml: str | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: pathlib.Path,
+        config_toml: str | None = None,
+        ready_credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.addr = f"127.0.0.1:{self.port}"
+        self.https_url = f"https://localhost:{self.port}"
+        self._ready_credentials = ready_credentials
         self.log_path = data_dir.parent / f"portcullis-{self.port}.log"
         env = dict(os.environ, PORTCULLIS_KEY_SECRET=KEY_SECRET)
         for name in ("PORTCULLIS_CONFIG", "PORTCULLIS_REDIS_URL", "PORTCULLIS_REDIS_CLUSTER_NODES"):
@@ -70,7 +80,11 @@ class Daemon:
 
     def _wait_ready(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(self.addr) as channel:
+        if self._ready_credentials is None:
+            channel = grpc.insecure_channel(self.addr)
+        else:
+            channel = grpc.secure_channel(f"localhost:{self.port}", self._ready_credentials)
+        with channel:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"the daemon exited ({self.proc.returncode}): {self.log()}")

@@ -192,8 +192,11 @@ export type PasswordCheck =
   | { readonly kind: 'acceptable' }
   | { readonly kind: 'breached' }
   | { readonly kind: 'context_word' }
-  /** The check was not made (no filter, the daemon unreachable, any failure): refuse. */
-  | { readonly kind: 'unchecked'; readonly retryable: boolean };
+  /**
+   * The check was not made (no filter, the daemon unreachable, any failure): refuse.
+   * `message` as on a transport `Failure` (`'TLS handshake refused: …'`).
+   */
+  | { readonly kind: 'unchecked'; readonly retryable: boolean; readonly message?: string };
 
 /** How one logical call ended, when it did not return a value. */
 export type Failure =
@@ -212,8 +215,16 @@ export type Failure =
    * be encoded. Not retryable. No network call was made.
    */
   | { readonly kind: 'bad_input'; readonly field: string | undefined }
-  /** Connection refused, reset, unreachable, connect timeout, not HTTP/2: retried. */
-  | { readonly kind: 'transport' }
+  /**
+   * Connection refused, reset, unreachable, connect timeout, not HTTP/2, a TLS handshake
+   * that failed: retried. `message`, when the client can tell why a TLS connection
+   * failed, says so: `'TLS handshake refused: '` and the reason, such as `'the daemon
+   * refused this client certificate: it has expired or is not yet valid
+   * (certificate_expired)'` or `"the daemon's certificate is not signed by a CA in
+   * tls.caFile (…)"`. Advice for logs only: it changes nothing of the answer, and never
+   * holds a key, a token or a request field.
+   */
+  | { readonly kind: 'transport'; readonly message?: string }
   /** No answer within the call deadline: not retried (the daemon may be working). */
   | { readonly kind: 'timeout' }
   /** No endpoint could take the call: no network call at all. */

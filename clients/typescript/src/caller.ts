@@ -11,6 +11,9 @@
 // - `callTimeoutMs` bounds a whole call, retries included; each try sends the time
 //   left as `grpc-timeout`; a try cut off by it is not retried but counts as a
 //   transport failure (a daemon that never answers must be ejected).
+// - a try that failed for TLS (the daemon refused this client's certificate, or this
+//   client the daemon's) carries the reason grpc-js reported (tls.ts) as the failure's
+//   `message`; it is still a transport failure, retried and counted as every other.
 // Nothing here logs, and no error here quotes a request field.
 
 import * as grpc from '@grpc/grpc-js';
@@ -18,6 +21,7 @@ import * as grpc from '@grpc/grpc-js';
 import { Failure } from './answer';
 import { ClientEvent, GovernorMethod, Settings } from './config';
 import { Pool, RetryBudget, monotonicMs } from './pool';
+import { TlsSide, tlsRefusal } from './tls';
 import { TraceContext, traceHeaders } from './trace';
 import { Method, MethodName, RequestInit, Response } from './wire';
 
@@ -28,6 +32,8 @@ interface Endpoint {
   url: string;
   target: string;
   client: grpc.Client;
+  /** For an `https://` endpoint: what explaining a TLS failure needs. */
+  tls: TlsSide | undefined;
 }
 
 /** Counters and health now. */
@@ -55,7 +61,12 @@ export class Caller {
   private breakerDenials = 0;
 
   constructor(private readonly settings: Settings) {
-    this.endpoints = settings.targets.map(({ url, target }) => ({ url, target, client: this.channel(target) }));
+    this.endpoints = settings.targets.map(({ url, target }) => ({
+      url,
+      target,
+      client: this.channel(target),
+      tls: settings.tls && { identity: settings.tls.identity, serverName: settings.tls.domainName ?? new URL(url).hostname },
+    }));
     this.pool = new Pool(
       this.endpoints.map((e) => e.url),
       {
@@ -132,6 +143,7 @@ export class Caller {
     try {
       const deadline = monotonicMs() + this.settings.callTimeoutMs;
       const tried: number[] = [];
+      let last: Failure | undefined;
       for (;;) {
         const pick = this.pool.pick(route, tried);
         if (pick === undefined) {
@@ -140,7 +152,8 @@ export class Caller {
             this.emit({ type: 'breaker_denial', method: name });
             return { kind: 'breaker_open' };
           }
-          return { kind: 'transport' };
+          // No endpoint left for a retry: the last try's failure (and its explanation).
+          return last?.kind === 'transport' ? last : { kind: 'transport' };
         }
         tried.push(pick);
         const outcome = await this.tryOnce(pick, m, payload, deadline, headers);
@@ -150,7 +163,15 @@ export class Caller {
         }
         this.transportFailures += 1;
         this.pool.failed(pick);
-        this.emit({ type: 'transport_failure', method: name, endpoint: this.endpoints[pick].url, timeout: outcome.kind === 'timeout' });
+        last = outcome;
+        const message = outcome.kind === 'transport' ? outcome.message : undefined;
+        this.emit({
+          type: 'transport_failure',
+          method: name,
+          endpoint: this.endpoints[pick].url,
+          timeout: outcome.kind === 'timeout',
+          ...(message === undefined ? {} : { message }),
+        });
         const retry =
           outcome.kind === 'transport' && tried.length <= this.settings.maxRetries && monotonicMs() < deadline && this.budget.withdraw();
         if (!retry) {
@@ -171,8 +192,10 @@ export class Caller {
    * or in a trailers-only response (whose headers grpc-js hands back as the status's
    * metadata: at least `content-type`). A status grpc-js made up from a refused,
    * reset or garbled connection has neither, and is a transport failure, whatever its
-   * code (grpc-js reports those as UNAVAILABLE, INTERNAL, CANCELLED ...). An answer
-   * that does not decode is INTERNAL from the daemon: a deny, not retried.
+   * code (grpc-js reports those as UNAVAILABLE, INTERNAL, CANCELLED ...); on an
+   * `https://` endpoint, its details may say why the TLS connection failed, which
+   * becomes the failure's `message`. An answer that does not decode is INTERNAL from
+   * the daemon: a deny, not retried.
    */
   private tryOnce<M extends MethodName>(
     index: number,
@@ -222,7 +245,7 @@ export class Caller {
             } else if (err.code === grpc.status.DEADLINE_EXCEEDED || monotonicMs() >= deadline) {
               finish({ kind: 'timeout' });
             } else {
-              finish({ kind: 'transport' });
+              finish(transportFailure(endpoint, err.details));
             }
           },
         );
@@ -292,6 +315,12 @@ export class Caller {
       failed.close();
     }, this.settings.callTimeoutMs + 1000).unref();
   }
+}
+
+/** A transport failure, with the reason a TLS connection failed when grpc-js's `details` tell it. */
+function transportFailure(endpoint: Endpoint, details: unknown): Failure {
+  const message = endpoint.tls === undefined ? undefined : tlsRefusal(details, endpoint.tls);
+  return message === undefined ? { kind: 'transport' } : { kind: 'transport', message };
 }
 
 /**

@@ -13,8 +13,9 @@
 // logs in.
 //
 // Nothing here logs. The optional `onEvent` hook gets method and endpoint names and
-// counts, never a request field: no password, hash, identifier or token can reach a
-// log through it, and no error message here holds any of them.
+// counts (and, for a refused TLS handshake, why: tls.ts), never a request field: no
+// password, hash, identifier or token can reach a log through it, and no error message
+// here holds any of them.
 
 import { randomUUID } from 'node:crypto';
 
@@ -253,7 +254,8 @@ export class Client {
       bytes.fill(0);
     }
     if (r.kind !== 'ok') {
-      return { kind: 'unchecked', retryable: failureRetryable(r) };
+      const message = r.kind === 'transport' ? r.message : undefined;
+      return { kind: 'unchecked', retryable: failureRetryable(r), ...(message === undefined ? {} : { message }) };
     }
     switch (r.value.reason) {
       case PasswordCheckReason.OK:

@@ -24,7 +24,8 @@ export type GovernorMethod =
 
 /** What the client reports through `onEvent`: names and counts only. */
 export type ClientEvent =
-  | { type: 'transport_failure'; method: GovernorMethod; endpoint: string; timeout: boolean }
+  /** A try that got no answer; `message` as on `Failure` (`'TLS handshake refused: …'`) when the client can tell why. */
+  | { type: 'transport_failure'; method: GovernorMethod; endpoint: string; timeout: boolean; message?: string }
   | { type: 'retry'; method: GovernorMethod; retries: number }
   | { type: 'ejected'; endpoint: string }
   | { type: 'breaker_denial'; method: GovernorMethod }
@@ -127,6 +128,8 @@ export interface Settings {
   targets: Target[];
   credentials: grpc.ChannelCredentials;
   channelOptions: grpc.ChannelOptions;
+  /** For `https://` endpoints: whether a client certificate is configured, and `tls.domainName`. */
+  tls: { identity: boolean; domainName: string | undefined } | undefined;
   bearer: string | undefined;
   onEvent: ((event: ClientEvent) => void) | undefined;
 }
@@ -188,6 +191,7 @@ export function resolveConfig(config: ClientConfig): Settings {
     targets,
     credentials,
     channelOptions,
+    tls: secure ? { identity: config.tls?.certFile !== undefined, domainName: config.tls?.domainName } : undefined,
     bearer: config.tokenFile === undefined ? undefined : readBearer(config.tokenFile),
     onEvent: config.onEvent,
   };

@@ -15,7 +15,7 @@ other. Thin shells would still repeat every signature and docstring by hand, or 
 them behind a generic type that reads badly in an editor; a sans-IO generator loop would
 make the retry loop harder to read than the loop itself. A generated file keeps one
 text of each method with real signatures in both classes, and the difference between
-them is the substitution list in ``scripts/unasync.py`` and the five functions of
+them is the substitution list in ``scripts/unasync.py`` and the function pairs of
 ``_io.py``. This file is written so that the generated one is formatted as ``ruff
 format`` wants it too (``.ci/run`` checks both).
 """
@@ -276,10 +276,12 @@ class AsyncClient:
         core.start_call()
         deadline = core.deadline()
         tried: list[int] = []
+        last: tuple[int, Failed] | None = None
         while True:
             pick = core.pool.pick(call.route, tried)
             if pick is None:
-                return core.no_endpoint(call, tried)
+                # No endpoint left: the breaker's deny, or the last try's failure.
+                return core.no_endpoint(call) if last is None else await self._failed(call, *last, deadline)
             tried.append(pick)
             left = core.time_left(deadline)
             if left <= 0:
@@ -293,7 +295,20 @@ class AsyncClient:
                 except TimeoutError:
                     failed = Failed(Failure.TIMEOUT)
                 else:
-                    core.pool.answered(pick)
+                    core.answered(pick)
                     return call.interpret(response)
+            last = (pick, failed)
             if not core.retry_after(call, pick, failed, len(tried), deadline):
-                return call.on_failure(failed)
+                return await self._failed(call, pick, failed, deadline)
+
+    async def _failed(self, call: Call[T], pick: int, failed: Failed, deadline: float) -> T:
+        """The answer to a call whose last try, on endpoint ``pick``, failed. A TLS
+        failure of an ``https://`` endpoint is explained when the client can tell
+        (``_tls.py``): a diagnostic handshake, when one is due, is waited for at most
+        ``connect_timeout`` and never past the call's deadline (one that ends later
+        explains later answers)."""
+        core = self._core
+        diagnosis = core.tls.diagnosis_for(pick, failed)
+        if diagnosis is not None:
+            await _io.async_wait_diagnosis(diagnosis, core.tls.wait(core.time_left(deadline)))
+        return call.on_failure(core.tls.explained(pick, failed))

@@ -136,6 +136,15 @@ class Answer:
     #: its problem, never a value sent (one refusing the stored hash begins with
     #: ``stored_hash``). Not compared by ``==`` and never printed by ``repr``.
     status_details: str | None = field(default=None, compare=False)
+    #: On a deny that is a failed call which got no answer (a transport failure) whose
+    #: cause the client could tell: why, in words for a log. So far the TLS failures of
+    #: an ``https://`` endpoint: ``"TLS handshake refused: the daemon refused this client
+    #: certificate: it has expired or is not yet valid (certificate_expired)"``, ``"TLS
+    #: handshake refused: the daemon's certificate is not signed by a CA in tls ca_file
+    #: (…)"`` (README.md, "TLS failures"). Advice only: the answer is the same deny with
+    #: or without it. Never holds a key, a token or a request field. Not compared by
+    #: ``==``.
+    failure_reason: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         kind = self.kind
@@ -152,8 +161,9 @@ class Answer:
             raise ValueError("a challenge token comes with a challenge, and only with one")
         if (kind is AnswerKind.CHALLENGE) != (self.challenge_reason is not None):
             raise ValueError("a challenge reason comes with a challenge, and only with one")
-        if kind is not AnswerKind.DENY and (self.status_code is not None or self.status_details is not None):
-            raise ValueError("only a plain deny carries a failed call's status")
+        failure = (self.status_code, self.status_details, self.failure_reason)
+        if kind is not AnswerKind.DENY and any(f is not None for f in failure):
+            raise ValueError("only a plain deny carries a failed call's status or reason")
 
     @property
     def allowed(self) -> bool:
@@ -183,6 +193,7 @@ class Answer:
             f"password_breached={self.password_breached}, "
             f"challenge_token={challenge}, challenge_reason={reason}"
             + ("" if self.status_code is None else f", status_code={self.status_code.name}")
+            + ("" if self.failure_reason is None else f", failure_reason={self.failure_reason!r}")
             + ")"
         )
 
@@ -236,6 +247,9 @@ class PasswordCheck:
     result: PasswordCheckResult
     #: ``UNCHECKED`` only: capacity or reachability, not the password.
     retryable: bool = False
+    #: ``UNCHECKED`` only: as :attr:`Answer.failure_reason` (``"TLS handshake refused:
+    #: …"``). Not compared by ``==``.
+    failure_reason: str | None = field(default=None, compare=False)
 
     @property
     def acceptable(self) -> bool:
@@ -275,11 +289,14 @@ class Failure(enum.Enum):
 @dataclass(frozen=True)
 class Failed:
     """A failed call: its kind and, for ``ANSWERED``, the status the daemon sent (its
-    code and message)."""
+    code and message); for ``TRANSPORT``, the details of the status grpc made up (read
+    only to explain a TLS failure) and ``reason``, the explanation when there is one
+    (``_tls.py``)."""
 
     kind: Failure
     code: grpc.StatusCode | None = None
     details: str | None = None
+    reason: str | None = None
 
 
 RETRYABLE_STATUSES = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE})
@@ -293,7 +310,8 @@ def failure_is_retryable(failed: Failed) -> bool:
 
 
 def failure_answer(failed: Failed) -> Answer:
-    """A deny; for a status the daemon answered, carrying its code and message."""
+    """A deny; for a status the daemon answered, carrying its code and message; for a
+    transport failure the client could explain, the reason."""
     if failed.kind is Failure.ANSWERED and failed.code is not None:
         return Answer(
             Decision.DENY,
@@ -301,4 +319,6 @@ def failure_answer(failed: Failed) -> Answer:
             status_code=failed.code,
             status_details=failed.details,
         )
+    if failed.kind is Failure.TRANSPORT and failed.reason is not None:
+        return Answer(Decision.DENY, retryable=failure_is_retryable(failed), failure_reason=failed.reason)
     return Answer.deny(failure_is_retryable(failed))

@@ -65,5 +65,6 @@ def classify(error: grpc.RpcError, deadline_passed: bool) -> Failed:
     if code is grpc.StatusCode.DEADLINE_EXCEEDED and (deadline_passed or own_deadline):
         return Failed(Failure.TIMEOUT)
     if code in _TRANSPORT_CODES and any(w in details for w in _TRANSPORT_WORDING):
-        return Failed(Failure.TRANSPORT)
+        # The details are kept only to explain a TLS failure (_tls.py).
+        return Failed(Failure.TRANSPORT, details=sent)
     return Failed(Failure.ANSWERED, code, sent)

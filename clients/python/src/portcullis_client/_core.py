@@ -31,6 +31,7 @@ from ._config import ClientConfig
 from ._pb import governor_pb2 as pb
 from ._pool import HealthPolicy, Pool, RetryBudget
 from ._process import Lock
+from ._tls import TlsDiagnosis
 
 log = logging.getLogger("portcullis_client")
 
@@ -135,6 +136,7 @@ class Core:
         )
         self.pool = Pool(list(config.endpoints), policy)
         self.budget = RetryBudget(config.retry_budget_ratio, config.retry_budget_reserve)
+        self.tls = TlsDiagnosis(list(config.endpoints), config.tls, config.connect_timeout)
         self._lock = Lock()
         self._calls = self._retries = self._transport_failures = self._breaker_denials = 0
 
@@ -170,19 +172,22 @@ class Core:
         """Seconds left before ``deadline`` (zero or less when it passed)."""
         return deadline - time.monotonic()
 
-    def no_endpoint(self, call: Call[T], tried: list[int]) -> T:
-        """No endpoint can take the next try: the breaker denies a call that tried none;
-        a call that tried some ends with a transport failure."""
-        if not tried:
-            self.breaker_denial()
-            return call.on_failure(Failed(Failure.BREAKER_OPEN))
-        return call.on_failure(Failed(Failure.TRANSPORT))
+    def no_endpoint(self, call: Call[T]) -> T:
+        """No endpoint can take a call that tried none: the breaker denies it. (A call
+        that tried some ends with its last try's failure.)"""
+        self.breaker_denial()
+        return call.on_failure(Failed(Failure.BREAKER_OPEN))
+
+    def answered(self, pick: int) -> None:
+        """Endpoint ``pick`` answered (anything at all): healthy, and no TLS failure to explain."""
+        self.pool.answered(pick)
+        self.tls.answered(pick)
 
     def retry_after(self, call: Call[T], pick: int, failed: Failed, tries: int, deadline: float) -> bool:
         """After a failed try on endpoint ``pick``: records it (an answered status is
         health, anything else a transport failure) and says whether to try again."""
         if failed.kind is Failure.ANSWERED:
-            self.pool.answered(pick)
+            self.answered(pick)
             return False
         self.transport_failure(pick, call.method, failed)
         return self.may_retry(failed, tries, self.time_left(deadline))
@@ -447,7 +452,9 @@ def clear_flow_call(realm: object, identifier: object, which: object) -> Call[An
 
 def check_password_failure(failed: Failed) -> PasswordCheck:
     """A ``check_password`` that got no answer: unchecked, so refused."""
-    return PasswordCheck(PasswordCheckResult.UNCHECKED, retryable=failure_is_retryable(failed))
+    return PasswordCheck(
+        PasswordCheckResult.UNCHECKED, retryable=failure_is_retryable(failed), failure_reason=failed.reason
+    )
 
 
 @guarded("CheckPassword", check_password_failure)

@@ -1,5 +1,6 @@
 """The only things the blocking and the asyncio client do differently: how a channel is
-made, how one try is made and waited for, and how a channel is closed.
+made, how one try is made and waited for, how a TLS diagnosis (``_tls.py``) is waited
+for, and how a channel is closed.
 
 ``_aio.py`` calls the ``async_`` names; ``scripts/unasync.py`` writes ``_sync.py`` from
 it with the plain names. Everything else the two clients do is the same text.
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -85,6 +88,21 @@ async def async_unary(rpc: Any, request: Any, timeout: float, metadata: tuple[tu
     return await asyncio.wait_for(
         rpc(request, timeout=timeout, metadata=metadata, wait_for_ready=False), timeout + GRACE
     )
+
+
+def wait_diagnosis(diagnosis: Callable[[], None], wait: float) -> None:
+    """Runs ``diagnosis`` (bounded by its own timeout) in a thread of its own and waits
+    for it at most ``wait`` seconds; it records its result whenever it ends."""
+    thread = threading.Thread(target=diagnosis, name="portcullis-tls-diagnosis", daemon=True)
+    thread.start()
+    thread.join(wait)
+
+
+async def async_wait_diagnosis(diagnosis: Callable[[], None], wait: float) -> None:
+    """``wait_diagnosis`` on the event loop: ``diagnosis`` runs in the loop's default
+    executor, and is not cancelled when the wait is over."""
+    future = asyncio.get_running_loop().run_in_executor(None, diagnosis)
+    await asyncio.wait({future}, timeout=wait)
 
 
 def close(made: grpc.Channel) -> None:

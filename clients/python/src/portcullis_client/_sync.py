@@ -261,10 +261,12 @@ class Client:
         core.start_call()
         deadline = core.deadline()
         tried: list[int] = []
+        last: tuple[int, Failed] | None = None
         while True:
             pick = core.pool.pick(call.route, tried)
             if pick is None:
-                return core.no_endpoint(call, tried)
+                # No endpoint left: the breaker's deny, or the last try's failure.
+                return core.no_endpoint(call) if last is None else self._failed(call, *last, deadline)
             tried.append(pick)
             left = core.time_left(deadline)
             if left <= 0:
@@ -278,7 +280,20 @@ class Client:
                 except TimeoutError:
                     failed = Failed(Failure.TIMEOUT)
                 else:
-                    core.pool.answered(pick)
+                    core.answered(pick)
                     return call.interpret(response)
+            last = (pick, failed)
             if not core.retry_after(call, pick, failed, len(tried), deadline):
-                return call.on_failure(failed)
+                return self._failed(call, pick, failed, deadline)
+
+    def _failed(self, call: Call[T], pick: int, failed: Failed, deadline: float) -> T:
+        """The answer to a call whose last try, on endpoint ``pick``, failed. A TLS
+        failure of an ``https://`` endpoint is explained when the client can tell
+        (``_tls.py``): a diagnostic handshake, when one is due, is waited for at most
+        ``connect_timeout`` and never past the call's deadline (one that ends later
+        explains later answers)."""
+        core = self._core
+        diagnosis = core.tls.diagnosis_for(pick, failed)
+        if diagnosis is not None:
+            _io.wait_diagnosis(diagnosis, core.tls.wait(core.time_left(deadline)))
+        return call.on_failure(core.tls.explained(pick, failed))

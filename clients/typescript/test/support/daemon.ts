@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 
-import { Client } from '../../src';
+import { Client, ClientTls } from '../../src';
 import { closedPort } from './endpoint';
 
 /** PORTCULLIS_BINARY, else the repository's target/debug/portcullis (scripts/ensure-daemon.js builds it when missing). */
@@ -35,9 +35,11 @@ export interface Daemon {
 /**
  * Starts a daemon. `configToml` (optional) is written to a file in the temp directory
  * and passed as `--config` (realms and their settings; the store, listen address and
- * admin listener stay the command line's).
+ * admin listener stay the command line's). A daemon whose configuration has `[tls]` is
+ * asked whether it is ready over `https://localhost:PORT` with `readyTls` (a client
+ * certificate it accepts, for mutual TLS).
  */
-export async function startDaemon(configToml?: string): Promise<Daemon> {
+export async function startDaemon(configToml?: string, readyTls?: ClientTls): Promise<Daemon> {
   const binary = daemonBinary();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'portcullis-ts-daemon-'));
   const configArgs: string[] = [];
@@ -67,7 +69,12 @@ export async function startDaemon(configToml?: string): Promise<Daemon> {
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
 
   // Ready when it answers an Admit.
-  const probe = new Client({ endpoints: [url], callTimeoutMs: 500, ejectAfter: 1000 });
+  const probe = new Client({
+    endpoints: [readyTls === undefined ? url : `https://localhost:${port}`],
+    callTimeoutMs: 500,
+    ejectAfter: 1000,
+    tls: readyTls,
+  });
   try {
     const until = Date.now() + 20000;
     for (;;) {
