@@ -63,12 +63,8 @@ impl Daemon {
         health.set_service_status("", ServingStatus::NotServing).await;
         health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
         let (stop_health, health_stopped) = tokio::sync::watch::channel(false);
-        let health_task = tokio::spawn(follow_the_store(
-            store,
-            readiness.clone(),
-            health.clone(),
-            health_stopped,
-        ));
+        let following = follow_the_store(store, readiness.clone(), health.clone(), health_stopped);
+        let health_task = tokio::spawn(following);
         let (reflection_v1, reflection_v1alpha) = reflection()?;
 
         let (draining, drain_started) = tokio::sync::watch::channel(false);

@@ -32,9 +32,14 @@ impl Lines {
 async fn ten_thousand_refusals_make_a_handful_of_log_lines() {
     let lines = Lines::default();
     let writer = lines.clone();
+    // The lines of the CPU budget and of refusal episodes, at every level: a line per
+    // refusal would be one of them. Not the other tests' daemons of this process, which
+    // log their start and their calls meanwhile.
     tracing_subscriber::fmt()
         .with_ansi(false)
-        .with_max_level(tracing::Level::DEBUG)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "portcullis::verify=trace,portcullis::telemetry::episodes=trace",
+        ))
         .with_writer(move || writer.clone())
         .init();
 
