@@ -11,9 +11,11 @@
 //! From the bottom up; a module uses only those above it in this list (and the contract
 //! crate), never one below (docs/architecture.md, "Layers").
 //!
-//! - the contract, in the `portcullis-client` crate (`client/`): the wire types
-//!   ([`pb`], with the daemon's server stubs added here), their [`codec`], identifier
+//! - the contract, in the `portcullis-client` crate (`client/`): the wire types, the one
+//!   RPC table ([`client::rpcs`]), their [`codec`], identifier
 //!   [`normalize`](mod@normalize)ation, and the gateway library itself ([`client`]).
+//! - [`pb`]: those wire types with the daemon's server stubs over them, and the
+//!   descriptor set reflection serves.
 //! - [`setting`]: the configuration error and range checks every section uses.
 //! - [`secret`]: the key secret and its purpose-bound sub-keys.
 //! - [`telemetry`]: logs, traces, metric names, the HTTP listener of metrics and
@@ -50,6 +52,7 @@ pub mod daemon;
 pub mod defence;
 pub mod flows;
 pub mod login;
+pub mod pb;
 pub mod realm;
 pub mod rpc;
 pub mod secret;
@@ -65,15 +68,3 @@ pub use portcullis_client as client;
 pub use portcullis_client::{codec, normalize};
 
 pub use daemon::{ADMIN_SERVICE_NAME, Daemon, RunError, SERVICE_NAME, SHUTDOWN_GRACE, run};
-
-/// The wire types of `proto/portcullis/v1` (from `portcullis-client`) and the daemon's
-/// server stubs over them.
-pub mod pb {
-    #![allow(missing_docs, clippy::all)]
-    pub use portcullis_client::pb::*;
-    tonic::include_proto!("portcullis.v1");
-
-    /// Encoded file descriptor set, for gRPC reflection.
-    pub const FILE_DESCRIPTOR_SET: &[u8] =
-        tonic::include_file_descriptor_set!("portcullis_descriptor");
-}
