@@ -32,6 +32,9 @@
 //! 7. **Telemetry**: its metric names in `src/telemetry/metrics.rs` only, with bounded
 //!    labels, described in `docs/observability.md`.
 //! 8. **Docs**: a section in `docs/` saying what it stops and what it does not.
+//!
+//! A defence that needs an RPC of its own also walks the RPC checklist (`crate::rpc`,
+//! docs/architecture.md, "Adding an RPC").
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};

@@ -4,8 +4,23 @@
 //! [`reject`] and `accept` for `Verify`, `store_unavailable` for every store failure,
 //! `refused` for the CPU budget's refusals. Nothing below this layer knows gRPC.
 //!
-//! - [`governor`]: `portcullis.v1.Governor` (Admit, RecordAttempt, Verify, ClearAttempts).
-//! - [`admin`]: `portcullis.v1.Admin` (Inspect, Unlock, RevokeDevices, SprayStatus).
+//! - [`governor`]: `portcullis.v1.Governor`, the gateways' RPCs.
+//! - [`admin`]: `portcullis.v1.Admin`, the operators' RPCs.
+//!
+//! Which RPCs exist, their paths, permission names, spans and per-call metrics come from
+//! the one RPC table generated from the `.proto` files (`portcullis_client::rpcs`); no
+//! RPC is named by hand here.
+//!
+//! # Adding an RPC: the checklist (docs/architecture.md, "Adding an RPC")
+//! 1. **Contract**: the `rpc` and its messages in `proto/portcullis/v1/`, commented; new
+//!    field numbers only. The table, authorization, spans and metrics follow from it.
+//! 2. **Handler**: the generated trait's method in [`governor`] or [`admin`]: validate
+//!    ([`validate`]), check the realm, call the domain, build the answer here.
+//! 3. **Rule and store**, if it reads or counts: the defence checklist's steps 2–5
+//!    (`crate::defence`).
+//! 4. **Callers**: the shipped caller tables that grant it; an operator RPC's CLI command.
+//! 5. **Clients**: the Rust, TypeScript and Python clients' methods.
+//! 6. **Docs**: its section in `docs/` and CHANGELOG.md's "Wire contract".
 
 pub mod admin;
 pub mod governor;
