@@ -12,7 +12,7 @@
 //! when this call added it ([`Counted::added`]) and was stopped before any comparison by
 //! something that is no guess at the account (its network, the CPU budget).
 
-use crate::store::{RepeatNote, SprayNoteRequest};
+use crate::store::{RepeatNoteRequest, SprayNoteRequest};
 use std::sync::Arc;
 
 use zeroize::Zeroizing;
@@ -26,8 +26,8 @@ use crate::defence::spray::{SprayAction, SprayWatch};
 use crate::realm::Realm;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use crate::store::{
-    Attempt, BREACHED_COUNT_TTL_MS, BreachedNote, Counted, DeviceClaim, RepeatClaim, SprayNote,
-    Store, StoreError,
+    Attempt, BREACHED_COUNT_TTL_MS, BreachedNoteRequest, Counted, DeviceClaim, RepeatClaim,
+    SprayNote, Store, StoreError,
 };
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS};
 use crate::throttle::breached_count;
@@ -422,7 +422,7 @@ impl<'a> Call<'a> {
         let epoch = epoch?;
         settled?;
         if compared.breached {
-            let note = BreachedNote {
+            let note = BreachedNoteRequest {
                 account: self.key,
                 credential: devices.credential(&grant),
                 ttl_ms: BREACHED_COUNT_TTL_MS,
@@ -484,7 +484,7 @@ impl<'a> Call<'a> {
             match repeat {
                 Some((list, fingerprint)) => {
                     store
-                        .note_repeat(&RepeatNote {
+                        .note_repeat(&RepeatNoteRequest {
                             bucket,
                             list,
                             fingerprint: *fingerprint,

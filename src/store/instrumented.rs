@@ -9,7 +9,8 @@
 //! span or a metric, so a health check never moves the operation counts.
 
 use super::{
-    BreachedNote, MailSent, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest,
+    BreachedNoteRequest, MailSent, NetworkRequest, RepeatNoteRequest, SendRequest, Sent,
+    SprayNoteRequest,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -128,7 +129,7 @@ impl Store for InstrumentedStore {
         self.operation("network", self.inner.network(request)).await
     }
 
-    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
+    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
         self.operation("repeat", self.inner.note_repeat(request)).await
     }
 
@@ -144,7 +145,7 @@ impl Store for InstrumentedStore {
         self.operation("send_mail", self.inner.send_mail(request, network)).await
     }
 
-    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {
+    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
         self.operation("breached", self.inner.note_breached(note)).await
     }
 

@@ -163,7 +163,7 @@ pub struct NetworkRequest<'a> {
 
 /// A failed comparison's password onto its client's list ([`Store::note_repeat`]).
 #[derive(Debug, Clone, Copy)]
-pub struct RepeatNote<'a> {
+pub struct RepeatNoteRequest<'a> {
     /// The record the attempt was counted in (the account's, or a device's bucket).
     pub bucket: &'a AccountKey,
     /// The client's list on that bucket.
@@ -227,7 +227,7 @@ pub struct Sent {
 /// One accept of a breached password to count ([`Store::note_breached`]; docs/breach.md,
 /// "Grace logins").
 #[derive(Debug, Clone, Copy)]
-pub struct BreachedNote<'a> {
+pub struct BreachedNoteRequest<'a> {
     /// The account key (its record's hash tag).
     pub account: &'a AccountKey,
     /// The accepted credential ([`keys::AccountKey::credential`] of the stored hash).
@@ -237,7 +237,7 @@ pub struct BreachedNote<'a> {
 }
 
 /// How long a breached-accept count is kept after its last accept
-/// ([`BreachedNote::ttl_ms`]): a year, so a user who logs in rarely still meets the
+/// ([`BreachedNoteRequest::ttl_ms`]): a year, so a user who logs in rarely still meets the
 /// change requirement.
 pub const BREACHED_COUNT_TTL_MS: u64 = 366 * 24 * 3600 * 1000;
 
@@ -499,7 +499,7 @@ pub trait Store: Send + Sync + 'static {
     /// `bucket` (the record the attempt was counted in), keeping at most `max_len`
     /// fingerprints, bound to the bucket's current window and expiring with its record
     /// (a bucket without a record notes nothing). Writes nothing else.
-    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError>;
+    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError>;
 
     /// A mail flow's send log (docs/flows.md; [`crate::throttle::send_log`]'s rules):
     /// for [`SendOp::Send`], whether a mail may go to the account now, noting it when it
@@ -511,7 +511,7 @@ pub trait Store: Send + Sync + 'static {
     /// only (another credential starts the count at 1), atomically, keeping it
     /// `ttl_ms`; answers the count including this accept
     /// ([`crate::throttle::breached_count`]).
-    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError>;
+    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError>;
 
     /// A mail flow's request (docs/flows.md): takes `network`'s token first (none: a
     /// trusted network), and only if it was taken asks the send log ([`Store::send`]);

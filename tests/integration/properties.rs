@@ -22,7 +22,7 @@ use portcullis::secret::KeySecret;
 use portcullis::store::keys::{AccountKey, AttemptKey};
 use portcullis::store::{
     Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkRequest, NetworkState,
-    RepeatNote, SprayNoteRequest, Store, StoreError,
+    RepeatNoteRequest, SprayNoteRequest, Store, StoreError,
 };
 use portcullis::throttle::{self, Policy};
 use portcullis::verify::hash::{Ceilings, StoredHash};
@@ -130,7 +130,7 @@ impl Store for CountingStore {
     async fn network(&self, _: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
         Err(self.fail())
     }
-    async fn note_repeat(&self, _: &RepeatNote<'_>) -> Result<(), StoreError> {
+    async fn note_repeat(&self, _: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
         Err(self.fail())
     }
     async fn send(
@@ -141,7 +141,7 @@ impl Store for CountingStore {
     }
     async fn note_breached(
         &self,
-        _: &portcullis::store::BreachedNote<'_>,
+        _: &portcullis::store::BreachedNoteRequest<'_>,
     ) -> Result<u64, StoreError> {
         Err(self.fail())
     }

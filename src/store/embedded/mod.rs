@@ -20,7 +20,8 @@
 //! [`SWEEP_INTERVAL`].
 
 use crate::store::{
-    BreachedNote, MailSent, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest,
+    BreachedNoteRequest, MailSent, NetworkRequest, RepeatNoteRequest, SendRequest, Sent,
+    SprayNoteRequest,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -370,7 +371,7 @@ impl Store for EmbeddedStore {
         }
     }
 
-    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {
+    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
         let op = Op::Breached {
             key: note.account.breached_count(),
             credential: note.credential,
@@ -418,8 +419,8 @@ impl Store for EmbeddedStore {
         }
     }
 
-    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
-        let RepeatNote { bucket, list, fingerprint, max_len } = *request;
+    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
+        let RepeatNoteRequest { bucket, list, fingerprint, max_len } = *request;
         let op = Op::NoteRepeat {
             record: bucket.record(),
             list: list.as_str().to_owned(),

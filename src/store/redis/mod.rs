@@ -36,7 +36,9 @@ mod sentinel;
 pub mod settings;
 mod standalone;
 
-use crate::store::{BreachedNote, NetworkRequest, RepeatNote, SendRequest, Sent, SprayNoteRequest};
+use crate::store::{
+    BreachedNoteRequest, NetworkRequest, RepeatNoteRequest, SendRequest, Sent, SprayNoteRequest,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -528,8 +530,8 @@ impl Store for RedisStore {
         self.network_op(key, op, policy, held).await
     }
 
-    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
-        let RepeatNote { bucket, list, fingerprint, max_len } = *request;
+    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
+        let RepeatNoteRequest { bucket, list, fingerprint, max_len } = *request;
         self.note_repeat_op(bucket, list, fingerprint, max_len).await
     }
 
@@ -537,7 +539,7 @@ impl Store for RedisStore {
         self.send_op(request).await
     }
 
-    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {
+    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
         let mut call = scripts::breached().key(note.account.breached_count());
         call.arg(format!("{:016x}", note.credential)).arg(note.ttl_ms);
         let count: i64 = self.invoke_counted(&call).await?;

@@ -124,7 +124,7 @@ pub(super) async fn confirm_device_once(b: &dyn Backend) {
 /// phone retrying an old password never reaches the ceiling (docs/throttle.md,
 /// "Repeated passwords"); its refund gives none back either. A new password still does.
 pub(super) async fn a_stale_password_never_reaches_the_ceiling(b: &dyn Backend) {
-    use portcullis::store::{Attempt, RepeatClaim, RepeatNote};
+    use portcullis::store::{Attempt, RepeatClaim, RepeatNoteRequest};
     let store = b.store();
     let k = key("stale-phone@example.com");
     let p = Policy { max_consecutive_failures: 3, ..policy(false) };
@@ -139,7 +139,7 @@ pub(super) async fn a_stale_password_never_reaches_the_ceiling(b: &dyn Backend) 
     };
     let first = attempt(0xbeef).await;
     assert!(first.allowed && first.consecutive_added);
-    let note = RepeatNote { bucket: &k, list: &phone, fingerprint: 0xbeef, max_len: 3 };
+    let note = RepeatNoteRequest { bucket: &k, list: &phone, fingerprint: 0xbeef, max_len: 3 };
     store.note_repeat(&note).await.unwrap();
     for window in 0..6 {
         b.advance(&k, 60 * MIN).await;

@@ -2,7 +2,7 @@
 
 use portcullis::store::keys::RepeatKey;
 use portcullis::store::{Attempt, RepeatClaim};
-use portcullis::store::{NetworkRequest, RepeatNote};
+use portcullis::store::{NetworkRequest, RepeatNoteRequest};
 
 use super::*;
 
@@ -38,7 +38,7 @@ async fn every_repeat_read_fails(store: &dyn Store, k: &AccountKey, list: &Repea
     assert!(store.count(&attempt).await.is_err(), "count over the repeat list {what}");
     assert!(
         store
-            .note_repeat(&RepeatNote { bucket: k, list, fingerprint: 0xaa11, max_len: 3 })
+            .note_repeat(&RepeatNoteRequest { bucket: k, list, fingerprint: 0xaa11, max_len: 3 })
             .await
             .is_err(),
         "note over {what}"

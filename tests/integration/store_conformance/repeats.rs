@@ -4,7 +4,7 @@
 //! with its record; a match is forgiven unseen once, then compared until a failed
 //! comparison re-arms it, exactly as `portcullis::throttle::repeat_list` (the pure twin).
 
-use portcullis::store::RepeatNote;
+use portcullis::store::RepeatNoteRequest;
 use portcullis::store::keys::RepeatKey;
 use portcullis::store::{Attempt, Counted, RepeatClaim};
 use portcullis::throttle::repeat_list::{RepeatList, RepeatMatch};
@@ -34,7 +34,7 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
     let absent = key("absent@example.com");
     let absent_list = absent.repeats(&secret(), "ip:203.0.113.7/32");
     store
-        .note_repeat(&RepeatNote {
+        .note_repeat(&RepeatNoteRequest {
             bucket: &absent,
             list: &absent_list,
             fingerprint: 0xaa11,
@@ -44,7 +44,12 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
         .unwrap();
     assert_eq!(b.ttl_ms(absent_list.as_str()).await, None, "a note without a record wrote");
     store
-        .note_repeat(&RepeatNote { bucket: &k, list: &phone, fingerprint: 0xaa11, max_len: 3 })
+        .note_repeat(&RepeatNoteRequest {
+            bucket: &k,
+            list: &phone,
+            fingerprint: 0xaa11,
+            max_len: 3,
+        })
         .await
         .unwrap();
     let record_ttl = b.ttl_ms(&k.record()).await;
@@ -59,7 +64,12 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
     }
     // The recheck's comparison failed: re-armed, forgiven unseen once more.
     store
-        .note_repeat(&RepeatNote { bucket: &k, list: &phone, fingerprint: 0xaa11, max_len: 3 })
+        .note_repeat(&RepeatNoteRequest {
+            bucket: &k,
+            list: &phone,
+            fingerprint: 0xaa11,
+            max_len: 3,
+        })
         .await
         .unwrap();
     let rearmed = count(b, &k, &phone, 0xaa11).await;
@@ -74,7 +84,12 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
     // The list keeps the newest max_len; a noted fingerprint moves first.
     for fp in [0xbb22, 0xcc33, 0xaa11, 0xdd44] {
         store
-            .note_repeat(&RepeatNote { bucket: &k, list: &phone, fingerprint: fp, max_len: 3 })
+            .note_repeat(&RepeatNoteRequest {
+                bucket: &k,
+                list: &phone,
+                fingerprint: fp,
+                max_len: 3,
+            })
             .await
             .unwrap();
     }
@@ -104,7 +119,12 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
 
     // A new window forgets it, and its repeats.
     store
-        .note_repeat(&RepeatNote { bucket: &k, list: &phone, fingerprint: 0xaa11, max_len: 3 })
+        .note_repeat(&RepeatNoteRequest {
+            bucket: &k,
+            list: &phone,
+            fingerprint: 0xaa11,
+            max_len: 3,
+        })
         .await
         .unwrap();
     assert!(count(b, &k, &phone, 0xaa11).await.repeat);
@@ -156,7 +176,12 @@ pub(super) async fn repeat_lists_follow_the_twin(b: &dyn Backend) {
         // three calls is a failed comparison's note; the rest are counts.
         if step > 0 && state.is_multiple_of(3) {
             store
-                .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint, max_len: 3 })
+                .note_repeat(&RepeatNoteRequest {
+                    bucket: &k,
+                    list: &list,
+                    fingerprint,
+                    max_len: 3,
+                })
                 .await
                 .unwrap();
             model.note(fingerprint, 3);
@@ -195,11 +220,21 @@ async fn the_stored_list_marks_a_forgiven_entry_on_redis() {
     let ws = store.inspect(&k).await.unwrap().record.unwrap().window_start_ms;
     let mut text = || -> String { redis::cmd("GET").arg(list.as_str()).query(&mut conn).unwrap() };
     store
-        .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint: 0xaa11, max_len: 3 })
+        .note_repeat(&RepeatNoteRequest {
+            bucket: &k,
+            list: &list,
+            fingerprint: 0xaa11,
+            max_len: 3,
+        })
         .await
         .unwrap();
     store
-        .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint: 0xbb22, max_len: 3 })
+        .note_repeat(&RepeatNoteRequest {
+            bucket: &k,
+            list: &list,
+            fingerprint: 0xbb22,
+            max_len: 3,
+        })
         .await
         .unwrap();
     assert_eq!(text(), format!("{ws}|,bb22,aa11,"));
@@ -214,12 +249,22 @@ async fn the_stored_list_marks_a_forgiven_entry_on_redis() {
     assert!(again.repeat && again.recheck);
     assert_eq!(text(), format!("{ws}|,aa11*,bb22,"), "a recheck wrote the list");
     store
-        .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint: 0xcc33, max_len: 3 })
+        .note_repeat(&RepeatNoteRequest {
+            bucket: &k,
+            list: &list,
+            fingerprint: 0xcc33,
+            max_len: 3,
+        })
         .await
         .unwrap();
     assert_eq!(text(), format!("{ws}|,cc33,aa11*,bb22,"), "a note dropped a mark");
     store
-        .note_repeat(&RepeatNote { bucket: &k, list: &list, fingerprint: 0xaa11, max_len: 3 })
+        .note_repeat(&RepeatNoteRequest {
+            bucket: &k,
+            list: &list,
+            fingerprint: 0xaa11,
+            max_len: 3,
+        })
         .await
         .unwrap();
     assert_eq!(text(), format!("{ws}|,aa11,cc33,bb22,"), "a note did not re-arm");

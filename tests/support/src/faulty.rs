@@ -3,7 +3,8 @@
 //! a deny (fail closed), never an answer.
 
 use portcullis::store::{
-    BreachedNote, NetworkRequest, RepeatNote, SendOp, SendRequest, Sent, SprayNoteRequest,
+    BreachedNoteRequest, NetworkRequest, RepeatNoteRequest, SendOp, SendRequest, Sent,
+    SprayNoteRequest,
 };
 use std::sync::Arc;
 
@@ -88,7 +89,7 @@ impl Store for FaultyStore {
         }
         self.inner.network(request).await
     }
-    async fn note_repeat(&self, request: &RepeatNote<'_>) -> Result<(), StoreError> {
+    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
         if self.fail == Fault::NoteRepeat {
             return Err(injected());
         }
@@ -112,7 +113,7 @@ impl Store for FaultyStore {
         }
         self.inner.accept(b, k, ttl).await
     }
-    async fn note_breached(&self, note: &BreachedNote<'_>) -> Result<u64, StoreError> {
+    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
         if self.fail == Fault::NoteBreached {
             return Err(injected());
         }
