@@ -31,7 +31,7 @@ use subtle::ConstantTimeEq;
 use tonic::Status;
 
 use crate::transport::ConnInfo;
-use crate::transport::handshakes::RefusalLog;
+use crate::transport::handshakes::refusal_log;
 use crate::transport::tls::{PeerIdentity, ReloadingTls};
 
 /// An RPC a caller may be allowed, by its method name in `portcullis.v1`: the contract's
@@ -135,8 +135,6 @@ enum Identified {
 #[derive(Debug, Default)]
 pub struct Callers {
     callers: Vec<Arc<Caller>>,
-    /// The rate limit of the log line about certificates that name no caller.
-    refusals: RefusalLog,
     /// What they were built from, to read their token files again ([`Callers::reread`]).
     source: CallersSource,
 }
@@ -310,7 +308,7 @@ impl Callers {
             realms: realms.iter().map(|r| (*r).to_owned()).collect(),
             mutual_tls,
         };
-        Ok(Self { callers, refusals: RefusalLog::default(), source })
+        Ok(Self { callers, source })
     }
 
     /// The same callers with their token files read again (a rotation).
@@ -386,7 +384,7 @@ impl Callers {
                 };
                 // The certificate is the caller's own: its names are no secret to it,
                 // and they are what the operator must add to the caller table.
-                let names = self.refusals.no_caller(&peer.dns, &peer.uri);
+                let names = refusal_log().no_caller(&peer.dns, &peer.uri);
                 return Err(Status::unauthenticated(format!(
                     "no configured caller: the client certificate's names ({names}) match no \
                      [callers.NAME] san_dns or san_uri"

@@ -528,15 +528,15 @@ impl Client {
                 Ok(Err(status)) => Err(Failure::Answered(status)),
                 Err(_elapsed) => Err(Failure::Timeout),
             };
+            if matches!(outcome, Ok(_) | Err(Failure::Answered(_))) {
+                inner.pool.answered(pick);
+                if let Some(diagnoses) = &inner.diagnoses {
+                    diagnoses.answered(pick.index);
+                }
+            }
             match outcome {
-                Ok(value) => {
-                    inner.pool.answered(pick);
-                    return Ok(value);
-                }
-                Err(Failure::Answered(status)) => {
-                    inner.pool.answered(pick);
-                    return Err(Failure::Answered(status));
-                }
+                Ok(value) => return Ok(value),
+                Err(Failure::Answered(status)) => return Err(Failure::Answered(status)),
                 Err(failure) => {
                     self.transport_failure(pick);
                     let retry = matches!(failure, Failure::Transport)
@@ -558,7 +558,7 @@ impl Client {
         self.inner.transport_failures.fetch_add(1, Ordering::Relaxed);
         self.inner.pool.failed(pick);
         let url = &self.inner.pool.endpoint(pick).url;
-        tracing::debug!(endpoint = %url, "transport failure");
+        tracing::debug!(endpoint = %handshake::without_credentials(url), "transport failure");
         if let Some(diagnoses) = &self.inner.diagnoses {
             diagnoses.after_failure(pick.index, url);
         }

@@ -81,7 +81,7 @@ impl TlsArgs {
             // tells the daemon's reason (portcullis_client::handshake).
             let config = handshake::rustls_config(&files)?;
             if let Some(refused) =
-                handshake::diagnose(&uri, config, files.domain_name.as_deref(), timeout).await
+                handshake::diagnose(&uri, &config, files.domain_name.as_deref(), timeout).await
             {
                 return Err(format!(
                     "cannot reach the daemon at {}: {refused}",
@@ -91,7 +91,18 @@ impl TlsArgs {
             }
             endpoint = endpoint.tls_config(files.load()?)?;
         }
-        endpoint.connect().await.map_err(|e| {
+        // tonic's connect_timeout bounds the TCP connect only; a server that takes the
+        // connection and never finishes the handshake must not hold the command.
+        let Ok(connected) = tokio::time::timeout(timeout, endpoint.connect()).await else {
+            return Err(format!(
+                "cannot reach the daemon at {}: no connection within {}; check that \
+                 `portcullis serve` runs there (with [tls] for an https:// address)",
+                without_credentials(&uri),
+                humantime::format_duration(timeout)
+            )
+            .into());
+        };
+        connected.map_err(|e| {
             let hint = if tls {
                 "check that `portcullis serve` runs there with [tls], and that --ca-file (and \
                  --domain-name) match its certificate"

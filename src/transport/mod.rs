@@ -230,7 +230,7 @@ pub fn incoming(
                                 // No certificate, an unknown CA, an expired certificate:
                                 // refused here, before any call is read, and said in
                                 // the log (rate-limited) so the operator can tell why.
-                                current.refusals.handshake_refused(remote.ip(), &e);
+                                handshakes::refusal_log().handshake_refused(remote.ip(), &e);
                                 metrics::counter!(AUTH_REFUSALS, "caller" => "-", "code" => "tls_handshake").increment(1);
                                 return;
                             }

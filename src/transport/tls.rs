@@ -34,7 +34,7 @@ use rustls::server::danger::ClientCertVerifier;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::handshakes::{LoggingVerifier, RefusalLog};
+use super::handshakes::LoggingVerifier;
 use crate::setting::{ConfigError, check};
 
 /// `[tls]`: the listener's certificate and, for mutual TLS, the CA its callers'
@@ -103,7 +103,7 @@ impl TlsConfig {
     /// # Errors
     /// [`TlsError`] naming the file at fault.
     pub fn load(&self) -> Result<Arc<ReloadingTls>, TlsError> {
-        let (built, fingerprint) = build(self, 0, &Arc::default())?;
+        let (built, fingerprint) = build(self, 0)?;
         Ok(Arc::new(ReloadingTls {
             files: self.clone(),
             current: RwLock::new(Arc::new(built)),
@@ -122,9 +122,6 @@ pub struct Current {
     verifier: Option<Arc<dyn ClientCertVerifier>>,
     /// Which build this is: 0 at start-up, one more each reload.
     pub generation: u64,
-    /// Where refused handshakes are logged: one log, handed from each build to the next,
-    /// so a reload does not reset its rate limit.
-    pub refusals: Arc<RefusalLog>,
 }
 
 /// The listener's TLS configuration, swapped whole on reload.
@@ -217,7 +214,7 @@ impl ReloadingTls {
             return Ok(Reloaded::Unchanged);
         }
         let generation = self.generations.fetch_add(1, Ordering::AcqRel) + 1;
-        let (built, fingerprint) = build(&self.files, generation, &self.current().refusals)?;
+        let (built, fingerprint) = build(&self.files, generation)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(built);
         *self.fingerprint.write().unwrap_or_else(|e| e.into_inner()) = fingerprint;
         Ok(Reloaded::Swapped)
@@ -323,11 +320,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn build(
-    files: &TlsConfig,
-    generation: u64,
-    refusals: &Arc<RefusalLog>,
-) -> Result<(Current, [u8; 32]), TlsError> {
+fn build(files: &TlsConfig, generation: u64) -> Result<(Current, [u8; 32]), TlsError> {
     // Fingerprint first: a file replaced between the two reads is read again next time.
     let fingerprint = fingerprint(files)?;
     let chain = certificates("tls.cert_file", &files.cert_file)?;
@@ -355,10 +348,7 @@ fn build(
                 .build()
                 .map_err(|source| TlsError::ClientCa { path: path.clone(), source })?;
             client_verifier = Some(verifier.clone());
-            builder.with_client_cert_verifier(Arc::new(LoggingVerifier {
-                inner: verifier,
-                log: refusals.clone(),
-            }))
+            builder.with_client_cert_verifier(Arc::new(LoggingVerifier { inner: verifier }))
         }
         None => builder.with_no_client_auth(),
     };
@@ -370,13 +360,7 @@ fn build(
         config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
         config.send_tls13_tickets = 0;
     }
-    let current = Current {
-        config: Arc::new(config),
-        verifier: client_verifier,
-        generation,
-        refusals: refusals.clone(),
-    };
-    Ok((current, fingerprint))
+    Ok((Current { config: Arc::new(config), verifier: client_verifier, generation }, fingerprint))
 }
 
 /// What a connection's verified client certificate says: its subject alternative names

@@ -120,14 +120,27 @@ async fn the_shipped_sentinel_example_denies_only_for_the_failover_then_serves()
     let store = example["store"].as_table().unwrap();
     let wait_replicas = store["wait_replicas"].as_integer().unwrap();
     let wait_timeout = store["wait_timeout"].as_str().unwrap();
+    let pool_size = store["pool_size"].as_integer().unwrap();
+    let allow_eviction = store["allow_eviction"].as_bool().unwrap();
     assert!(wait_replicas >= 1, "the example confirms each count on a replica");
     let mut group = SentinelGroup::with_replicas(usize::try_from(wait_replicas).unwrap() + 1);
     let lines = format!(
-        "{}\nwait_replicas = {wait_replicas}\nwait_timeout = \"{wait_timeout}\"",
+        "{}\nwait_replicas = {wait_replicas}\nwait_timeout = \"{wait_timeout}\"\n\
+         pool_size = {pool_size}\nallow_eviction = {allow_eviction}",
         group.sentinel_toml()
     );
     let daemon = Daemon::start(TestConfig::store(&lines).settings()).await;
     let mut c = daemon.client().await;
+    // The example's WAIT is in force: with every replica hung, no count is confirmed, and
+    // each is refused (UNAVAILABLE, a deny) although the master counted it.
+    for replica in group.replicas() {
+        replica.freeze(true);
+    }
+    let unconfirmed = c.attempt("default", "unconfirmed@example.com").await;
+    for replica in group.replicas() {
+        replica.freeze(false);
+    }
+    assert_eq!(unconfirmed.unwrap_err().code(), Code::Unavailable, "a count no replica confirmed");
     let locked = "locked-sentinel@example.com";
     for _ in 0..5 {
         assert_eq!(c.attempt("default", locked).await.unwrap(), Decision::Allow);
@@ -214,7 +227,8 @@ async fn the_shipped_sentinel_example_denies_only_for_the_failover_then_serves()
     let before = served.iter().filter(|(at, _)| *at < killed_at);
     assert!(before.clone().any(|(_, ok)| *ok), "nothing served before the kill");
     let after: Vec<_> = served.iter().filter(|(at, _)| *at >= killed_at).collect();
-    let recovered = (0..after.len().saturating_sub(10))
+    assert!(after.iter().any(|(_, ok)| !ok), "no attempt was refused: the kill went unseen");
+    let recovered = (0..=after.len().saturating_sub(10))
         .find(|i| after[*i..*i + 10].iter().all(|(_, ok)| *ok))
         .expect("attempts were never served again after the kill");
     let outage = after[recovered].0 - killed_at;

@@ -365,6 +365,15 @@ impl Node {
         self.child.is_some()
     }
 
+    /// SIGSTOP (`true`) or SIGCONT (`false`): a node that stops answering without closing
+    /// its connections, as a hung host.
+    pub fn freeze(&self, frozen: bool) {
+        let pid = self.child.as_ref().expect("a running node").id();
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill").arg(signal).arg(pid.to_string()).status().unwrap();
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Starts the node again on its port, directory and arguments (a cluster node keeps
     /// its `nodes.conf`, so it rejoins).
     pub fn restart(&mut self) {
