@@ -384,7 +384,7 @@ impl Callers {
                 };
                 // The certificate is the caller's own: its names are no secret to it,
                 // and they are what the operator must add to the caller table.
-                let names = refusal_log().no_caller(&peer.dns, &peer.uri);
+                let names = refusal_log().no_caller(&peer.subject, &peer.dns, &peer.uri);
                 return Err(Status::unauthenticated(format!(
                     "no configured caller: the client certificate's names ({names}) match no \
                      [callers.NAME] san_dns or san_uri"
@@ -402,11 +402,21 @@ impl Callers {
             None if PUBLIC_SERVICES.iter().any(|s| path.starts_with(s)) => {
                 Ok(Authorization::Caller(caller))
             }
-            // Not permitted, or a path that is no RPC of the contract: refused for every
-            // caller, so nothing is ever served without its permission check.
-            _ => {
+            Some(rpc) => {
                 refused(caller.name(), "permission_denied");
-                Err(Status::permission_denied("this caller may not call this RPC"))
+                let what = format!("caller {:?} may not call {}", caller.name(), rpc.full_name());
+                refusal_log().call_refused(&what, caller.name());
+                Err(Status::permission_denied(format!(
+                    "{what}: grant it in [callers.{}] rpcs",
+                    caller.name()
+                )))
+            }
+            // A path that is no RPC of the contract: refused for every caller, so nothing
+            // is ever served without its permission check. The path is the peer's text:
+            // neither logged nor echoed.
+            None => {
+                refused(caller.name(), "permission_denied");
+                Err(Status::permission_denied("this path is no RPC of portcullis.v1"))
             }
         }
     }
@@ -486,6 +496,8 @@ impl<S> Auth<S> {
             && let Err(untrusted) = tls.judge(peer, SystemTime::now())
         {
             refused("-", "unauthenticated");
+            let what = format!("{untrusted} (an open connection's certificate, judged again)");
+            refusal_log().call_refused(&what, &peer.subject);
             return Err(Status::unauthenticated(untrusted.to_string()));
         }
         // Health checks come from load balancers and need no caller.
@@ -540,14 +552,6 @@ mod tests {
         let mut open = tonic::Extensions::new();
         open.insert(Authorization::Open);
         assert!(check_realm(&open, "default").is_ok());
-    }
-
-    #[test]
-    fn paths_name_rpcs() {
-        assert_eq!(Rpc::from_path("/portcullis.v1.Governor/Verify"), Some(Rpc::Verify));
-        assert_eq!(Rpc::from_path("/portcullis.v1.Admin/Unlock"), Some(Rpc::Unlock));
-        assert_eq!(Rpc::from_path("/portcullis.v1.Governor/verify"), None);
-        assert_eq!(Rpc::from_path("/grpc.health.v1.Health/Check"), None);
     }
 
     /// A caller granted every RPC of the table, by bearer token.

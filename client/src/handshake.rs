@@ -86,7 +86,13 @@ pub fn rustls_config(tls: &ClientTls) -> Result<DiagnosisConfig, ClientError> {
                 source: std::io::Error::other(unusable_certificate(&e)),
             })?
         }
-        _ => builder.with_no_client_auth(),
+        (None, None) => builder.with_no_client_auth(),
+        _ => {
+            return Err(ClientError::Tls {
+                setting: "tls.cert_file",
+                source: std::io::Error::other("cert_file and key_file go together"),
+            });
+        }
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(DiagnosisConfig { config: Arc::new(config), server })

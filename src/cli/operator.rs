@@ -79,13 +79,15 @@ impl TlsArgs {
             // TLS 1.3 checks the client certificate after the client's handshake is done,
             // so a refusal would surface only as a cancelled call: one handshake first
             // tells the daemon's reason (portcullis_client::handshake).
-            let config = handshake::rustls_config(&files)?;
+            let config = handshake::rustls_config(&files)
+                .map_err(|e| in_flags(&portcullis::setting::error_chain(&e)))?;
             if let Some(refused) =
                 handshake::diagnose(&uri, &config, files.domain_name.as_deref(), timeout).await
             {
                 return Err(format!(
-                    "cannot reach the daemon at {}: {refused}",
-                    without_credentials(&uri)
+                    "cannot reach the daemon at {}: {}",
+                    without_credentials(&uri),
+                    in_flags(&refused)
                 )
                 .into());
             }
@@ -119,6 +121,21 @@ impl TlsArgs {
             .into()
         })
     }
+}
+
+/// `text` from the client library, its settings named by this command's flags
+/// (`tls.cert_file` is `--cert-file` here).
+fn in_flags(text: &str) -> String {
+    [
+        ("client.tls.cert_file", "--cert-file"),
+        ("tls.cert_file", "--cert-file"),
+        ("tls.key_file", "--key-file"),
+        ("client.tls.ca_file", "--ca-file"),
+        ("tls.ca_file", "--ca-file"),
+        ("tls.domain_name", "--domain-name"),
+    ]
+    .iter()
+    .fold(text.to_owned(), |text, (setting, flag)| text.replace(setting, flag))
 }
 
 /// The daemon's address as a URI: `http://` or `https://` as given; without a scheme,

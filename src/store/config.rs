@@ -261,19 +261,24 @@ impl StoreConfig {
     }
 }
 
-/// One warning when the key secret file can be read by its group or by others: whoever
-/// reads it can key account digests and forge device tokens. Names the file and its
-/// mode, never its contents.
+/// One warning when the key secret file can be read by others, or by a group that is not
+/// the daemon's own: whoever reads it can key account digests and forge device tokens.
+/// A file readable by the daemon's own group only (a Kubernetes Secret volume: owned by
+/// root, group `fsGroup`, mode 0440) is not warned about: no other user of the host can
+/// read it, and such a mount cannot be given another owner. Names the file and its mode,
+/// never its contents.
 fn warn_if_readable_by_others(path: &std::path::Path) {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let Ok(meta) = std::fs::metadata(path) else { return };
         let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o044 != 0 {
+        let own_group = meta.gid() == rustix::process::getegid().as_raw();
+        let group_reads = mode & 0o040 != 0 && !own_group;
+        if mode & 0o004 != 0 || group_reads {
             tracing::warn!(
-                "store.key_secret_file {path:?} is readable by its group or by others (mode \
-                 {mode:03o}): make it readable by the daemon's user only (chmod 600)"
+                "store.key_secret_file {path:?} is readable by another group or by others \
+                 (mode {mode:03o}): make it readable by the daemon's user only (chmod 600)"
             );
         }
     }

@@ -115,7 +115,6 @@ impl RefusalLog {
         };
         let (subject, names) = describe(leaf);
         tracing::warn!(
-            reason = %reason,
             subject = %subject,
             san = %names,
             unlogged_refusals = unlogged,
@@ -137,6 +136,14 @@ impl RefusalLog {
                 "the client presented no certificate (mutual TLS: tls.client_ca_file is set)"
                     .to_owned()
             }
+            Some(rustls::Error::AlertReceived(alert)) => format!(
+                "the client refused the daemon's certificate (alert {alert:?}): it does not \
+                 trust the CA that signed tls.cert_file, or the certificate does not name the \
+                 host the client dialled"
+            ),
+            Some(rustls::Error::InvalidMessage(_)) => {
+                "not TLS (plaintext to a TLS listener? the client must use https://)".to_owned()
+            }
             Some(e) => e.to_string(),
             // A TCP probe (a load balancer's, a port scan) connects and closes: no
             // handshake to speak of.
@@ -152,28 +159,25 @@ impl RefusalLog {
         let Some(unlogged) = self.due(key.finalize().into(), Instant::now()) else {
             return;
         };
-        tracing::warn!(
-            reason = %reason,
-            peer = %peer,
-            unlogged_refusals = unlogged,
-            "tls: handshake refused: {reason}"
-        );
+        tracing::warn!(peer = %peer, unlogged_refusals = unlogged, "tls: handshake refused: {reason}");
     }
 }
 
 impl RefusalLog {
     /// Logs a verified client certificate whose names (its `dns` and `uri` SANs) belong
-    /// to no configured caller, once per set of names within [`REPEAT_AFTER`]; returns
-    /// those names as the line shows them (`dns:…,uri:…`, or `no DNS or URI SAN`).
-    pub fn no_caller(&self, dns: &[String], uri: &[String]) -> String {
+    /// to no configured caller, with its `subject` (already [`printable`]), once per set
+    /// of names within [`REPEAT_AFTER`]; returns those names as the line shows them
+    /// (`dns:…,uri:…`, or `no DNS or URI SAN`).
+    pub fn no_caller(&self, subject: &str, dns: &[String], uri: &[String]) -> String {
         let names: Vec<String> = (dns.iter().map(|d| format!("dns:{d}")))
             .chain(uri.iter().map(|u| format!("uri:{u}")))
             .collect();
         let names =
             if names.is_empty() { "no DNS or URI SAN".to_owned() } else { shown_names(&names) };
-        let key: [u8; 32] = Sha256::digest(format!("no caller {names}")).into();
+        let key: [u8; 32] = Sha256::digest(format!("no caller {subject} {names}")).into();
         if let Some(unlogged) = self.due(key, Instant::now()) {
             tracing::warn!(
+                subject = %subject,
                 san = %names,
                 unlogged_refusals = unlogged,
                 "tls: the client certificate names no configured caller \
@@ -184,9 +188,21 @@ impl RefusalLog {
     }
 }
 
+impl RefusalLog {
+    /// Logs a call refused on an authenticated connection: `what` (a fixed phrase: the
+    /// refusal) for `who` (a configured caller's name, or a certificate's [`printable`]
+    /// subject), once per both within [`REPEAT_AFTER`].
+    pub fn call_refused(&self, what: &str, who: &str) {
+        let key: [u8; 32] = Sha256::digest(format!("call {what} {who}")).into();
+        if let Some(unlogged) = self.due(key, Instant::now()) {
+            tracing::warn!(who = %who, unlogged_refusals = unlogged, "auth: call refused: {what}");
+        }
+    }
+}
+
 /// `text` with every control character escaped (`\n` as `\u{a}`), cut to `max`
 /// characters (then `…`): the peer's own text, safe in a line of the text log.
-fn printable(text: &str, max: usize) -> String {
+pub fn printable(text: &str, max: usize) -> String {
     let mut out = String::new();
     for (i, c) in text.chars().enumerate() {
         if i == max {
@@ -220,12 +236,15 @@ pub fn certificate_reason(error: &rustls::Error) -> (&'static str, String) {
         return ("other", error.to_string());
     };
     match e {
-        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-            ("expired", format!("it has expired ({e})"))
+        CertificateError::ExpiredContext { time, not_after } => {
+            ("expired", format!("it expired at {} (now {})", utc(*not_after), utc(*time)))
         }
-        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-            ("not_yet_valid", format!("it is not valid yet ({e})"))
-        }
+        CertificateError::Expired => ("expired", "it has expired".to_owned()),
+        CertificateError::NotValidYetContext { time, not_before } => (
+            "not_yet_valid",
+            format!("it is not valid before {} (now {})", utc(*not_before), utc(*time)),
+        ),
+        CertificateError::NotValidYet => ("not_yet_valid", "it is not valid yet".to_owned()),
         CertificateError::UnknownIssuer => {
             ("unknown_issuer", "it is not signed by a CA in tls.client_ca_file".to_owned())
         }
@@ -250,6 +269,12 @@ pub fn certificate_reason(error: &rustls::Error) -> (&'static str, String) {
         }
         other => ("other_certificate", other.to_string()),
     }
+}
+
+/// A certificate time as RFC 3339 in UTC, to the second.
+fn utc(time: UnixTime) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(time.as_secs());
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// A certificate's subject and its subject alternative names (`dns:…`, `uri:…`,
@@ -401,6 +426,7 @@ mod tests {
         let (kind, first) = certificate_reason(&at(1_000));
         let (same, second) = certificate_reason(&at(1_001));
         assert_eq!(kind, same);
+        assert_eq!(first, "it expired at 1970-01-01T00:01:40Z (now 1970-01-01T00:16:40Z)");
         assert_ne!(first, second, "the words still give the time");
         let log = RefusalLog::default();
         let leaf = CertificateDer::from(vec![1, 2, 3]);
@@ -420,6 +446,7 @@ mod tests {
             (0..3_300).map(|i| format!("dns:{}", "n".repeat(i % 500))).collect();
         let line = shown_names(&many);
         assert!(line.len() < 2_000 && line.ends_with("(+3292 more)"), "{}", line.len());
-        assert!(!refusal_log().no_caller(&[forged.to_owned()], &[]).chars().any(char::is_control));
+        let names = refusal_log().no_caller("CN=x", &[forged.to_owned()], &[]);
+        assert!(!names.chars().any(char::is_control));
     }
 }

@@ -34,7 +34,7 @@ use rustls::server::danger::ClientCertVerifier;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::handshakes::LoggingVerifier;
+use super::handshakes::{LoggingVerifier, MAX_SUBJECT_CHARS, printable};
 use crate::setting::{ConfigError, check};
 
 /// `[tls]`: the listener's certificate and, for mutual TLS, the CA its callers'
@@ -372,6 +372,9 @@ pub struct PeerIdentity {
     pub dns: Vec<String>,
     /// `uniformResourceIdentifier` entries (SPIFFE IDs, for example), as written.
     pub uri: Vec<String>,
+    /// The leaf's subject, for log lines only ([`printable`], bounded): callers are
+    /// matched by SAN, never by subject.
+    pub subject: String,
     /// The chain the client presented, leaf first, for a verification after a reload.
     chain: Vec<CertificateDer<'static>>,
     /// The earliest `notAfter` of the chain, in seconds since the Unix epoch: from then
@@ -402,6 +405,7 @@ impl PeerIdentity {
             if i > 0 {
                 continue;
             }
+            identity.subject = printable(&cert.subject().to_string(), MAX_SUBJECT_CHARS);
             if let Ok(Some(san)) = cert.subject_alternative_name() {
                 for name in &san.value.general_names {
                     match name {

@@ -484,27 +484,40 @@ async fn rotation_closes_the_store_before_it_opens_it() {
     assert!(matches!(old.ready().await, Err(StoreError::KeySecretMismatch)));
 }
 
-/// A key secret file its group or others can read starts the daemon with one warning
-/// naming the file and what to do, never the secret; a file only its owner reads gets
-/// none.
+/// A key secret file others (or a group not the daemon's) can read starts the daemon
+/// with one warning naming the file and what to do, never the secret; a file only its
+/// owner, or its owner and the daemon's own group, reads (a Kubernetes Secret volume,
+/// 0440 under `fsGroup`) gets none.
 #[cfg(unix)]
 #[tokio::test]
 async fn a_secret_file_others_can_read_is_warned_about_once() {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let dir = tempfile::tempdir().unwrap();
-    for (n, mode) in [0o644u32, 0o600].into_iter().enumerate() {
+    let own = std::fs::metadata(dir.path()).unwrap().gid();
+    // (mode, group, warned); another group only where this test may give the file one.
+    let mut cases = vec![(0o644u32, own, true), (0o600, own, false), (0o440, own, false)];
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, "").unwrap();
+    if std::os::unix::fs::chown(&probe, None, Some(own + 1)).is_ok() {
+        cases.push((0o440, own + 1, true));
+    }
+    for (n, (mode, group, warn)) in cases.into_iter().enumerate() {
         let file = dir.path().join(format!("key_secret{n}"));
         std::fs::write(&file, format!("{SECRET}\n")).unwrap();
+        std::os::unix::fs::chown(&file, None, Some(group)).unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
         let config = TestConfig::embedded(&dir.path().join(format!("data{n}")))
             .extra(&format!("key_secret_file = {:?}\n", file.display().to_string()))
             .toml();
         let d = DaemonProcess::spawn_with_secret(&config, None);
         let logs = d.logs();
-        let warned = logs.matches("is readable by its group or by others").count();
-        assert_eq!(warned, usize::from(mode == 0o644), "mode {mode:o}:\n{logs}");
-        if mode == 0o644 {
-            assert!(logs.contains("chmod 600") && logs.contains("mode 644"), "{logs}");
+        let warned = logs.matches("is readable by another group or by others").count();
+        assert_eq!(warned, usize::from(warn), "mode {mode:o}, group {group}:\n{logs}");
+        if warn {
+            assert!(
+                logs.contains("chmod 600") && logs.contains(&format!("mode {mode:03o}")),
+                "{logs}"
+            );
         }
         assert!(!logs.contains(SECRET), "the secret in the logs");
         assert!(d.terminate().await.success());

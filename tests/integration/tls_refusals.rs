@@ -96,7 +96,7 @@ async fn each_refused_client_certificate_is_named_by_the_daemon_and_the_client()
         Refusal {
             what: "an expired certificate",
             leaf: Some(ca.expired_leaf(&["expired.gateway.test"])),
-            daemon_says: "it has expired",
+            daemon_says: "it expired at ",
             client_says: "it has expired or is not yet valid (certificate_expired)",
         },
         Refusal {
@@ -151,7 +151,7 @@ async fn each_refused_client_certificate_is_named_by_the_daemon_and_the_client()
     assert!(refused.contains("tls.cert_file") && refused.contains("not an X.509 v3"), "{refused}");
     let (status, stderr) = cli_says(&endpoint, &files);
     assert_eq!(status, 2, "{stderr}");
-    assert!(stderr.contains("tls.cert_file") && stderr.contains("not an X.509 v3"), "{stderr}");
+    assert!(stderr.contains("--cert-file") && stderr.contains("not an X.509 v3"), "{stderr}");
     let _sent = Command::new("openssl")
         .args(["s_client", "-connect", &format!("localhost:{}", daemon.addr.port())])
         .arg("-cert")
@@ -186,6 +186,22 @@ async fn each_refused_client_certificate_is_named_by_the_daemon_and_the_client()
         logs.lines().filter(|l| l.contains("names no configured caller")).collect();
     assert_eq!(lines.len(), 1, "rate-limited to one line: {lines:#?}");
     assert!(lines[0].contains("dns:stranger.test"), "{}", lines[0]);
+    assert!(lines[0].contains("CN=stranger.test"), "the subject too: {}", lines[0]);
+
+    // The other way round: a client that does not trust the daemon's certificate sends
+    // the alert, and the daemon's line says the client refused it.
+    let distrustful = client_files(dir.path(), &other, Some(&ca.leaf(&["gateway.test"], &[])), "d");
+    let (status, stderr) = cli_says(&endpoint, &distrustful);
+    assert_eq!(status, 2, "{stderr}");
+    assert!(
+        stderr.contains("the daemon's certificate is not signed by a CA in --ca-file"),
+        "{stderr}"
+    );
+    daemon.wait_for_log("the client refused the daemon's certificate", 1).await;
+    // Plaintext HTTP/2 to the TLS listener.
+    let plain = try_attempt(daemon.addr, None, None).await;
+    assert!(plain.is_err(), "{plain:?}");
+    daemon.wait_for_log("not TLS (plaintext to a TLS listener?", 1).await;
 
     // The configured caller is served, and its library finds nothing to say.
     let good = ca.leaf(&["gateway.test"], &[]);
@@ -199,6 +215,17 @@ async fn each_refused_client_certificate_is_named_by_the_daemon_and_the_client()
     assert!(client.record_attempt("default", "served@example.com", None).await.is_allowed());
     assert_eq!(client.stats().tls_refusals, vec![None]);
     assert_eq!(cli_says(&endpoint, &files).0, 0);
+    // An RPC it is not granted: the message and one line name the caller and the RPC.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_portcullis"));
+    cmd.args(["inspect", "--realm", "default", "--identifier", "x", "--addr", &endpoint]);
+    cmd.arg("--ca-file").arg(&files.ca_file);
+    cmd.arg("--cert-file").arg(files.cert_file.as_ref().unwrap());
+    cmd.arg("--key-file").arg(files.key_file.as_ref().unwrap());
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let named = "caller \"gateway\" may not call portcullis.v1.Admin/Inspect";
+    assert!(stderr.contains(named), "{stderr}");
+    daemon.wait_for_log(named, 1).await;
     // No key of any certificate reached the log.
     let leaves = refusals.iter().filter_map(|r| r.leaf.as_ref());
     for leaf in leaves.chain([&v1, &stranger, &good]) {

@@ -254,7 +254,7 @@ fn the_mtls_compose_config_serves_the_quick_start_certificates() {
     let gateway = call(&pki, daemons[1].addr, "gateway", &with("inspect"));
     let why = String::from_utf8_lossy(&gateway.stderr);
     assert_eq!(gateway.status.code(), Some(2), "a gateway inspected: {}", printed(&gateway));
-    assert!(why.contains("may not call this RPC"), "{why}");
+    assert!(why.contains("caller \"gateways\" may not call portcullis.v1.Admin/Inspect"), "{why}");
     let operator = call(&pki, daemons[1].addr, "operator", &with("inspect"));
     let why = String::from_utf8_lossy(&operator.stderr);
     assert_eq!(operator.status.code(), Some(1), "{why}");
