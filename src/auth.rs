@@ -320,9 +320,9 @@ impl Callers {
         Self::new(&self.source.config, &realms, self.source.mutual_tls)
     }
 
-    /// Whether any caller is configured (authorization is on).
-    pub fn enforced(&self) -> bool {
-        !self.callers.is_empty()
+    /// How many callers are configured (none: authorization is off).
+    pub fn count(&self) -> usize {
+        self.callers.len()
     }
 
     /// Who sent a request: the connection's certificate names, else its bearer token.
@@ -369,7 +369,7 @@ impl Callers {
         conn: Option<&ConnInfo>,
         headers: &http::HeaderMap,
     ) -> Result<Authorization, Status> {
-        if !self.enforced() {
+        if self.count() == 0 {
             return Ok(Authorization::Open);
         }
         let peer = conn.and_then(|c| c.peer.as_deref());

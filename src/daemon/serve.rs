@@ -58,7 +58,7 @@ impl Daemon {
         network_watch.spawn_expiry(Duration::from_secs(10));
         verifier.budget().spawn_memory_release(crate::verify::budget::KEPT_MEMORY_IDLE);
         let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
-        warn_of_open_doors(loopback, tls.is_some(), allow_plaintext, callers.enforced());
+        warn_of_open_doors(loopback, tls.as_deref(), allow_plaintext, callers.count());
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_service_status("", ServingStatus::NotServing).await;
         health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
@@ -167,9 +167,22 @@ fn spawn_http(
     (stop, task)
 }
 
-/// Says so when the daemon serves where its defaults would not: without TLS, or without
-/// callers, on an address other than loopback.
-fn warn_of_open_doors(loopback: bool, tls: bool, allow_plaintext: bool, callers: bool) {
+/// Says how the listener's door is kept (TLS, mutual TLS, how many callers), and warns
+/// when the daemon serves where its defaults would not: without TLS, or without callers,
+/// on an address other than loopback.
+fn warn_of_open_doors(
+    loopback: bool,
+    tls: Option<&crate::transport::tls::ReloadingTls>,
+    allow_plaintext: bool,
+    callers: usize,
+) {
+    let transport = match tls {
+        None => "plaintext",
+        Some(tls) if tls.mutual() => "mutual TLS (client certificates from tls.client_ca_file)",
+        Some(_) => "TLS (callers by bearer token)",
+    };
+    tracing::info!(callers, "transport: {transport}");
+    let (tls, callers) = (tls.is_some(), callers > 0);
     if !tls && !loopback && allow_plaintext {
         tracing::warn!(
             "serving WITHOUT TLS on a non-loopback address (allow_plaintext = true): passwords cross the network in clear"

@@ -81,6 +81,11 @@ pub enum TlsError {
     },
     #[error("tls.cert_file and tls.key_file do not make a certificate rustls accepts")]
     Config(#[source] rustls::Error),
+    #[error(
+        "tls.key_file is not the key of tls.cert_file's certificate (a key written before its \
+         certificate, or another certificate's key)"
+    )]
+    KeyMismatch,
 }
 
 impl TlsConfig {
@@ -352,7 +357,10 @@ fn build(files: &TlsConfig, generation: u64) -> Result<(Current, [u8; 32]), TlsE
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(chain, key).map_err(TlsError::Config)?;
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch,
+        e => TlsError::Config(e),
+    })?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     if client_verifier.is_some() {
         // No resumption with mutual TLS: a resumed session would carry the identity of

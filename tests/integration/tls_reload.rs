@@ -144,6 +144,13 @@ async fn sighup_reloads_at_once() {
         try_attempt(daemon.addr, Some(client_tls(&old.pem(), Some(&leaf))), None).await.is_ok()
     );
     assert!(daemon.logs().contains("reload refused"), "{}", daemon.logs());
+    // A certificate written before its key: refused, saying so in words.
+    write(dir.path(), "server.pem", &old.leaf(&["localhost"], &[]).cert_pem);
+    assert!(hup(pid).success());
+    daemon.wait_for_log("tls.key_file is not the key of tls.cert_file's certificate", 1).await;
+    assert!(
+        try_attempt(daemon.addr, Some(client_tls(&old.pem(), Some(&leaf))), None).await.is_ok()
+    );
     rotate(dir.path(), &new, &format!("{}{}", old.pem(), new.pem()));
     assert!(hup(pid).success());
     wait_for_rotation(daemon.addr, &new, &new).await;
