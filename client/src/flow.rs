@@ -11,8 +11,9 @@ use crate::rpcs::Rpc;
 use crate::{Answer, Client, account, new_attempt_id, outgoing, route_key};
 
 /// A flow around the login (`portcullis.v1.Flow`; docs/flows.md). Each has its own
-/// record per account, apart from the login throttle's and from the other flows'.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// record per account, apart from the login throttle's and from the other flows'. The
+/// one name of the concept: the daemon counts with this type too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Flow {
     /// Attempts at a one-time code (TOTP, a mailed or texted code). By default 5 in 15
     /// minutes, never escalating. Clear it with [`Client::clear_flow`] once a code is
@@ -42,14 +43,35 @@ impl Flow {
         matches!(self, Flow::PasswordReset | Flow::VerificationResend)
     }
 
+    /// The flow's name (docs/flows.md): the daemon's settings table
+    /// (`[realms.NAME.flows.<name>]`), its metric label and the operator CLI's argument.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flow::SecondFactor => "second_factor",
+            Flow::RecoveryCode => "recovery_code",
+            Flow::PasswordReset => "password_reset",
+            Flow::VerificationResend => "verification_resend",
+        }
+    }
+
+    /// The flow named `name` ([`Flow::as_str`]).
+    pub fn from_name(name: &str) -> Option<Flow> {
+        Flow::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
     /// The wire value.
-    fn wire(self) -> crate::pb::Flow {
+    pub fn wire(self) -> crate::pb::Flow {
         match self {
             Flow::SecondFactor => crate::pb::Flow::SecondFactor,
             Flow::RecoveryCode => crate::pb::Flow::RecoveryCode,
             Flow::PasswordReset => crate::pb::Flow::PasswordReset,
             Flow::VerificationResend => crate::pb::Flow::VerificationResend,
         }
+    }
+
+    /// The flow a wire value names; `None` for `FLOW_UNSPECIFIED`.
+    pub fn from_wire(wire: crate::pb::Flow) -> Option<Flow> {
+        Flow::ALL.into_iter().find(|f| f.wire() == wire)
     }
 }
 

@@ -192,35 +192,19 @@ pub struct OperatorArgs {
     identifier: String,
     /// `inspect` and `unlock` only: the flow whose record to read or clear
     /// (docs/flows.md) instead of the login throttle's.
-    #[arg(long, value_enum)]
-    flow: Option<FlowName>,
+    #[arg(long, value_parser = flow_names())]
+    flow: Option<portcullis::client::Flow>,
     #[command(flatten)]
     daemon: DaemonArgs,
 }
 
-/// A flow's name on the command line: its settings table's name.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum FlowName {
-    #[value(name = "second_factor")]
-    SecondFactor,
-    #[value(name = "recovery_code")]
-    RecoveryCode,
-    #[value(name = "password_reset")]
-    PasswordReset,
-    #[value(name = "verification_resend")]
-    VerificationResend,
-}
-
-impl FlowName {
-    /// The wire value.
-    fn wire(self) -> pb::Flow {
-        match self {
-            FlowName::SecondFactor => pb::Flow::SecondFactor,
-            FlowName::RecoveryCode => pb::Flow::RecoveryCode,
-            FlowName::PasswordReset => pb::Flow::PasswordReset,
-            FlowName::VerificationResend => pb::Flow::VerificationResend,
-        }
-    }
+/// A flow on the command line, by its name (its settings table's, `second_factor`, …):
+/// the contract's own type, so the CLI lists no flow of its own.
+fn flow_names() -> impl clap::builder::TypedValueParser<Value = portcullis::client::Flow> {
+    use clap::builder::TypedValueParser;
+    use portcullis::client::Flow;
+    clap::builder::PossibleValuesParser::new(Flow::ALL.map(Flow::as_str))
+        .try_map(|name| Flow::from_name(&name).ok_or_else(|| format!("{name} is not a flow")))
 }
 
 /// How an operator command reaches the daemon.
@@ -311,7 +295,7 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
     } else {
         args.identifier
     };
-    let flow = args.flow.map_or(pb::Flow::Unspecified, FlowName::wire);
+    let flow = args.flow.map_or(pb::Flow::Unspecified, portcullis::client::Flow::wire);
     if args.flow.is_some() && !matches!(op, Op::Inspect | Op::Unlock(_)) {
         return Err("--flow applies to inspect and unlock only".into());
     }

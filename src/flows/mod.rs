@@ -28,7 +28,7 @@ use crate::store::{
     Attempt, Inspection, NetworkOp, NetworkRequest, SendOp, SendRequest, Sent, Store, StoreError,
 };
 use crate::telemetry::metrics::{CEILINGS_REACHED, FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
-use crate::throttle::flow::{Flow, FlowKind, FlowPolicy, MailPolicy};
+use crate::throttle::flow::{Flow, FlowKind, FlowPolicy, FlowRules, MailPolicy};
 
 /// What a flow attempt answered, and why (the metric's `reason`; never on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use crate::store::Store;
 use crate::store::keys::AccountKey;
 use crate::telemetry::metrics::{BAD_HASHES, PASSWORD_CHECKS};
 use crate::telemetry::traces::record_outcome;
-use crate::throttle::flow::FlowKind;
+use crate::throttle::flow::{FlowKind, FlowRules};
 
 pub use crate::login::MAX_REPLAYS;
 

@@ -116,13 +116,8 @@ pub(crate) fn flow(value: i32) -> Result<Flow, Status> {
 /// # Errors
 /// `INVALID_ARGUMENT` naming `flow` for a value this version does not know.
 pub(crate) fn flow_or_login(value: i32) -> Result<Option<Flow>, Status> {
-    use crate::pb::Flow as Wire;
-    match Wire::try_from(value) {
-        Ok(Wire::Unspecified) => Ok(None),
-        Ok(Wire::SecondFactor) => Ok(Some(Flow::SecondFactor)),
-        Ok(Wire::RecoveryCode) => Ok(Some(Flow::RecoveryCode)),
-        Ok(Wire::PasswordReset) => Ok(Some(Flow::PasswordReset)),
-        Ok(Wire::VerificationResend) => Ok(Some(Flow::VerificationResend)),
+    match crate::pb::Flow::try_from(value) {
+        Ok(wire) => Ok(Flow::from_wire(wire)),
         Err(_) => Err(Status::invalid_argument(format!("flow {value} is not a known flow"))),
     }
 }

@@ -39,7 +39,7 @@ use crate::secret::update_framed;
 
 use crate::normalize::NormalizedIdentifier;
 use crate::secret::KeySecret;
-use crate::throttle::flow::Flow;
+use crate::throttle::flow::{Flow, FlowRules};
 
 /// Prefix of every key; the version changes when the layout does (v2: the compact
 /// layout; a daemon of this version ignores v1 keys, which expire by themselves).

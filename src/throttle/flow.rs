@@ -9,22 +9,11 @@ use super::Policy;
 use super::bucket::BucketPolicy;
 use super::send_log::SendPolicy;
 
-/// One flow. Its name ([`Flow::as_str`]) is its settings table
-/// (`[realms.NAME.flows.<name>]`), its metric label and its operator CLI name; its wire
-/// value is `portcullis.v1.Flow`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Flow {
-    /// Attempts at a one-time code (TOTP, a mailed or texted code): a window of
-    /// `max_failures`, never escalating (NIST SP 800-63B-4 §3.2.2: throttle like
-    /// passwords).
-    SecondFactor,
-    /// Attempts at a recovery (backup) code: counted like a password, escalating.
-    RecoveryCode,
-    /// Requests to send a password-reset mail: interval, daily cap, per-network budget.
-    PasswordReset,
-    /// Requests to resend an address-verification mail: as `PasswordReset`.
-    VerificationResend,
-}
+/// One flow: the contract crate's type (its name, [`Flow::as_str`], is its settings
+/// table `[realms.NAME.flows.<name>]`, its metric label and its operator CLI name; its
+/// wire value is `portcullis.v1.Flow`). What only the daemon needs of it is
+/// [`FlowRules`].
+pub use portcullis_client::Flow;
 
 /// How a flow counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,29 +26,17 @@ pub enum FlowKind {
     Mail,
 }
 
-impl Flow {
-    /// Every flow, in wire order.
-    pub const ALL: [Flow; 4] =
-        [Flow::SecondFactor, Flow::RecoveryCode, Flow::PasswordReset, Flow::VerificationResend];
-
-    /// The flow's name: settings table, metric label, CLI argument.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Flow::SecondFactor => "second_factor",
-            Flow::RecoveryCode => "recovery_code",
-            Flow::PasswordReset => "password_reset",
-            Flow::VerificationResend => "verification_resend",
-        }
-    }
-
-    /// The flow named `name` ([`Flow::as_str`]).
-    pub fn from_name(name: &str) -> Option<Flow> {
-        Flow::ALL.into_iter().find(|f| f.as_str() == name)
-    }
-
+/// What the daemon keeps of a [`Flow`] beside the contract.
+pub trait FlowRules {
     /// The two characters naming the flow's record in a store key
     /// (`portcullis:v2:{<digest>}:f:<tag>`; `crate::store::keys`).
-    pub fn key_tag(self) -> &'static str {
+    fn key_tag(self) -> &'static str;
+    /// How the flow counts.
+    fn kind(self) -> FlowKind;
+}
+
+impl FlowRules for Flow {
+    fn key_tag(self) -> &'static str {
         match self {
             Flow::SecondFactor => "2f",
             Flow::RecoveryCode => "rc",
@@ -68,12 +45,8 @@ impl Flow {
         }
     }
 
-    /// How the flow counts.
-    pub fn kind(self) -> FlowKind {
-        match self {
-            Flow::SecondFactor | Flow::RecoveryCode => FlowKind::Code,
-            Flow::PasswordReset | Flow::VerificationResend => FlowKind::Mail,
-        }
+    fn kind(self) -> FlowKind {
+        if self.is_mail() { FlowKind::Mail } else { FlowKind::Code }
     }
 }
 
