@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+/// `addr` without a `user:password@` part, for messages: the client library's.
+pub use portcullis::client::handshake::without_credentials;
 use portcullis::client::{Bearer, ClientTls, handshake};
 use portcullis::pb;
 use portcullis::pb::admin_client::AdminClient;
@@ -170,15 +172,6 @@ pub fn daemon_uri(addr: &str, tls: bool) -> Result<String, String> {
              use http://HOST:PORT, or https://HOST:PORT with --ca-file"
         )),
     }
-}
-
-/// `addr` without a `user:password@` part, for messages.
-pub fn without_credentials(addr: &str) -> String {
-    let (scheme, rest) = addr.split_once("://").map_or(("", addr), |(s, r)| (s, r));
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    if scheme.is_empty() { format!("{host}{path}") } else { format!("{scheme}://{host}{path}") }
 }
 
 #[derive(Args)]
