@@ -3,13 +3,55 @@
 //! shipped example (`deploy/config/sentinel.toml`) surviving its master.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use portcullis::normalize::Normalization;
 use portcullis::pb::Decision;
 use portcullis_test_support::*;
+use tokio::task::JoinHandle;
 use tonic::Code;
+
+/// What one knocking caller saw.
+#[derive(Default)]
+struct Knocks {
+    answered: u64,
+    allowed: u64,
+    errors: u64,
+}
+
+/// A caller that counts attempts on `identifier` until `stop`: every answer a decision or
+/// `UNAVAILABLE` (then a 20 ms pause), nothing else.
+fn knock(mut c: Client, identifier: &'static str, stop: Arc<AtomicBool>) -> JoinHandle<Knocks> {
+    tokio::spawn(async move {
+        let mut knocks = Knocks::default();
+        while !stop.load(Ordering::Relaxed) {
+            match c.attempt("default", identifier).await {
+                Ok(d) => {
+                    knocks.answered += 1;
+                    knocks.allowed += u64::from(d == Decision::Allow);
+                }
+                Err(status) => {
+                    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                    knocks.errors += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        knocks
+    })
+}
+
+/// The knocks of every caller, added up.
+async fn total(tasks: Vec<JoinHandle<Knocks>>) -> Knocks {
+    let mut all = Knocks::default();
+    for task in tasks {
+        let k = task.await.unwrap();
+        (all.answered, all.allowed, all.errors) =
+            (all.answered + k.answered, all.allowed + k.allowed, all.errors + k.errors);
+    }
+    all
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_master_killed_under_load_fails_over_without_an_allow_past_the_limit() {
@@ -30,30 +72,8 @@ async fn a_master_killed_under_load_fails_over_without_an_allow_past_the_limit()
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut group.replica.conn()).unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let answered = Arc::new(AtomicU64::new(0));
-    let allowed = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..16)
-        .map(|t| {
-            let mut c = clients[t % clients.len()].clone();
-            let (stop, answered, allowed, errors) =
-                (stop.clone(), answered.clone(), allowed.clone(), errors.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    match c.attempt("default", identifier).await {
-                        Ok(d) => {
-                            answered.fetch_add(1, Ordering::Relaxed);
-                            allowed.fetch_add(u64::from(d == Decision::Allow), Ordering::Relaxed);
-                        }
-                        Err(status) => {
-                            assert_eq!(status.code(), Code::Unavailable, "{status:?}");
-                            errors.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                    }
-                }
-            })
-        })
+        .map(|t| knock(clients[t % clients.len()].clone(), identifier, stop.clone()))
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let old_master = group.master.port;
@@ -81,22 +101,17 @@ async fn a_master_killed_under_load_fails_over_without_an_allow_past_the_limit()
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let answered = answered.load(Ordering::Relaxed);
-    assert_eq!(allowed.load(Ordering::Relaxed), 0, "an attempt was allowed past the limit");
+    let Knocks { answered, allowed, errors } = total(tasks).await;
+    assert_eq!(allowed, 0, "an attempt was allowed past the limit");
     let counted = read_record(&mut group.replica.conn(), &key).unwrap().0;
     let loss = 5 + answered as i64 - counted as i64;
     eprintln!(
-        "sentinel failover: {answered} attempts answered under load, {} errors, promoted \
+        "sentinel failover: {answered} attempts answered under load, {errors} errors, promoted \
          after {failed_over:?}; the record counts {counted} of {}: replication loss {loss}",
-        errors.load(Ordering::Relaxed),
         answered + 5
     );
     // A call whose reply was lost in the failover may be counted and answered with an
     // error (a deny): counted can exceed answered by at most the errors.
-    let errors = errors.load(Ordering::Relaxed);
     assert!(counted <= 5 + answered + errors, "{counted} counted for {answered} + {errors} calls");
     daemon.shutdown().await;
 }
@@ -150,33 +165,10 @@ async fn the_shipped_sentinel_example_denies_only_for_the_failover_then_serves()
     // Eight callers keep knocking on the locked door; one prober counts a new account
     // every 20 ms and notes when each of its attempts was served or refused.
     let stop = Arc::new(AtomicBool::new(false));
-    let locked_answered = Arc::new(AtomicU64::new(0));
-    let locked_allowed = Arc::new(AtomicU64::new(0));
-    let mut clients = Vec::new();
+    let mut knockers = Vec::new();
     for _ in 0..8 {
-        clients.push(daemon.client().await);
+        knockers.push(knock(daemon.client().await, locked, stop.clone()));
     }
-    let knockers: Vec<_> = clients
-        .into_iter()
-        .map(|mut c| {
-            let (stop, answered, allowed) =
-                (stop.clone(), locked_answered.clone(), locked_allowed.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    match c.attempt("default", locked).await {
-                        Ok(d) => {
-                            answered.fetch_add(1, Ordering::Relaxed);
-                            allowed.fetch_add(u64::from(d == Decision::Allow), Ordering::Relaxed);
-                        }
-                        Err(status) => {
-                            assert_eq!(status.code(), Code::Unavailable, "{status:?}");
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
     let started = Instant::now();
     let prober = {
         let stop = stop.clone();
@@ -216,9 +208,7 @@ async fn the_shipped_sentinel_example_denies_only_for_the_failover_then_serves()
     let bound = SENTINEL_DOWN_AFTER + Duration::from_secs(5);
     tokio::time::sleep(bound + Duration::from_secs(2) - (started.elapsed() - killed_at)).await;
     stop.store(true, Ordering::Relaxed);
-    for k in knockers {
-        k.await.unwrap();
-    }
+    let knocks = total(knockers).await;
     let served = prober.await.unwrap();
 
     // Served again: the first attempt after the kill that opens a run of ten served ones.
@@ -246,12 +236,12 @@ async fn the_shipped_sentinel_example_denies_only_for_the_failover_then_serves()
     assert!(outage <= bound, "attempts were refused {outage:?} after the kill (bound {bound:?})");
     assert!(steady.len() >= 20, "only {} attempts after the failover", steady.len());
     assert!(steady_served * 10 >= steady.len() * 9, "{steady_served} of {} served", steady.len());
-    assert_eq!(locked_allowed.load(Ordering::Relaxed), 0, "the locked door opened");
+    assert_eq!(knocks.allowed, 0, "the locked door opened");
     // Every answered attempt on the locked account was confirmed by a replica, so the
     // promoted one holds it: 6 before the load, then each answered knock.
     let key = record_key("default", Normalization::Email, locked);
     let counted = read_record(&mut promoted(&group).conn(), &key).unwrap().0;
-    let answered = locked_answered.load(Ordering::Relaxed);
+    let answered = knocks.answered;
     assert!(
         counted >= 6 + answered,
         "{counted} counted, {answered} + 6 acknowledged: a lost count"
