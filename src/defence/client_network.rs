@@ -3,7 +3,7 @@
 //! count ever fills; this bounds what one *source* may fail across a realm's accounts.
 //!
 //! A failed comparison spends one token of a bucket keyed by the client's network in
-//! the realm ([`crate::throttle::bucket`], GCRA; Auth0's suspicious-IP throttling has the
+//! the realm ([`crate::throttle::network_bucket`], GCRA; Auth0's suspicious-IP throttling has the
 //! same shape: 100 a day, one back every 14.4 minutes). The network is the request's
 //! `client_key` read as an IP address and cut to a prefix (IPv4 /32 and IPv6 /64 by
 //! default: one host usually holds a whole /64, RFC 6177; Authelia groups the same way);
@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::secret::KeySecret;
 use crate::store::keys::NetworkKey;
 use crate::telemetry::metrics::{NETWORK_EPISODES, NETWORK_THROTTLED};
-use crate::throttle::bucket::BucketPolicy;
+use crate::throttle::network_bucket::BucketPolicy;
 
 /// Most throttle episodes one daemon follows at once; past it a new episode is counted
 /// in the metrics but not logged, so a flood of networks costs bounded memory.

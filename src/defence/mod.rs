@@ -10,7 +10,7 @@
 //! verdict; the store keeps whatever it must share across daemons.
 //!
 //! # Adding a store-backed defence: the checklist
-//! 1. **Settings**: its fields in the realm's table (`src/realm.rs`), each with a
+//! 1. **Settings**: its fields in the realm's table (`src/realm/mod.rs`), each with a
 //!    default, a range checked by the owner's `validate()` with
 //!    [`crate::setting`]'s range checks, and a line in `deploy/portcullis.toml`.
 //! 2. **Keys**: its key kind in `src/store/keys.rs`, inside the account's (or its

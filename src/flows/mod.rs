@@ -8,7 +8,7 @@
 //!   flow's policy; a verified code clears it ([`Flows::clear`]).
 //! - A **mail flow** (`password_reset`, `verification_resend`) takes a token of the
 //!   client network's budget for the flow, then asks the account's send log
-//!   ([`crate::store::Store::send_mail`], `send.lua`). A refused send, or a replayed
+//!   ([`crate::store::Store::send_mail`], `send_log.lua`). A refused send, or a replayed
 //!   `attempt_id`, gives the token back (in the same transaction on the embedded store;
 //!   after the answer on Redis, so a refusal takes as long as an allow): the budget
 //!   counts the mails a network caused, and a network whose budget is empty touches no

@@ -112,7 +112,7 @@ fn caller(extensions: &tonic::Extensions) -> String {
 /// The answer to `Inspect`, from a record and the store's clock read at one instant,
 /// with the rules of [`crate::throttle`].
 pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
-    let door = throttle::door::door(policy, inspection.record.as_ref(), inspection.now_ms);
+    let door = throttle::attempt_count::door(policy, inspection.record.as_ref(), inspection.now_ms);
     InspectResponse {
         door: if door.open { DoorState::Open as i32 } else { DoorState::Closed as i32 },
         failures: u32::try_from(door.failures).unwrap_or(u32::MAX),

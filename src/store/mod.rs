@@ -10,7 +10,7 @@ pub mod redis;
 
 use async_trait::async_trait;
 
-use crate::throttle::bucket::BucketPolicy;
+use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::send_log::SendPolicy;
 use crate::throttle::{Policy, Record};
 use keys::{AccountKey, AttemptKey, HeldKey, NetworkKey, RepeatKey, SprayKey};
@@ -492,7 +492,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// The throttle per client network (docs/throttle.md, "Per client network"): one
     /// [`NetworkOp`] on `key`'s token bucket, shaped by `policy`, atomically on the
-    /// store's clock ([`crate::throttle::bucket`]'s rules).
+    /// store's clock ([`crate::throttle::network_bucket`]'s rules).
     async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError>;
 
     /// A comparison failed: puts `fingerprint` first on `list`, the client's list on

@@ -1,7 +1,7 @@
 //! Grace logins of a breached password (docs/breach.md, "Grace logins"): each accept of
 //! a password in the breach filter counts on the account, bound to the credential (a
 //! keyed digest of the stored hash), so a new stored hash starts afresh. Twin:
-//! `breached.lua`; the embedded store calls [`note`].
+//! `breached_count.lua`; the embedded store calls [`note`].
 
 /// The count after one more breached accept of `credential`, from the stored
 /// `(credential, count)` (`None`: none kept).

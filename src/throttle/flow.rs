@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::Policy;
-use super::bucket::BucketPolicy;
+use super::network_bucket::BucketPolicy;
 use super::send_log::SendPolicy;
 
 /// One flow: the contract crate's type (its name, [`Flow::as_str`], is its settings
@@ -146,11 +146,11 @@ mod tests {
         let t = 1_800_000_000_000;
         let mut record = None;
         for _ in 0..8 {
-            record = Some(crate::throttle::attempt(&policy, record, t).record);
+            record = Some(crate::throttle::attempt_count::attempt(&policy, record, t).record);
         }
         let record = record.unwrap();
         assert_eq!((record.step, record.consecutive), (0, 5), "never escalates");
         let day = 24 * 3600 * 1000;
-        assert_eq!(crate::throttle::expiry_ms(&policy, &record, t + 5_000), t + 5_000 + day);
+        assert_eq!(crate::throttle::attempt_count::expiry_ms(&policy, &record, t + 5_000), t + 5_000 + day);
     }
 }

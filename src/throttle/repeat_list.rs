@@ -1,6 +1,6 @@
 //! A client's list of refused passwords on one bucket (docs/throttle.md, "Repeated
 //! passwords"), independent of any store: what `record_attempt.lua` does to the list
-//! when it counts an attempt, and what `repeat.lua` does after a failed comparison. The
+//! when it counts an attempt, and what `repeat_list.lua` does after a failed comparison. The
 //! embedded store applies these functions directly; the store conformance tests
 //! (`tests/integration/store_conformance/repeats.rs`) hold the scripts to them.
 //!

@@ -4,7 +4,7 @@
 //! still inside the cap window, newest first. A log is exact where a counter per fixed
 //! day is not: a cap of 5 allows 5 in any 24 h, never 10 across a day's edge.
 //!
-//! Twin: `send.lua` (the Redis script); the embedded store calls these functions, and the
+//! Twin: `send_log.lua` (the Redis script); the embedded store calls these functions, and the
 //! store conformance tests hold the two together. Time is passed in (store-clock ms).
 
 use super::MAX_STORED_TIME_MS;
@@ -82,7 +82,7 @@ pub fn expires_ms(log: &[u64]) -> Option<u64> {
     log.first().map(|&newest| newest.saturating_add(CAP_WINDOW_MS))
 }
 
-/// Reads a log as `send.lua` stores it: 1 to [`MAX_DAILY_CAP`] decimal times,
+/// Reads a log as `send_log.lua` stores it: 1 to [`MAX_DAILY_CAP`] decimal times,
 /// comma-separated, newest first (non-increasing), each at most [`MAX_STORED_TIME_MS`]
 /// (an empty log is never stored: an allowed send writes its own time). Anything else
 /// was not written by a daemon: `None` (a store error, a deny).

@@ -1,6 +1,6 @@
 //! The spray window (docs/spray.md, "The sliding period"): which period a store-clock instant
 //! falls in, when a period's entries expire, and how the counts of a fingerprint roll
-//! from one period to the next. Its twin on Redis is `spray.lua` (period
+//! from one period to the next. Its twin on Redis is `spray_window.lua` (period
 //! `floor(TIME / period_ms)`, the keys of parity `p % 2`, two periods counted, every
 //! key expiring two periods after its last note); the embedded store calls these.
 
@@ -12,7 +12,7 @@ pub fn period(now_ms: u64, period_ms: u64) -> u64 {
 }
 
 /// When the entries noted in `period` expire, in ms on the store's clock: at the end of
-/// the period after it (they count for two periods), as `spray.lua`'s `PEXPIREAT`.
+/// the period after it (they count for two periods), as `spray_window.lua`'s `PEXPIREAT`.
 pub fn expires_ms(period: u64, period_ms: u64) -> u64 {
     // `period` is numbered from 1: period p (stored p + 1) ends at (p + 1) * period_ms.
     period.saturating_add(1).saturating_mul(period_ms)

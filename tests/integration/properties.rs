@@ -288,7 +288,7 @@ enum Step {
 }
 
 /// A store of one account key, modelled on the throttle's functions: `early` drops the
-/// record at [`throttle::expiry_ms`] (lifetime by content), otherwise at the retention
+/// record at [`throttle::attempt_count::expiry_ms`] (lifetime by content), otherwise at the retention
 /// after each attempt (the rule before it).
 struct Model {
     early: bool,
@@ -301,9 +301,9 @@ impl Model {
     }
 
     fn attempt(&mut self, p: &Policy, now: u64) -> throttle::AttemptOutcome {
-        let out = throttle::attempt(p, self.live(now), now);
+        let out = throttle::attempt_count::attempt(p, self.live(now), now);
         let expires = if self.early {
-            throttle::expiry_ms(p, &out.record, now)
+            throttle::attempt_count::expiry_ms(p, &out.record, now)
         } else if p.at_ceiling(out.record.consecutive) {
             // At the ceiling both keep the record until it is cleared.
             throttle::KEPT_UNTIL_CLEARED_MS
@@ -315,7 +315,7 @@ impl Model {
     }
 
     fn refund(&mut self, window_start_ms: u64, allowed: bool, now: u64) {
-        if let Some(r) = throttle::refund(self.live(now), window_start_ms, allowed) {
+        if let Some(r) = throttle::attempt_count::refund(self.live(now), window_start_ms, allowed) {
             let expires = self.record.map_or(0, |(_, e)| e);
             self.record = Some((r, expires));
         }
@@ -386,8 +386,8 @@ proptest! {
                     counted_in.push((a.record.window_start_ms, a.allowed));
                 }
                 Step::Admit => {
-                    let a = throttle::is_open(&policy, kept.live(now).as_ref(), now);
-                    let b = throttle::is_open(&policy, early.live(now).as_ref(), now);
+                    let a = throttle::attempt_count::is_open(&policy, kept.live(now).as_ref(), now);
+                    let b = throttle::attempt_count::is_open(&policy, early.live(now).as_ref(), now);
                     prop_assert_eq!(a, b, "step {}: admit", i);
                 }
                 Step::Refund { back } => {

@@ -1,4 +1,4 @@
-//! The spray count's sliding window (docs/spray.md, "The sliding period"): `spray.lua`
+//! The spray count's sliding window (docs/spray.md, "The sliding period"): `spray_window.lua`
 //! called straight on Redis and the embedded store on a manual clock count this period and
 //! the last, forget what an older period held, never mix two fingerprints' keys, and
 //! refuse arguments a daemon never sends.
@@ -16,7 +16,7 @@ use portcullis_test_support::*;
 
 const SPRAYED: &[u8] = b"Winter2026!";
 
-/// `spray.lua` called directly, as the store calls it, on a fingerprint's three keys.
+/// `spray_window.lua` called directly, as the store calls it, on a fingerprint's three keys.
 struct SprayScript {
     script: redis::Script,
     keys: Vec<String>,
@@ -26,7 +26,7 @@ impl SprayScript {
     fn new(fingerprint: &str) -> Self {
         let p = format!("portcullis:v2:{{spray:0123456789abcdef:{fingerprint}}}:");
         Self {
-            script: redis::Script::new(include_str!("../../src/store/lua/spray.lua")),
+            script: redis::Script::new(include_str!("../../src/store/lua/spray_window.lua")),
             keys: ["failed:0", "failed:1", "periods"].iter().map(|k| format!("{p}{k}")).collect(),
         }
     }
@@ -281,7 +281,7 @@ impl PureSpray {
     }
 }
 
-/// `spray.lua` and its pure twin (`throttle::spray_window`) give the same count at every
+/// `spray_window.lua` and its pure twin (`throttle::spray_window`) give the same count at every
 /// step of a run over periods, gaps included.
 #[test]
 fn the_spray_script_and_its_pure_twin_count_alike() {

@@ -1,5 +1,5 @@
 //! The pure rules of `portcullis::throttle` against their Lua twins on a real Redis:
-//! the door `Admin/Inspect` reports (`throttle::door`) opens and closes exactly when
+//! the door `Admin/Inspect` reports (`throttle::attempt_count::door`) opens and closes exactly when
 //! `admit.lua` does, for records around every edge of a window (the spray window's
 //! twin test is in `spray_window.rs`, the bucket's and the repeat list's in
 //! `store_conformance/`).
@@ -11,7 +11,7 @@ use portcullis::secret::KeySecret;
 use portcullis::store::Store;
 use portcullis::store::keys::AccountKey;
 use portcullis::store::redis::RedisStore;
-use portcullis::throttle::door::door;
+use portcullis::throttle::attempt_count::door;
 use portcullis::throttle::{Policy, Record};
 use portcullis_test_support::*;
 

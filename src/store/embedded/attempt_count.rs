@@ -70,7 +70,7 @@ impl Tables<'_, '_> {
     }
 
     /// A repeat of a refused password in the record's window: not counted; forgiven
-    /// unseen once, then compared (record_attempt.lua, src/throttle.rs::forgive,
+    /// unseen once, then compared (record_attempt.lua, src/throttle/attempt_count.rs::forgive,
     /// src/throttle/repeat_list.rs). `None`: no repeat.
     pub(super) fn repeat(
         &mut self,
@@ -83,7 +83,7 @@ impl Tables<'_, '_> {
     ) -> Result<Option<Counted>, StoreError> {
         let now = self.now;
         let (Some(r), Some((list, fingerprint))) = (current, repeat) else { return Ok(None) };
-        let Some(out) = throttle::forgive(policy, &r, now) else { return Ok(None) };
+        let Some(out) = throttle::attempt_count::forgive(policy, &r, now) else { return Ok(None) };
         let Some((mut held, list_expires_ms)) = self.list_of(list, r.window_start_ms)? else {
             return Ok(None);
         };
@@ -113,7 +113,7 @@ impl Tables<'_, '_> {
     /// `device_ttl_ms`: the attempt is counted in a device's bucket, which at its ceiling
     /// is kept that long (as long as a token that reaches it may live), not for good.
     /// `repeat`: the client's list and the password's fingerprint; one listed from an
-    /// earlier window adds no consecutive failure ([`throttle::attempt_listed`]).
+    /// earlier window adds no consecutive failure ([`throttle::attempt_count::attempt_listed`]).
     pub(super) fn count(
         &mut self,
         counted: &str,
@@ -129,11 +129,11 @@ impl Tables<'_, '_> {
             _ => false,
         };
         let out = if listed {
-            throttle::attempt_listed(policy, current, now)
+            throttle::attempt_count::attempt_listed(policy, current, now)
         } else {
-            throttle::attempt(policy, current, now)
+            throttle::attempt_count::attempt(policy, current, now)
         };
-        let expires_ms = match (throttle::expiry_ms(policy, &out.record, now), device_ttl_ms) {
+        let expires_ms = match (throttle::attempt_count::expiry_ms(policy, &out.record, now), device_ttl_ms) {
             (throttle::KEPT_UNTIL_CLEARED_MS, Some(ttl)) => now.saturating_add(ttl),
             (expires_ms, _) => expires_ms,
         };

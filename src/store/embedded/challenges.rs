@@ -28,7 +28,7 @@ impl Tables<'_, '_> {
         if epoch != *challenge_epoch {
             return Ok(Confirmation::Revoked);
         }
-        if !throttle::is_open(policy, self.record(second_factor)?.as_ref(), self.now) {
+        if !throttle::attempt_count::is_open(policy, self.record(second_factor)?.as_ref(), self.now) {
             return Ok(Confirmation::CodeStepShut);
         }
         match self.get(mark)? {

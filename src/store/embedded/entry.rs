@@ -250,7 +250,7 @@ impl Entry {
         let word = |i: usize| {
             u64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default())
         };
-        // Every value within what a daemon writes (src/throttle.rs, MAX_STORED_*):
+        // Every value within what a daemon writes (src/throttle/mod.rs, MAX_STORED_*):
         // anything else, edited in by hand or by another program, is a store error.
         let count = |i: usize| Some(word(i)).filter(|&n| n <= MAX_STORED_COUNT).ok_or_else(corrupt);
         let time =

@@ -1,16 +1,16 @@
 //! The flows' and the grace logins' entries of the embedded store (docs/flows.md,
 //! docs/breach.md): a mail flow's send log ([`crate::throttle::send_log`]'s rules, as
-//! `send.lua` applies them on Redis), a mail request's network token and send in one
-//! transaction, and the count of a breached credential's accepts (`breached.lua`).
+//! `send_log.lua` applies them on Redis), a mail request's network token and send in one
+//! transaction, and the count of a breached credential's accepts (`breached_count.lua`).
 
 use super::entry::Entry;
 use super::writer::{Reply, Tables};
 use crate::store::{NetworkOp, SendOp, Sent, StoreError};
-use crate::throttle::bucket::BucketPolicy;
+use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::send_log::{self, SendPolicy};
 
 impl Tables<'_, '_> {
-    /// The embedded form of `breached.lua` ([`crate::throttle::breached_count::note`]).
+    /// The embedded form of `breached_count.lua` ([`crate::throttle::breached_count::note`]).
     pub(super) fn breached(
         &mut self,
         key: &str,
@@ -56,7 +56,7 @@ impl Tables<'_, '_> {
         Ok(Reply::Mail { sent, network_refused: false })
     }
 
-    /// The embedded form of `send.lua`: [`send_log`]'s rules on the flow's send log,
+    /// The embedded form of `send_log.lua`: [`send_log`]'s rules on the flow's send log,
     /// once per attempt id; a refused send and a peek write nothing but the attempt id.
     pub(super) fn send(
         &mut self,

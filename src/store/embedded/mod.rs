@@ -11,7 +11,7 @@
 //! moment (up to [`MAX_BATCH`]), applies them in order in one write transaction, commits
 //! once (durably), and only then answers each: concurrent attempts share one fsync, and
 //! each operation is atomic because operations never interleave. The rules are those of
-//! `src/throttle.rs`, exactly as the Lua scripts apply them on Redis, with time from one
+//! `src/throttle/`, exactly as the Lua scripts apply them on Redis, with time from one
 //! clock that never goes backwards (the wall clock, held at its high-water mark, which is
 //! stored so a restart cannot move it back either).
 //!

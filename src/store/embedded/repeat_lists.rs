@@ -1,6 +1,6 @@
 //! The refused-password lists of the embedded store (docs/throttle.md, "Repeated
 //! passwords"): read in the count's transaction, written after a failed comparison,
-//! with the rules of [`crate::throttle::repeat_list`] that `repeat.lua` applies on Redis.
+//! with the rules of [`crate::throttle::repeat_list`] that `repeat_list.lua` applies on Redis.
 
 use super::entry::{Entry, MAX_REPEATS};
 use super::writer::Tables;
@@ -64,10 +64,10 @@ impl Tables<'_, '_> {
         self.put(list, Entry::Repeats { window_start_ms, fingerprints, marks, len, expires_ms })
     }
 
-    /// The embedded form of `repeat.lua` ([`RepeatList::note`]): `fingerprint` first on
+    /// The embedded form of `repeat_list.lua` ([`RepeatList::note`]): `fingerprint` first on
     /// `list` and not forgiven, at most `max_len` kept, bound to the bucket's window and
     /// expiring with its record; no record, or one at its ceiling (kept until cleared,
-    /// its door shut: repeat.lua's PTTL of -1), no note.
+    /// its door shut: repeat_list.lua's PTTL of -1), no note.
     pub(super) fn note_repeat(
         &mut self,
         record: &str,

@@ -12,7 +12,7 @@ use super::{Clock, MAX_BATCH, SWEEP_INTERVAL, SWEEP_LIMIT, embedded};
 use crate::store::{
     Confirmation, Counted, Inspection, NetworkOp, NetworkState, SendOp, Sent, SprayNote, StoreError,
 };
-use crate::throttle::bucket::{BucketPolicy, Spent};
+use crate::throttle::network_bucket::{BucketPolicy, Spent};
 use crate::throttle::send_log::SendPolicy;
 use crate::throttle::spray_window;
 use crate::throttle::{self, Policy, Record};
@@ -287,7 +287,7 @@ impl Tables<'_, '_> {
         let now = self.now;
         match op {
             Op::IsOpen { record, policy } => {
-                Ok(Reply::Open(throttle::is_open(policy, self.record(record)?.as_ref(), now)))
+                Ok(Reply::Open(throttle::attempt_count::is_open(policy, self.record(record)?.as_ref(), now)))
             }
             Op::Peek { record } => Ok(Reply::Record(self.record(record)?)),
             Op::Expiry { key } => Ok(Reply::Expiry(self.get(key)?.map(|e| e.expires_ms()))),
@@ -390,7 +390,7 @@ impl Tables<'_, '_> {
             self.remove(attempt)?;
         }
         if let Some(Entry::Record { record: r, expires_ms }) = self.get(record)?
-            && let Some(r) = throttle::refund(Some(r), window_start_ms, allowed)
+            && let Some(r) = throttle::attempt_count::refund(Some(r), window_start_ms, allowed)
         {
             // The expiry stays: it was pushed by the attempt being refunded.
             self.put(record, Entry::Record { record: r, expires_ms })?;
@@ -433,7 +433,7 @@ impl Tables<'_, '_> {
         }
     }
 
-    /// The embedded form of `network.lua` with its held count (`held`, the key of
+    /// The embedded form of `network_bucket.lua` with its held count (`held`, the key of
     /// `NetworkRequest::held`): a take that takes a token adds it to the count; a give
     /// back gives one only when the count holds one, and takes it off.
     fn network_held(
@@ -464,7 +464,7 @@ impl Tables<'_, '_> {
         Ok(state)
     }
 
-    /// The embedded form of `network.lua`: [`BucketPolicy`]'s rules on the entry's TAT;
+    /// The embedded form of `network_bucket.lua`: [`BucketPolicy`]'s rules on the entry's TAT;
     /// a refused take and a peek write nothing.
     pub(super) fn network(
         &mut self,
@@ -504,7 +504,7 @@ impl Tables<'_, '_> {
         })
     }
 
-    /// The embedded form of `spray.lua`, exact and in constant time: one entry per
+    /// The embedded form of `spray_window.lua`, exact and in constant time: one entry per
     /// (fingerprint, account key), `member` ([`SprayKey::member`]), noting the latest
     /// period a comparison of it failed in, and one per fingerprint, `count_key`
     /// ([`SprayKey::count`]), holding [`SprayCounts`] of the current and the previous
@@ -524,7 +524,7 @@ impl Tables<'_, '_> {
         if period_ms == 0 {
             return Err(StoreError::Protocol("spray period must not be 0".into()));
         }
-        // The spray window's rules (`throttle::spray_window`, the twin of spray.lua).
+        // The spray window's rules (`throttle::spray_window`, the twin of spray_window.lua).
         let noted = spray_window::period(self.now, period_ms);
         let expires_ms = spray_window::expires_ms(noted, period_ms);
         let held = match self.get(count_key)? {

@@ -14,10 +14,10 @@ local function stored(value, max, role)
   end
   return n
 end
--- Bounds of stored values (src/throttle.rs, MAX_STORED_*): failures and replays, a
+-- Bounds of stored values (src/throttle/mod.rs, MAX_STORED_*): failures and replays, a
 -- time in ms (about the year 5138), a step.
 local MAX_COUNT, MAX_TIME_MS, MAX_STEP = 1e12, 1e14, 63
--- repeat_list(held): a client's refused-password list as repeat.lua and
+-- repeat_list(held): a client's refused-password list as repeat_list.lua and
 -- record_attempt.lua write it (src/throttle/repeat_list.rs is the same list in Rust):
 -- "<window_start_ms>|,<entry>,<entry>," newest first, each entry a fingerprint of 4-16
 -- lowercase hex digits followed by '*' when a match on it was already forgiven once
@@ -48,7 +48,7 @@ local function repeat_text(ws, fps, marks)
   return string.format('%d', ws) .. '|,' .. table.concat(out, ',') .. ','
 end
 -- door_open(key, max_failures, first_window, max_window, max_consecutive, now): whether
--- the next attempt on the record at key would be allowed (src/throttle.rs::is_open):
+-- the next attempt on the record at key would be allowed (src/throttle/attempt_count.rs::is_open):
 -- no record; or the window, which lasts until max(ws + window(st), lu), is over or not
 -- exhausted, and c is below the ceiling. admit.lua's rule, for scripts that read a door
 -- beside their own work.

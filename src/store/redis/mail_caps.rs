@@ -1,4 +1,4 @@
-//! The Redis side of the mail flows' send caps (docs/flows.md): one `send.lua` call on
+//! The Redis side of the mail flows' send caps (docs/flows.md): one `send_log.lua` call on
 //! the flow's record, in the account's hash tag (one slot on a cluster).
 
 use super::{RedisStore, scripts};

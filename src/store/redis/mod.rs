@@ -508,7 +508,7 @@ impl Store for RedisStore {
         Ok(())
     }
 
-    /// One `spray.lua` call: no `WAIT` (a spray count is a signal, not a lockout).
+    /// One `spray_window.lua` call: no `WAIT` (a spray count is a signal, not a lockout).
     async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
         let SprayNoteRequest { spray, account, note, period_ms, .. } = *request;
         let mut call = scripts::spray().prepare_invoke();

@@ -1,10 +1,10 @@
-//! The Redis side of the throttle per client network: one `network.lua` call per
+//! The Redis side of the throttle per client network: one `network_bucket.lua` call per
 //! operation on the bucket's own key (one hash tag: one node on a cluster).
 
 use super::{RedisStore, scripts};
 use crate::store::keys::{HeldKey, NetworkKey};
 use crate::store::{NetworkOp, NetworkState, StoreError};
-use crate::throttle::bucket::BucketPolicy;
+use crate::throttle::network_bucket::BucketPolicy;
 
 impl RedisStore {
     /// [`crate::store::Store::network`] on Redis. A take waits for `store.wait_replicas`

@@ -1,5 +1,5 @@
 //! The Redis side of repeated passwords (docs/throttle.md, "Repeated passwords"): the
-//! fingerprint's text, and `repeat.lua`'s note after a failed comparison. The check
+//! fingerprint's text, and `repeat_list.lua`'s note after a failed comparison. The check
 //! itself is part of `record_attempt.lua`, in the same script as the count.
 
 use super::{RedisStore, scripts};
@@ -12,7 +12,7 @@ pub(super) fn hex(fingerprint: u64) -> String {
 }
 
 impl RedisStore {
-    /// [`crate::store::Store::note_repeat`] on Redis: one `repeat.lua` call on the
+    /// [`crate::store::Store::note_repeat`] on Redis: one `repeat_list.lua` call on the
     /// bucket's hash tag.
     pub(super) async fn note_repeat_op(
         &self,

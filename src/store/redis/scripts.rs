@@ -1,5 +1,6 @@
-//! The Lua scripts, one per store operation, each in its own `lua/*.lua` file that opens
-//! with its KEYS/ARGV contract. Every shape (standalone, cluster, Sentinel) runs the same
+//! The Lua scripts, one per store operation, each in its own file under `lua/` named
+//! for its rule (`lua/X.lua`, or `lua/X/<operation>.lua` for a rule with several) that
+//! opens with its KEYS/ARGV contract. Every shape (standalone, cluster, Sentinel) runs the same
 //! scripts; a new operation adds a file and a function here.
 //!
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a
@@ -32,52 +33,52 @@ macro_rules! script {
 
 /// The source of `record_attempt.lua` as Redis runs it, for benches that call it
 /// without the daemon (`EVALSHA` from `redis-benchmark`).
-pub const RECORD_ATTEMPT_SOURCE: &str = source!("record_attempt.lua");
+pub const RECORD_ATTEMPT_SOURCE: &str = source!("attempt_count/record_attempt.lua");
 
 script!(
     /// `RecordAttempt`: count one attempt.
     record_attempt,
-    "record_attempt.lua"
+    "attempt_count/record_attempt.lua"
 );
 script!(
     /// `Admit`: is the door open (read only).
     admit,
-    "admit.lua"
+    "attempt_count/admit.lua"
 );
 script!(
     /// Give back an attempt the CPU budget refused.
     refund,
-    "refund.lua"
+    "attempt_count/refund.lua"
 );
 script!(
     /// `ClearAttempts`: delete the record.
     clear,
-    "clear.lua"
+    "attempt_count/clear.lua"
 );
 script!(
     /// Admin `Inspect`: read a record and the store's clock (read only).
     inspect,
-    "inspect.lua"
+    "attempt_count/inspect.lua"
 );
 script!(
     /// Admin `RevokeDevices`: raise an account's device epoch.
     revoke_devices,
-    "revoke_devices.lua"
+    "devices/revoke_devices.lua"
 );
 script!(
     /// Spray detection: note an account under a password fingerprint, count.
     spray,
-    "spray.lua"
+    "spray_window.lua"
 );
 script!(
     /// The throttle per client network: take, give back, read or release a bucket.
     network,
-    "network.lua"
+    "network_bucket.lua"
 );
 script!(
     /// A failed comparison's password onto its client's refused-password list.
     repeat,
-    "repeat.lua"
+    "repeat_list.lua"
 );
 script!(
     /// The store's key check value: prove this daemon's key secret, or adopt it.
@@ -87,16 +88,16 @@ script!(
 script!(
     /// A mail flow's send log: request a send, or read the log.
     send,
-    "send.lua"
+    "send_log.lua"
 );
 script!(
     /// Grace logins: count an accept of a breached password.
     breached,
-    "breached.lua"
+    "breached_count.lua"
 );
 script!(
     /// `ConfirmDevice`: a challenge's one use, the code step's door, the epoch, and the
     /// clears, in one step.
     confirm_device,
-    "confirm_device.lua"
+    "devices/confirm_device.lua"
 );

@@ -59,15 +59,15 @@ fn realm(name: &str) -> Realm {
 fn allowed_over(policy: &Policy, days: u64) -> usize {
     let (mut record, mut allowed, mut t) = (None::<Record>, 0, 0);
     while t < days * DAY {
-        if throttle::is_open(policy, record.as_ref(), t) {
-            let out = throttle::attempt(policy, record, t);
+        if throttle::attempt_count::is_open(policy, record.as_ref(), t) {
+            let out = throttle::attempt_count::attempt(policy, record, t);
             allowed += usize::from(out.allowed);
             record = Some(out.record);
             t += 1000;
         } else {
             // Jump to the next second at which the door may have opened.
             let r = record.unwrap();
-            let end = throttle::window_end_ms(policy, &r);
+            let end = throttle::attempt_count::window_end_ms(policy, &r);
             if policy.at_ceiling(r.consecutive) {
                 break;
             }
@@ -116,17 +116,17 @@ fn the_pci_profile_locks_after_at_most_10_attempts_for_at_least_30_minutes() {
         assert!(policy.max_failures <= 10, "{policy:?}");
         // One failure, then the rest of the window's allowance a second before it ends.
         let window = policy.window_ms(0);
-        let mut record = Some(throttle::attempt(&policy, None, 0).record);
+        let mut record = Some(throttle::attempt_count::attempt(&policy, None, 0).record);
         let late = window - 1000;
         let mut allowed = 1;
-        while throttle::is_open(&policy, record.as_ref(), late) {
-            let out = throttle::attempt(&policy, record, late);
+        while throttle::attempt_count::is_open(&policy, record.as_ref(), late) {
+            let out = throttle::attempt_count::attempt(&policy, record, late);
             assert!(out.allowed);
             allowed += 1;
             record = Some(out.record);
         }
         assert!(allowed <= 10, "{allowed} attempts before the lockout");
-        assert!(!throttle::is_open(&policy, record.as_ref(), late + 30 * MIN - 1));
-        assert!(!throttle::attempt(&policy, record, late + 30 * MIN - 1).allowed);
+        assert!(!throttle::attempt_count::is_open(&policy, record.as_ref(), late + 30 * MIN - 1));
+        assert!(!throttle::attempt_count::attempt(&policy, record, late + 30 * MIN - 1).allowed);
     }
 }

@@ -1,5 +1,5 @@
 //! One behavioural suite, run against every store backend (embedded and Redis), so the
-//! backends cannot drift: the Lua scripts and `src/throttle.rs` (which the embedded store
+//! backends cannot drift: the Lua scripts and `src/throttle/` (which the embedded store
 //! applies) must give the same answers, the spray counts included. Time is moved per
 //! backend: the embedded store's clock is injected; on Redis, whose clock is `TIME`, a
 //! record's window start is aged.
@@ -20,7 +20,7 @@ use portcullis::store::embedded::{Clock, EmbeddedStore};
 use portcullis::store::keys::{AccountKey, AttemptId, NetworkKey};
 use portcullis::store::redis::RedisStore;
 use portcullis::throttle::Policy;
-use portcullis::throttle::bucket::BucketPolicy;
+use portcullis::throttle::network_bucket::BucketPolicy;
 use portcullis_test_support::*;
 
 const MIN: u64 = 60_000;
@@ -430,7 +430,7 @@ async fn lifetime_follows_content(b: &dyn Backend) {
     assert!(store.record_attempt(&c, None, &low).await.unwrap().allowed, "cleared");
 }
 
-/// The network bucket (`network.lua`, `throttle::bucket`): a fresh bucket is full,
+/// The network bucket (`network_bucket.lua`, `throttle::network_bucket`): a fresh bucket is full,
 /// takes count down and stop at empty without writing, a token given back is there
 /// again, a peek changes nothing, a release fills it, and each key lives until its
 /// bucket is full again.

@@ -206,7 +206,7 @@ pub(super) async fn repeat_lists_follow_the_twin(b: &dyn Backend) {
     assert!(failures > 5, "the run never closed the door");
 }
 
-/// The list as `record_attempt.lua` and `repeat.lua` document it: "<ws>|,<fp>[*],…,"
+/// The list as `record_attempt.lua` and `repeat_list.lua` document it: "<ws>|,<fp>[*],…,"
 /// newest first, '*' on an entry forgiven once (the scripts' worked examples).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stored_list_marks_a_forgiven_entry_on_redis() {

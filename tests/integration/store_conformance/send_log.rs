@@ -1,4 +1,4 @@
-//! The mail flows' send log (`send.lua`; the embedded store's `send`; the twin
+//! The mail flows' send log (`send_log.lua`; the embedded store's `send`; the twin
 //! `throttle::send_log`) on both stores: one sequence of sends and peeks at chosen times
 //! answered as the pure rule answers it (the interval, the cap over any 24 h, a refusal
 //! or a peek that writes nothing, a cap lowered or raised under a full log), attempt ids

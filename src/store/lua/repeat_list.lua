@@ -1,4 +1,4 @@
--- repeat.lua: after a failed comparison, put the password's fingerprint first on its
+-- repeat_list.lua: after a failed comparison, put the password's fingerprint first on its
 -- client's refused-password list for the bucket it was counted in (docs/throttle.md,
 -- "Repeated passwords"), not forgiven (re-armed, if it was listed and marked). The list
 -- is bound to the record's current window and expires with the record: a clear, an

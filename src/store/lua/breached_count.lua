@@ -1,4 +1,4 @@
--- breached.lua: count one accept of a breached password on an account (docs/breach.md,
+-- breached_count.lua: count one accept of a breached password on an account (docs/breach.md,
 -- "Grace logins"), bound to the credential; src/throttle/breached_count.rs is the same
 -- rule in Rust.
 --

@@ -1,5 +1,5 @@
 -- admit.lua: is this account key's door open? Reads, never writes
--- (src/throttle.rs::is_open is the same rule in Rust).
+-- (src/throttle/attempt_count.rs::is_open is the same rule in Rust).
 --
 -- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st, c; rp, lu)
 -- ARGV[1]  max_failures

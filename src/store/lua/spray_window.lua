@@ -1,4 +1,4 @@
--- spray.lua: count, or note, one password fingerprint's failed comparisons across
+-- spray_window.lua: count, or note, one password fingerprint's failed comparisons across
 -- accounts (docs/spray.md). All keys share the fingerprint's hash tag, so the script
 -- runs on one node; they hold no identifier, password or account key, only
 -- HyperLogLog registers (PFADD hashes each element) and two period numbers.

@@ -1,5 +1,5 @@
--- network.lua: one operation on a client network's token bucket (docs/throttle.md,
--- "Per client network"; src/throttle/bucket.rs is the same rules in Rust, and the store
+-- network_bucket.lua: one operation on a client network's token bucket (docs/throttle.md,
+-- "Per client network"; src/throttle/network_bucket.rs is the same rules in Rust, and the store
 -- conformance tests hold the two together). GCRA: the key holds one number, the
 -- bucket's theoretical arrival time (TAT, ms of Redis TIME); absent or past, the bucket
 -- is full. The key expires at its TAT, when the bucket is full again, so a flood of

@@ -1,4 +1,4 @@
--- send.lua: one request on a mail flow's send log (password_reset, verification_resend;
+-- send_log.lua: one request on a mail flow's send log (password_reset, verification_resend;
 -- docs/flows.md), atomically on Redis TIME. src/throttle/send_log.rs is the same rules
 -- in Rust, and the store conformance tests hold the two together.
 --

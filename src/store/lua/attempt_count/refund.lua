@@ -1,6 +1,6 @@
 -- refund.lua: give back one attempt that never reached a comparison because the
 -- CPU budget refused it (it was not a guess; docs/throttle.md, "The rules").
--- src/throttle.rs::refund is the same rule in Rust.
+-- src/throttle/attempt_count.rs::refund is the same rule in Rust.
 --
 -- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st, c; rp, lu)
 -- KEYS[2]  optional     portcullis:v2:{<digest>}:a:<16 hex>

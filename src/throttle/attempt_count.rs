@@ -1,202 +1,12 @@
-//! The attempt and lockout rules of docs/throttle.md ("The rules"), independent of
-//! any store. The Redis Lua scripts (`store/lua/*.lua`) implement exactly these
-//! functions; the embedded store calls them directly. Time is passed in (milliseconds
-//! since the Unix epoch, read from the store's clock), never read here.
-//!
-//! Every rule a Lua script mirrors is here, naming its script: [`bucket`] (the token
-//! bucket of the throttle per client network, `network.lua`), [`repeat_list`] (a
-//! client's list of refused passwords, `record_attempt.lua` and `repeat.lua`),
-//! [`spray_window`] (the periods of spray detection, `spray.lua`), [`door`] (the door
-//! `Admin/Inspect` reports, `admit.lua`), [`send_log`] (the mail flows' send caps,
-//! `send.lua`), [`breached_count`] (grace logins of a breached password,
-//! `breached.lua`), and this module's own rules
-//! (`record_attempt.lua`, `admit.lua`, `refund.lua`).
+//! The attempt count (docs/throttle.md, "The rules"): counting one attempt in its
+//! window, the ceiling across windows, the lockout's least length, a refund, and the
+//! door as `Admit` and `Admin/Inspect` see it. Its Redis twins are
+//! `lua/attempt_count/record_attempt.lua` (the count), `admit.lua` (open or closed, read
+//! at one instant with Redis `TIME`), `refund.lua` and `clear.lua`; `inspect.lua` only
+//! reads the record and the store's clock, and [`door`] turns them into the answer, the
+//! same for both stores.
 
-pub mod breached_count;
-pub mod bucket;
-pub mod door;
-pub mod flow;
-pub mod repeat_list;
-pub mod send_log;
-pub mod spray_window;
-
-use std::time::Duration;
-
-/// Most failures (or replays) a stored record may hold: a record holding more was not
-/// written by a daemon and is a store error (docs/store.md, "Stored values"), never an
-/// answer. Far above anything counted in a window, far below where arithmetic wraps.
-pub const MAX_STORED_COUNT: u64 = 1_000_000_000_000;
-
-/// Latest store-clock time a stored record may hold, in ms since the Unix epoch (about
-/// the year 5138); see [`MAX_STORED_COUNT`].
-pub const MAX_STORED_TIME_MS: u64 = 100_000_000_000_000;
-
-/// Highest step a stored record may hold (a window length is `first_window * 2^step`
-/// in u64 milliseconds); see [`MAX_STORED_COUNT`].
-pub const MAX_STORED_STEP: u32 = 63;
-
-/// The most consecutive failures any counted record may hold before its door shuts
-/// for good (until a success on it, a completed reset or an operator unlock): NIST SP
-/// 800-63B-4 §3.2.2 ("no more than 100"). A realm may set less, never more, never none.
-pub const MAX_CONSECUTIVE_FAILURES: u32 = 100;
-
-/// A realm's validated throttle settings. Built by [`crate::config`], which enforces the
-/// ranges of docs/architecture.md; the functions here assume them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
-    /// Attempts allowed per window (1–100).
-    pub max_failures: u32,
-    /// The ceiling: attempts allowed on one record across windows without a success
-    /// on it, 1–[`MAX_CONSECUTIVE_FAILURES`] (NIST SP 800-63B-4 §3.2.2). At the ceiling
-    /// the record's door stays shut until the record is cleared.
-    pub max_consecutive_failures: u32,
-    /// How long a door shut by an attempt stays shut at least, from that attempt,
-    /// whatever the age of its window (PCI DSS 4.0 8.3.4: at least 30 minutes);
-    /// 1 s – below `retention`.
-    pub lockout_duration: Duration,
-    /// Length of the window at step 0 (1 s – `max_window`).
-    pub first_window: Duration,
-    /// Longest window, however many windows in a row were exhausted.
-    pub max_window: Duration,
-    /// How long a record lives after its last attempt (above `max_window`).
-    pub retention: Duration,
-    /// A realm with a second factor never escalates: the factor is the real defence,
-    /// and a longer lockout would only help an attacker lock users out.
-    pub second_factor_required: bool,
-}
-
-impl Default for Policy {
-    /// The design's defaults (docs/throttle.md, "The rules"): 5 attempts a window, windows
-    /// of 15 min doubling to 1 h, a day's retention, the ceiling at 100, a lockout of at
-    /// least the first window.
-    fn default() -> Self {
-        Policy {
-            max_failures: 5,
-            max_consecutive_failures: MAX_CONSECUTIVE_FAILURES,
-            lockout_duration: Duration::from_secs(15 * 60),
-            first_window: Duration::from_secs(15 * 60),
-            max_window: Duration::from_secs(3600),
-            retention: Duration::from_secs(24 * 3600),
-            second_factor_required: false,
-        }
-    }
-}
-
-/// One account key's record: `{failures, window_start, step}` in docs/architecture.md,
-/// the repeats forgiven in the window, the consecutive failures across windows and the
-/// end of a lockout.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Record {
-    /// Attempts counted in the current window, including refused ones: with repeats
-    /// forgiven, the distinct guesses (docs/throttle.md, "Repeated passwords").
-    pub failures: u64,
-    /// Store-clock time the current window started, in ms since the Unix epoch.
-    pub window_start_ms: u64,
-    /// Exhausted windows in a row; sets the current window's length.
-    pub step: u32,
-    /// Attempts in the current window that repeated a password this client had already
-    /// been refused with, and were not counted ([`forgive`]): forgiven without a
-    /// comparison, or compared again ([`repeat_list::RepeatMatch`]).
-    pub repeats: u64,
-    /// Attempts allowed on this record since it was last cleared, across windows (the
-    /// refused ones never reached a comparison): at [`Policy::max_consecutive_failures`]
-    /// the door stays shut until the record is cleared.
-    pub consecutive: u64,
-    /// Store-clock time before which the door stays shut, in ms since the Unix epoch
-    /// (0: none): the attempt that shut the door set it `lockout_duration` ahead.
-    pub locked_until_ms: u64,
-}
-
-/// The answer to one counted attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AttemptOutcome {
-    /// The attempt may proceed (`failures <= max_failures`).
-    pub allowed: bool,
-    /// The record after counting.
-    pub record: Record,
-    /// This attempt added a consecutive failure (an allowed attempt that is no stale
-    /// repeat, [`attempt_listed`]): only such an attempt's refund gives one back.
-    pub added: bool,
-}
-
-impl Record {
-    /// Whether every field is within the bounds a daemon writes ([`MAX_STORED_COUNT`],
-    /// [`MAX_STORED_TIME_MS`], [`MAX_STORED_STEP`]). A store reads a record outside them
-    /// as an error.
-    pub fn is_plausible(&self) -> bool {
-        self.failures <= MAX_STORED_COUNT
-            && self.repeats <= MAX_STORED_COUNT
-            && self.consecutive <= MAX_STORED_COUNT
-            && self.window_start_ms <= MAX_STORED_TIME_MS
-            && self.locked_until_ms <= MAX_STORED_TIME_MS
-            && self.step <= MAX_STORED_STEP
-    }
-}
-
-impl AttemptOutcome {
-    /// This attempt is the one that closed the door (the first refused one of its
-    /// window): the moment to emit the single lockout event.
-    pub fn locked_now(&self, policy: &Policy) -> bool {
-        policy.locks_at(self.record.failures)
-    }
-
-    /// This attempt brought the record to its ceiling: the last one allowed until the
-    /// record is cleared.
-    pub fn reached_ceiling(&self, policy: &Policy) -> bool {
-        self.added && policy.at_ceiling(self.record.consecutive)
-    }
-}
-
-impl Policy {
-    /// `window(step) = min(first_window * 2^step, max_window)`, in ms.
-    pub fn window_ms(&self, step: u32) -> u64 {
-        let first = duration_ms(self.first_window);
-        let max = duration_ms(self.max_window);
-        first.checked_shl(step).filter(|w| w >> step == first).map_or(max, |w| w.min(max))
-    }
-
-    /// The step at which `window(step)` first reaches `max_window`; `step` is capped
-    /// there, so it never overflows and a record never stores a meaningless step.
-    pub fn max_step(&self) -> u32 {
-        (0..64).find(|&s| self.window_ms(s) >= duration_ms(self.max_window)).unwrap_or(63)
-    }
-
-    /// `retention` in ms, the expiry pushed on each attempt.
-    pub fn retention_ms(&self) -> u64 {
-        duration_ms(self.retention)
-    }
-
-    /// Whether the attempt that brought a window's count to `failures` is the one that
-    /// closed the door (the first refused one): the moment of the single lockout event.
-    pub fn locks_at(&self, failures: u64) -> bool {
-        failures == u64::from(self.max_failures) + 1
-    }
-
-    /// Whether an exhausted window raises the step.
-    pub fn escalates(&self) -> bool {
-        !self.second_factor_required
-    }
-
-    /// Whether a record holding `consecutive` failures is at its ceiling (its door shut
-    /// until it is cleared).
-    pub fn at_ceiling(&self, consecutive: u64) -> bool {
-        consecutive >= u64::from(self.max_consecutive_failures)
-    }
-
-    /// `lockout_duration` in ms.
-    pub fn lockout_ms(&self) -> u64 {
-        duration_ms(self.lockout_duration)
-    }
-}
-
-/// The expiry of a record that must outlive every clock: one at its ceiling is kept
-/// until it is cleared (on Redis: no expiry at all).
-pub const KEPT_UNTIL_CLEARED_MS: u64 = u64::MAX;
-
-/// Saturating conversion; configured durations are far below `u64::MAX` ms.
-pub fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
+use super::{AttemptOutcome, KEPT_UNTIL_CLEARED_MS, Policy, Record};
 
 /// Counts one attempt at store time `now_ms` (steps 1–4 of docs/architecture.md). A record that
 /// expired is passed as `None`.
@@ -321,8 +131,71 @@ fn window_over(policy: &Policy, r: &Record, now_ms: u64) -> bool {
     now_ms >= window_end_ms(policy, r)
 }
 
+/// One account key's door at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Door {
+    /// The next attempt would be allowed ([`is_open`], `admit.lua`).
+    pub open: bool,
+    /// Failures counted in the current window (0 once it is over).
+    pub failures: u64,
+    /// Exhausted windows in a row (the record's step).
+    pub step: u32,
+    /// Seconds until the door opens again, rounded up (0 when open, and at the ceiling,
+    /// where no time opens it).
+    pub seconds_until_open: u64,
+    /// Consecutive failures on the record across windows (docs/throttle.md, "The
+    /// ceiling").
+    pub consecutive: u64,
+    /// The record is at its ceiling: shut until it is cleared (a success on it, a
+    /// completed reset, an operator unlock).
+    pub at_ceiling: bool,
+    /// Length of the current window, in ms (the first window's when there is no record).
+    pub window_ms: u64,
+    /// Repeats forgiven in the current window (0 once it is over).
+    pub repeats: u64,
+}
+
+/// The door of `record` (none: never counted, cleared or expired) at `now_ms`, on the
+/// store's clock.
+pub fn door(policy: &Policy, record: Option<&Record>, now_ms: u64) -> Door {
+    let Some(record) = record else {
+        let window_ms = policy.window_ms(0);
+        return Door {
+            open: true,
+            failures: 0,
+            step: 0,
+            seconds_until_open: 0,
+            window_ms,
+            repeats: 0,
+            consecutive: 0,
+            at_ceiling: false,
+        };
+    };
+    let window_ms = policy.window_ms(record.step);
+    let window_end = window_end_ms(policy, record);
+    let over = now_ms >= window_end;
+    let open = is_open(policy, Some(record), now_ms);
+    let at_ceiling = policy.at_ceiling(record.consecutive);
+    Door {
+        open,
+        failures: if over { 0 } else { record.failures },
+        step: record.step,
+        seconds_until_open: if open || at_ceiling {
+            0
+        } else {
+            window_end.saturating_sub(now_ms).div_ceil(1000)
+        },
+        window_ms,
+        repeats: if over { 0 } else { record.repeats },
+        consecutive: record.consecutive,
+        at_ceiling,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     const MIN: u64 = 60_000;
@@ -488,5 +361,47 @@ mod tests {
         assert_eq!(refund(Some(r), 10, true).unwrap().failures, 2);
         assert_eq!(refund(Some(r), 11, true).unwrap().failures, 3);
         assert_eq!(refund(None, 10, true), None);
+    }
+
+
+
+    fn policy() -> Policy {
+        Policy::default()
+    }
+
+    #[test]
+    fn the_door_follows_admit_lua_s_worked_example() {
+        let t = 10_000_000;
+        let record = |failures, ago, step| Record {
+            failures,
+            window_start_ms: t - ago,
+            step,
+            repeats: 2,
+            ..Record::default()
+        };
+        assert!(door(&policy(), None, t).open);
+        let closed = door(&policy(), Some(&record(5, 1000, 0)), t);
+        assert_eq!((closed.open, closed.failures, closed.seconds_until_open), (false, 5, 899));
+        assert_eq!(closed.repeats, 2);
+        let over = door(&policy(), Some(&record(9, 900_000, 0)), t);
+        assert_eq!(
+            (over.open, over.failures, over.repeats, over.seconds_until_open),
+            (true, 0, 0, 0)
+        );
+        let escalated = door(&policy(), Some(&record(5, 1000, 1)), t);
+        assert_eq!((escalated.window_ms, escalated.seconds_until_open), (1_800_000, 1799));
+        let open = door(&policy(), Some(&record(4, 1000, 0)), t);
+        assert_eq!((open.open, open.failures, open.seconds_until_open), (true, 4, 0));
+        // A lockout that outlasts its window: shut until it ends.
+        let locked = Record { locked_until_ms: t + 1_200_000, ..record(5, 1000, 0) };
+        let held = door(&policy(), Some(&locked), t + 950_000);
+        assert_eq!((held.open, held.failures, held.seconds_until_open), (false, 5, 250));
+        // At the ceiling: shut with no time to wait, whatever the window.
+        let full = Record { consecutive: 100, ..record(1, 9_000_000, 2) };
+        let ceiling = door(&policy(), Some(&full), t);
+        assert_eq!(
+            (ceiling.open, ceiling.at_ceiling, ceiling.seconds_until_open),
+            (false, true, 0)
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! bucket, its *theoretical arrival time* (TAT, store-clock ms), instead of a token count
 //! and a refill time. A bucket holds `capacity` tokens and gets one back every
 //! `interval_ms`; an absent bucket, or one whose TAT has passed, is full. Both stores
-//! apply these rules (`network.lua` on Redis), and the store conformance tests hold them
+//! apply these rules (`network_bucket.lua` on Redis), and the store conformance tests hold them
 //! together.
 
 /// A bucket's shape, from a realm's validated settings.

@@ -1,6 +1,6 @@
 -- record_attempt.lua: count one attempt for one account key, atomically
 -- (docs/throttle.md, "The rules", steps 1-4, and "How long a record lives";
--- src/throttle.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
+-- src/throttle/attempt_count.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
 -- conformance tests hold the two together).
 --
 -- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st, c; rp, lu)
@@ -19,7 +19,7 @@
 --                          portcullis:v2:{<digest>}:p:<16 hex>   the client's refused
 --                          passwords on the counted bucket: "<ws>|,<fp>[*],<fp>[*],"
 --                          newest first, '*': already forgiven once without a
---                          comparison (repeat.lua writes it, this script marks it;
+--                          comparison (repeat_list.lua writes it, this script marks it;
 --                          prelude.lua, repeat_list)
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
@@ -47,20 +47,20 @@
 -- Record fields: f failures in the window, ws window start, st step, rp repeats
 -- forgiven in the window, c consecutive failures (attempts allowed since the record was
 -- last cleared), lu the time before which the door stays shut (absent: none). The
--- window lasts until max(ws + window(st), lu) (src/throttle.rs::window_end_ms).
+-- window lasts until max(ws + window(st), lu) (src/throttle/attempt_count.rs::window_end_ms).
 --
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
 -- repeat (0|1|2), consecutive, epoch, added (1|0)}; epoch is the account's device epoch
 -- as read (0 when it has none, or when it was not read: ARGV[7] = -1); added is 1 when
 -- this call added a consecutive failure (a refund gives one back only then).
--- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle.rs::forgive and
+-- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle/attempt_count.rs::forgive and
 -- src/throttle/repeat_list.rs::RepeatList::claim): the fingerprint is on the client's list
 -- for the counted record's current window. It is not counted: allowed while failures <
 -- max_failures, the record's repeat count 'rp' goes up. An entry without a mark
 -- forgives it (repeat = 1: not compared) and is marked and moved first; a marked entry
 -- (already forgiven once) leaves the list as it is and answers repeat = 2: the daemon
 -- compares it (a truncated fingerprint may be the right password's), and a failed
--- comparison re-arms the entry (repeat.lua). A window that is over, or no record,
+-- comparison re-arms the entry (repeat_list.lua). A window that is over, or no record,
 -- counts it as any attempt.
 -- A device's attempt is counted in its bucket (trusted = 1) only while its token's
 -- epoch is the account's epoch; after an operator revoked the account's devices (a

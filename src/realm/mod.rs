@@ -20,7 +20,7 @@ use crate::defence::spray::{SprayAction, SprayPolicy};
 use crate::normalize::Normalization;
 use crate::setting::{Bound, ConfigError, Problems, below, between, check};
 use crate::throttle::Policy;
-use crate::throttle::bucket::BucketPolicy;
+use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::flow::FlowPolicies;
 use crate::verify::config::HashTargetConfig;
 use crate::verify::hash::{Ceilings, HashParams};

@@ -1,6 +1,6 @@
 -- inspect.lua: an account key's record and the store's clock, read at one instant, for
 -- the operator's Inspect (src/rpc/admin.rs derives door state and time to reopen from
--- them with src/throttle.rs). Reads, never writes.
+-- them with src/throttle/attempt_count.rs). Reads, never writes.
 --
 -- KEYS[1]  record key   portcullis:v2:{<digest>}:r   (hash: f, ws, st, c; rp, lu)
 --
