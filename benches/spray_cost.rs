@@ -14,7 +14,7 @@
 //! its own process, stopped before the spray rows). `PORTCULLIS_BENCH_ROWS=spray` runs
 //! the spray rows alone, without that reference (the column then reads `—`).
 
-use portcullis::store::SprayNoteRequest;
+use portcullis::store::spray_window::SprayNoteRequest;
 use portcullis_test_support as common;
 use portcullis_test_support::bench as support;
 
@@ -46,8 +46,8 @@ async fn time_spray(store: &dyn portcullis::store::Store, label: &'static str) -
     use portcullis::defence::spray::SprayFingerprints;
     use portcullis::normalize::{Normalization, normalize};
     use portcullis::secret::KeySecret;
-    use portcullis::store::SprayNote;
     use portcullis::store::keys::AccountKey;
+    use portcullis::store::spray_window::SprayNote;
     let secret = KeySecret::new(common::SECRET.as_bytes().to_vec());
     let fingerprints = SprayFingerprints::new(&secret);
     let settings = common::TestConfig::redis("redis://127.0.0.1:1").settings();

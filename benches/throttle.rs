@@ -54,7 +54,7 @@ use portcullis::pb::governor_client::GovernorClient;
 use portcullis::pb::{Account, Decision, RecordAttemptRequest};
 use portcullis::realm::Realms;
 use portcullis::secret::KeySecret;
-use portcullis::store::Store;
+use portcullis::store::attempt_count::AttemptCountStore;
 use portcullis::store::keys::AccountKey;
 use portcullis::store::redis::RedisStore;
 use portcullis::store::redis::settings::RedisSettings;

@@ -40,7 +40,7 @@ pub const SERVICE_NAME: &str = "portcullis.v1.Governor";
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("the store could not be set up")]
-    Store(#[from] store::StoreError),
+    Store(#[from] store::error::StoreError),
     #[error("the embedded store could not open")]
     Embedded(#[from] store::embedded::OpenError),
     #[error("the key secret could not be had")]
@@ -124,7 +124,7 @@ impl Daemon {
             }
             // Validation requires a configured secret with Redis; fail closed regardless.
             (None, StoreSettings::Redis(_)) => {
-                return Err(RunError::Store(store::StoreError::Unsafe(
+                return Err(RunError::Store(store::error::StoreError::Unsafe(
                     "a key secret is required with Redis".into(),
                 )));
             }
@@ -223,16 +223,16 @@ impl Daemon {
     /// not: the daemon serves NOT_SERVING and denies until it does.
     ///
     /// # Errors
-    /// [`RunError::Store`] with [`store::StoreError::Unsafe`], naming the policy.
+    /// [`RunError::Store`] with [`store::error::StoreError::Unsafe`], naming the policy.
     pub async fn preflight(&self) -> Result<(), RunError> {
         match self.store.ping().await {
-            Err(e @ store::StoreError::Unsafe(_)) => Err(RunError::Store(e)),
+            Err(e @ store::error::StoreError::Unsafe(_)) => Err(RunError::Store(e)),
             // Not an unreachable store: the health check says what to do, and keeps
             // checking, so a rotation to this daemon's secret lets it serve.
-            Err(store::StoreError::KeySecretMismatch) => Ok(()),
+            Err(store::error::StoreError::KeySecretMismatch) => Ok(()),
             // An empty store: the health check proves again every second and claims it
             // once `store.key_check_claim_wait` has passed with no fleet writing it back.
-            Err(e @ store::StoreError::KeyCheckPending) => {
+            Err(e @ store::error::StoreError::KeyCheckPending) => {
                 tracing::info!("store: {e}");
                 Ok(())
             }

@@ -16,7 +16,9 @@ use tonic_reflection::server::{v1, v1alpha};
 use super::reload::Reloader;
 use super::{Daemon, RunError, SERVICE_NAME};
 use crate::pb;
-use crate::store::{KEY_SECRET_MISMATCH, Store, StoreError};
+use crate::store::Store;
+use crate::store::error::StoreError;
+use crate::store::key_check::KEY_SECRET_MISMATCH;
 use crate::telemetry::http::Readiness;
 
 /// How often the health task asks the store whether it answers.

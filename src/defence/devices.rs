@@ -258,7 +258,7 @@ impl DeviceTokens {
     /// the future, another account's, realm's or credential's, a version-1 token) is
     /// `None`: an untrusted call, never an error. The tag is compared in constant time.
     /// Whether the token's device epoch is still the account's is the store's to say
-    /// ([`crate::store::Attempt::device`]).
+    /// ([`crate::store::attempt_count::Attempt::device`]).
     pub fn check(
         &self,
         token: &str,

@@ -7,8 +7,8 @@
 //! list of passwords that client was refused with in the current window, each only as a
 //! keyed fingerprint: `HMAC-SHA-256(subkey("repeat"), …)` over the realm, the bucket,
 //! the client and the password, truncated to `repeat_fingerprint_bytes`. The count reads
-//! the list in the same atomic step ([`crate::store::Attempt::repeat`]); a comparison
-//! that fails adds to it ([`crate::store::Store::note_repeat`]).
+//! the list in the same atomic step ([`crate::store::attempt_count::Attempt::repeat`]); a comparison
+//! that fails adds to it ([`crate::store::repeat_list::RepeatListStore::note_repeat`]).
 //!
 //! The list is per (bucket, client), so no other client can learn from it whether
 //! someone tried a password: an attacker on his own addresses finds only his own

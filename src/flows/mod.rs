@@ -4,11 +4,11 @@
 //! normalization and keyed digest) but in a record of the flow's own.
 //!
 //! - A **code flow** (`second_factor`, `recovery_code`) is the login throttle's count
-//!   ([`crate::store::Store::count`], `record_attempt.lua`) on the flow's record with the
+//!   ([`crate::store::attempt_count::AttemptCountStore::count`], `record_attempt.lua`) on the flow's record with the
 //!   flow's policy; a verified code clears it ([`Flows::clear`]).
 //! - A **mail flow** (`password_reset`, `verification_resend`) takes a token of the
 //!   client network's budget for the flow, then asks the account's send log
-//!   ([`crate::store::Store::send_mail`], `send_log.lua`). A refused send, or a replayed
+//!   ([`crate::store::send_log::SendLogStore::send_mail`], `send_log.lua`). A refused send, or a replayed
 //!   `attempt_id`, gives the token back (in the same transaction on the embedded store;
 //!   after the answer on Redis, so a refusal takes as long as an allow): the budget
 //!   counts the mails a network caused, and a network whose budget is empty touches no
@@ -23,10 +23,12 @@ use std::sync::Arc;
 use crate::login::MAX_REPLAYS;
 use crate::realm::Realm;
 use crate::secret::KeySecret;
+use crate::store::Store;
+use crate::store::attempt_count::{Attempt, Inspection};
+use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey};
-use crate::store::{
-    Attempt, Inspection, NetworkOp, NetworkRequest, SendOp, SendRequest, Sent, Store, StoreError,
-};
+use crate::store::network_bucket::{NetworkOp, NetworkRequest};
+use crate::store::send_log::{SendOp, SendRequest, Sent};
 use crate::telemetry::metrics::{CEILINGS_REACHED, FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
 use crate::throttle::flow::{Flow, FlowKind, FlowPolicy, FlowRules, MailPolicy};
 
@@ -149,10 +151,9 @@ impl Flows {
         })
     }
 
-    /// A mail flow: the network's budget first, then the account's send log
-    /// ([`Store::send_mail`]); a token still owed back goes back after the answer, so a
-    /// refusal takes an allow's time (a give-back that fails leaves the network
-    /// over-counted, the safe side).
+    /// A mail flow: the network's budget first, then the account's send log, the token
+    /// given back by the store when the send is refused or replayed
+    /// ([`SendLogStore::send_mail`]).
     async fn mail(
         &self,
         attempt: &FlowAttempt<'_>,
@@ -171,23 +172,9 @@ impl Flows {
             policy: &policy.send,
             op: SendOp::Send,
         };
-        let mail = self.store.send_mail(&request, take.as_ref()).await?;
+        let mail = self.store.clone().send_mail(&request, take.as_ref()).await?;
         if mail.network_refused {
             return Ok(FlowAnswer::DenyNetwork);
-        }
-        if mail.give_back_due
-            && let Some(key) = network
-        {
-            let (store, bucket) = (self.store.clone(), policy.network);
-            tokio::spawn(async move {
-                let give_back = NetworkRequest {
-                    key: &key,
-                    op: NetworkOp::GiveBack,
-                    policy: &bucket,
-                    held: None,
-                };
-                let _ = store.network(&give_back).await;
-            });
         }
         let sent = mail.sent;
         Ok(if sent.replays > MAX_REPLAYS {

@@ -12,7 +12,8 @@
 //! when this call added it ([`Counted::added`]) and was stopped before any comparison by
 //! something that is no guess at the account (its network, the CPU budget).
 
-use crate::store::{RepeatNoteRequest, SprayNoteRequest};
+use crate::store::repeat_list::RepeatNoteRequest;
+use crate::store::spray_window::SprayNoteRequest;
 use std::sync::Arc;
 
 use zeroize::Zeroizing;
@@ -24,11 +25,12 @@ use crate::defence::client_network::NetworkWatch;
 use crate::defence::devices::{DeviceTokens, Grant, IssueError, KnownDevice, UnknownDevice};
 use crate::defence::spray::{SprayAction, SprayWatch};
 use crate::realm::Realm;
+use crate::store::Store;
+use crate::store::attempt_count::{Attempt, Counted, DeviceClaim, RepeatClaim};
+use crate::store::breached_count::{BREACHED_COUNT_TTL_MS, BreachedNoteRequest};
+use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
-use crate::store::{
-    Attempt, BREACHED_COUNT_TTL_MS, BreachedNoteRequest, Counted, DeviceClaim, RepeatClaim,
-    SprayNote, Store, StoreError,
-};
+use crate::store::spray_window::SprayNote;
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS};
 use crate::throttle::breached_count;
 use crate::verify::budget::{Aborted, Refusal, Ticket};

@@ -42,8 +42,11 @@ use crate::defence::repeats::RepeatFingerprints;
 use crate::defence::spray::{SprayFingerprints, SprayWatch};
 use crate::realm::Realm;
 use crate::secret::KeySecret;
+use crate::store::Store;
+use crate::store::attempt_count::Counted;
+use crate::store::devices::{Confirmation, DeviceConfirmation};
+use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
-use crate::store::{Confirmation, Counted, DeviceConfirmation, Store, StoreError};
 use crate::telemetry::metrics::{
     ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, TRUSTED_CALLS,
     VERDICTS,
@@ -283,7 +286,7 @@ impl Logins {
     /// challenge after a [`LoginVerdict::Challenge`] passed. [`Confirmed::Invalid`] when
     /// the challenge token is not this fleet's for exactly this realm, account key and
     /// stored hash, or older than [`CHALLENGE_TTL`]. Else one store step
-    /// ([`crate::store::Store::confirm_device`]; OWASP ASVS 5.0 6.5.1: a challenge is used
+    /// ([`crate::store::devices::DeviceStore::confirm_device`]; OWASP ASVS 5.0 6.5.1: a challenge is used
     /// once): the challenge confirms under the device epoch it was issued under (a
     /// revocation since voids it), while the account's code step is open, and once; the
     /// account's login record (the challenge left it counted, as a failure would) and its

@@ -9,7 +9,7 @@
 use super::signals::{Signals, Turn, give_held_back, signal_failures, signals};
 use super::{Logins, MAX_REPLAYS, note_count};
 use crate::realm::Realm;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::throttle::flow::Flow;
 

@@ -10,9 +10,12 @@
 
 use crate::defence::client_network::{NetworkAction, NetworkWatch};
 use crate::realm::Realm;
-use crate::store::NetworkRequest;
+use crate::store::Store;
+use crate::store::attempt_count::Counted;
+use crate::store::error::StoreError;
 use crate::store::keys::{HeldKey, NetworkKey};
-use crate::store::{Counted, NetworkOp, Store, StoreError};
+use crate::store::network_bucket::NetworkOp;
+use crate::store::network_bucket::NetworkRequest;
 use crate::telemetry::metrics::STEP_UPS;
 
 /// What every answer of a counted attempt carries besides its verdict (the wire's

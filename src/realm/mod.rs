@@ -20,8 +20,8 @@ use crate::defence::spray::{SprayAction, SprayPolicy};
 use crate::normalize::Normalization;
 use crate::setting::{Bound, ConfigError, Problems, below, between, check};
 use crate::throttle::Policy;
-use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::flow::FlowPolicies;
+use crate::throttle::network_bucket::BucketPolicy;
 use crate::verify::config::HashTargetConfig;
 use crate::verify::hash::{Ceilings, HashParams};
 
@@ -61,7 +61,7 @@ pub struct Realm {
 impl Realm {
     /// How long a device revocation is remembered after an attempt or a revocation, in
     /// ms: `device_token_ttl` plus the clock skew a token check allows, so it outlives
-    /// every token issued before it ([`crate::store::Attempt::device_epoch_ttl_ms`]).
+    /// every token issued before it ([`crate::store::attempt_count::Attempt::device_epoch_ttl_ms`]).
     pub fn device_epoch_ttl_ms(&self) -> u64 {
         crate::throttle::duration_ms(
             self.device_token_ttl + crate::defence::devices::MAX_CLOCK_SKEW,

@@ -11,7 +11,7 @@
 //! never the identifier, its key or a client key (a network by its tag at most). Input is validated exactly as `Governor` validates
 //! it (`super::validate::account`), before any store work.
 
-use crate::store::NetworkRequest;
+use crate::store::network_bucket::NetworkRequest;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
@@ -30,7 +30,10 @@ use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
 
 use crate::flows::{FlowInspection, Flows};
-use crate::store::{Inspection, NetworkOp, Sent, Store};
+use crate::store::Store;
+use crate::store::attempt_count::Inspection;
+use crate::store::network_bucket::NetworkOp;
+use crate::store::send_log::Sent;
 use crate::throttle::send_log::CAP_WINDOW_MS;
 use crate::throttle::{self, Policy};
 

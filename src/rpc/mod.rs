@@ -33,7 +33,7 @@ use tonic::Status;
 
 use crate::login::{LoginError, LoginVerdict, Signals};
 use crate::pb::{ChallengeReason, Decision, Verdict, VerifyResponse};
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 use crate::telemetry::traces::record_outcome;
 use crate::verify::budget::Refusal;
 

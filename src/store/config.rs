@@ -77,7 +77,7 @@ pub struct StoreConfig {
     /// flushed store) waits, checking every readiness period (1 s), for the daemons
     /// already serving the store to write theirs back before it writes its own, 0 s –
     /// 1 min (docs/store.md, "One key secret per store"). Not ready meanwhile.
-    #[default(crate::store::DEFAULT_KEY_CHECK_CLAIM_WAIT)]
+    #[default(crate::store::key_check::DEFAULT_KEY_CHECK_CLAIM_WAIT)]
     #[serde(with = "humantime_serde")]
     pub key_check_claim_wait: Duration,
 }

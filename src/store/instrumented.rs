@@ -8,10 +8,6 @@
 //! `ping` and `ready` (the health checks, once a second) are passed through without a
 //! span or a metric, so a health check never moves the operation counts.
 
-use super::{
-    BreachedNoteRequest, MailSent, NetworkRequest, RepeatNoteRequest, SendRequest, Sent,
-    SprayNoteRequest,
-};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,10 +15,16 @@ use async_trait::async_trait;
 use tracing::Instrument;
 use tracing::field::Empty;
 
+use super::Store;
+use super::attempt_count::{Attempt, AttemptCountStore, Counted, Inspection};
+use super::breached_count::{BreachedCountStore, BreachedNoteRequest};
+use super::devices::{Confirmation, DeviceConfirmation, DeviceStore};
+use super::error::StoreError;
 use super::keys::{AccountKey, AttemptKey};
-use super::{
-    Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkState, Store, StoreError,
-};
+use super::network_bucket::{NetworkBucketStore, NetworkRequest, NetworkState};
+use super::repeat_list::{RepeatListStore, RepeatNoteRequest};
+use super::send_log::{MailSent, SendLogStore, SendRequest, Sent};
+use super::spray_window::{SprayNoteRequest, SprayWindowStore};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
 use crate::throttle::Policy;
@@ -98,17 +100,13 @@ impl InstrumentedStore {
 }
 
 #[async_trait]
-impl Store for InstrumentedStore {
+impl AttemptCountStore for InstrumentedStore {
     async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError> {
         self.operation("admit", self.inner.is_open(key, policy)).await
     }
 
     async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
         self.operation("record_attempt", self.inner.count(attempt)).await
-    }
-
-    async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
-        self.operation("revoke_devices", self.inner.revoke_devices(key, ttl_ms)).await
     }
 
     async fn refund(
@@ -119,34 +117,6 @@ impl Store for InstrumentedStore {
         allowed: bool,
     ) -> Result<(), StoreError> {
         self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms, allowed)).await
-    }
-
-    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
-        self.operation("spray", self.inner.note_spray(request)).await
-    }
-
-    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
-        self.operation("network", self.inner.network(request)).await
-    }
-
-    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
-        self.operation("repeat", self.inner.note_repeat(request)).await
-    }
-
-    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
-        self.operation("send", self.inner.send(request)).await
-    }
-
-    async fn send_mail(
-        &self,
-        request: &SendRequest<'_>,
-        network: Option<&NetworkRequest<'_>>,
-    ) -> Result<MailSent, StoreError> {
-        self.operation("send_mail", self.inner.send_mail(request, network)).await
-    }
-
-    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
-        self.operation("breached", self.inner.note_breached(note)).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
@@ -162,17 +132,73 @@ impl Store for InstrumentedStore {
         self.operation("clear", self.inner.accept(bucket, account, epoch_ttl_ms)).await
     }
 
+    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
+        self.operation("inspect", self.inner.inspect(key)).await
+    }
+}
+
+#[async_trait]
+impl DeviceStore for InstrumentedStore {
+    async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
+        self.operation("revoke_devices", self.inner.revoke_devices(key, ttl_ms)).await
+    }
+
     async fn confirm_device(
         &self,
         confirmation: &DeviceConfirmation<'_>,
     ) -> Result<Confirmation, StoreError> {
         self.operation("confirm_device", self.inner.confirm_device(confirmation)).await
     }
+}
 
-    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
-        self.operation("inspect", self.inner.inspect(key)).await
+#[async_trait]
+impl SprayWindowStore for InstrumentedStore {
+    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
+        self.operation("spray", self.inner.note_spray(request)).await
+    }
+}
+
+#[async_trait]
+impl NetworkBucketStore for InstrumentedStore {
+    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
+        self.operation("network", self.inner.network(request)).await
+    }
+}
+
+#[async_trait]
+impl RepeatListStore for InstrumentedStore {
+    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
+        self.operation("repeat", self.inner.note_repeat(request)).await
+    }
+}
+
+#[async_trait]
+impl SendLogStore for InstrumentedStore {
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
+        self.operation("send", self.inner.send(request)).await
     }
 
+    /// The inner store's own way (the embedded store's one transaction), timed as one
+    /// operation.
+    async fn send_mail(
+        self: Arc<Self>,
+        request: &SendRequest<'_>,
+        network: Option<&NetworkRequest<'_>>,
+    ) -> Result<MailSent, StoreError> {
+        let inner = self.inner.clone();
+        self.operation("send_mail", inner.send_mail(request, network)).await
+    }
+}
+
+#[async_trait]
+impl BreachedCountStore for InstrumentedStore {
+    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
+        self.operation("breached", self.inner.note_breached(note)).await
+    }
+}
+
+#[async_trait]
+impl Store for InstrumentedStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }

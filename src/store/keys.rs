@@ -398,7 +398,7 @@ impl AttemptKey {
     /// This id bound to the rest of its request (`parts`: the request's fields besides
     /// the account and the id, each framed): a keyed digest (64 bits) the store keeps
     /// with the first answer, so a replay of the id with another request is told apart
-    /// ([`crate::store::StoreError::AttemptIdReused`]) instead of getting an answer that
+    /// ([`crate::store::error::StoreError::AttemptIdReused`]) instead of getting an answer that
     /// was another request's. Names no field: keyed with the key secret.
     pub fn bound(self, secret: &KeySecret, parts: &[&[u8]]) -> Self {
         let mut mac = secret.mac();

@@ -363,8 +363,6 @@ mod tests {
         assert_eq!(refund(None, 10, true), None);
     }
 
-
-
     fn policy() -> Policy {
         Policy::default()
     }

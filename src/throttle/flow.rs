@@ -151,6 +151,9 @@ mod tests {
         let record = record.unwrap();
         assert_eq!((record.step, record.consecutive), (0, 5), "never escalates");
         let day = 24 * 3600 * 1000;
-        assert_eq!(crate::throttle::attempt_count::expiry_ms(&policy, &record, t + 5_000), t + 5_000 + day);
+        assert_eq!(
+            crate::throttle::attempt_count::expiry_ms(&policy, &record, t + 5_000),
+            t + 5_000 + day
+        );
     }
 }

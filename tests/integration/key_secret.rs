@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::pb::Decision;
 use portcullis::secret::KeySecret;
+use portcullis::store::Store;
+use portcullis::store::attempt_count::AttemptCountStore;
+use portcullis::store::error::StoreError;
 use portcullis::store::keys::AccountKey;
 use portcullis::store::keys::KEY_CHECK;
 use portcullis::store::redis::RedisStore;
-use portcullis::store::{Store, StoreError};
 use portcullis::throttle::Policy;
 use portcullis_test_support::*;
 

@@ -348,8 +348,8 @@ async fn three_daemons_on_a_cluster_spend_one_bucket_exactly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_bucket_operation_is_a_deny_even_for_the_right_password() {
     use portcullis::pb::governor_server::Governor;
-    use portcullis::store::NetworkOp;
     use portcullis::store::embedded::{EmbeddedStore, SystemClock};
+    use portcullis::store::network_bucket::NetworkOp;
     use std::sync::Arc;
 
     let hash = hash();

@@ -19,11 +19,21 @@ use portcullis::pb::{
 };
 use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
+use portcullis::store::Store;
+use portcullis::store::attempt_count::AttemptCountStore;
+use portcullis::store::attempt_count::{Attempt, Counted, Inspection};
+use portcullis::store::breached_count::BreachedCountStore;
+use portcullis::store::devices::DeviceStore;
+use portcullis::store::devices::{Confirmation, DeviceConfirmation};
+use portcullis::store::error::StoreError;
 use portcullis::store::keys::{AccountKey, AttemptKey};
-use portcullis::store::{
-    Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkRequest, NetworkState,
-    RepeatNoteRequest, SprayNoteRequest, Store, StoreError,
-};
+use portcullis::store::network_bucket::NetworkBucketStore;
+use portcullis::store::network_bucket::{NetworkRequest, NetworkState};
+use portcullis::store::repeat_list::RepeatListStore;
+use portcullis::store::repeat_list::RepeatNoteRequest;
+use portcullis::store::send_log::SendLogStore;
+use portcullis::store::spray_window::SprayNoteRequest;
+use portcullis::store::spray_window::SprayWindowStore;
 use portcullis::throttle::{self, Policy};
 use portcullis::verify::hash::{Ceilings, StoredHash};
 use proptest::prelude::*;
@@ -105,14 +115,11 @@ impl CountingStore {
 }
 
 #[async_trait]
-impl Store for CountingStore {
+impl AttemptCountStore for CountingStore {
     async fn is_open(&self, _: &AccountKey, _: &Policy) -> Result<bool, StoreError> {
         Err(self.fail())
     }
     async fn count(&self, _: &Attempt<'_>) -> Result<Counted, StoreError> {
-        Err(self.fail())
-    }
-    async fn revoke_devices(&self, _: &AccountKey, _: u64) -> Result<u64, StoreError> {
         Err(self.fail())
     }
     async fn refund(
@@ -124,39 +131,70 @@ impl Store for CountingStore {
     ) -> Result<(), StoreError> {
         Err(self.fail())
     }
-    async fn note_spray(&self, _: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
-        Err(self.fail())
-    }
-    async fn network(&self, _: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
-        Err(self.fail())
-    }
-    async fn note_repeat(&self, _: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
-        Err(self.fail())
-    }
-    async fn send(
-        &self,
-        _: &portcullis::store::SendRequest<'_>,
-    ) -> Result<portcullis::store::Sent, StoreError> {
-        Err(self.fail())
-    }
-    async fn note_breached(
-        &self,
-        _: &portcullis::store::BreachedNoteRequest<'_>,
-    ) -> Result<u64, StoreError> {
-        Err(self.fail())
-    }
     async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {
         Err(self.fail())
     }
     async fn accept(&self, _: &AccountKey, _: &AccountKey, _: u64) -> Result<u64, StoreError> {
         Err(self.fail())
     }
-    async fn confirm_device(&self, _: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
-        Err(self.fail())
-    }
     async fn inspect(&self, _: &AccountKey) -> Result<Inspection, StoreError> {
         Err(self.fail())
     }
+}
+
+#[async_trait]
+impl DeviceStore for CountingStore {
+    async fn revoke_devices(&self, _: &AccountKey, _: u64) -> Result<u64, StoreError> {
+        Err(self.fail())
+    }
+    async fn confirm_device(&self, _: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
+        Err(self.fail())
+    }
+}
+
+#[async_trait]
+impl SprayWindowStore for CountingStore {
+    async fn note_spray(&self, _: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
+        Err(self.fail())
+    }
+}
+
+#[async_trait]
+impl NetworkBucketStore for CountingStore {
+    async fn network(&self, _: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
+        Err(self.fail())
+    }
+}
+
+#[async_trait]
+impl RepeatListStore for CountingStore {
+    async fn note_repeat(&self, _: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
+        Err(self.fail())
+    }
+}
+
+#[async_trait]
+impl SendLogStore for CountingStore {
+    async fn send(
+        &self,
+        _: &portcullis::store::send_log::SendRequest<'_>,
+    ) -> Result<portcullis::store::send_log::Sent, StoreError> {
+        Err(self.fail())
+    }
+}
+
+#[async_trait]
+impl BreachedCountStore for CountingStore {
+    async fn note_breached(
+        &self,
+        _: &portcullis::store::breached_count::BreachedNoteRequest<'_>,
+    ) -> Result<u64, StoreError> {
+        Err(self.fail())
+    }
+}
+
+#[async_trait]
+impl Store for CountingStore {
     async fn ping(&self) -> Result<(), StoreError> {
         Err(self.fail())
     }

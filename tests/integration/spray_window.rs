@@ -3,14 +3,15 @@
 //! the last, forget what an older period held, never mix two fingerprints' keys, and
 //! refuse arguments a daemon never sends.
 
-use portcullis::store::SprayNoteRequest;
+use portcullis::store::spray_window::SprayNoteRequest;
 use std::sync::Arc;
 
 use portcullis::secret::KeySecret;
-use portcullis::store::SprayNote;
-use portcullis::store::Store;
+use portcullis::store::attempt_count::AttemptCountStore;
 use portcullis::store::embedded::EmbeddedStore;
 use portcullis::store::keys::{AccountKey, SprayKey};
+use portcullis::store::spray_window::SprayNote;
+use portcullis::store::spray_window::SprayWindowStore;
 use portcullis::throttle::Policy;
 use portcullis_test_support::*;
 

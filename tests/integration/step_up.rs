@@ -28,10 +28,11 @@ use portcullis::pb::{
 };
 use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
+use portcullis::store::Store;
 use portcullis::store::embedded::{EmbeddedStore, SystemClock};
 use portcullis::store::keys::AccountKey;
 use portcullis::store::redis::RedisStore;
-use portcullis::store::{SprayNote, Store};
+use portcullis::store::spray_window::SprayNote;
 use portcullis::verify::hash::{HashParams, StoredHash};
 use portcullis_test_support::bench::ks_statistic;
 use portcullis_test_support::*;

@@ -202,7 +202,7 @@ async fn wait_replicas_answers_after_a_replica_confirms_and_denies_without_one()
 async fn a_flood_of_made_up_identifiers_does_not_fill_a_noeviction_redis() {
     use portcullis::normalize::{Normalization, normalize};
     use portcullis::secret::KeySecret;
-    use portcullis::store::Store;
+    use portcullis::store::attempt_count::AttemptCountStore;
     use portcullis::store::keys::AccountKey;
     let redis = RedisServer::start();
     config_set(&redis, "maxmemory", "12mb");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::secret::KeySecret;
-use portcullis::store::Store;
+use portcullis::store::attempt_count::AttemptCountStore;
 use portcullis::store::keys::AccountKey;
 use portcullis::store::redis::RedisStore;
 use portcullis::throttle::attempt_count::door;

@@ -2,7 +2,7 @@
 //! spray note or count, a device epoch, a network bucket, a repeat list, each with its
 //! expiry.
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 use crate::throttle::{MAX_STORED_COUNT, MAX_STORED_TIME_MS, Record};
 
 /// An entry as stored.

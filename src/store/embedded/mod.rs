@@ -19,63 +19,40 @@
 //! writer sweeps expired entries through an expiry index at most every
 //! [`SWEEP_INTERVAL`].
 
-use crate::store::{
-    BreachedNoteRequest, MailSent, NetworkRequest, RepeatNoteRequest, SendRequest, Sent,
-    SprayNoteRequest,
-};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::Database;
 
-use super::keys::{self, AccountKey, AttemptKey};
-use super::{
-    Attempt, Confirmation, Counted, DEFAULT_ATTEMPT_ID_HORIZON, DeviceConfirmation, Inspection,
-    KeyCheckMode, NetworkState, Store, StoreError,
-};
+use super::error::StoreError;
+use super::key_check::KeyCheckMode;
+use super::keys::AccountKey;
+use super::{DEFAULT_ATTEMPT_ID_HORIZON, Store};
 use crate::secret::KeyCheck;
-use crate::throttle::{self, Policy, Record};
+use crate::throttle::Record;
 
 mod attempt_count;
-mod challenges;
+mod breached_count;
+mod devices;
 mod entry;
-mod mail_logs;
-mod repeat_lists;
+mod key_check;
+mod network_bucket;
+mod repeat_list;
+mod send_log;
+mod spray_window;
+mod tables;
 mod writer;
 
-use writer::{BoxError, Job, Op, Reply, Writer, init};
+use key_check::key_check;
+use tables::Tables;
+pub use writer::{Clock, MAX_BATCH, SWEEP_INTERVAL, SystemClock};
+use writer::{Job, Writer, init};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "portcullis.redb";
-/// Most operations committed together.
-pub const MAX_BATCH: usize = 1024;
-/// How often expired entries are swept: often, so a flood of made-up identifiers, whose
-/// records expire with their window (docs/throttle.md, "How long a record lives"), is
-/// removed about as fast as it arrives (up to `SWEEP_LIMIT` a second), and the file
-/// stops growing instead of keeping expired entries for a minute.
-pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
-/// Most expired entries removed by one sweep (the rest wait for the next).
-const SWEEP_LIMIT: usize = 10_000;
-
-/// Where time comes from. Production uses [`SystemClock`]; tests move a manual one.
-pub trait Clock: Send + Sync + 'static {
-    /// Milliseconds since the Unix epoch.
-    fn now_ms(&self) -> u64;
-}
-
-/// The system's wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, throttle::duration_ms)
-    }
-}
-
 /// Why the embedded store could not open. Each names the path at fault.
 #[allow(missing_docs)] // each variant's #[error] message documents it
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +69,7 @@ pub enum OpenError {
     Locked { path: PathBuf },
     #[error(
         "{}; the embedded store in {path:?} was keyed by another key secret (its data directory's own key_secret file, unless one was configured)",
-        crate::store::KEY_SECRET_MISMATCH
+        crate::store::key_check::KEY_SECRET_MISMATCH
     )]
     KeySecretMismatch { path: PathBuf },
     #[error("database {path:?} cannot be opened")]
@@ -238,10 +215,8 @@ impl EmbeddedStore {
     /// # Errors
     /// [`StoreError`] when the store cannot answer.
     pub async fn record(&self, key: &AccountKey) -> Result<Option<Record>, StoreError> {
-        match self.submit(Op::Peek { record: key.record() }).await? {
-            Reply::Record(r) => Ok(r),
-            _ => Err(unexpected()),
-        }
+        let record = key.record();
+        self.submit(false, move |t| t.record(&record)).await
     }
 
     /// When the live entry at `key` (a record, an attempt id's answer, a device epoch)
@@ -251,16 +226,21 @@ impl EmbeddedStore {
     /// # Errors
     /// [`StoreError`] when the store cannot answer.
     pub async fn expires_at(&self, key: &str) -> Result<Option<u64>, StoreError> {
-        match self.submit(Op::Expiry { key: key.to_owned() }).await? {
-            Reply::Expiry(at) => Ok(at),
-            _ => Err(unexpected()),
-        }
+        let key = key.to_owned();
+        self.submit(false, move |t| Ok(t.get(&key)?.map(|e| e.expires_ms()))).await
     }
 
-    async fn submit(&self, op: Op) -> Result<Reply, StoreError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
+    /// Runs `work` (which `writes`, or only reads) as one operation of the writer's next
+    /// batch, and answers its result once the batch has committed: each rule's file
+    /// submits its operations this way.
+    async fn submit<T: Send + 'static>(
+        &self,
+        writes: bool,
+        work: impl FnOnce(&mut Tables<'_, '_>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (job, rx): (Job, _) = writer::job(writes, work);
         let jobs = self.jobs.as_ref().ok_or(StoreError::Closed)?;
-        jobs.send((op, tx)).map_err(|_| StoreError::Closed)?;
+        jobs.send(job).map_err(|_| StoreError::Closed)?;
         match tokio::time::timeout(self.operation_timeout, rx).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err(StoreError::Closed),
@@ -269,213 +249,13 @@ impl EmbeddedStore {
     }
 }
 
-/// The store's key check value ([`crate::secret::KeyCheck`]), alone in its table.
-const KEY_CHECK_TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("key_check");
-
-/// Writes `check` in `mode` (when absent, or always for [`KeyCheckMode::Adopt`]) in one
-/// durable transaction, as `key_check.lua` does on Redis, and answers the value held
-/// after it.
-fn key_check(db: &Database, check: &KeyCheck, mode: KeyCheckMode) -> Result<Vec<u8>, BoxError> {
-    let txn = db.begin_write()?;
-    let held = {
-        let mut table = txn.open_table(KEY_CHECK_TABLE)?;
-        let held = table.get(keys::KEY_CHECK)?.map(|v| v.value().to_vec());
-        match (held, mode) {
-            (Some(held), KeyCheckMode::Prove) => held,
-            _ => {
-                table.insert(keys::KEY_CHECK, check.as_str().as_bytes())?;
-                check.as_str().as_bytes().to_vec()
-            }
-        }
-    };
-    txn.commit()?;
-    Ok(held)
-}
-
-fn unexpected() -> StoreError {
-    StoreError::Protocol("embedded store answered another operation's reply".into())
-}
-
-fn embedded(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Embedded(e.to_string())
-}
-
 #[async_trait]
 impl Store for EmbeddedStore {
-    async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError> {
-        match self.submit(Op::IsOpen { record: key.record(), policy: *policy }).await? {
-            Reply::Open(open) => Ok(open),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
-        let key = attempt.key;
-        let op = Op::Attempt {
-            record: key.record(),
-            device: attempt.device.map(|d| (d.bucket.record(), d.epoch)),
-            epoch_key: key.device_epoch(),
-            epoch_ttl_ms: attempt.device_epoch_ttl_ms,
-            attempt: attempt.attempt_id.map(|k| (k.as_str().to_owned(), k.binding())),
-            attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
-            policy: *attempt.policy,
-            repeat: attempt.repeat.map(|r| (r.list.as_str().to_owned(), r.fingerprint)),
-            read_epoch: attempt.read_epoch,
-        };
-        match self.submit(op).await? {
-            Reply::Counted(c) => Ok(c),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
-        match self.submit(Op::Revoke { epoch_key: key.device_epoch(), ttl_ms }).await? {
-            Reply::Count(epoch) => Ok(epoch),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn refund(
-        &self,
-        key: &AccountKey,
-        attempt_id: Option<&AttemptKey>,
-        window_start_ms: u64,
-        allowed: bool,
-    ) -> Result<(), StoreError> {
-        let attempt = attempt_id.map(|k| k.as_str().to_owned());
-        let op = Op::Refund { record: key.record(), attempt, window_start_ms, allowed };
-        self.submit(op).await.map(drop)
-    }
-
-    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
-        let SprayNoteRequest { spray, account, note, period_ms, limit } = *request;
-        let op = Op::Spray {
-            count: spray.count(),
-            member: spray.member(account),
-            note,
-            period_ms,
-            limit,
-        };
-        match self.submit(op).await? {
-            Reply::Count(n) => Ok(n),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
-        let NetworkRequest { key, op, policy, held } = *request;
-        let held = held.map(|h| h.as_str().to_owned());
-        match self.submit(Op::Network { key: key.as_key(), op, policy: *policy, held }).await? {
-            Reply::Network(state) => Ok(state),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
-        let op = Op::Breached {
-            key: note.account.breached_count(),
-            credential: note.credential,
-            ttl_ms: note.ttl_ms,
-        };
-        match self.submit(op).await? {
-            Reply::Count(count) => Ok(count),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn send_mail(
-        &self,
-        request: &SendRequest<'_>,
-        network: Option<&NetworkRequest<'_>>,
-    ) -> Result<MailSent, StoreError> {
-        let SendRequest { log, attempt_id, policy, .. } = *request;
-        let op = Op::Mail {
-            network: network.map(|n| (n.key.as_key(), *n.policy)),
-            log: log.record(),
-            attempt: attempt_id.map(|a| (a.as_str().to_owned(), a.binding())),
-            attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
-            policy: *policy,
-        };
-        match self.submit(op).await? {
-            Reply::Mail { sent, network_refused } => {
-                Ok(MailSent { sent, network_refused, give_back_due: false })
-            }
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
-        let SendRequest { log, attempt_id, policy, op } = *request;
-        let op = Op::Send {
-            log: log.record(),
-            attempt: attempt_id.map(|a| (a.as_str().to_owned(), a.binding())),
-            attempt_ttl_ms: throttle::duration_ms(self.attempt_id_horizon),
-            policy: *policy,
-            op,
-        };
-        match self.submit(op).await? {
-            Reply::Sent(sent) => Ok(sent),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
-        let RepeatNoteRequest { bucket, list, fingerprint, max_len } = *request;
-        let op = Op::NoteRepeat {
-            record: bucket.record(),
-            list: list.as_str().to_owned(),
-            fingerprint,
-            max_len,
-        };
-        self.submit(op).await.map(drop)
-    }
-
-    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        self.submit(Op::Clear { record: key.record(), epoch: None }).await.map(drop)
-    }
-
-    async fn accept(
-        &self,
-        bucket: &AccountKey,
-        account: &AccountKey,
-        epoch_ttl_ms: u64,
-    ) -> Result<u64, StoreError> {
-        let epoch = Some((account.device_epoch(), epoch_ttl_ms));
-        match self.submit(Op::Clear { record: bucket.record(), epoch }).await? {
-            Reply::Count(epoch) => Ok(epoch),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
-        let op = Op::Confirm {
-            record: c.account.record(),
-            second_factor: c.account.flow(crate::throttle::flow::Flow::SecondFactor).record(),
-            epoch_key: c.account.device_epoch(),
-            mark: c.challenge.record(),
-            challenge_epoch: c.challenge_epoch,
-            policy: *c.second_factor,
-            mark_ttl_ms: c.mark_ttl_ms,
-            epoch_ttl_ms: c.epoch_ttl_ms,
-        };
-        match self.submit(op).await? {
-            Reply::Confirmed(c) => Ok(c),
-            _ => Err(unexpected()),
-        }
-    }
-
-    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
-        match self.submit(Op::Inspect { record: key.record() }).await? {
-            Reply::Inspected(i) => Ok(i),
-            _ => Err(unexpected()),
-        }
-    }
-
     /// Health: the writer answers; also reports the database file's size as
     /// [`crate::telemetry::metrics::MEMORY_USED_GAUGE`] (no limit: the disk's, which node metrics
     /// watch).
     async fn ping(&self) -> Result<(), StoreError> {
-        self.submit(Op::Ping).await?;
+        self.submit(false, |_| Ok(())).await?;
         if let Ok(meta) = tokio::fs::metadata(&self.path).await {
             metrics::gauge!(crate::telemetry::metrics::MEMORY_USED_GAUGE).set(meta.len() as f64);
             metrics::gauge!(crate::telemetry::metrics::MEMORY_LIMIT_GAUGE).set(0.0);

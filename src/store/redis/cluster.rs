@@ -21,7 +21,7 @@ use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, connection_info};
 use super::standalone::build;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// Creates cluster connections (each reaches every node) from one [`ClusterClient`].
 /// deadpool-redis's cluster manager takes no TLS certificates, hence this one; [`Lean`]

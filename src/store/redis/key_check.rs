@@ -15,8 +15,9 @@ use redis::{ErrorKind, RedisError};
 
 use super::{RedisStore, scripts};
 use crate::secret::KeyCheck;
+use crate::store::error::StoreError;
+use crate::store::key_check::{KEY_CHECK_PENDING, KEY_SECRET_MISMATCH, KeyCheckMode};
 use crate::store::keys::KEY_CHECK;
-use crate::store::{KEY_CHECK_PENDING, KEY_SECRET_MISMATCH, KeyCheckMode, StoreError};
 
 /// One store's key check: the value this daemon proves (none: a store opened without
 /// one, by tests and tools that write nothing a daemon reads), and the last outcome.

@@ -21,24 +21,24 @@
 //! connection. Every failure is a [`StoreError`], which the service answers with
 //! `UNAVAILABLE` (fail closed).
 
+mod attempt_count;
+mod breached_count;
 mod cluster;
+mod devices;
 mod info;
 mod key_check;
 pub use key_check::ROTATION_PAUSE;
-mod mail_caps;
 mod network_bucket;
 mod pool;
-mod records;
-mod repeat_note;
+mod repeat_list;
 mod scripts;
 pub use scripts::RECORD_ATTEMPT_SOURCE;
+mod send_log;
 mod sentinel;
 pub mod settings;
+mod spray_window;
 mod standalone;
 
-use crate::store::{
-    BreachedNoteRequest, NetworkRequest, RepeatNoteRequest, SendRequest, Sent, SprayNoteRequest,
-};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -48,12 +48,7 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
 
-use super::keys::{AccountKey, AttemptKey};
-use super::{
-    Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkState, SprayNote, Store,
-    StoreError,
-};
-use crate::throttle::Policy;
+use super::{Store, StoreError};
 use info::{NON_EVICTING_POLICIES, eviction_policies, fullest_node, info_text, node_texts};
 use key_check::KeyProof;
 use pool::{LeanPool, Tracked};
@@ -380,208 +375,6 @@ impl RedisStore {
 
 #[async_trait]
 impl Store for RedisStore {
-    async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError> {
-        let mut call = scripts::admit().key(key.record());
-        call.arg(policy.max_failures)
-            .arg(policy.window_ms(0))
-            .arg(policy.window_ms(policy.max_step()))
-            .arg(policy.max_consecutive_failures);
-        let open: i64 = self.invoke(&call).await?;
-        match open {
-            1 => Ok(true),
-            0 => Ok(false),
-            other => Err(StoreError::Protocol(format!("admit returned {other}"))),
-        }
-    }
-
-    async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
-        let (key, policy) = (attempt.key, attempt.policy);
-        let mut call = scripts::record_attempt().key(key.record());
-        if let Some(claim) = &attempt.device {
-            call.key(claim.bucket.record()).key(key.device_epoch());
-        } else if attempt.read_epoch {
-            call.key(key.device_epoch());
-        }
-        if let Some(attempt_key) = attempt.attempt_id {
-            call.key(attempt_key.as_str());
-        }
-        if let Some(repeat) = &attempt.repeat {
-            call.key(repeat.list.as_str());
-        }
-        // -1: no device token (the script then reads no epoch); -2: none, but answer
-        // the account's epoch.
-        let no_token = if attempt.read_epoch { -2 } else { -1 };
-        let device_epoch =
-            attempt.device.map_or(no_token, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX));
-        call.arg(policy.max_failures)
-            .arg(policy.window_ms(0))
-            .arg(policy.window_ms(policy.max_step()))
-            .arg(policy.retention_ms())
-            .arg(u8::from(policy.escalates()))
-            .arg(policy.max_step())
-            .arg(device_epoch)
-            .arg(attempt.device_epoch_ttl_ms)
-            .arg(self.attempt_ttl_ms)
-            .arg(attempt.repeat.map_or_else(String::new, |r| repeat_note::hex(r.fingerprint)))
-            .arg(policy.max_consecutive_failures)
-            .arg(policy.lockout_ms())
-            .arg(attempt.attempt_id.map_or_else(String::new, |a| a.binding_hex()));
-        let reply: Vec<i64> = self.invoke_counted(&call).await?;
-        if reply[..] == [-1] {
-            return Err(StoreError::AttemptIdReused);
-        }
-        let [
-            allowed,
-            failures,
-            _step,
-            window_start_ms,
-            replays,
-            trusted,
-            repeat,
-            consecutive,
-            epoch,
-            added,
-        ] = reply[..]
-        else {
-            return Err(StoreError::Protocol(format!(
-                "record_attempt returned {} values",
-                reply.len()
-            )));
-        };
-        let flag = |v: i64, name: &str| match v {
-            1 => Ok(true),
-            0 => Ok(false),
-            other => Err(StoreError::Protocol(format!("record_attempt {name}={other}"))),
-        };
-        let number = |v: i64, name: &str| {
-            u64::try_from(v)
-                .map_err(|_| StoreError::Protocol(format!("record_attempt: negative {name}")))
-        };
-        let allowed = flag(allowed, "allowed")?;
-        Ok(Counted {
-            allowed,
-            // A replay and a repeat report no new consecutive failure: never the ceiling.
-            reached_ceiling: added == 1
-                && u64::try_from(consecutive).is_ok_and(|c| policy.at_ceiling(c)),
-            // A replay reports failures = -1: never a lockout.
-            locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
-            failures: u64::try_from(failures).unwrap_or(0),
-            window_start_ms: number(window_start_ms, "window start")?,
-            epoch: number(epoch, "device epoch")?,
-            consecutive_added: flag(added, "added")?,
-            replays: number(replays, "replay count")?,
-            trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
-            // 1: forgiven without a comparison; 2: a repeat to compare (record_attempt.lua).
-            repeat: matches!(repeat, 1 | 2) && attempt.repeat.is_some(),
-            recheck: match repeat {
-                0 | 1 => false,
-                2 => attempt.repeat.is_some(),
-                other => {
-                    return Err(StoreError::Protocol(format!("record_attempt repeat={other}")));
-                }
-            },
-        })
-    }
-
-    async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
-        let call = scripts::revoke_devices().key(key.device_epoch());
-        let mut call = call;
-        call.arg(ttl_ms);
-        let epoch: i64 = self.invoke_counted(&call).await?;
-        u64::try_from(epoch)
-            .map_err(|_| StoreError::Protocol("revoke_devices: negative epoch".into()))
-    }
-
-    async fn refund(
-        &self,
-        key: &AccountKey,
-        attempt_id: Option<&AttemptKey>,
-        window_start_ms: u64,
-        allowed: bool,
-    ) -> Result<(), StoreError> {
-        let mut call = scripts::refund().key(key.record());
-        if let Some(attempt_key) = attempt_id {
-            call.key(attempt_key.as_str());
-        }
-        call.arg(window_start_ms).arg(u8::from(allowed));
-        let _refunded: i64 = self.invoke(&call).await?;
-        Ok(())
-    }
-
-    /// One `spray_window.lua` call: no `WAIT` (a spray count is a signal, not a lockout).
-    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
-        let SprayNoteRequest { spray, account, note, period_ms, .. } = *request;
-        let mut call = scripts::spray().prepare_invoke();
-        for key in spray.redis_keys() {
-            call.key(key);
-        }
-        let note = match note {
-            SprayNote::Check => "check",
-            SprayNote::Failure => "failure",
-        };
-        call.arg(note).arg(account.digest()).arg(period_ms);
-        let count: i64 = self.invoke(&call).await?;
-        u64::try_from(count)
-            .map_err(|_| StoreError::Protocol("spray returned a negative count".into()))
-    }
-
-    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
-        let NetworkRequest { key, op, policy, held } = *request;
-        self.network_op(key, op, policy, held).await
-    }
-
-    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
-        let RepeatNoteRequest { bucket, list, fingerprint, max_len } = *request;
-        self.note_repeat_op(bucket, list, fingerprint, max_len).await
-    }
-
-    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
-        self.send_op(request).await
-    }
-
-    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
-        let mut call = scripts::breached().key(note.account.breached_count());
-        call.arg(format!("{:016x}", note.credential)).arg(note.ttl_ms);
-        let count: i64 = self.invoke_counted(&call).await?;
-        u64::try_from(count)
-            .ok()
-            .filter(|&c| c >= 1)
-            .ok_or_else(|| StoreError::Protocol(format!("breached returned {count}")))
-    }
-
-    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        let call = scripts::clear().key(key.record());
-        let _reply: Vec<i64> = self.invoke(&call).await?;
-        Ok(())
-    }
-
-    async fn accept(
-        &self,
-        bucket: &AccountKey,
-        account: &AccountKey,
-        epoch_ttl_ms: u64,
-    ) -> Result<u64, StoreError> {
-        let mut call = scripts::clear().key(bucket.record());
-        call.key(account.device_epoch()).arg(epoch_ttl_ms);
-        let reply: Vec<i64> = self.invoke(&call).await?;
-        match reply[..] {
-            [_deleted, epoch] => u64::try_from(epoch)
-                .map_err(|_| StoreError::Protocol("clear: negative device epoch".into())),
-            _ => Err(StoreError::Protocol(format!("clear returned {} values", reply.len()))),
-        }
-    }
-
-    async fn confirm_device(
-        &self,
-        confirmation: &DeviceConfirmation<'_>,
-    ) -> Result<Confirmation, StoreError> {
-        self.confirm_device_op(confirmation).await
-    }
-
-    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
-        self.inspect_op(key).await
-    }
-
     /// Health: the store answers `INFO` and its eviction policy is safe (or allowed).
     async fn ping(&self) -> Result<(), StoreError> {
         self.check_safety().await

@@ -1,22 +1,19 @@
-//! The Redis side of the throttle per client network: one `network_bucket.lua` call per
+//! Client networks' token buckets on Redis: one `lua/network_bucket.lua` call per
 //! operation on the bucket's own key (one hash tag: one node on a cluster).
 
-use super::{RedisStore, scripts};
-use crate::store::keys::{HeldKey, NetworkKey};
-use crate::store::{NetworkOp, NetworkState, StoreError};
-use crate::throttle::network_bucket::BucketPolicy;
+use async_trait::async_trait;
 
-impl RedisStore {
-    /// [`crate::store::Store::network`] on Redis. A take waits for `store.wait_replicas`
-    /// as a counted attempt does (it bounds guesses); the other operations do not.
-    pub(super) async fn network_op(
-        &self,
-        key: &NetworkKey,
-        op: NetworkOp,
-        policy: &BucketPolicy,
-        held: Option<&HeldKey>,
-    ) -> Result<NetworkState, StoreError> {
-        let mut call = scripts::network().key(key.as_key());
+use super::{RedisStore, scripts};
+use crate::store::error::StoreError;
+use crate::store::network_bucket::{NetworkBucketStore, NetworkOp, NetworkRequest, NetworkState};
+
+#[async_trait]
+impl NetworkBucketStore for RedisStore {
+    /// A take waits for `store.wait_replicas` as a counted attempt does (it bounds
+    /// guesses); the other operations do not.
+    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
+        let NetworkRequest { key, op, policy, held } = *request;
+        let mut call = scripts::network_bucket().key(key.as_key());
         if let Some(held) = held {
             call.key(held.as_str());
         }

@@ -67,17 +67,17 @@ script!(
 );
 script!(
     /// Spray detection: note an account under a password fingerprint, count.
-    spray,
+    spray_window,
     "spray_window.lua"
 );
 script!(
     /// The throttle per client network: take, give back, read or release a bucket.
-    network,
+    network_bucket,
     "network_bucket.lua"
 );
 script!(
     /// A failed comparison's password onto its client's refused-password list.
-    repeat,
+    repeat_list,
     "repeat_list.lua"
 );
 script!(
@@ -87,12 +87,12 @@ script!(
 );
 script!(
     /// A mail flow's send log: request a send, or read the log.
-    send,
+    send_log,
     "send_log.lua"
 );
 script!(
     /// Grace logins: count an accept of a breached password.
-    breached,
+    breached_count,
     "breached_count.lua"
 );
 script!(

@@ -22,7 +22,7 @@ use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, sentinel_credentials};
 use super::standalone::build;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// Creates connections to the master the Sentinels name. deadpool-redis's sentinel
 /// manager takes no TLS certificates, hence this one; [`Lean`] replaces its `recycle`.

@@ -13,7 +13,7 @@ use super::command;
 use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, connection_info};
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// The pool of a standalone Redis at `url`: at most `pool_size` multiplexed
 /// connections, each created within `operation_timeout`.

@@ -10,9 +10,11 @@ use portcullis::config::Settings;
 use portcullis::pb::admin_server::Admin;
 use portcullis::pb::governor_server::Governor;
 use portcullis::rpc::{AdminService, GovernorService};
+use portcullis::store::Store;
 use portcullis::store::embedded::{EmbeddedStore, SystemClock};
+use portcullis::store::network_bucket::NetworkOp;
 use portcullis::store::redis::RedisStore;
-use portcullis::store::{NetworkOp, SendOp, Store};
+use portcullis::store::send_log::SendOp;
 use tonic::Code;
 
 use super::*;

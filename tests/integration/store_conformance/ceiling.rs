@@ -73,7 +73,7 @@ pub(super) async fn the_ceiling_holds_across_windows(b: &dyn Backend) {
 /// was issued under, while the code step is open, once; then the login record and the
 /// second_factor record are gone. A refusal writes nothing.
 pub(super) async fn confirm_device_once(b: &dyn Backend) {
-    use portcullis::store::{Confirmation, DeviceConfirmation};
+    use portcullis::store::devices::{Confirmation, DeviceConfirmation};
     use portcullis::throttle::flow::{Flow, fixed_window};
     let store = b.store();
     let k = key("confirm-conformance@example.com");
@@ -124,7 +124,8 @@ pub(super) async fn confirm_device_once(b: &dyn Backend) {
 /// phone retrying an old password never reaches the ceiling (docs/throttle.md,
 /// "Repeated passwords"); its refund gives none back either. A new password still does.
 pub(super) async fn a_stale_password_never_reaches_the_ceiling(b: &dyn Backend) {
-    use portcullis::store::{Attempt, RepeatClaim, RepeatNoteRequest};
+    use portcullis::store::attempt_count::{Attempt, RepeatClaim};
+    use portcullis::store::repeat_list::RepeatNoteRequest;
     let store = b.store();
     let k = key("stale-phone@example.com");
     let p = Policy { max_consecutive_failures: 3, ..policy(false) };

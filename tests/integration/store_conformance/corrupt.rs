@@ -1,8 +1,11 @@
 //! Values a daemon never writes are store errors on both backends, never answers.
 
+use portcullis::store::attempt_count::AttemptCountStore;
+use portcullis::store::attempt_count::{Attempt, RepeatClaim};
 use portcullis::store::keys::RepeatKey;
-use portcullis::store::{Attempt, RepeatClaim};
-use portcullis::store::{NetworkRequest, RepeatNoteRequest};
+use portcullis::store::network_bucket::NetworkBucketStore;
+use portcullis::store::network_bucket::NetworkRequest;
+use portcullis::store::repeat_list::RepeatNoteRequest;
 
 use super::*;
 

@@ -4,7 +4,8 @@
 //! backend: the embedded store's clock is injected; on Redis, whose clock is `TIME`, a
 //! record's window start is aged.
 
-use portcullis::store::{NetworkRequest, SprayNoteRequest};
+use portcullis::store::network_bucket::NetworkRequest;
+use portcullis::store::spray_window::SprayNoteRequest;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,12 +14,12 @@ use async_trait::async_trait;
 use portcullis::defence::spray::SprayFingerprints;
 use portcullis::normalize::{Normalization, normalize};
 use portcullis::secret::KeySecret;
-use portcullis::store::NetworkOp;
-use portcullis::store::SprayNote;
 use portcullis::store::Store;
 use portcullis::store::embedded::{Clock, EmbeddedStore};
 use portcullis::store::keys::{AccountKey, AttemptId, NetworkKey};
+use portcullis::store::network_bucket::NetworkOp;
 use portcullis::store::redis::RedisStore;
+use portcullis::store::spray_window::SprayNote;
 use portcullis::throttle::Policy;
 use portcullis::throttle::network_bucket::BucketPolicy;
 use portcullis_test_support::*;

@@ -4,9 +4,9 @@
 //! with its record; a match is forgiven unseen once, then compared until a failed
 //! comparison re-arms it, exactly as `portcullis::throttle::repeat_list` (the pure twin).
 
-use portcullis::store::RepeatNoteRequest;
+use portcullis::store::attempt_count::{Attempt, Counted, RepeatClaim};
 use portcullis::store::keys::RepeatKey;
-use portcullis::store::{Attempt, Counted, RepeatClaim};
+use portcullis::store::repeat_list::RepeatNoteRequest;
 use portcullis::throttle::repeat_list::{RepeatList, RepeatMatch};
 
 use super::*;

@@ -9,7 +9,9 @@
 //! log's times (and its expiry) are moved back instead, and Redis is ahead of the twin by
 //! what the test took (its waits are at most the twin's, and within [`SLACK_MS`] of it).
 
-use portcullis::store::{SendOp, SendRequest, Sent};
+use portcullis::store::attempt_count::AttemptCountStore;
+use portcullis::store::send_log::SendLogStore;
+use portcullis::store::send_log::{SendOp, SendRequest, Sent};
 use portcullis::throttle::flow::Flow;
 use portcullis::throttle::send_log::{self, CAP_WINDOW_MS, SendPolicy};
 

@@ -2,10 +2,11 @@
 //! `Governor` service over it: for the tests that hold that a failed store operation is
 //! a deny (fail closed), never an answer.
 
-use portcullis::store::{
-    BreachedNoteRequest, NetworkRequest, RepeatNoteRequest, SendOp, SendRequest, Sent,
-    SprayNoteRequest,
-};
+use portcullis::store::breached_count::BreachedNoteRequest;
+use portcullis::store::network_bucket::NetworkRequest;
+use portcullis::store::repeat_list::RepeatNoteRequest;
+use portcullis::store::send_log::{SendOp, SendRequest, Sent};
+use portcullis::store::spray_window::SprayNoteRequest;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -14,11 +15,20 @@ use portcullis::defence::client_network::NetworkWatch;
 use portcullis::defence::spray::SprayWatch;
 use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
+use portcullis::store::Store;
+use portcullis::store::attempt_count::AttemptCountStore;
+use portcullis::store::attempt_count::{Attempt, Counted, Inspection};
+use portcullis::store::breached_count::BreachedCountStore;
+use portcullis::store::devices::DeviceStore;
+use portcullis::store::devices::{Confirmation, DeviceConfirmation};
+use portcullis::store::error::StoreError;
 use portcullis::store::keys::{AccountKey, AttemptKey};
-use portcullis::store::{
-    Attempt, Confirmation, Counted, DeviceConfirmation, Inspection, NetworkOp, NetworkState,
-    SprayNote, Store, StoreError,
-};
+use portcullis::store::network_bucket::NetworkBucketStore;
+use portcullis::store::network_bucket::{NetworkOp, NetworkState};
+use portcullis::store::repeat_list::RepeatListStore;
+use portcullis::store::send_log::SendLogStore;
+use portcullis::store::spray_window::SprayNote;
+use portcullis::store::spray_window::SprayWindowStore;
 use portcullis::throttle::Policy;
 
 /// The operation a [`FaultyStore`] fails.
@@ -55,7 +65,7 @@ fn injected() -> StoreError {
 }
 
 #[async_trait]
-impl Store for FaultyStore {
+impl AttemptCountStore for FaultyStore {
     async fn is_open(&self, k: &AccountKey, p: &Policy) -> Result<bool, StoreError> {
         self.inner.is_open(k, p).await
     }
@@ -65,9 +75,6 @@ impl Store for FaultyStore {
         }
         self.inner.count(attempt).await
     }
-    async fn revoke_devices(&self, k: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
-        self.inner.revoke_devices(k, ttl_ms).await
-    }
     async fn refund(
         &self,
         k: &AccountKey,
@@ -76,30 +83,6 @@ impl Store for FaultyStore {
         allowed: bool,
     ) -> Result<(), StoreError> {
         self.inner.refund(k, id, window_start_ms, allowed).await
-    }
-    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
-        if self.fail == Fault::Spray(request.note) {
-            return Err(injected());
-        }
-        self.inner.note_spray(request).await
-    }
-    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
-        if self.fail == Fault::Network(request.op) {
-            return Err(injected());
-        }
-        self.inner.network(request).await
-    }
-    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
-        if self.fail == Fault::NoteRepeat {
-            return Err(injected());
-        }
-        self.inner.note_repeat(request).await
-    }
-    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
-        if self.fail == Fault::Send(request.op) {
-            return Err(injected());
-        }
-        self.inner.send(request).await
     }
     async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
         if self.fail == Fault::FlowClear && k.flow_of().is_some() {
@@ -113,11 +96,15 @@ impl Store for FaultyStore {
         }
         self.inner.accept(b, k, ttl).await
     }
-    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
-        if self.fail == Fault::NoteBreached {
-            return Err(injected());
-        }
-        self.inner.note_breached(note).await
+    async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
+        self.inner.inspect(k).await
+    }
+}
+
+#[async_trait]
+impl DeviceStore for FaultyStore {
+    async fn revoke_devices(&self, k: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
+        self.inner.revoke_devices(k, ttl_ms).await
     }
     async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
         if self.fail == Fault::ConfirmDevice {
@@ -125,9 +112,60 @@ impl Store for FaultyStore {
         }
         self.inner.confirm_device(c).await
     }
-    async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
-        self.inner.inspect(k).await
+}
+
+#[async_trait]
+impl SprayWindowStore for FaultyStore {
+    async fn note_spray(&self, request: &SprayNoteRequest<'_>) -> Result<u64, StoreError> {
+        if self.fail == Fault::Spray(request.note) {
+            return Err(injected());
+        }
+        self.inner.note_spray(request).await
     }
+}
+
+#[async_trait]
+impl NetworkBucketStore for FaultyStore {
+    async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
+        if self.fail == Fault::Network(request.op) {
+            return Err(injected());
+        }
+        self.inner.network(request).await
+    }
+}
+
+#[async_trait]
+impl RepeatListStore for FaultyStore {
+    async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
+        if self.fail == Fault::NoteRepeat {
+            return Err(injected());
+        }
+        self.inner.note_repeat(request).await
+    }
+}
+
+#[async_trait]
+impl SendLogStore for FaultyStore {
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
+        if self.fail == Fault::Send(request.op) {
+            return Err(injected());
+        }
+        self.inner.send(request).await
+    }
+}
+
+#[async_trait]
+impl BreachedCountStore for FaultyStore {
+    async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
+        if self.fail == Fault::NoteBreached {
+            return Err(injected());
+        }
+        self.inner.note_breached(note).await
+    }
+}
+
+#[async_trait]
+impl Store for FaultyStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }

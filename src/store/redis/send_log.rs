@@ -1,16 +1,22 @@
-//! The Redis side of the mail flows' send caps (docs/flows.md): one `send_log.lua` call on
-//! the flow's record, in the account's hash tag (one slot on a cluster).
+//! Send logs on Redis (docs/flows.md): one `lua/send_log.lua` call on the flow's
+//! record, in the account's hash tag (one slot on a cluster). A mail request is the
+//! trait's own `send_mail`: the network's take, the send, and the give-back after the
+//! answer (the network's key has its own hash tag, so no one script holds both).
+
+use async_trait::async_trait;
 
 use super::{RedisStore, scripts};
-use crate::store::{SendOp, SendRequest, Sent, StoreError};
+use crate::store::error::StoreError;
+use crate::store::send_log::{SendLogStore, SendOp, SendRequest, Sent};
 use crate::throttle::send_log::{CAP_WINDOW_MS, MAX_DAILY_CAP};
 
-impl RedisStore {
-    /// [`crate::store::Store::send`] on Redis. A send waits for `store.wait_replicas`
-    /// as a counted attempt does (it bounds mails); a peek does not.
-    pub(super) async fn send_op(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
+#[async_trait]
+impl SendLogStore for RedisStore {
+    /// A send waits for `store.wait_replicas` as a counted attempt does (it bounds
+    /// mails); a peek does not.
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
         let SendRequest { log, attempt_id, policy, op } = *request;
-        let mut call = scripts::send().key(log.record());
+        let mut call = scripts::send_log().key(log.record());
         if let (Some(attempt), SendOp::Send) = (attempt_id, op) {
             call.key(attempt.as_str());
         }

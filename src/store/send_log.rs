@@ -1,0 +1,118 @@
+//! The mail flows' store side (docs/flows.md; the rules are
+//! [`crate::throttle::send_log`]): each account's send log per mail flow, and a mail
+//! request's way through its network's budget and the log (`lua/send_log.lua`,
+//! `embedded/send_log.rs`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::error::StoreError;
+use super::keys::{AccountKey, AttemptKey};
+use super::network_bucket::{NetworkBucketStore, NetworkOp, NetworkRequest};
+use crate::throttle::send_log::SendPolicy;
+
+/// What a [`SendLogStore::send`] call does with a mail flow's send log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// A request to send: allowed or not, by the log's interval and daily cap; an
+    /// allowed one is noted.
+    Send,
+    /// Reads the log; writes nothing (`Admin/Inspect`).
+    Peek,
+}
+
+impl SendOp {
+    /// The name the store's script takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SendOp::Send => "send",
+            SendOp::Peek => "peek",
+        }
+    }
+}
+
+/// One call on a mail flow's send log ([`SendLogStore::send`]; docs/flows.md).
+#[derive(Debug, Clone, Copy)]
+pub struct SendRequest<'a> {
+    /// The flow's record of the account ([`keys::AccountKey::flow`]).
+    pub log: &'a AccountKey,
+    /// Where the gateway's idempotency id keeps its answer (a retried request is
+    /// noted once and gets the first answer).
+    pub attempt_id: Option<&'a AttemptKey>,
+    /// The flow's interval and daily cap.
+    pub policy: &'a SendPolicy,
+    /// Send, or read.
+    pub op: SendOp,
+}
+
+/// A send log after one [`SendRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// [`SendOp::Send`]: the mail may be sent (noted in the log); [`SendOp::Peek`]: one
+    /// would be now.
+    pub allowed: bool,
+    /// Sends in the last 24 h after the call (0 ..= [`crate::throttle::send_log::MAX_DAILY_CAP`];
+    /// above the daily cap when the cap was lowered under a full log).
+    pub sends: u32,
+    /// Milliseconds until a send would be allowed (0: now).
+    pub next_in_ms: u64,
+    /// How often this `attempt_id` was seen before (0: a first call). A replay gets the
+    /// first call's `allowed` and notes nothing.
+    pub replays: u64,
+}
+
+/// What [`SendLogStore::send_mail`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MailSent {
+    /// The send log's answer (`allowed: false` when the network's budget refused).
+    pub sent: Sent,
+    /// The network's budget was empty: the log was not asked.
+    pub network_refused: bool,
+}
+
+/// Send logs on a store. A mail request needs its network's bucket too.
+#[async_trait]
+pub trait SendLogStore: NetworkBucketStore + Send + Sync + 'static {
+    /// A mail flow's send log (docs/flows.md; [`crate::throttle::send_log`]'s rules):
+    /// for [`SendOp::Send`], whether a mail may go to the account now, noting it when it
+    /// may, once per `attempt_id`, atomically on the store's clock; [`SendOp::Peek`]
+    /// writes nothing.
+    async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError>;
+
+    /// A mail flow's request (docs/flows.md): takes `network`'s token first (none: a
+    /// trusted network), and only if it was taken asks the send log
+    /// ([`SendLogStore::send`]); a refused or replayed send gives the token back, so only
+    /// a mail sent spends the network's budget. Default: the two operations in turn, and
+    /// the give-back in a task of its own after the answer, so a refusal takes a send's
+    /// time (a give-back that fails leaves the network over-counted, the safe side); the
+    /// embedded store does all three in one transaction (one commit, not three).
+    async fn send_mail(
+        self: Arc<Self>,
+        request: &SendRequest<'_>,
+        network: Option<&NetworkRequest<'_>>,
+    ) -> Result<MailSent, StoreError> {
+        if let Some(take) = network
+            && !self.network(take).await?.taken
+        {
+            let sent = Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0 };
+            return Ok(MailSent { sent, network_refused: true });
+        }
+        let sent = self.send(request).await?;
+        if let Some(take) = network
+            && (!sent.allowed || sent.replays > 0)
+        {
+            let (key, policy) = (take.key.clone(), *take.policy);
+            tokio::spawn(async move {
+                let give_back = NetworkRequest {
+                    key: &key,
+                    op: NetworkOp::GiveBack,
+                    policy: &policy,
+                    held: None,
+                };
+                let _ = self.network(&give_back).await;
+            });
+        }
+        Ok(MailSent { sent, network_refused: false })
+    }
+}
