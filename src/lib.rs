@@ -35,11 +35,16 @@
 //!   clear or note).
 //! - [`flows`]: the flows around the login (one-time and recovery codes, reset and
 //!   verification mails) in domain types.
+//! - [`operator_rules`]: what the operators' calls do to the store (what `Unlock`
+//!   clears for each reason, `RevokeDevices`, a network's inspection and release), in
+//!   domain types.
 //! - [`transport`]: the listener's connections, split by mechanism (limits, TLS and its
 //!   reload, abuse cooldown, call tracking); `[server]`, `[tls]`.
 //! - [`auth`]: callers, their identities and permissions; `[callers.NAME]`.
-//! - [`rpc`]: the gRPC layer, translation only: validation, the one place answers are
-//!   built, `Governor` and `Admin`.
+//! - [`validate`]: every request checked before any store or CPU work
+//!   (`INVALID_ARGUMENT` naming the field).
+//! - [`rpc`]: the gRPC layer, translation only: the one place answers are built,
+//!   `Governor` and `Admin`.
 //! - [`config`]: the loader and the root of the configuration.
 //! - [`daemon`]: the assembly, serving, health, drain, signals and reloads.
 //!
@@ -52,6 +57,7 @@ pub mod daemon;
 pub mod defence;
 pub mod flows;
 pub mod login;
+pub mod operator_rules;
 pub mod pb;
 pub mod realm;
 pub mod rpc;
@@ -61,6 +67,7 @@ pub mod store;
 pub mod telemetry;
 pub mod throttle;
 pub mod transport;
+pub mod validate;
 pub mod verify;
 
 /// The gateway library (the `portcullis-client` crate), as `portcullis::client`.

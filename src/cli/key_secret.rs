@@ -13,7 +13,8 @@ use portcullis::config::StoreSettings;
 use portcullis::secret::KeySecret;
 use portcullis::setting::error_chain;
 use portcullis::store::embedded::{DB_FILE, EmbeddedStore};
-use portcullis::store::redis::{ROTATION_PAUSE, RedisStore};
+use portcullis::store::key_check::ROTATION_PAUSE;
+use portcullis::store::redis::RedisStore;
 
 use super::serve_command::{ServeArgs, load};
 

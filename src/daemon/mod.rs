@@ -27,7 +27,9 @@ use crate::store::redis::RedisStore;
 use crate::telemetry::http::Readiness;
 use crate::{auth, config, store, transport, verify};
 
-pub use serve::SHUTDOWN_GRACE;
+/// How long shutdown waits for in-flight calls and open connections after the
+/// shutdown signal; a client that never closes its connection cannot hold the daemon.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Name of the operator gRPC service.
 pub const ADMIN_SERVICE_NAME: &str = "portcullis.v1.Admin";

@@ -14,7 +14,7 @@ use tonic_health::server::HealthReporter;
 use tonic_reflection::server::{v1, v1alpha};
 
 use super::reload::Reloader;
-use super::{Daemon, RunError, SERVICE_NAME};
+use super::{Daemon, RunError, SERVICE_NAME, SHUTDOWN_GRACE};
 use crate::pb;
 use crate::store::Store;
 use crate::store::error::StoreError;
@@ -23,10 +23,6 @@ use crate::telemetry::http::Readiness;
 
 /// How often the health task asks the store whether it answers.
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
-
-/// How long shutdown waits for in-flight calls and open connections after the
-/// shutdown signal; a client that never closes its connection cannot hold the daemon.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 impl Daemon {
     /// Serves until `shutdown`; see [`super::run`].

@@ -12,14 +12,14 @@
 //! when this call added it ([`Counted::added`]) and was stopped before any comparison by
 //! something that is no guess at the account (its network, the CPU budget).
 
-use crate::store::repeat_list::RepeatNoteRequest;
-use crate::store::spray_window::SprayNoteRequest;
 use std::sync::Arc;
+use std::time::SystemTime;
 
+use tracing::Instrument;
 use zeroize::Zeroizing;
 
 use super::signals::{Turn, signal_failures, signals};
-use super::{LoginError, LoginRequest, LoginVerdict, note_count};
+use super::{LoginError, LoginRequest, LoginVerdict, Logins, note_count, note_verdict};
 use crate::defence::breach::BreachList;
 use crate::defence::client_network::NetworkWatch;
 use crate::defence::devices::{DeviceTokens, Grant, IssueError, KnownDevice, UnknownDevice};
@@ -30,11 +30,83 @@ use crate::store::attempt_count::{Attempt, Counted, DeviceClaim, RepeatClaim};
 use crate::store::breached_count::{BREACHED_COUNT_TTL_MS, BreachedNoteRequest};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
-use crate::store::spray_window::SprayNote;
-use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS};
+use crate::store::repeat_list::RepeatNoteRequest;
+use crate::store::spray_window::{SprayNote, SprayNoteRequest};
+use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS, TRUSTED_CALLS};
 use crate::throttle::breached_count;
-use crate::verify::budget::{Aborted, Refusal, Ticket};
+use crate::verify::budget::{Aborted, Lane, Refusal, Ticket};
 use crate::verify::{Comparison, Outcome};
+
+impl Logins {
+    /// Checks one login (see the module docs). The work after the reservation runs in
+    /// its own task, in the current span: the count, a refund and the clear happen even
+    /// if the caller goes away, and a comparison that started runs to its end.
+    ///
+    /// # Errors
+    /// [`LoginError`]: the store failed, the CPU budget refused (a full queue before
+    /// the count; a wait after it, refunded), the comparison panicked, no device token.
+    pub async fn verify(&self, request: LoginRequest) -> Result<LoginVerdict, LoginError> {
+        // At most one HMAC, whether or not the account exists: the check tells an
+        // observer nothing about the account by time (a malformed token is only cheaper).
+        let realm = &request.realm;
+        let grant =
+            Grant { realm: &realm.name, account: &request.key, stored_hash: &request.stored_hash };
+        let device = self.devices.check(
+            &request.device_token,
+            &grant,
+            realm.device_token_ttl,
+            SystemTime::now(),
+        );
+        let lane = if device.is_some() {
+            metrics::counter!(TRUSTED_CALLS, "realm" => realm.name.clone()).increment(1);
+            Lane::Trusted
+        } else {
+            Lane::Untrusted
+        };
+        // Admission knows only the client key and the lane. A full queue is refused
+        // here, before any store work: under a flood most calls end at this line.
+        let ticket = self
+            .verifier
+            .budget()
+            .reserve(&request.client_key, lane)
+            .map_err(LoginError::Refused)?;
+        let realm_name = realm.name.clone();
+        let network = realm.network.key(&self.secret, &realm.name, &request.client_key);
+        // The client's list of refused passwords: always its network's on the account,
+        // with or without a device token (which the store may find revoked, making the
+        // caller an untrusted client: a list per token would then be shared with
+        // whoever else holds it). The store honours it only for the window of the
+        // bucket the attempt is counted in.
+        let repeat = realm.repeat.is_on().then(|| {
+            let list = self.repeats.list(&request.key, &realm.network.scope(&request.client_key));
+            let fingerprint = self.repeats.fingerprint(
+                &realm.name,
+                &list,
+                &request.stored_hash,
+                &request.password,
+                realm.repeat.fingerprint_bytes,
+            );
+            (list, fingerprint)
+        });
+        let job = Job {
+            store: self.store.clone(),
+            devices: self.devices.clone(),
+            spray: self.fingerprints.key(&realm.name, &request.password),
+            spray_watch: self.spray_watch.clone(),
+            network,
+            network_watch: self.network_watch.clone(),
+            breach: self.breach.clone(),
+            repeat,
+            device,
+            ticket,
+            request,
+        };
+        let verdict =
+            tokio::spawn(job.run().in_current_span()).await.map_err(|_| LoginError::Gone)??;
+        note_verdict(&realm_name, &verdict);
+        Ok(verdict)
+    }
+}
 
 /// One login after its reservation, in its own task.
 pub(super) struct Job {

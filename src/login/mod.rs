@@ -26,13 +26,11 @@ mod job;
 pub mod record;
 pub mod signals;
 
-pub use record::{Clearing, Recorded};
 pub use signals::Signals;
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use tracing::Instrument;
 use zeroize::Zeroizing;
 
 use crate::defence::breach::BreachList;
@@ -48,12 +46,10 @@ use crate::store::devices::{Confirmation, DeviceConfirmation};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::telemetry::metrics::{
-    ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, TRUSTED_CALLS,
-    VERDICTS,
+    ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, VERDICTS,
 };
-use crate::verify::budget::{Aborted, Lane, Refusal};
+use crate::verify::budget::{Aborted, Refusal};
 use crate::verify::{Comparison, Verifier};
-use job::Job;
 
 /// How often one `attempt_id` may be replayed through `RecordAttempt` and still get its
 /// first answer; later replays are denied. Two covers the client's retries; without a
@@ -196,75 +192,25 @@ impl Logins {
     pub fn verifier(&self) -> &Arc<Verifier> {
         &self.verifier
     }
+}
 
-    /// Checks one login (see the module docs). The work after the reservation runs in
-    /// its own task, in the current span: the count, a refund and the clear happen even
-    /// if the caller goes away, and a comparison that started runs to its end.
-    ///
-    /// # Errors
-    /// [`LoginError`]: the store failed, the CPU budget refused (a full queue before
-    /// the count; a wait after it, refunded), the comparison panicked, no device token.
-    pub async fn verify(&self, request: LoginRequest) -> Result<LoginVerdict, LoginError> {
-        // At most one HMAC, whether or not the account exists: the check tells an
-        // observer nothing about the account by time (a malformed token is only cheaper).
-        let realm = &request.realm;
-        let grant =
-            Grant { realm: &realm.name, account: &request.key, stored_hash: &request.stored_hash };
-        let device = self.devices.check(
-            &request.device_token,
-            &grant,
-            realm.device_token_ttl,
-            SystemTime::now(),
-        );
-        let lane = if device.is_some() {
-            metrics::counter!(TRUSTED_CALLS, "realm" => realm.name.clone()).increment(1);
-            Lane::Trusted
-        } else {
-            Lane::Untrusted
-        };
-        // Admission knows only the client key and the lane. A full queue is refused
-        // here, before any store work: under a flood most calls end at this line.
-        let ticket = self
-            .verifier
-            .budget()
-            .reserve(&request.client_key, lane)
-            .map_err(LoginError::Refused)?;
-        let realm_name = realm.name.clone();
-        let network = realm.network.key(&self.secret, &realm.name, &request.client_key);
-        // The client's list of refused passwords: always its network's on the account,
-        // with or without a device token (which the store may find revoked, making the
-        // caller an untrusted client: a list per token would then be shared with
-        // whoever else holds it). The store honours it only for the window of the
-        // bucket the attempt is counted in.
-        let repeat = realm.repeat.is_on().then(|| {
-            let list = self.repeats.list(&request.key, &realm.network.scope(&request.client_key));
-            let fingerprint = self.repeats.fingerprint(
-                &realm.name,
-                &list,
-                &request.stored_hash,
-                &request.password,
-                realm.repeat.fingerprint_bytes,
-            );
-            (list, fingerprint)
-        });
-        let job = Job {
-            store: self.store.clone(),
-            devices: self.devices.clone(),
-            spray: self.fingerprints.key(&realm.name, &request.password),
-            spray_watch: self.spray_watch.clone(),
-            network,
-            network_watch: self.network_watch.clone(),
-            breach: self.breach.clone(),
-            repeat,
-            device,
-            ticket,
-            request,
-        };
-        let verdict =
-            tokio::spawn(job.run().in_current_span()).await.map_err(|_| LoginError::Gone)??;
-        note_verdict(&realm_name, &verdict);
-        Ok(verdict)
-    }
+/// What `RecordAttempt` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// The gateway may compare the password now.
+    pub allowed: bool,
+    /// `step_up` and `network_throttled` (never `spray_suspected`: no password).
+    pub signals: Signals,
+}
+
+/// Why a `ClearAttempts` clears ([`Logins::clear`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clearing<'a> {
+    /// The password was verified by the gateway; with the `client_key` of its
+    /// `RecordAttempt`, whose held network token goes back.
+    Verified(Option<&'a str>),
+    /// A password reset was completed.
+    ResetCompleted,
 }
 
 /// What [`Logins::confirm_device`] answered.

@@ -6,21 +6,12 @@
 //! none is (the attempt was denied, or its token already given back). A gateway that
 //! sends no `client_key` gets no network throttle.
 
-use super::signals::{Signals, Turn, give_held_back, signal_failures, signals};
-use super::{Logins, MAX_REPLAYS, note_count};
+use super::signals::{Turn, give_held_back, signal_failures, signals};
+use super::{Clearing, Logins, MAX_REPLAYS, Recorded, note_count};
 use crate::realm::Realm;
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::throttle::flow::Flow;
-
-/// What `RecordAttempt` answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Recorded {
-    /// The gateway may compare the password now.
-    pub allowed: bool,
-    /// `step_up` and `network_throttled` (never `spray_suspected`: no password).
-    pub signals: Signals,
-}
 
 impl Logins {
     /// Counts one attempt of a gateway that hashes itself, and, with a `client_key`,
@@ -114,14 +105,4 @@ impl Logins {
         codes?;
         given
     }
-}
-
-/// Why a `ClearAttempts` clears ([`Logins::clear`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clearing<'a> {
-    /// The password was verified by the gateway; with the `client_key` of its
-    /// `RecordAttempt`, whose held network token goes back.
-    Verified(Option<&'a str>),
-    /// A password reset was completed.
-    ResetCompleted,
 }

@@ -7,17 +7,17 @@
 //! (docs/throttle.md, "Per client network"). It shares the listener with `Governor` and
 //! has its own permissions (each RPC's name in `[callers.NAME] rpcs`).
 //!
+//! Translation only: what each call does to the store is [`crate::operator_rules`]'s.
 //! Every use is logged with the caller's configured name, the realm and the outcome,
-//! never the identifier, its key or a client key (a network by its tag at most). Input is validated exactly as `Governor` validates
-//! it (`super::validate::account`), before any store work.
+//! never the identifier, its key or a client key (a network by its tag at most). Input
+//! is validated exactly as `Governor` validates it (`crate::validate::account`), before
+//! any store work.
 
-use crate::store::network_bucket::NetworkRequest;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use super::store_unavailable;
-use super::validate::account as validate_account;
+use super::answers::store_unavailable;
 use crate::auth::{Authorization, Rpc};
 use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
@@ -28,8 +28,10 @@ use crate::pb::{
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
+use crate::validate::account as validate_account;
 
 use crate::flows::{FlowInspection, Flows};
+use crate::operator_rules::{self, NetworkView, Unlocked};
 use crate::store::Store;
 use crate::store::attempt_count::Inspection;
 use crate::store::network_bucket::NetworkOp;
@@ -155,7 +157,7 @@ impl Admin for AdminService {
         let caller = caller(request.extensions());
         let req = request.get_ref();
         let (realm, key) = self.account(req.account.as_ref(), request.extensions())?;
-        let flow = super::validate::flow_or_login(req.flow)?;
+        let flow = crate::validate::flow_or_login(req.flow)?;
         let answer = match flow {
             None => {
                 let read = self.store.inspect(&key).await.map_err(store_unavailable)?;
@@ -194,20 +196,19 @@ impl Admin for AdminService {
             }
             Ok(reason) => reason,
         };
-        if let Some(flow) = super::validate::flow_or_login(req.flow)? {
-            // One flow's record only: the login's and the devices are left as they are.
-            self.store.clear(&key.flow(flow)).await.map_err(store_unavailable)?;
+        let flow = crate::validate::flow_or_login(req.flow)?;
+        let rule = match reason {
+            UnlockReason::OwnerVerified => operator_rules::UnlockReason::OwnerVerified,
+            UnlockReason::AttackMitigated => operator_rules::UnlockReason::AttackMitigated,
+            _ => operator_rules::UnlockReason::Other,
+        };
+        let unlocked = operator_rules::unlock(&*self.store, realm, &key, flow, rule)
+            .await
+            .map_err(store_unavailable)?;
+        if let Unlocked::Flow(flow) = unlocked {
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow = flow.as_str(), reason = %reason.as_str_name(), "admin: unlock cleared a flow's record");
             count_call(Rpc::Unlock, caller);
             return Ok(Response::new(UnlockResponse {}));
-        }
-        self.store.clear(&key).await.map_err(store_unavailable)?;
-        // An attack that was mitigated may have left the attacker a device token.
-        if reason == UnlockReason::AttackMitigated {
-            self.store
-                .revoke_devices(&key, realm.device_epoch_ttl_ms())
-                .await
-                .map_err(store_unavailable)?;
         }
         tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), "admin: unlock cleared an account key's record");
         count_call(Rpc::Unlock, caller);
@@ -221,8 +222,7 @@ impl Admin for AdminService {
         let caller = caller(request.extensions());
         let (realm, key) =
             self.account(request.get_ref().account.as_ref(), request.extensions())?;
-        self.store
-            .revoke_devices(&key, realm.device_epoch_ttl_ms())
+        operator_rules::revoke_devices(&*self.store, realm, &key)
             .await
             .map_err(store_unavailable)?;
         tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: revoked an account's device tokens");
@@ -262,9 +262,18 @@ impl Admin for AdminService {
         let caller = caller(request.extensions());
         let req = request.get_ref();
         let realm = named_realm(&self.realms, &req.realm, request.extensions())?;
-        super::validate::client_key(&req.client_key, true)?;
+        crate::validate::client_key(&req.client_key, true)?;
         let capacity = realm.network.bucket.capacity;
-        let Some(key) = realm.network.key(&self.secret, &realm.name, &req.client_key) else {
+        let view = operator_rules::network(
+            &*self.store,
+            &self.secret,
+            realm,
+            &req.client_key,
+            NetworkOp::Peek,
+        )
+        .await
+        .map_err(store_unavailable)?;
+        let NetworkView::Bucket(key, state) = view else {
             tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: inspect network (trusted)");
             count_call(Rpc::InspectNetwork, caller);
             return Ok(Response::new(InspectNetworkResponse {
@@ -275,16 +284,6 @@ impl Admin for AdminService {
                 trusted: true,
             }));
         };
-        let state = self
-            .store
-            .network(&NetworkRequest {
-                key: &key,
-                op: NetworkOp::Peek,
-                policy: &realm.network.bucket,
-                held: None,
-            })
-            .await
-            .map_err(store_unavailable)?;
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), tokens = state.tokens, "admin: inspect network");
         count_call(Rpc::InspectNetwork, caller);
         Ok(Response::new(InspectNetworkResponse {
@@ -303,17 +302,17 @@ impl Admin for AdminService {
         let caller = caller(request.extensions());
         let req = request.get_ref();
         let realm = named_realm(&self.realms, &req.realm, request.extensions())?;
-        super::validate::client_key(&req.client_key, true)?;
-        if let Some(key) = realm.network.key(&self.secret, &realm.name, &req.client_key) {
-            self.store
-                .network(&NetworkRequest {
-                    key: &key,
-                    op: NetworkOp::Release,
-                    policy: &realm.network.bucket,
-                    held: None,
-                })
-                .await
-                .map_err(store_unavailable)?;
+        crate::validate::client_key(&req.client_key, true)?;
+        let view = operator_rules::network(
+            &*self.store,
+            &self.secret,
+            realm,
+            &req.client_key,
+            NetworkOp::Release,
+        )
+        .await
+        .map_err(store_unavailable)?;
+        if let NetworkView::Bucket(key, _) = view {
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), "admin: released a client network's bucket");
         }
         count_call(Rpc::ReleaseNetwork, caller);

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use zeroize::Zeroizing;
 
-use super::validate;
-use super::{decision, login_failed, store_unavailable, verdict};
+use super::answers::{decision, login_failed, store_unavailable, verdict};
 use crate::auth::Rpc;
 use crate::defence::breach::PasswordCheck;
 use crate::defence::devices::{MAX_DEVICE_TOKEN_BYTES, UnknownDevice};
@@ -28,6 +27,7 @@ use crate::store::keys::AccountKey;
 use crate::telemetry::metrics::{BAD_HASHES, PASSWORD_CHECKS};
 use crate::telemetry::traces::record_outcome;
 use crate::throttle::flow::{FlowKind, FlowRules};
+use crate::validate;
 
 pub use crate::login::MAX_REPLAYS;
 

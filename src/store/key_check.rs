@@ -41,3 +41,7 @@ impl KeyCheckMode {
 /// How long a daemon that finds no key check value at start waits for the fleet to
 /// write it back, by default (`store.key_check_claim_wait`): three readiness checks.
 pub const DEFAULT_KEY_CHECK_CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How long `adopt-key-secret` keeps a Redis store closed between the old key secret and
+/// the new: three readiness checks of every daemon (one a second).
+pub const ROTATION_PAUSE: std::time::Duration = std::time::Duration::from_secs(3);

@@ -1,5 +1,6 @@
-//! Calls in flight on a connection: for the idle timeout and the count of oversized
-//! messages (`server.idle_timeout`, `server.max_oversized_messages`).
+//! What a call knows of its connection ([`ConnInfo`]: the peer, its certificate's
+//! names, and the calls in flight on it, for the idle timeout and the count of oversized
+//! messages: `server.idle_timeout`, `server.max_oversized_messages`).
 
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -8,7 +9,24 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::{AbuseCooldown, ConnInfo};
+use std::net::SocketAddr;
+
+use super::cooldown::AbuseCooldown;
+use super::tls::PeerIdentity;
+
+/// What a request knows about its connection (in its extensions, from tonic).
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// The peer's address.
+    pub remote: Option<SocketAddr>,
+    /// Whether the connection is TLS.
+    pub tls: bool,
+    /// The verified client certificate's names (mutual TLS only), judged again on every
+    /// call ([`super::tls::ReloadingTls::judge`]).
+    pub peer: Option<Arc<PeerIdentity>>,
+    /// Calls in flight on this connection.
+    pub activity: Arc<Activity>,
+}
 
 /// Calls in flight on one connection and when the last one ended, for the idle timeout;
 /// its oversized messages and whether it must close (`server.max_oversized_messages`).

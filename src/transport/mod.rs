@@ -17,12 +17,11 @@ mod activity;
 mod cooldown;
 mod frames;
 
-pub use activity::{Activity, CallGuard, TrackCalls, TrackCallsLayer};
+pub use activity::{Activity, CallGuard, ConnInfo, TrackCalls, TrackCallsLayer};
 pub use cooldown::AbuseCooldown;
 
 use crate::telemetry::metrics::{AUTH_REFUSALS, CONNECTIONS_CLOSED_IDLE, CONNECTIONS_REFUSED};
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -36,20 +35,6 @@ use tonic::transport::server::Connected;
 use tls::{PeerIdentity, ReloadingTls};
 
 use frames::{FrameScan, ResetBudget};
-
-/// What a request knows about its connection (in its extensions, from tonic).
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    /// The peer's address.
-    pub remote: Option<SocketAddr>,
-    /// Whether the connection is TLS.
-    pub tls: bool,
-    /// The verified client certificate's names (mutual TLS only), judged again on every
-    /// call ([`tls::ReloadingTls::judge`]).
-    pub peer: Option<Arc<PeerIdentity>>,
-    /// Calls in flight on this connection.
-    pub activity: Arc<Activity>,
-}
 
 enum Stream {
     Plain(TcpStream),

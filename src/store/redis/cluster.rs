@@ -16,7 +16,7 @@ use redis::RedisError;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
-use super::command;
+use super::error::command;
 use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, connection_info};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError};
 
-use super::{RedisStore, scripts};
+use super::scripts;
 use crate::secret::KeyCheck;
 use crate::store::error::StoreError;
 use crate::store::key_check::{KEY_CHECK_PENDING, KEY_SECRET_MISMATCH, KeyCheckMode};
@@ -204,71 +204,3 @@ pub(super) async fn invoke<C: ConnectionLike + Send>(
     call.arg(check.as_str()).arg(mode.as_str());
     call.invoke_async(conn).await
 }
-
-impl RedisStore {
-    /// Proves `check` (this daemon's key secret's, [`KeySecret::store_check`]) on every
-    /// connection before it is used and on every readiness check; while the store holds
-    /// another daemon's value, every operation is refused with
-    /// [`StoreError::KeySecretMismatch`] (docs/store.md, "One key secret per store").
-    /// The daemon always sets it; a store without one (tests, tools) proves nothing.
-    /// Call it before the first operation.
-    ///
-    /// [`KeySecret::store_check`]: crate::secret::KeySecret::store_check
-    pub fn with_key_check(self, check: KeyCheck) -> Self {
-        self.proof.set(check);
-        self
-    }
-
-    /// Proves the key check once (readiness).
-    ///
-    /// # Errors
-    /// [`StoreError::KeySecretMismatch`] when the store holds another value; any other
-    /// [`StoreError`] when Redis cannot answer.
-    pub(super) async fn prove_key_check(&self) -> Result<(), StoreError> {
-        let proof = self.proof.clone();
-        let proved =
-            self.on_connection(async move |conn| proof.run(conn, KeyCheckMode::Prove).await).await;
-        match proved? {
-            Proof::Held => Ok(()),
-            Proof::Other => Err(StoreError::KeySecretMismatch),
-            Proof::Pending => Err(StoreError::KeyCheckPending),
-        }
-    }
-
-    /// How long this daemon, once it finds no key check value in the store before it
-    /// ever proved its own, waits for the daemons already serving the store to write
-    /// theirs back before it writes its own (`store.key_check_claim_wait`; docs/store.md,
-    /// "One key secret per store"); replaces what the settings said. Call it before the
-    /// first operation.
-    pub fn with_claim_wait(self, wait: Duration) -> Self {
-        self.proof.set_claim_wait(wait);
-        self
-    }
-
-    /// The operator's rotation step (`portcullis adopt-key-secret`), in two writes so
-    /// that no two key secrets ever serve at once: first the store is *closed* (a value
-    /// no key secret gives, so every daemon refuses at its next check), then, after
-    /// [`ROTATION_PAUSE`] (three health intervals: every daemon has checked by then),
-    /// its value becomes `check`'s and the daemons holding that secret serve at their
-    /// next check. Call it on a store opened without [`Self::with_key_check`].
-    ///
-    /// # Errors
-    /// [`StoreError`] when Redis cannot answer (after the first write the store stays
-    /// closed: run the command again).
-    pub async fn adopt_key_check(&self, check: &KeyCheck) -> Result<(), StoreError> {
-        let closed = KeyCheck::closed();
-        self.on_connection(async |conn| invoke(conn, &closed, KeyCheckMode::Adopt).await).await?;
-        tokio::time::sleep(ROTATION_PAUSE).await;
-        let held =
-            self.on_connection(async |conn| invoke(conn, check, KeyCheckMode::Adopt).await).await?;
-        if check.matches(&held) {
-            Ok(())
-        } else {
-            Err(StoreError::Protocol("key_check did not keep the adopted value".into()))
-        }
-    }
-}
-
-/// How long `adopt-key-secret` keeps a Redis store closed between the old key secret and
-/// the new: three readiness checks of every daemon (one a second).
-pub const ROTATION_PAUSE: std::time::Duration = std::time::Duration::from_secs(3);

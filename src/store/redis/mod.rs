@@ -25,9 +25,9 @@ mod attempt_count;
 mod breached_count;
 mod cluster;
 mod devices;
+mod error;
 mod info;
 mod key_check;
-pub use key_check::ROTATION_PAUSE;
 mod network_bucket;
 mod pool;
 mod repeat_list;
@@ -46,11 +46,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind};
+use redis::{ErrorKind, ScriptInvocation, ServerErrorKind};
 
-use super::{Store, StoreError};
+use super::Store;
+use super::error::StoreError;
+use crate::secret::KeyCheck;
+use crate::store::key_check::{KeyCheckMode, ROTATION_PAUSE};
+use error::{command, retires_connection};
 use info::{NON_EVICTING_POLICIES, eviction_policies, fullest_node, info_text, node_texts};
-use key_check::KeyProof;
+use key_check::{KeyProof, Proof, invoke as key_check_invoke};
 use pool::{LeanPool, Tracked};
 use settings::{RedisSettings, RedisShape};
 
@@ -130,28 +134,6 @@ impl redis::aio::ConnectionLike for Connection {
             Connection::Cluster(c) => c.conn.get_db(),
         }
     }
-}
-
-/// Whether a failed call makes its connection unfit for the next one, so the pool
-/// replaces it instead of handing it out again: a broken or timed-out socket, and
-/// `READONLY` (the node was demoted to a replica in a failover; a fresh connection
-/// finds the new master). Other server errors (`OOM`, a script's `assert`) leave the
-/// connection fine. Either way the call itself is a [`StoreError`].
-pub fn retires_connection(error: &RedisError) -> bool {
-    error.is_unrecoverable_error()
-        || error.is_io_error()
-        || error.is_connection_dropped()
-        || error.is_timeout()
-        || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
-        // Redis before 7.0 answers a write refused inside a script with a script error
-        // whose text carries the READONLY code (`... -READONLY You can't write ...`).
-        || error.kind() == ErrorKind::Server(ServerErrorKind::ResponseError)
-            && error.to_string().contains("READONLY")
-}
-
-/// A Redis error as a store error, the Redis error kept as its source.
-pub(crate) fn command(error: RedisError) -> StoreError {
-    StoreError::Command(Box::new(error))
 }
 
 /// Makes ring the process's default rustls provider, unless one is installed already.
@@ -389,5 +371,73 @@ impl Store for RedisStore {
 
     fn refusal(&self) -> Result<(), StoreError> {
         self.proof.refuse()
+    }
+}
+
+/// The key check on Redis (docs/store.md, "One key secret per store"; the proof each
+/// connection makes is [`key_check::KeyProof`]).
+impl RedisStore {
+    /// Proves `check` (this daemon's key secret's, [`KeySecret::store_check`]) on every
+    /// connection before it is used and on every readiness check; while the store holds
+    /// another daemon's value, every operation is refused with
+    /// [`StoreError::KeySecretMismatch`] (docs/store.md, "One key secret per store").
+    /// The daemon always sets it; a store without one (tests, tools) proves nothing.
+    /// Call it before the first operation.
+    ///
+    /// [`KeySecret::store_check`]: crate::secret::KeySecret::store_check
+    pub fn with_key_check(self, check: KeyCheck) -> Self {
+        self.proof.set(check);
+        self
+    }
+
+    /// Proves the key check once (readiness).
+    ///
+    /// # Errors
+    /// [`StoreError::KeySecretMismatch`] when the store holds another value; any other
+    /// [`StoreError`] when Redis cannot answer.
+    pub(super) async fn prove_key_check(&self) -> Result<(), StoreError> {
+        let proof = self.proof.clone();
+        let proved =
+            self.on_connection(async move |conn| proof.run(conn, KeyCheckMode::Prove).await).await;
+        match proved? {
+            Proof::Held => Ok(()),
+            Proof::Other => Err(StoreError::KeySecretMismatch),
+            Proof::Pending => Err(StoreError::KeyCheckPending),
+        }
+    }
+
+    /// How long this daemon, once it finds no key check value in the store before it
+    /// ever proved its own, waits for the daemons already serving the store to write
+    /// theirs back before it writes its own (`store.key_check_claim_wait`; docs/store.md,
+    /// "One key secret per store"); replaces what the settings said. Call it before the
+    /// first operation.
+    pub fn with_claim_wait(self, wait: Duration) -> Self {
+        self.proof.set_claim_wait(wait);
+        self
+    }
+
+    /// The operator's rotation step (`portcullis adopt-key-secret`), in two writes so
+    /// that no two key secrets ever serve at once: first the store is *closed* (a value
+    /// no key secret gives, so every daemon refuses at its next check), then, after
+    /// [`ROTATION_PAUSE`] (three health intervals: every daemon has checked by then),
+    /// its value becomes `check`'s and the daemons holding that secret serve at their
+    /// next check. Call it on a store opened without [`Self::with_key_check`].
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis cannot answer (after the first write the store stays
+    /// closed: run the command again).
+    pub async fn adopt_key_check(&self, check: &KeyCheck) -> Result<(), StoreError> {
+        let closed = KeyCheck::closed();
+        self.on_connection(async |conn| key_check_invoke(conn, &closed, KeyCheckMode::Adopt).await)
+            .await?;
+        tokio::time::sleep(ROTATION_PAUSE).await;
+        let held = self
+            .on_connection(async |conn| key_check_invoke(conn, check, KeyCheckMode::Adopt).await)
+            .await?;
+        if check.matches(&held) {
+            Ok(())
+        } else {
+            Err(StoreError::Protocol("key_check did not keep the adopted value".into()))
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! `SentinelClient`: each new connection asks the Sentinels which node is the master
 //! of `master_name` (and redis-rs checks that node's `ROLE`). After a failover the old
 //! master answers READONLY or not at all; that connection is retired
-//! ([`super::retires_connection`]) and its replacement finds the promoted node. Scripts
+//! ([`super::error::retires_connection`]) and its replacement finds the promoted node. Scripts
 //! missing there are loaded on `NOSCRIPT`.
 //!
 //! TLS: `rediss://` Sentinel URLs mean TLS to the Sentinels and to the master they name,
@@ -17,7 +17,7 @@ use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType}
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, TlsMode};
 use tokio::sync::Mutex;
 
-use super::command;
+use super::error::command;
 use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, sentinel_credentials};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use deadpool::Runtime;
 use redis::AsyncConnectionConfig;
 
-use super::command;
+use super::error::command;
 use super::key_check::KeyProof;
 use super::pool::{Lean, LeanPool};
 use super::settings::{Credentials, RedisTls, connection_info};

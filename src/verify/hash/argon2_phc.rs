@@ -8,7 +8,7 @@ use argon2::{Argon2, Block, PasswordHash};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
-use super::{Algorithm, Ceilings, HashError, HashParams};
+use super::params::{Algorithm, Ceilings, HashError, HashParams};
 
 thread_local! {
     /// This thread's kept argon2 working memory ([`super::StoredHash::matches_keeping`]).

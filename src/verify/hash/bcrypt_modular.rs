@@ -3,7 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::{BCRYPT_MAX_PASSWORD_BYTES, Ceilings, HashError, HashParams};
+use super::params::{BCRYPT_MAX_PASSWORD_BYTES, Ceilings, HashError, HashParams};
 
 /// bcrypt's base64 alphabet (not RFC 4648's).
 const BCRYPT_ALPHABET: &[u8] = b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";

@@ -22,7 +22,7 @@ use sha2::{Sha256, Sha512};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
-use super::{Ceilings, HashError, HashParams, Prf};
+use super::params::{Ceilings, HashError, HashParams, Prf};
 
 /// Longest salt accepted, in bytes (the frameworks write 12 to 22).
 pub const KDF_MAX_SALT_BYTES: usize = 64;

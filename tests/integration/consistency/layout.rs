@@ -3,11 +3,13 @@
 //! names every module, no source file is over 600 lines and no function over 100
 //! (`function_length`), and the README's layout names paths that exist. What the
 //! documentation names (paths, cargo targets, the Layers picture's modules) exists:
-//! `doc_references`. One name, one meaning (module names,
-//! metric names): `names`.
+//! `doc_references`. One name, one meaning (module names, the rules' names in every
+//! layer, metric names): `names`. No two files import each other, directly or in a
+//! loop: `import_cycles`.
 
 mod doc_references;
 mod function_length;
+mod import_cycles;
 mod names;
 
 use std::collections::BTreeSet;

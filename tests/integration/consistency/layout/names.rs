@@ -38,6 +38,7 @@ const MACHINERY: [(&str, &[&str]); 5] = [
             "settings.rs",
             "info.rs",
             "scripts.rs",
+            "error.rs",
         ],
     ),
     ("src/store/embedded", &["mod.rs", "writer.rs", "tables.rs", "entry.rs"]),

@@ -1,0 +1,112 @@
+//! What the operators' calls do to the store (docs/security.md, the Admin service), in
+//! domain types: what `Unlock` clears for each reason, what `RevokeDevices` raises, and
+//! a client network's bucket as `InspectNetwork` reads it and `ReleaseNetwork` fills
+//! it. `crate::rpc::admin` only translates: it validates the request, calls one of
+//! these, logs the use for the audit and builds the answer. Every store failure is the
+//! caller's `StoreError` (a deny: the operator sees `UNAVAILABLE`), never a partial
+//! answer.
+
+use crate::defence::client_network::NetworkPolicy;
+use crate::realm::Realm;
+use crate::secret::KeySecret;
+use crate::store::Store;
+use crate::store::error::StoreError;
+use crate::store::keys::{AccountKey, NetworkKey};
+use crate::store::network_bucket::{NetworkOp, NetworkRequest, NetworkState};
+use crate::throttle::flow::Flow;
+
+/// Why an operator unlocks an account (the wire's `UnlockReason`; a request without one
+/// is refused before it gets here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnlockReason {
+    /// The owner proved who they are out of band: only the count is cleared.
+    OwnerVerified,
+    /// An attack on the account was stopped: the count is cleared and every device
+    /// token is revoked, since the attacker may have got one (docs/devices.md).
+    AttackMitigated,
+    /// Any other reason: only the count is cleared.
+    Other,
+}
+
+/// What an [`unlock`] cleared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unlocked {
+    /// One flow's record only; the login's record and the devices are as they were.
+    Flow(Flow),
+    /// The account's login record, and with [`UnlockReason::AttackMitigated`] its
+    /// device tokens (`devices_revoked`).
+    Account {
+        /// Every device token of the account was revoked too.
+        devices_revoked: bool,
+    },
+}
+
+/// `Admin/Unlock`: clears `flow`'s record of the account, or (no flow) its login
+/// record, revoking its devices when the reason is a mitigated attack.
+///
+/// # Errors
+/// The store's error; a revocation that fails after the clear leaves the account
+/// cleared and its devices trusted, and the operator, answered `UNAVAILABLE`, runs the
+/// unlock again.
+pub async fn unlock(
+    store: &dyn Store,
+    realm: &Realm,
+    key: &AccountKey,
+    flow: Option<Flow>,
+    reason: UnlockReason,
+) -> Result<Unlocked, StoreError> {
+    if let Some(flow) = flow {
+        store.clear(&key.flow(flow)).await?;
+        return Ok(Unlocked::Flow(flow));
+    }
+    store.clear(key).await?;
+    let devices_revoked = reason == UnlockReason::AttackMitigated;
+    if devices_revoked {
+        revoke_devices(store, realm, key).await?;
+    }
+    Ok(Unlocked::Account { devices_revoked })
+}
+
+/// `Admin/RevokeDevices`: no device token issued before now is trusted again; the
+/// epoch is remembered as long as the realm's tokens live (docs/devices.md,
+/// "Revocation"). Answers the new epoch.
+///
+/// # Errors
+/// The store's error.
+pub async fn revoke_devices(
+    store: &dyn Store,
+    realm: &Realm,
+    key: &AccountKey,
+) -> Result<u64, StoreError> {
+    store.revoke_devices(key, realm.device_epoch_ttl_ms()).await
+}
+
+/// A client network as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkView {
+    /// A network the realm trusts (`trusted_networks`): no bucket, never throttled.
+    Trusted,
+    /// The network's bucket, by its key (whose tag names it in logs and answers).
+    Bucket(NetworkKey, NetworkState),
+}
+
+/// `Admin/InspectNetwork` (`NetworkOp::Peek`, writes nothing) or `Admin/ReleaseNetwork`
+/// (`NetworkOp::Release`, fills the bucket) on the network of `client_key` in `realm`.
+///
+/// # Errors
+/// The store's error.
+pub async fn network(
+    store: &dyn Store,
+    secret: &KeySecret,
+    realm: &Realm,
+    client_key: &str,
+    op: NetworkOp,
+) -> Result<NetworkView, StoreError> {
+    let policy: &NetworkPolicy = &realm.network;
+    let Some(key) = policy.key(secret, &realm.name, client_key) else {
+        return Ok(NetworkView::Trusted);
+    };
+    let request = NetworkRequest { key: &key, op, policy: &policy.bucket, held: None };
+    let state = store.network(&request).await?;
+    Ok(NetworkView::Bucket(key, state))
+}
