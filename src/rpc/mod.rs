@@ -1,4 +1,4 @@
-//! The gRPC layer: translation only. A request is validated ([`validate`]) before any
+//! The gRPC layer: translation only. A request is validated ([`crate::validate`]) before any
 //! store or CPU work, handed to the domain (the store, `crate::login`), and its answer
 //! built in one place ([`answers`]). Nothing below this layer knows gRPC.
 //!
@@ -13,7 +13,7 @@
 //! 1. **Contract**: the `rpc` and its messages in `proto/portcullis/v1/`, commented; new
 //!    field numbers only. The table, authorization, spans and metrics follow from it.
 //! 2. **Handler**: the generated trait's method in [`governor`] or [`admin`]: validate
-//!    ([`validate`]), check the realm, call the domain, build the answer here.
+//!    ([`crate::validate`]), check the realm, call the domain, build the answer in [`answers`].
 //! 3. **Rule and store**, if it reads or counts: the defence checklist's steps 2–5
 //!    (`crate::defence`).
 //! 4. **Callers**: the shipped caller tables that grant it; an operator RPC's CLI command.

@@ -13,7 +13,7 @@ use super::keys::AccountKey;
 pub struct BreachedNoteRequest<'a> {
     /// The account key (its record's hash tag).
     pub account: &'a AccountKey,
-    /// The accepted credential ([`keys::AccountKey::credential`] of the stored hash).
+    /// The accepted credential ([`super::keys::AccountKey::credential`] of the stored hash).
     pub credential: u64,
     /// How long the count is kept after this accept, in ms.
     pub ttl_ms: u64,

@@ -3,13 +3,13 @@
 //! (`redis/key_check.rs` with `lua/key_check.lua` on every new connection and
 //! readiness check, `embedded/key_check.rs` when the file is opened).
 
-/// What [`StoreError::KeyCheckPending`] says: why a daemon that just started does not
+/// What [`super::error::StoreError::KeyCheckPending`] says: why a daemon that just started does not
 /// serve yet.
 pub const KEY_CHECK_PENDING: &str = "the store holds no key check value: waiting \
      store.key_check_claim_wait for the daemons already serving it to write theirs back \
      before this daemon writes its own (docs/store.md, \"One key secret per store\")";
 
-/// What [`StoreError::KeySecretMismatch`] says, to the operator who must act on it.
+/// What [`super::error::StoreError::KeySecretMismatch`] says, to the operator who must act on it.
 pub const KEY_SECRET_MISMATCH: &str = "this daemon's key secret is not the one this store is \
      keyed with (its key check value differs), so it would count every account afresh: \
      refusing to serve. Give this daemon the same store.key_secret_file (or \

@@ -35,7 +35,7 @@ impl SendOp {
 /// One call on a mail flow's send log ([`SendLogStore::send`]; docs/flows.md).
 #[derive(Debug, Clone, Copy)]
 pub struct SendRequest<'a> {
-    /// The flow's record of the account ([`keys::AccountKey::flow`]).
+    /// The flow's record of the account ([`super::keys::AccountKey::flow`]).
     pub log: &'a AccountKey,
     /// Where the gateway's idempotency id keeps its answer (a retried request is
     /// noted once and gets the first answer).

@@ -54,7 +54,7 @@ fn count(policy: &Policy, record: Option<Record>, now_ms: u64, listed: bool) -> 
 /// A repeated wrong password at store time `now_ms` (docs/throttle.md, "Repeated
 /// passwords"): an attempt whose password this client was already refused with in the
 /// record's current window is not counted, whether its list entry forgives it unseen or
-/// asks for a comparison ([`repeat_list::RepeatList::claim`]). It may proceed when the door
+/// asks for a comparison ([`super::repeat_list::RepeatList::claim`]). It may proceed when the door
 /// is open (the next attempt would be allowed), and the window's repeats go up by one.
 /// `None` when the window is over: the attempt is then counted as any other
 /// ([`attempt`]), so a repeat never carries over into a new window.

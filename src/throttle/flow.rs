@@ -1,6 +1,6 @@
 //! The flows around the login (docs/flows.md): their names, the records they keep and
 //! their validated limits. Pure: the counting is the login throttle's own rules
-//! ([`super::attempt`], for the code flows) and the send log's ([`super::send_log`], for
+//! ([`super::attempt_count::attempt`], for the code flows) and the send log's ([`super::send_log`], for
 //! the mail flows); `crate::flows` calls the store.
 
 use std::time::Duration;
@@ -98,7 +98,7 @@ impl FlowPolicies {
 /// at least `window` from the attempt that shut the door, and the ceiling of
 /// `max_consecutive_failures` across windows. A record holding consecutive failures is
 /// kept [`CODE_RETENTION`] after its last attempt (at least a second past the window), so
-/// the ceiling outlives the window ([`super::expiry_ms`]).
+/// the ceiling outlives the window ([`super::attempt_count::expiry_ms`]).
 pub fn fixed_window(max_failures: u32, window: Duration, max_consecutive_failures: u32) -> Policy {
     Policy {
         max_failures,

@@ -97,7 +97,7 @@ pub struct Record {
     /// Exhausted windows in a row; sets the current window's length.
     pub step: u32,
     /// Attempts in the current window that repeated a password this client had already
-    /// been refused with, and were not counted ([`forgive`]): forgiven without a
+    /// been refused with, and were not counted ([`attempt_count::forgive`]): forgiven without a
     /// comparison, or compared again ([`repeat_list::RepeatMatch`]).
     pub repeats: u64,
     /// Attempts allowed on this record since it was last cleared, across windows (the
@@ -117,7 +117,7 @@ pub struct AttemptOutcome {
     /// The record after counting.
     pub record: Record,
     /// This attempt added a consecutive failure (an allowed attempt that is no stale
-    /// repeat, [`attempt_listed`]): only such an attempt's refund gives one back.
+    /// repeat, [`attempt_count::attempt_listed`]): only such an attempt's refund gives one back.
     pub added: bool,
 }
 

@@ -375,7 +375,7 @@ impl Store for RedisStore {
 }
 
 /// The key check on Redis (docs/store.md, "One key secret per store"; the proof each
-/// connection makes is [`key_check::KeyProof`]).
+/// connection makes is `key_check::KeyProof`).
 impl RedisStore {
     /// Proves `check` (this daemon's key secret's, [`KeySecret::store_check`]) on every
     /// connection before it is used and on every readiness check; while the store holds
