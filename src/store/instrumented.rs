@@ -1,6 +1,7 @@
 //! The store as operators see it (docs/observability.md: a [`Store`] that wraps any
 //! other and gives each operation a client span (`db.system`, `db.operation` = the
-//! script's name, never a key), a latency histogram and an error counter by operation,
+//! operation's name, which docs/architecture.md's "One name per rule" gives its
+//! rule and script, never a key), a latency histogram and an error counter by operation,
 //! and reports failures to the refusal episodes (one log line an outage, not one a
 //! call). Both backends are wrapped where the daemon builds its store, so neither
 //! carries telemetry code of its own.
@@ -23,7 +24,7 @@ use super::error::StoreError;
 use super::keys::{AccountKey, AttemptKey};
 use super::network_bucket::{NetworkBucketStore, NetworkRequest, NetworkState};
 use super::repeat_list::{RepeatListStore, RepeatNoteRequest};
-use super::send_log::{MailSent, SendLogStore, SendRequest, Sent};
+use super::send_log::{MailSent, SendLogStore, SendRequest, Sent, give_back_later, take_and_send};
 use super::spray_window::{SprayNoteRequest, SprayWindowStore};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
@@ -47,7 +48,8 @@ impl InstrumentedStore {
         Self { inner, system, episodes }
     }
 
-    /// Runs one operation (`operation` is the script's name) under its span and meters.
+    /// Runs one operation (`operation`: its name, the `operation` label) under its span and
+    /// meters.
     async fn operation<T>(
         &self,
         operation: &'static str,
@@ -178,15 +180,29 @@ impl SendLogStore for InstrumentedStore {
         self.operation("send", self.inner.send(request)).await
     }
 
-    /// The inner store's own way (the embedded store's one transaction), timed as one
-    /// operation.
+    fn mail_in_one_step(&self) -> bool {
+        self.inner.mail_in_one_step()
+    }
+
+    /// Timed as one `send_mail` operation: the inner store's own step (the embedded
+    /// store's one transaction), or the take and the send in turn; a token owed back
+    /// goes back through this wrapper, so the give-back is a `network` operation of its
+    /// own, with its span, its metrics and its refusal episode.
     async fn send_mail(
         self: Arc<Self>,
         request: &SendRequest<'_>,
         network: Option<&NetworkRequest<'_>>,
     ) -> Result<MailSent, StoreError> {
         let inner = self.inner.clone();
-        self.operation("send_mail", inner.send_mail(request, network)).await
+        if inner.mail_in_one_step() {
+            return self.operation("send_mail", inner.send_mail(request, network)).await;
+        }
+        let steps = take_and_send(&*inner, request, network);
+        let (mail, owed) = self.operation("send_mail", steps).await?;
+        if owed && let Some(take) = network {
+            give_back_later(self, take);
+        }
+        Ok(mail)
     }
 }
 

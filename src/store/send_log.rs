@@ -80,39 +80,68 @@ pub trait SendLogStore: NetworkBucketStore + Send + Sync + 'static {
     /// writes nothing.
     async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError>;
 
+    /// Whether [`SendLogStore::send_mail`] is this store's own single step (the
+    /// embedded store's one transaction) rather than the default's steps in turn; a
+    /// wrapper that times each step ([`crate::store::instrumented`]) asks it. Default:
+    /// no.
+    fn mail_in_one_step(&self) -> bool {
+        false
+    }
+
     /// A mail flow's request (docs/flows.md): takes `network`'s token first (none: a
     /// trusted network), and only if it was taken asks the send log
     /// ([`SendLogStore::send`]); a refused or replayed send gives the token back, so only
-    /// a mail sent spends the network's budget. Default: the two operations in turn, and
-    /// the give-back in a task of its own after the answer, so a refusal takes a send's
-    /// time (a give-back that fails leaves the network over-counted, the safe side); the
-    /// embedded store does all three in one transaction (one commit, not three).
+    /// a mail sent spends the network's budget. Default: [`take_and_send`], then the
+    /// give-back in a task of its own after the answer ([`give_back_later`]), so a
+    /// refusal takes a send's time (a give-back that fails leaves the network
+    /// over-counted, the safe side); the embedded store does all three in one
+    /// transaction (one commit, not three).
     async fn send_mail(
         self: Arc<Self>,
         request: &SendRequest<'_>,
         network: Option<&NetworkRequest<'_>>,
     ) -> Result<MailSent, StoreError> {
-        if let Some(take) = network
-            && !self.network(take).await?.taken
-        {
-            let sent = Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0 };
-            return Ok(MailSent { sent, network_refused: true });
+        let (mail, owed) = take_and_send(&*self, request, network).await?;
+        if owed && let Some(take) = network {
+            give_back_later(self, take);
         }
-        let sent = self.send(request).await?;
-        if let Some(take) = network
-            && (!sent.allowed || sent.replays > 0)
-        {
-            let (key, policy) = (take.key.clone(), *take.policy);
-            tokio::spawn(async move {
-                let give_back = NetworkRequest {
-                    key: &key,
-                    op: NetworkOp::GiveBack,
-                    policy: &policy,
-                    held: None,
-                };
-                let _ = self.network(&give_back).await;
-            });
-        }
-        Ok(MailSent { sent, network_refused: false })
+        Ok(mail)
     }
+}
+
+/// A mail request's first two steps on `store`: `network`'s token, then (only if it
+/// was taken) the send. Answers what the request got and whether the token is owed
+/// back (a refused or replayed send behind a taken token).
+///
+/// # Errors
+/// The store's error: nothing is owed back then (a failed take took nothing; after a
+/// failed send the token stays spent, the safe side).
+pub async fn take_and_send<S: SendLogStore + ?Sized>(
+    store: &S,
+    request: &SendRequest<'_>,
+    network: Option<&NetworkRequest<'_>>,
+) -> Result<(MailSent, bool), StoreError> {
+    if let Some(take) = network
+        && !store.network(take).await?.taken
+    {
+        let sent = Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0 };
+        return Ok((MailSent { sent, network_refused: true }, false));
+    }
+    let sent = store.send(request).await?;
+    let owed = network.is_some() && (!sent.allowed || sent.replays > 0);
+    Ok((MailSent { sent, network_refused: false }, owed))
+}
+
+/// Gives `take`'s token back to its bucket on `store`, in a task of its own (the
+/// answer does not wait for it; a failure leaves the network over-counted).
+pub fn give_back_later<S: NetworkBucketStore + ?Sized + 'static>(
+    store: Arc<S>,
+    take: &NetworkRequest<'_>,
+) {
+    let (key, policy) = (take.key.clone(), *take.policy);
+    tokio::spawn(async move {
+        let give_back =
+            NetworkRequest { key: &key, op: NetworkOp::GiveBack, policy: &policy, held: None };
+        let _ = store.network(&give_back).await;
+    });
 }

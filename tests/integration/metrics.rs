@@ -315,3 +315,40 @@ async fn an_abandoned_call_is_counted_as_cancelled() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A mail request the send log refuses gives its network's token back, and on Redis
+/// that give-back is a store operation of its own (a `network` sample beside the
+/// request's `send_mail`), so a give-back that fails in an outage is counted and opens
+/// a refusal episode like any store failure.
+#[tokio::test]
+async fn a_refused_mails_give_back_is_a_store_operation_of_its_own() {
+    use portcullis::pb::{Account, Flow, RecordFlowAttemptRequest};
+    let redis = RedisServer::start();
+    let daemon = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).admin("0s").toml());
+    let mut c = daemon.client().await;
+    // The default reset flow sends one mail a minute per account: the second is refused.
+    let mut decisions = Vec::new();
+    for _ in 0..2 {
+        let request = RecordFlowAttemptRequest {
+            account: Some(Account { realm: "default".into(), identifier: ID.into() }),
+            flow: Flow::PasswordReset as i32,
+            client_key: "203.0.113.9".into(),
+            attempt_id: String::new(),
+        };
+        decisions.push(c.0.record_flow_attempt(request).await.unwrap().into_inner().decision);
+    }
+    assert_eq!(decisions, [Allow as i32, Deny as i32]);
+    let store_count = "portcullis_store_operation_seconds_count";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = parse(&scrape(daemon.admin_addr()).await);
+        let v = |op: &str| value(&s, store_count, &[("operation", op)]).unwrap_or(0.0);
+        if v("network") >= 1.0 {
+            assert_eq!(v("send_mail"), 2.0, "{:?}", family(&s, store_count));
+            assert_eq!(v("network"), 1.0, "the refused mail's give-back, once");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no give-back timed: {:?}", family(&s, store_count));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

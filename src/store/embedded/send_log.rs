@@ -30,6 +30,10 @@ impl SendLogStore for EmbeddedStore {
         .await
     }
 
+    fn mail_in_one_step(&self) -> bool {
+        true
+    }
+
     /// The network's take, the send and the give-back it owes, in one transaction (one
     /// commit, not three).
     async fn send_mail(

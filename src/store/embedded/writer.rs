@@ -44,7 +44,8 @@ impl Clock for SystemClock {
 }
 
 /// What delivers one operation's answer once its batch is settled: `None` when the batch
-/// committed (the work's own result goes out), else the batch's error, which every
+/// committed, or was aborted because nothing in it writes (the work's own result goes
+/// out), else the batch's error, which every
 /// operation of it answers instead (nothing of the batch was written).
 type Delivery = Box<dyn FnOnce(Option<&str>) + Send>;
 

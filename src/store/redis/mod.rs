@@ -1,5 +1,5 @@
-//! The Redis store: one Lua script per operation (`scripts`; see `lua/*.lua` for each
-//! script's KEYS/ARGV contract), over a few long-lived multiplexed connections that a
+//! The Redis store: one Lua script per operation (`scripts`; each script under `lua/`
+//! opens with its KEYS/ARGV contract), over a few long-lived multiplexed connections that a
 //! deadpool pool creates, shares and replaces (`pool`). Each call costs exactly one
 //! Redis command on the hot path, the script: no `PING`, no `UNWATCH` (the store's part of
 //! docs/architecture.md's "Atomicity belongs to the store").
