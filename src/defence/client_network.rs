@@ -30,6 +30,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use crate::secret::KeySecret;
+use crate::setting::{ConfigError, Problems, check};
 use crate::store::keys::NetworkKey;
 use crate::telemetry::metrics::{NETWORK_EPISODES, NETWORK_THROTTLED};
 use crate::throttle::network_bucket::BucketPolicy;
@@ -60,7 +61,28 @@ impl NetworkAction {
     }
 }
 
-/// A realm's network throttle, validated (`crate::realm::RealmConfig::validate`).
+/// Most entries of `trusted_networks`.
+pub const MAX_TRUSTED_NETWORKS: usize = 1_000;
+
+/// A realm's network throttle settings as written (`network_*`, `trusted_networks`),
+/// before [`NetworkPolicy::checked`].
+#[derive(Debug, Clone, Copy)]
+pub struct NetworkSettings<'a> {
+    /// `network_capacity`: tokens a full bucket holds.
+    pub capacity: u32,
+    /// `network_refill_period`: how long an empty bucket takes to fill.
+    pub refill_period: Duration,
+    /// `network_action`.
+    pub action: NetworkAction,
+    /// `network_ipv4_prefix`.
+    pub ipv4_prefix: u8,
+    /// `network_ipv6_prefix`.
+    pub ipv6_prefix: u8,
+    /// `trusted_networks`.
+    pub trusted: &'a [IpNet],
+}
+
+/// A realm's network throttle, validated ([`NetworkPolicy::checked`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkPolicy {
     /// The bucket: `network_capacity` tokens, one back every
@@ -74,6 +96,50 @@ pub struct NetworkPolicy {
     pub ipv6_prefix: u8,
     /// Networks never throttled.
     pub trusted: Vec<IpNet>,
+}
+
+impl NetworkPolicy {
+    /// `realms.REALM`'s network throttle, checked where it is used: `network_capacity`
+    /// 1–1,000,000 tokens, `network_refill_period` 60 s – 30 days and at least one
+    /// millisecond a token, `network_ipv4_prefix` 8–32, `network_ipv6_prefix` 16–128, at
+    /// most [`MAX_TRUSTED_NETWORKS`] trusted networks, each one a network the
+    /// throttle may trust ([`trusted_network_problem`]). Each problem is noted in
+    /// `problems`, naming `realms.REALM.FIELD`.
+    pub fn checked(realm: &str, settings: &NetworkSettings<'_>, problems: &mut Problems) -> Self {
+        let key = |field: &str| format!("realms.{realm}.{field}");
+        let s = settings;
+        problems.note(check(&key("network_capacity"), s.capacity, 1..=1_000_000));
+        let month = Duration::from_secs(30 * 24 * 3600);
+        let period = s.refill_period;
+        problems.note(check(
+            &key("network_refill_period"),
+            period,
+            Duration::from_secs(60)..=month,
+        ));
+        // (Guarded: a capacity of 0 is reported above, not divided by.)
+        let interval_ms = crate::throttle::duration_ms(period) / u64::from(s.capacity.max(1));
+        if interval_ms == 0 {
+            problems.note::<()>(Err(ConfigError::invalid(
+                key("network_refill_period"),
+                "must be at least network_capacity milliseconds (one token back a millisecond)",
+            )));
+        }
+        problems.note(check(&key("network_ipv4_prefix"), s.ipv4_prefix, 8..=32));
+        problems.note(check(&key("network_ipv6_prefix"), s.ipv6_prefix, 16..=128));
+        problems.note(check(&key("trusted_networks"), s.trusted.len(), 0..=MAX_TRUSTED_NETWORKS));
+        for net in s.trusted {
+            if let Some(problem) = trusted_network_problem(net) {
+                problems.note::<()>(Err(ConfigError::invalid(key("trusted_networks"), problem)));
+            }
+        }
+        NetworkPolicy {
+            bucket: BucketPolicy { capacity: s.capacity, interval_ms },
+            action: s.action,
+            ipv4_prefix: s.ipv4_prefix,
+            ipv6_prefix: s.ipv6_prefix,
+            trusted: s.trusted.iter().map(IpNet::trunc).collect(),
+        }
+    }
 }
 
 /// Where a `client_key` is throttled: a network of addresses, or the key itself.

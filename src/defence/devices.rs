@@ -57,6 +57,7 @@ use sha2::Sha256;
 
 use crate::secret::KeySecret;
 use crate::secret::{keyed_mac, update_framed};
+use crate::setting::{Problems, check};
 use crate::store::keys::AccountKey;
 
 /// Longest `device_token` a request may carry, in bytes; a longer one is
@@ -83,6 +84,16 @@ const CHALLENGE_DOMAIN: &[u8] = b"portcullis challenge token v1\0";
 /// after the `VERDICT_CHALLENGE` that issued it: long enough to read a mailed code,
 /// short enough that a leaked one is soon worthless.
 pub const CHALLENGE_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// `realms.REALM.device_token_ttl`, checked where it is used: 60 s – 366 days (a token
+/// outliving a year would outlive every expiry the stores compute). A problem is noted
+/// in `problems`, naming the setting.
+pub fn checked_token_ttl(realm: &str, ttl: Duration, problems: &mut Problems) -> Duration {
+    let year = Duration::from_secs(366 * 24 * 3600);
+    let setting = format!("realms.{realm}.device_token_ttl");
+    problems.note(check(&setting, ttl, Duration::from_secs(60)..=year));
+    ttl
+}
 
 /// `realms.NAME.unknown_device`: what a right password without a valid device token of
 /// the account gets (docs/devices.md, "Step-up for unknown devices").

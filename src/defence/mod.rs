@@ -11,24 +11,28 @@
 //!
 //! # Adding a store-backed defence: the checklist
 //! 1. **Settings**: its fields in the realm's table (`src/realm/mod.rs`), each with a
-//!    default, a range checked by the owner's `validate()` with
-//!    [`crate::setting`]'s range checks, and a line in `deploy/portcullis.toml`.
+//!    default; their ranges checked by the defence itself, a `checked` constructor of
+//!    its policy with [`crate::setting`]'s range checks (as
+//!    [`spray::SprayPolicy::checked`] and [`client_network::NetworkPolicy::checked`]),
+//!    which the realm calls; and a line in `deploy/portcullis.toml`.
 //! 2. **Keys**: its key kind in `src/store/keys.rs`, inside the account's (or its
 //!    own) Redis Cluster hash tag, with a test that pins the exact format.
-//! 3. **Pure rule**: the arithmetic in `src/throttle/` (no store, time passed in),
-//!    naming the Lua script that mirrors it.
-//! 4. **Store**: one [`crate::store::Store`] method taking one request struct; a
-//!    `.lua` file in `src/store/lua/` opening with its KEYS/ARGV contract and a worked
-//!    example (loaded in `src/store/redis/scripts.rs`); the embedded store's operation
-//!    (`src/store/embedded/`), calling the pure rule; a line in the instrumented store
-//!    (`src/store/instrumented.rs`) and the test suite's faulty store
-//!    (`tests/support/src/faulty.rs`).
+//! 3. **Pure rule**: the arithmetic in `src/throttle/<rule>.rs` (no store, time passed
+//!    in), naming the Lua script that mirrors it.
+//! 4. **Store**: a rule named for what it keeps (docs/architecture.md, "One name per
+//!    rule"): its trait and request structs in `src/store/<rule>.rs`, added to
+//!    [`crate::store::Store`]'s sum; its `.lua` file in `src/store/lua/` opening with
+//!    its KEYS/ARGV contract and a worked example (loaded in
+//!    `src/store/redis/scripts.rs`); the Redis side in `src/store/redis/<rule>.rs`, the
+//!    embedded side in `src/store/embedded/<rule>.rs` (calling the pure rule); the
+//!    trait in the instrumented store (`src/store/instrumented.rs`) and the test
+//!    suite's faulty store (`tests/support/src/faulty.rs`).
 //! 5. **Conformance**: a module in `tests/integration/store_conformance/` that runs the
 //!    same sequence on both stores and compares with the pure rule, and corrupt stored
 //!    values read as store errors (a deny).
 //! 6. **Login step**: one call from `src/login/` and, if it changes the answer, a
 //!    signal on the wire (`proto/`), produced in the one place answers are built
-//!    (`src/rpc/`); every exit through the login's settle step.
+//!    (`src/rpc/answers.rs`); every exit through the login's settle step.
 //! 7. **Telemetry**: its metric names in `src/telemetry/metrics.rs` only, with bounded
 //!    labels, described in `docs/observability.md`.
 //! 8. **Docs**: a section in `docs/` saying what it stops and what it does not.

@@ -22,6 +22,7 @@
 use hmac::Mac;
 
 use crate::secret::{KeySecret, SubKey, keyed_mac, update_framed};
+use crate::setting::{Problems, check};
 use crate::store::keys::{AccountKey, RepeatKey};
 
 /// A realm's repeat settings, validated.
@@ -35,6 +36,20 @@ pub struct RepeatPolicy {
 }
 
 impl RepeatPolicy {
+    /// `realms.REALM`'s repeat settings, checked where they are used:
+    /// `repeat_list_length` 0–16 fingerprints, `repeat_fingerprint_bytes` 2–8. Each
+    /// problem is noted in `problems`, naming `realms.REALM.FIELD`.
+    pub fn checked(
+        realm: &str,
+        (list_length, fingerprint_bytes): (u32, u8),
+        problems: &mut Problems,
+    ) -> Self {
+        let key = |field: &str| format!("realms.{realm}.{field}");
+        problems.note(check(&key("repeat_list_length"), list_length, 0..=16));
+        problems.note(check(&key("repeat_fingerprint_bytes"), fingerprint_bytes, 2..=8));
+        Self { list_length, fingerprint_bytes }
+    }
+
     /// Whether repeats are forgiven at all.
     pub fn is_on(&self) -> bool {
         self.list_length > 0

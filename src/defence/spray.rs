@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use crate::secret::{KeySecret, keyed_mac, update_framed};
+use crate::setting::{Problems, check};
 use crate::store::keys::SprayKey;
 use crate::telemetry::metrics::{
     SPRAY_DISTINCT_ACCOUNTS, SPRAY_EPISODES, SPRAY_FINGERPRINTS_OVER, SPRAY_SUSPECTED,
@@ -78,6 +79,21 @@ pub struct SprayPolicy {
 }
 
 impl SprayPolicy {
+    /// `realms.REALM`'s spray settings, checked where they are used: `spray_threshold`
+    /// 10–1,000,000 accounts, `spray_period` 60 s – 7 days. Each problem is noted in
+    /// `problems`, naming `realms.REALM.FIELD`.
+    pub fn checked(
+        realm: &str,
+        (threshold, action, period): (u32, SprayAction, Duration),
+        problems: &mut Problems,
+    ) -> Self {
+        let key = |field: &str| format!("realms.{realm}.{field}");
+        problems.note(check(&key("spray_threshold"), threshold, 10..=1_000_000));
+        let week = Duration::from_secs(7 * 24 * 3600);
+        problems.note(check(&key("spray_period"), period, Duration::from_secs(60)..=week));
+        Self { threshold, action, period }
+    }
+
     /// Period length in ms, as the stores take it.
     pub fn period_ms(&self) -> u64 {
         u64::try_from(self.period.as_millis()).unwrap_or(u64::MAX)

@@ -13,15 +13,15 @@ use smart_default::SmartDefault;
 
 use ipnet::IpNet;
 
-use crate::defence::client_network::{NetworkAction, NetworkPolicy, trusted_network_problem};
-use crate::defence::devices::UnknownDevice;
+use crate::defence::client_network::{NetworkAction, NetworkPolicy, NetworkSettings};
+use crate::defence::devices::{UnknownDevice, checked_token_ttl};
 use crate::defence::repeats::RepeatPolicy;
 use crate::defence::spray::{SprayAction, SprayPolicy};
 use crate::normalize::Normalization;
-use crate::setting::{Bound, ConfigError, Problems, below, between, check};
-use crate::throttle::Policy;
+use crate::setting::{Bound, ConfigError, Problems, between};
+use crate::throttle::breached_count::checked_grace_logins;
 use crate::throttle::flow::FlowPolicies;
-use crate::throttle::network_bucket::BucketPolicy;
+use crate::throttle::{Policy, PolicySettings};
 use crate::verify::config::HashTargetConfig;
 use crate::verify::hash::{Ceilings, HashParams};
 
@@ -194,9 +194,6 @@ pub struct RealmConfig {
     pub breached_grace_logins: u32,
 }
 
-/// Most entries of `trusted_networks`.
-pub const MAX_TRUSTED_NETWORKS: usize = 1_000;
-
 impl RealmConfig {
     /// The realm `name` with these settings, every range checked; `ceilings` bound its
     /// hash target (`[verify]`).
@@ -214,17 +211,16 @@ impl RealmConfig {
             ));
         }
         let mut problems = Problems::default();
-        self.note_windows(name, &mut problems);
-        self.note_spray(name, &mut problems);
-        let interval_ms = self.note_network(name, &mut problems);
-        self.note_repeat(name, &mut problems);
+        let policy = Policy::checked(name, &self.policy_settings(), &mut problems);
+        let device_token_ttl = checked_token_ttl(name, self.device_token_ttl, &mut problems);
+        let spray = (self.spray_threshold, self.spray_action, self.spray_period);
+        let spray = SprayPolicy::checked(name, spray, &mut problems);
+        let network = NetworkPolicy::checked(name, &self.network_settings(), &mut problems);
+        let repeats = (self.repeat_list_length, self.repeat_fingerprint_bytes);
+        let repeat = RepeatPolicy::checked(name, repeats, &mut problems);
         let step_up_failures = self.step_up_failures(name, &mut problems);
         let flows = self.flows.validate(name, self.max_consecutive_failures, &mut problems);
-        problems.note(check(
-            &format!("realms.{name}.breached_grace_logins"),
-            self.breached_grace_logins,
-            0..=20,
-        ));
+        let grace = checked_grace_logins(name, self.breached_grace_logins, &mut problems);
         let hash_target = problems.note(self.hash.validate(name, ceilings));
         if let Some(e) = problems.into_error() {
             return Err(e);
@@ -235,110 +231,18 @@ impl RealmConfig {
                 "could not be checked",
             ));
         };
-        Ok(self.realm(name, hash_target, interval_ms, step_up_failures, flows))
-    }
-
-    /// The lockout rules' settings: `max_failures`, the windows, the retention, the
-    /// device tokens' lifetime.
-    fn note_windows(&self, name: &str, problems: &mut Problems) {
-        let key = |field: &str| format!("realms.{name}.{field}");
-        problems.note(check(&key("max_failures"), self.max_failures, 1..=100));
-        problems.note(check(
-            &key("max_consecutive_failures"),
-            self.max_consecutive_failures,
-            1..=crate::throttle::MAX_CONSECUTIVE_FAILURES,
-        ));
-        if let Some(lockout) = self.lockout_duration {
-            problems.note(between(
-                &key("lockout_duration"),
-                lockout,
-                Bound::fixed(Duration::from_secs(1)),
-                Bound::setting("retention", self.retention),
-            ));
-            problems.note(below(
-                &key("lockout_duration"),
-                lockout,
-                Bound::setting("retention", self.retention),
-            ));
-        }
-        problems.note(between(
-            &key("first_window"),
-            self.first_window,
-            Bound::fixed(Duration::from_secs(1)),
-            Bound::setting("max_window", self.max_window),
-        ));
-        problems.note(below(
-            &key("max_window"),
-            self.max_window,
-            Bound::setting("retention", self.retention),
-        ));
-        // A year bounds every expiry the stores compute, far inside u64 milliseconds.
-        problems.note(between(
-            &key("retention"),
-            self.retention,
-            Bound::setting("max_window", self.max_window),
-            Bound::fixed(days(366)),
-        ));
-        problems.note(check(
-            &key("device_token_ttl"),
-            self.device_token_ttl,
-            Duration::from_secs(60)..=days(366),
-        ));
-    }
-
-    /// The spray detection's settings.
-    fn note_spray(&self, name: &str, problems: &mut Problems) {
-        let key = |field: &str| format!("realms.{name}.{field}");
-        problems.note(check(&key("spray_threshold"), self.spray_threshold, 10..=1_000_000));
-        problems.note(check(
-            &key("spray_period"),
-            self.spray_period,
-            Duration::from_secs(60)..=days(7),
-        ));
-    }
-
-    /// The throttle per client network's settings; answers one token's refill interval.
-    fn note_network(&self, name: &str, problems: &mut Problems) -> u64 {
-        let key = |field: &str| format!("realms.{name}.{field}");
-        problems.note(check(&key("network_capacity"), self.network_capacity, 1..=1_000_000));
-        problems.note(check(
-            &key("network_refill_period"),
-            self.network_refill_period,
-            Duration::from_secs(60)..=days(30),
-        ));
-        // (Guarded: a capacity of 0 is reported above, not divided by.)
-        let interval_ms = crate::throttle::duration_ms(self.network_refill_period)
-            / u64::from(self.network_capacity.max(1));
-        if interval_ms == 0 {
-            problems.note::<()>(Err(ConfigError::invalid(
-                key("network_refill_period"),
-                "must be at least network_capacity milliseconds (one token back a millisecond)",
-            )));
-        }
-        problems.note(check(&key("network_ipv4_prefix"), self.network_ipv4_prefix, 8..=32));
-        problems.note(check(&key("network_ipv6_prefix"), self.network_ipv6_prefix, 16..=128));
-        problems.note(check(
-            &key("trusted_networks"),
-            self.trusted_networks.len(),
-            0..=MAX_TRUSTED_NETWORKS,
-        ));
-        for net in &self.trusted_networks {
-            if let Some(problem) = trusted_network_problem(net) {
-                problems.note::<()>(Err(ConfigError::invalid(key("trusted_networks"), problem)));
-            }
-        }
-        interval_ms
-    }
-
-    /// The repeated passwords' settings.
-    fn note_repeat(&self, name: &str, problems: &mut Problems) {
-        let key = |field: &str| format!("realms.{name}.{field}");
-        problems.note(check(&key("repeat_list_length"), self.repeat_list_length, 0..=16));
-        problems.note(check(
-            &key("repeat_fingerprint_bytes"),
-            self.repeat_fingerprint_bytes,
-            2..=8,
-        ));
+        let parts = Parts {
+            policy,
+            device_token_ttl,
+            hash_target,
+            spray,
+            network,
+            repeat,
+            step_up_failures,
+            flows,
+            grace,
+        };
+        Ok(self.realm(name, parts))
     }
 
     /// `step_up_failures`, checked, or its default: `max_failures − 2` (at least 1), none
@@ -360,54 +264,71 @@ impl RealmConfig {
         }
     }
 
-    /// The realm of these settings, once they are checked.
-    fn realm(
-        &self,
-        name: &str,
-        hash_target: HashParams,
-        interval_ms: u64,
-        step_up_failures: Option<u32>,
-        flows: FlowPolicies,
-    ) -> Realm {
+    /// The lockout rules' settings as written.
+    fn policy_settings(&self) -> PolicySettings {
+        PolicySettings {
+            max_failures: self.max_failures,
+            max_consecutive_failures: self.max_consecutive_failures,
+            lockout_duration: self.lockout_duration,
+            first_window: self.first_window,
+            max_window: self.max_window,
+            retention: self.retention,
+            second_factor_required: self.second_factor_required,
+        }
+    }
+
+    /// The network throttle's settings as written.
+    fn network_settings(&self) -> NetworkSettings<'_> {
+        NetworkSettings {
+            capacity: self.network_capacity,
+            refill_period: self.network_refill_period,
+            action: self.network_action,
+            ipv4_prefix: self.network_ipv4_prefix,
+            ipv6_prefix: self.network_ipv6_prefix,
+            trusted: &self.trusted_networks,
+        }
+    }
+
+    /// The realm of these settings, once they are checked (its parts checked by their
+    /// owners).
+    fn realm(&self, name: &str, parts: Parts) -> Realm {
+        let Parts {
+            policy,
+            device_token_ttl,
+            hash_target,
+            spray,
+            network,
+            repeat,
+            step_up_failures,
+            flows,
+            grace,
+        } = parts;
         Realm {
             name: name.to_owned(),
-            policy: Policy {
-                max_failures: self.max_failures,
-                max_consecutive_failures: self.max_consecutive_failures,
-                lockout_duration: self.lockout_duration.unwrap_or(self.first_window),
-                first_window: self.first_window,
-                max_window: self.max_window,
-                retention: self.retention,
-                second_factor_required: self.second_factor_required,
-            },
+            policy,
             normalization: self.normalization,
             hash_target,
-            device_token_ttl: self.device_token_ttl,
-            spray: SprayPolicy {
-                threshold: self.spray_threshold,
-                action: self.spray_action,
-                period: self.spray_period,
-            },
-            network: NetworkPolicy {
-                bucket: BucketPolicy { capacity: self.network_capacity, interval_ms },
-                action: self.network_action,
-                ipv4_prefix: self.network_ipv4_prefix,
-                ipv6_prefix: self.network_ipv6_prefix,
-                trusted: self.trusted_networks.iter().map(IpNet::trunc).collect(),
-            },
+            device_token_ttl,
+            spray,
+            network,
             step_up_failures,
-            repeat: RepeatPolicy {
-                list_length: self.repeat_list_length,
-                fingerprint_bytes: self.repeat_fingerprint_bytes,
-            },
+            repeat,
             flows,
             unknown_device: self.unknown_device,
-            breached_grace_logins: self.breached_grace_logins,
+            breached_grace_logins: grace,
         }
     }
 }
 
-/// `n` days.
-fn days(n: u64) -> Duration {
-    Duration::from_secs(n * 24 * 3600)
+/// A realm's parts its owners checked ([`RealmConfig::validate`]).
+struct Parts {
+    policy: Policy,
+    device_token_ttl: Duration,
+    hash_target: HashParams,
+    spray: SprayPolicy,
+    network: NetworkPolicy,
+    repeat: RepeatPolicy,
+    step_up_failures: Option<u32>,
+    flows: FlowPolicies,
+    grace: u32,
 }

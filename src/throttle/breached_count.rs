@@ -3,6 +3,8 @@
 //! keyed digest of the stored hash), so a new stored hash starts afresh. Twin:
 //! `breached_count.lua`; the embedded store calls [`note`].
 
+use crate::setting::{Problems, check};
+
 /// The count after one more breached accept of `credential`, from the stored
 /// `(credential, count)` (`None`: none kept).
 pub fn note(held: Option<(u64, u64)>, credential: u64) -> u64 {
@@ -16,6 +18,18 @@ pub fn note(held: Option<(u64, u64)>, credential: u64) -> u64 {
 /// realm's `breached_grace_logins`.
 pub fn change_required(count: u64, grace_logins: u32) -> bool {
     count > u64::from(grace_logins)
+}
+
+/// Most grace logins a realm may give a breached password (`breached_grace_logins`).
+pub const MAX_GRACE_LOGINS: u32 = 20;
+
+/// `realms.REALM.breached_grace_logins`, checked where it is used: 0–
+/// [`MAX_GRACE_LOGINS`] accepts before a change is required. A problem is noted in
+/// `problems`, naming the setting.
+pub fn checked_grace_logins(realm: &str, grace_logins: u32, problems: &mut Problems) -> u32 {
+    let setting = format!("realms.{realm}.breached_grace_logins");
+    problems.note(check(&setting, grace_logins, 0..=MAX_GRACE_LOGINS));
+    grace_logins
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ pub mod spray_window;
 
 use std::time::Duration;
 
+use crate::setting::{Bound, Problems, below, between, check};
+
 /// Most failures (or replays) a stored record may hold: a record holding more was not
 /// written by a daemon and is a store error (docs/store.md, "Stored values"), never an
 /// answer. Far above anything counted in a window, far below where arithmetic wraps.
@@ -65,6 +67,85 @@ pub struct Policy {
     /// A realm with a second factor never escalates: the factor is the real defence,
     /// and a longer lockout would only help an attacker lock users out.
     pub second_factor_required: bool,
+}
+
+/// A realm's lockout settings as written (`[realms.NAME]`), before [`Policy::checked`]:
+/// the fields of [`Policy`], with `lockout_duration` still optional.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicySettings {
+    /// `max_failures`.
+    pub max_failures: u32,
+    /// `max_consecutive_failures`.
+    pub max_consecutive_failures: u32,
+    /// `lockout_duration`; `None`: `first_window`.
+    pub lockout_duration: Option<Duration>,
+    /// `first_window`.
+    pub first_window: Duration,
+    /// `max_window`.
+    pub max_window: Duration,
+    /// `retention`.
+    pub retention: Duration,
+    /// `second_factor_required`.
+    pub second_factor_required: bool,
+}
+
+impl Policy {
+    /// `realms.REALM`'s lockout rules, checked where they are used (docs/throttle.md,
+    /// "The rules"): `max_failures` 1–100, `max_consecutive_failures` 1–
+    /// [`MAX_CONSECUTIVE_FAILURES`], `lockout_duration` 1 s – below `retention` (default
+    /// `first_window`), `first_window` 1 s – `max_window`, `max_window` below
+    /// `retention`, `retention` up to 366 days. Each problem is noted in `problems`,
+    /// naming `realms.REALM.FIELD`.
+    pub fn checked(realm: &str, s: &PolicySettings, problems: &mut Problems) -> Self {
+        let name = realm;
+        let key = |field: &str| format!("realms.{name}.{field}");
+        problems.note(check(&key("max_failures"), s.max_failures, 1..=100));
+        problems.note(check(
+            &key("max_consecutive_failures"),
+            s.max_consecutive_failures,
+            1..=MAX_CONSECUTIVE_FAILURES,
+        ));
+        if let Some(lockout) = s.lockout_duration {
+            problems.note(between(
+                &key("lockout_duration"),
+                lockout,
+                Bound::fixed(Duration::from_secs(1)),
+                Bound::setting("retention", s.retention),
+            ));
+            problems.note(below(
+                &key("lockout_duration"),
+                lockout,
+                Bound::setting("retention", s.retention),
+            ));
+        }
+        problems.note(between(
+            &key("first_window"),
+            s.first_window,
+            Bound::fixed(Duration::from_secs(1)),
+            Bound::setting("max_window", s.max_window),
+        ));
+        problems.note(below(
+            &key("max_window"),
+            s.max_window,
+            Bound::setting("retention", s.retention),
+        ));
+        // A year bounds every expiry the stores compute, far inside u64 milliseconds.
+        problems.note(between(
+            &key("retention"),
+            s.retention,
+            Bound::setting("max_window", s.max_window),
+            Bound::fixed(Duration::from_secs(366 * 24 * 3600)),
+        ));
+        Policy {
+            max_failures: s.max_failures,
+            max_consecutive_failures: s.max_consecutive_failures,
+            lockout_duration: s.lockout_duration.unwrap_or(s.first_window),
+            first_window: s.first_window,
+            max_window: s.max_window,
+            retention: s.retention,
+            second_factor_required: s.second_factor_required,
+        }
+    }
 }
 
 impl Default for Policy {
