@@ -22,8 +22,9 @@
 //! 4. **Store**: a rule named for what it keeps (docs/architecture.md, "One name per
 //!    rule"): its trait and request structs in `src/store/<rule>.rs`, added to
 //!    [`crate::store::Store`]'s sum; its `.lua` file in `src/store/lua/` opening with
-//!    its KEYS/ARGV contract and a worked example (loaded in
-//!    `src/store/redis/scripts.rs`); the Redis side in `src/store/redis/<rule>.rs`, the
+//!    its KEYS/ARGV contract (its `-- contract:` line) and a worked example, and its
+//!    `script!` in `src/store/redis/scripts.rs` naming the same keys, arguments and
+//!    reply; the Redis side in `src/store/redis/<rule>.rs`, the
 //!    embedded side in `src/store/embedded/<rule>.rs` (calling the pure rule); the
 //!    trait in the instrumented store (`src/store/instrumented.rs`) and the test
 //!    suite's faulty store (`tests/support/src/faulty.rs`).

@@ -292,30 +292,19 @@ impl RealmConfig {
     /// The realm of these settings, once they are checked (its parts checked by their
     /// owners).
     fn realm(&self, name: &str, parts: Parts) -> Realm {
-        let Parts {
-            policy,
-            device_token_ttl,
-            hash_target,
-            spray,
-            network,
-            repeat,
-            step_up_failures,
-            flows,
-            grace,
-        } = parts;
         Realm {
             name: name.to_owned(),
-            policy,
+            policy: parts.policy,
             normalization: self.normalization,
-            hash_target,
-            device_token_ttl,
-            spray,
-            network,
-            step_up_failures,
-            repeat,
-            flows,
+            hash_target: parts.hash_target,
+            device_token_ttl: parts.device_token_ttl,
+            spray: parts.spray,
+            network: parts.network,
+            step_up_failures: parts.step_up_failures,
+            repeat: parts.repeat,
+            flows: parts.flows,
             unknown_device: self.unknown_device,
-            breached_grace_logins: grace,
+            breached_grace_logins: parts.grace,
         }
     }
 }

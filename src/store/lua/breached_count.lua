@@ -2,6 +2,7 @@
 -- "Grace logins"), bound to the credential; src/throttle/breached_count.rs is the same
 -- rule in Rust.
 --
+-- contract: KEYS count | ARGV credential, ttl_ms | REPLY count
 -- KEYS[1]  portcullis:v2:{<digest>}:b   string "<16 hex credential>:<count>"
 -- ARGV[1]  credential   16 lowercase hex digits: a keyed digest of the stored hash
 -- ARGV[2]  ttl_ms       how long the count is kept after this accept (>= 1000)

@@ -5,6 +5,7 @@
 -- account afresh: a second allowance, which this check makes loud instead of silent.
 -- One script, so two daemons starting at once on an empty store cannot both write.
 --
+-- contract: KEYS check_value | ARGV check, mode | REPLY value
 -- KEYS[1]  the check value   portcullis:v2:key-check   (string; no expiry)
 -- ARGV[1]  check             this daemon's check value, 64 hex digits (a sub-key of
 --                            the key secret; never the secret)

@@ -5,6 +5,7 @@
 -- is full. The key expires at its TAT, when the bucket is full again, so a flood of
 -- made-up client keys costs memory only while their buckets refill.
 --
+-- contract: KEYS bucket, held? | ARGV op, capacity, interval_ms | REPLY taken, tokens, full_in_ms
 -- KEYS[1]  portcullis:v2:{n:<32 hex>}   (string: TAT ms) — its own hash tag, one slot
 -- KEYS[2]  optional: portcullis:v2:{n:<32 hex>}:h:<account digest> (string: count), the
 --          tokens RecordAttempts of one account hold. A take that takes one adds it;

@@ -6,6 +6,7 @@
 -- window start is the record's). src/throttle/repeat_list.rs::RepeatList::note is the same
 -- rule in Rust.
 --
+-- contract: KEYS record, list | ARGV fingerprint, max_len | REPLY noted
 -- KEYS[1]  the counted bucket's record   portcullis:v2:{<digest>}:r or :d:<16 hex>
 -- KEYS[2]  the client's list             portcullis:v2:{<digest>}:p:<16 hex>
 --          "<window_start_ms>|,<fp>[*],<fp>[*]," newest first; '*' after a fingerprint:

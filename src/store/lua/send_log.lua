@@ -2,6 +2,7 @@
 -- docs/flows.md), atomically on Redis TIME. src/throttle/send_log.rs is the same rules
 -- in Rust, and the store conformance tests hold the two together.
 --
+-- contract: KEYS log, attempt? | ARGV op, min_interval_ms, daily_cap, cap_window_ms, attempt_ttl_ms, binding | REPLY allowed, sends, next_in_ms, replays
 -- KEYS[1]  send log   portcullis:v2:{<digest>}:f:pr (or :f:vr)
 --                     string: send times in ms, newest first, comma-separated, at most
 --                     50, all within the cap window of the newest

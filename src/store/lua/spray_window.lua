@@ -3,6 +3,7 @@
 -- runs on one node; they hold no identifier, password or account key, only
 -- HyperLogLog registers (PFADD hashes each element) and two period numbers.
 --
+-- contract: KEYS failed_even, failed_odd, periods | ARGV note, member, period_ms | REPLY count
 -- KEYS[1]  portcullis:v2:{spray:<realm tag>:<fp>}:failed:0   HLL, even periods
 -- KEYS[2]  portcullis:v2:{spray:<realm tag>:<fp>}:failed:1   HLL, odd periods
 -- KEYS[3]  portcullis:v2:{spray:<realm tag>:<fp>}:periods    hash: parity -> period

@@ -4,22 +4,25 @@
 
 use async_trait::async_trait;
 
-use super::{RedisStore, repeat_list, scripts};
-use crate::store::StoreError;
+use super::scripts::{admit, clear, inspect, record_attempt, refund};
+use super::{RedisStore, repeat_list};
 use crate::store::attempt_count::{Attempt, AttemptCountStore, Counted, Inspection};
+use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::throttle::{Policy, Record};
 
 #[async_trait]
 impl AttemptCountStore for RedisStore {
     async fn is_open(&self, key: &AccountKey, policy: &Policy) -> Result<bool, StoreError> {
-        let mut call = scripts::admit().key(key.record());
-        call.arg(policy.max_failures)
-            .arg(policy.window_ms(0))
-            .arg(policy.window_ms(policy.max_step()))
-            .arg(policy.max_consecutive_failures);
-        let open: i64 = self.invoke(&call).await?;
-        match open {
+        let keys = admit::Keys { record: key.record() };
+        let args = admit::Args {
+            max_failures: policy.max_failures,
+            first_window_ms: policy.window_ms(0),
+            max_window_ms: policy.window_ms(policy.max_step()),
+            max_consecutive: policy.max_consecutive_failures,
+        };
+        let reply = admit::Reply::parse(&[self.invoke(&admit::call(&keys, &args)).await?])?;
+        match reply.open {
             1 => Ok(true),
             0 => Ok(false),
             other => Err(StoreError::Protocol(format!("admit returned {other}"))),
@@ -28,44 +31,46 @@ impl AttemptCountStore for RedisStore {
 
     async fn count(&self, attempt: &Attempt<'_>) -> Result<Counted, StoreError> {
         let (key, policy) = (attempt.key, attempt.policy);
-        let mut call = scripts::record_attempt().key(key.record());
-        if let Some(claim) = &attempt.device {
-            call.key(claim.bucket.record()).key(key.device_epoch());
-        } else if attempt.read_epoch {
-            call.key(key.device_epoch());
-        }
-        if let Some(attempt_key) = attempt.attempt_id {
-            call.key(attempt_key.as_str());
-        }
-        if let Some(repeat) = &attempt.repeat {
-            call.key(repeat.list.as_str());
-        }
+        let device_epoch_key =
+            (attempt.device.is_some() || attempt.read_epoch).then(|| key.device_epoch());
+        let keys = record_attempt::Keys {
+            record: key.record(),
+            device_bucket: attempt.device.map(|claim| claim.bucket.record()),
+            device_epoch: device_epoch_key,
+            attempt: attempt.attempt_id.map(|a| a.as_str().to_owned()),
+            repeat_list: attempt.repeat.map(|r| r.list.as_str().to_owned()),
+        };
         // -1: no device token (the script then reads no epoch); -2: none, but answer
         // the account's epoch.
         let no_token = if attempt.read_epoch { -2 } else { -1 };
-        let device_epoch =
-            attempt.device.map_or(no_token, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX));
-        call.arg(policy.max_failures)
-            .arg(policy.window_ms(0))
-            .arg(policy.window_ms(policy.max_step()))
-            .arg(policy.retention_ms())
-            .arg(u8::from(policy.escalates()))
-            .arg(policy.max_step())
-            .arg(device_epoch)
-            .arg(attempt.device_epoch_ttl_ms)
-            .arg(self.attempt_ttl_ms)
-            .arg(attempt.repeat.map_or_else(String::new, |r| repeat_list::hex(r.fingerprint)))
-            .arg(policy.max_consecutive_failures)
-            .arg(policy.lockout_ms())
-            .arg(attempt.attempt_id.map_or_else(String::new, |a| a.binding_hex()));
+        let args = record_attempt::Args {
+            max_failures: policy.max_failures,
+            first_window_ms: policy.window_ms(0),
+            max_window_ms: policy.window_ms(policy.max_step()),
+            retention_ms: policy.retention_ms(),
+            escalate: u8::from(policy.escalates()),
+            max_step: policy.max_step(),
+            device_epoch: attempt
+                .device
+                .map_or(no_token, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX)),
+            epoch_ttl_ms: attempt.device_epoch_ttl_ms,
+            attempt_ttl_ms: self.attempt_ttl_ms,
+            fingerprint: attempt
+                .repeat
+                .map_or_else(String::new, |r| repeat_list::hex(r.fingerprint)),
+            max_consecutive: policy.max_consecutive_failures,
+            lockout_ms: policy.lockout_ms(),
+            binding: attempt.attempt_id.map_or_else(String::new, |a| a.binding_hex()),
+        };
+        let call = record_attempt::call(&keys, &args);
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
         if reply[..] == [-1] {
             return Err(StoreError::AttemptIdReused);
         }
-        let [
+        let record_attempt::Reply {
             allowed,
             failures,
-            _step,
+            step: _,
             window_start_ms,
             replays,
             trusted,
@@ -73,13 +78,7 @@ impl AttemptCountStore for RedisStore {
             consecutive,
             epoch,
             added,
-        ] = reply[..]
-        else {
-            return Err(StoreError::Protocol(format!(
-                "record_attempt returned {} values",
-                reply.len()
-            )));
-        };
+        } = record_attempt::Reply::parse(&reply)?;
         let flag = |v: i64, name: &str| match v {
             1 => Ok(true),
             0 => Ok(false),
@@ -122,19 +121,20 @@ impl AttemptCountStore for RedisStore {
         window_start_ms: u64,
         allowed: bool,
     ) -> Result<(), StoreError> {
-        let mut call = scripts::refund().key(key.record());
-        if let Some(attempt_key) = attempt_id {
-            call.key(attempt_key.as_str());
-        }
-        call.arg(window_start_ms).arg(u8::from(allowed));
-        let _refunded: i64 = self.invoke(&call).await?;
+        let keys = refund::Keys {
+            record: key.record(),
+            attempt: attempt_id.map(|a| a.as_str().to_owned()),
+        };
+        let args = refund::Args { window_start_ms, allowed: u8::from(allowed) };
+        let _refunded = refund::Reply::parse(&[self.invoke(&refund::call(&keys, &args)).await?])?;
         Ok(())
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        let call = scripts::clear().key(key.record());
-        let _reply: Vec<i64> = self.invoke(&call).await?;
-        Ok(())
+        let keys = clear::Keys { record: key.record(), device_epoch: None };
+        let reply: Vec<i64> =
+            self.invoke(&clear::call(&keys, &clear::Args { epoch_ttl_ms: None })).await?;
+        clear::Reply::parse(&reply).map(drop)
     }
 
     async fn accept(
@@ -143,25 +143,28 @@ impl AttemptCountStore for RedisStore {
         account: &AccountKey,
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError> {
-        let mut call = scripts::clear().key(bucket.record());
-        call.key(account.device_epoch()).arg(epoch_ttl_ms);
-        let reply: Vec<i64> = self.invoke(&call).await?;
-        match reply[..] {
-            [_deleted, epoch] => u64::try_from(epoch)
-                .map_err(|_| StoreError::Protocol("clear: negative device epoch".into())),
-            _ => Err(StoreError::Protocol(format!("clear returned {} values", reply.len()))),
-        }
+        let keys =
+            clear::Keys { record: bucket.record(), device_epoch: Some(account.device_epoch()) };
+        let args = clear::Args { epoch_ttl_ms: Some(epoch_ttl_ms) };
+        let reply: Vec<i64> = self.invoke(&clear::call(&keys, &args)).await?;
+        u64::try_from(clear::Reply::parse(&reply)?.epoch)
+            .map_err(|_| StoreError::Protocol("clear: negative device epoch".into()))
     }
 
     /// One `attempt_count/inspect.lua` call (read only).
     async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
-        let call = scripts::inspect().key(key.record());
+        let call = inspect::call(&inspect::Keys { record: key.record() }, &inspect::Args {});
         let reply: Vec<i64> = self.invoke(&call).await?;
-        let [exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until] =
-            reply[..]
-        else {
-            return Err(StoreError::Protocol(format!("inspect returned {} values", reply.len())));
-        };
+        let inspect::Reply {
+            exists,
+            failures,
+            window_start_ms,
+            step,
+            now_ms,
+            repeats,
+            consecutive,
+            locked_until,
+        } = inspect::Reply::parse(&reply)?;
         let field = |v: i64, name: &str| {
             u64::try_from(v).map_err(|_| StoreError::Protocol(format!("inspect: negative {name}")))
         };

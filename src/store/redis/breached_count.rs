@@ -4,16 +4,21 @@
 
 use async_trait::async_trait;
 
-use super::{RedisStore, scripts};
-use crate::store::StoreError;
+use super::RedisStore;
+use super::scripts::breached_count;
 use crate::store::breached_count::{BreachedCountStore, BreachedNoteRequest};
+use crate::store::error::StoreError;
 
 #[async_trait]
 impl BreachedCountStore for RedisStore {
     async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
-        let mut call = scripts::breached_count().key(note.account.breached_count());
-        call.arg(format!("{:016x}", note.credential)).arg(note.ttl_ms);
-        let count: i64 = self.invoke_counted(&call).await?;
+        let keys = breached_count::Keys { count: note.account.breached_count() };
+        let args = breached_count::Args {
+            credential: format!("{:016x}", note.credential),
+            ttl_ms: note.ttl_ms,
+        };
+        let call = breached_count::call(&keys, &args);
+        let count = breached_count::Reply::parse(&[self.invoke_counted(&call).await?])?.count;
         u64::try_from(count)
             .ok()
             .filter(|&c| c >= 1)

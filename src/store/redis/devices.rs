@@ -5,18 +5,19 @@
 
 use async_trait::async_trait;
 
-use super::{RedisStore, scripts};
-use crate::store::StoreError;
+use super::RedisStore;
+use super::scripts::{confirm_device, revoke_devices};
 use crate::store::devices::{Confirmation, DeviceConfirmation, DeviceStore};
+use crate::store::error::StoreError;
 use crate::store::keys::AccountKey;
 use crate::throttle::flow::Flow;
 
 #[async_trait]
 impl DeviceStore for RedisStore {
     async fn revoke_devices(&self, key: &AccountKey, ttl_ms: u64) -> Result<u64, StoreError> {
-        let mut call = scripts::revoke_devices().key(key.device_epoch());
-        call.arg(ttl_ms);
-        let epoch: i64 = self.invoke_counted(&call).await?;
+        let keys = revoke_devices::Keys { device_epoch: key.device_epoch() };
+        let call = revoke_devices::call(&keys, &revoke_devices::Args { ttl_ms });
+        let epoch = revoke_devices::Reply::parse(&[self.invoke_counted(&call).await?])?.epoch;
         u64::try_from(epoch)
             .map_err(|_| StoreError::Protocol("revoke_devices: negative epoch".into()))
     }
@@ -24,26 +25,31 @@ impl DeviceStore for RedisStore {
     /// One `devices/confirm_device.lua` call, waiting for `store.wait_replicas` as a
     /// counted attempt does (it grants trust).
     async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
-        let mut call = scripts::confirm_device().key(c.account.record());
-        call.key(c.account.flow(Flow::SecondFactor).record())
-            .key(c.account.device_epoch())
-            .key(c.challenge.record());
+        let keys = confirm_device::Keys {
+            record: c.account.record(),
+            second_factor: c.account.flow(Flow::SecondFactor).record(),
+            device_epoch: c.account.device_epoch(),
+            mark: c.challenge.record(),
+        };
         let p = c.second_factor;
-        call.arg(c.challenge_epoch)
-            .arg(p.max_failures)
-            .arg(p.window_ms(0))
-            .arg(p.window_ms(p.max_step()))
-            .arg(p.max_consecutive_failures)
-            .arg(c.mark_ttl_ms)
-            .arg(c.epoch_ttl_ms);
-        let reply: Vec<i64> = self.invoke_counted(&call).await?;
-        match reply[..] {
-            [1, epoch] => u64::try_from(epoch)
+        let args = confirm_device::Args {
+            challenge_epoch: c.challenge_epoch,
+            max_failures: p.max_failures,
+            first_window_ms: p.window_ms(0),
+            max_window_ms: p.window_ms(p.max_step()),
+            max_consecutive: p.max_consecutive_failures,
+            mark_ttl_ms: c.mark_ttl_ms,
+            epoch_ttl_ms: c.epoch_ttl_ms,
+        };
+        let reply: Vec<i64> = self.invoke_counted(&confirm_device::call(&keys, &args)).await?;
+        let confirm_device::Reply { confirmed, detail } = confirm_device::Reply::parse(&reply)?;
+        match (confirmed, detail) {
+            (1, epoch) => u64::try_from(epoch)
                 .map(|epoch| Confirmation::Confirmed { epoch })
                 .map_err(|_| StoreError::Protocol("confirm_device: negative epoch".into())),
-            [0, 1] => Ok(Confirmation::Revoked),
-            [0, 2] => Ok(Confirmation::CodeStepShut),
-            [0, 3] => Ok(Confirmation::Used),
+            (0, 1) => Ok(Confirmation::Revoked),
+            (0, 2) => Ok(Confirmation::CodeStepShut),
+            (0, 3) => Ok(Confirmation::Used),
             _ => Err(StoreError::Protocol(format!("confirm_device returned {reply:?}"))),
         }
     }

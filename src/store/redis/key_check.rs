@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError};
 
-use super::scripts;
+use super::scripts::key_check;
 use crate::secret::KeyCheck;
 use crate::store::error::StoreError;
 use crate::store::key_check::{KEY_CHECK_PENDING, KEY_SECRET_MISMATCH, KeyCheckMode};
@@ -200,7 +200,7 @@ pub(super) async fn invoke<C: ConnectionLike + Send>(
     check: &KeyCheck,
     mode: KeyCheckMode,
 ) -> Result<Vec<u8>, RedisError> {
-    let mut call = scripts::key_check().key(KEY_CHECK);
-    call.arg(check.as_str()).arg(mode.as_str());
-    call.invoke_async(conn).await
+    let keys = key_check::Keys { check_value: KEY_CHECK.to_owned() };
+    let args = key_check::Args { check: check.as_str().to_owned(), mode: mode.as_str() };
+    key_check::call(&keys, &args).invoke_async(conn).await
 }

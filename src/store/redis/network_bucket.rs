@@ -3,7 +3,8 @@
 
 use async_trait::async_trait;
 
-use super::{RedisStore, scripts};
+use super::RedisStore;
+use super::scripts::network_bucket;
 use crate::store::error::StoreError;
 use crate::store::network_bucket::{NetworkBucketStore, NetworkOp, NetworkRequest, NetworkState};
 
@@ -13,18 +14,22 @@ impl NetworkBucketStore for RedisStore {
     /// guesses); the other operations do not.
     async fn network(&self, request: &NetworkRequest<'_>) -> Result<NetworkState, StoreError> {
         let NetworkRequest { key, op, policy, held } = *request;
-        let mut call = scripts::network_bucket().key(key.as_key());
-        if let Some(held) = held {
-            call.key(held.as_str());
-        }
-        call.arg(op.as_str()).arg(policy.capacity).arg(policy.interval_ms);
+        let keys = network_bucket::Keys {
+            bucket: key.as_key(),
+            held: held.map(|h| h.as_str().to_owned()),
+        };
+        let args = network_bucket::Args {
+            op: op.as_str(),
+            capacity: policy.capacity,
+            interval_ms: policy.interval_ms,
+        };
+        let call = network_bucket::call(&keys, &args);
         let reply: Vec<i64> = match op {
             NetworkOp::Take => self.invoke_counted(&call).await?,
             _ => self.invoke(&call).await?,
         };
-        let [taken, tokens, full_in_ms] = reply[..] else {
-            return Err(StoreError::Protocol(format!("network returned {} values", reply.len())));
-        };
+        let network_bucket::Reply { taken, tokens, full_in_ms } =
+            network_bucket::Reply::parse(&reply)?;
         let taken = match taken {
             1 => op == NetworkOp::Take,
             0 => false,

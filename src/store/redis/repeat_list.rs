@@ -5,7 +5,8 @@
 
 use async_trait::async_trait;
 
-use super::{RedisStore, scripts};
+use super::RedisStore;
+use super::scripts::repeat_list;
 use crate::store::error::StoreError;
 use crate::store::repeat_list::{RepeatListStore, RepeatNoteRequest};
 
@@ -18,9 +19,9 @@ pub(super) fn hex(fingerprint: u64) -> String {
 impl RepeatListStore for RedisStore {
     async fn note_repeat(&self, request: &RepeatNoteRequest<'_>) -> Result<(), StoreError> {
         let RepeatNoteRequest { bucket, list, fingerprint, max_len } = *request;
-        let mut call = scripts::repeat_list().key(bucket.record());
-        call.key(list.as_str()).arg(hex(fingerprint)).arg(max_len);
-        let _noted: i64 = self.invoke(&call).await?;
-        Ok(())
+        let keys = repeat_list::Keys { record: bucket.record(), list: list.as_str().to_owned() };
+        let args = repeat_list::Args { fingerprint: hex(fingerprint), max_len };
+        let noted = self.invoke(&repeat_list::call(&keys, &args)).await?;
+        repeat_list::Reply::parse(&[noted]).map(drop)
     }
 }

@@ -1,7 +1,15 @@
 //! The Lua scripts, one per store operation, each in its own file under `lua/` named
 //! for its rule (`lua/X.lua`, or `lua/X/<operation>.lua` for a rule with several) that
-//! opens with its KEYS/ARGV contract. Every shape (standalone, cluster, Sentinel) runs the same
-//! scripts; a new operation adds a file and a function here.
+//! opens with its KEYS/ARGV contract. Every shape (standalone, cluster, Sentinel) runs the
+//! same scripts; a new operation adds a file and a [`script!`] here.
+//!
+//! Each script's contract is written once on this side, by name: its keys (the required
+//! ones, then the optional ones in the order they are sent), its arguments with their
+//! types, and its reply's fields. A caller fills `Keys` and `Args` by name and reads
+//! `Reply` by name; nothing is sent or read by position outside this file. Every script's
+//! header opens with the same contract as one `-- contract:` line, and its
+//! `-- ARGV[n]  name` lines name the arguments in that order: the tests below read both
+//! and fail when a header and its caller disagree.
 //!
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a
 //! promoted replica that never saw `SCRIPT LOAD`), loads the script and sends it again.
@@ -10,10 +18,6 @@
 //! Each script is loaded as `lua/prelude.lua` followed by its own file, so the checks of
 //! stored values (`stored()`) are written once.
 
-use std::sync::OnceLock;
-
-use redis::Script;
-
 /// The source of `lua/<file>` as Redis runs it: the prelude, then the file.
 macro_rules! source {
     ($file:literal) => {
@@ -21,12 +25,125 @@ macro_rules! source {
     };
 }
 
+/// One script and its contract, as a module of its name: `FILE`, `KEYS`, `ARGV` and
+/// `REPLY` (the names, an optional one marked `?`), `Keys` and `Args` (sent in that
+/// order: the required keys or arguments, then each optional one that is `Some`),
+/// `Reply` (read by [`Reply::parse`](self), which refuses a reply of another length), and
+/// `call`, the invocation. A script that answers bytes (`reply: bytes value`) has no
+/// `Reply` struct.
 macro_rules! script {
-    ($(#[$doc:meta])* $name:ident, $file:literal) => {
+    (
+        $(#[$doc:meta])*
+        $name:ident = $file:literal {
+            keys: [$($key:ident),* $(; $($okey:ident),*)?],
+            argv: [$($arg:ident: $aty:ty),* $(; $($oarg:ident: $oty:ty),*)?],
+            reply: [$($field:ident),+] $(,)?
+        }
+    ) => {
+        script!(@module $(#[$doc])* $name = $file,
+            [$($key),* $(; $($okey),*)?], [$($arg: $aty),* $(; $($oarg: $oty),*)?],
+            [$(stringify!($field)),+], {
+                /// The script's reply, by name.
+                #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+                pub(crate) struct Reply {
+                    $(#[allow(missing_docs)] pub(crate) $field: i64,)+
+                }
+
+                impl Reply {
+                    /// The reply's integers by name.
+                    ///
+                    /// # Errors
+                    /// [`StoreError::Protocol`] for a reply of another length.
+                    pub(crate) fn parse(values: &[i64]) -> Result<Self, StoreError> {
+                        let [$($field),+] = values else {
+                            return Err(StoreError::Protocol(format!(
+                                "{FILE} returned {} values",
+                                values.len()
+                            )));
+                        };
+                        Ok(Self { $($field: *$field),+ })
+                    }
+                }
+            });
+    };
+    (
+        $(#[$doc:meta])*
+        $name:ident = $file:literal {
+            keys: [$($key:ident),* $(; $($okey:ident),*)?],
+            argv: [$($arg:ident: $aty:ty),* $(; $($oarg:ident: $oty:ty),*)?],
+            reply: bytes $field:ident $(,)?
+        }
+    ) => {
+        script!(@module $(#[$doc])* $name = $file,
+            [$($key),* $(; $($okey),*)?], [$($arg: $aty),* $(; $($oarg: $oty),*)?],
+            [stringify!($field)], {});
+    };
+    (@module
+        $(#[$doc:meta])* $name:ident = $file:literal,
+        [$($key:ident),* $(; $($okey:ident),*)?],
+        [$($arg:ident: $aty:ty),* $(; $($oarg:ident: $oty:ty),*)?],
+        [$($reply:expr),+], { $($reply_items:item)* }
+    ) => {
         $(#[$doc])*
-        pub(crate) fn $name() -> &'static Script {
-            static SCRIPT: OnceLock<Script> = OnceLock::new();
-            SCRIPT.get_or_init(|| Script::new(source!($file)))
+        pub(crate) mod $name {
+            use std::sync::OnceLock;
+
+            use redis::Script;
+
+            #[allow(unused_imports)]
+            use crate::store::error::StoreError;
+
+            /// The script's file under `lua/`.
+            #[allow(dead_code)] // only scripts that answer integers name it in errors
+            pub(crate) const FILE: &str = $file;
+            /// The keys' names, in the order they are sent (`?`: sent when given).
+            #[cfg(test)]
+            pub(crate) const KEYS: &[&str] =
+                &[$(stringify!($key),)* $($(concat!(stringify!($okey), "?"),)*)?];
+            /// The arguments' names, in the order they are sent (`?`: sent when given).
+            #[cfg(test)]
+            pub(crate) const ARGV: &[&str] =
+                &[$(stringify!($arg),)* $($(concat!(stringify!($oarg), "?"),)*)?];
+            /// The reply's fields, in the order the script answers them.
+            #[cfg(test)]
+            pub(crate) const REPLY: &[&str] = &[$($reply),+];
+
+            /// The script's keys, by name.
+            #[derive(Debug, Clone, Default)]
+            pub(crate) struct Keys {
+                $(#[allow(missing_docs)] pub(crate) $key: String,)*
+                $($(#[allow(missing_docs)] pub(crate) $okey: Option<String>,)*)?
+            }
+
+            /// The script's arguments, by name.
+            #[derive(Debug, Clone)]
+            pub(crate) struct Args {
+                $(#[allow(missing_docs)] pub(crate) $arg: $aty,)*
+                $($(#[allow(missing_docs)] pub(crate) $oarg: Option<$oty>,)*)?
+            }
+
+            $($reply_items)*
+
+            /// The script, loaded once per process.
+            pub(crate) fn script() -> &'static Script {
+                static SCRIPT: OnceLock<Script> = OnceLock::new();
+                SCRIPT.get_or_init(|| Script::new(source!($file)))
+            }
+
+            /// The invocation of the script with `keys` and `args`, each in its order.
+            #[allow(unused_variables)] // a script without arguments
+            pub(crate) fn call(keys: &Keys, args: &Args) -> redis::ScriptInvocation<'static> {
+                let mut call = script().prepare_invoke();
+                $(call.key(&keys.$key);)*
+                $($(if let Some(key) = &keys.$okey {
+                    call.key(key);
+                })*)?
+                $(call.arg(&args.$arg);)*
+                $($(if let Some(arg) = &args.$oarg {
+                    call.arg(arg);
+                })*)?
+                call
+            }
         }
     };
 }
@@ -36,68 +153,244 @@ macro_rules! script {
 pub const RECORD_ATTEMPT_SOURCE: &str = source!("attempt_count/record_attempt.lua");
 
 script!(
-    /// `RecordAttempt`: count one attempt.
-    record_attempt,
-    "attempt_count/record_attempt.lua"
+    /// `RecordAttempt`: count one attempt (`device_bucket` and `device_epoch` for a
+    /// device's attempt, `device_epoch` alone when the account's epoch is asked for).
+    record_attempt = "attempt_count/record_attempt.lua" {
+        keys: [record; device_bucket, device_epoch, attempt, repeat_list],
+        argv: [
+            max_failures: u32,
+            first_window_ms: u64,
+            max_window_ms: u64,
+            retention_ms: u64,
+            escalate: u8,
+            max_step: u32,
+            device_epoch: i64,
+            epoch_ttl_ms: u64,
+            attempt_ttl_ms: u64,
+            fingerprint: String,
+            max_consecutive: u32,
+            lockout_ms: u64,
+            binding: String
+        ],
+        reply: [
+            allowed, failures, step, window_start_ms, replays, trusted, repeat,
+            consecutive, epoch, added
+        ],
+    }
 );
 script!(
     /// `Admit`: is the door open (read only).
-    admit,
-    "attempt_count/admit.lua"
+    admit = "attempt_count/admit.lua" {
+        keys: [record],
+        argv: [max_failures: u32, first_window_ms: u64, max_window_ms: u64, max_consecutive: u32],
+        reply: [open],
+    }
 );
 script!(
     /// Give back an attempt the CPU budget refused.
-    refund,
-    "attempt_count/refund.lua"
+    refund = "attempt_count/refund.lua" {
+        keys: [record; attempt],
+        argv: [window_start_ms: u64, allowed: u8],
+        reply: [refunded],
+    }
 );
 script!(
-    /// `ClearAttempts`: delete the record.
-    clear,
-    "attempt_count/clear.lua"
+    /// `ClearAttempts`: delete the record; `Verify`'s accept also reads (and keeps) the
+    /// account's device epoch.
+    clear = "attempt_count/clear.lua" {
+        keys: [record; device_epoch],
+        argv: [; epoch_ttl_ms: u64],
+        reply: [deleted, epoch],
+    }
 );
 script!(
     /// Admin `Inspect`: read a record and the store's clock (read only).
-    inspect,
-    "attempt_count/inspect.lua"
+    inspect = "attempt_count/inspect.lua" {
+        keys: [record],
+        argv: [],
+        reply: [exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until],
+    }
 );
 script!(
     /// Admin `RevokeDevices`: raise an account's device epoch.
-    revoke_devices,
-    "devices/revoke_devices.lua"
-);
-script!(
-    /// Spray detection: note an account under a password fingerprint, count.
-    spray_window,
-    "spray_window.lua"
-);
-script!(
-    /// The throttle per client network: take, give back, read or release a bucket.
-    network_bucket,
-    "network_bucket.lua"
-);
-script!(
-    /// A failed comparison's password onto its client's refused-password list.
-    repeat_list,
-    "repeat_list.lua"
-);
-script!(
-    /// The store's key check value: prove this daemon's key secret, or adopt it.
-    key_check,
-    "key_check.lua"
-);
-script!(
-    /// A mail flow's send log: request a send, or read the log.
-    send_log,
-    "send_log.lua"
-);
-script!(
-    /// Grace logins: count an accept of a breached password.
-    breached_count,
-    "breached_count.lua"
+    revoke_devices = "devices/revoke_devices.lua" {
+        keys: [device_epoch],
+        argv: [ttl_ms: u64],
+        reply: [epoch],
+    }
 );
 script!(
     /// `ConfirmDevice`: a challenge's one use, the code step's door, the epoch, and the
     /// clears, in one step.
-    confirm_device,
-    "devices/confirm_device.lua"
+    confirm_device = "devices/confirm_device.lua" {
+        keys: [record, second_factor, device_epoch, mark],
+        argv: [
+            challenge_epoch: u64,
+            max_failures: u32,
+            first_window_ms: u64,
+            max_window_ms: u64,
+            max_consecutive: u32,
+            mark_ttl_ms: u64,
+            epoch_ttl_ms: u64
+        ],
+        reply: [confirmed, detail],
+    }
 );
+script!(
+    /// Spray detection: note an account under a password fingerprint, count.
+    spray_window = "spray_window.lua" {
+        keys: [failed_even, failed_odd, periods],
+        argv: [note: &'static str, member: String, period_ms: u64],
+        reply: [count],
+    }
+);
+script!(
+    /// The throttle per client network: take, give back, read or release a bucket.
+    network_bucket = "network_bucket.lua" {
+        keys: [bucket; held],
+        argv: [op: &'static str, capacity: u32, interval_ms: u64],
+        reply: [taken, tokens, full_in_ms],
+    }
+);
+script!(
+    /// A failed comparison's password onto its client's refused-password list.
+    repeat_list = "repeat_list.lua" {
+        keys: [record, list],
+        argv: [fingerprint: String, max_len: u32],
+        reply: [noted],
+    }
+);
+script!(
+    /// The store's key check value: prove this daemon's key secret, or adopt it.
+    key_check = "key_check.lua" {
+        keys: [check_value],
+        argv: [check: String, mode: &'static str],
+        reply: bytes value,
+    }
+);
+script!(
+    /// A mail flow's send log: request a send, or read the log.
+    send_log = "send_log.lua" {
+        keys: [log; attempt],
+        argv: [
+            op: &'static str,
+            min_interval_ms: u64,
+            daily_cap: u32,
+            cap_window_ms: u64,
+            attempt_ttl_ms: u64,
+            binding: String
+        ],
+        reply: [allowed, sends, next_in_ms, replays],
+    }
+);
+script!(
+    /// Grace logins: count an accept of a breached password.
+    breached_count = "breached_count.lua" {
+        keys: [count],
+        argv: [credential: String, ttl_ms: u64],
+        reply: [count],
+    }
+);
+
+/// A script's file and its contract's names: keys, arguments, reply.
+#[cfg(test)]
+type Contract =
+    (&'static str, &'static [&'static str], &'static [&'static str], &'static [&'static str]);
+
+/// Every script's file and contract, for the tests.
+#[cfg(test)]
+const CONTRACTS: [Contract; 13] = [
+    (record_attempt::FILE, record_attempt::KEYS, record_attempt::ARGV, record_attempt::REPLY),
+    (admit::FILE, admit::KEYS, admit::ARGV, admit::REPLY),
+    (refund::FILE, refund::KEYS, refund::ARGV, refund::REPLY),
+    (clear::FILE, clear::KEYS, clear::ARGV, clear::REPLY),
+    (inspect::FILE, inspect::KEYS, inspect::ARGV, inspect::REPLY),
+    (revoke_devices::FILE, revoke_devices::KEYS, revoke_devices::ARGV, revoke_devices::REPLY),
+    (confirm_device::FILE, confirm_device::KEYS, confirm_device::ARGV, confirm_device::REPLY),
+    (spray_window::FILE, spray_window::KEYS, spray_window::ARGV, spray_window::REPLY),
+    (network_bucket::FILE, network_bucket::KEYS, network_bucket::ARGV, network_bucket::REPLY),
+    (repeat_list::FILE, repeat_list::KEYS, repeat_list::ARGV, repeat_list::REPLY),
+    (key_check::FILE, key_check::KEYS, key_check::ARGV, key_check::REPLY),
+    (send_log::FILE, send_log::KEYS, send_log::ARGV, send_log::REPLY),
+    (breached_count::FILE, breached_count::KEYS, breached_count::ARGV, breached_count::REPLY),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::CONTRACTS;
+
+    /// `KEYS a, b? | ARGV x | REPLY r` as the three lists of names.
+    fn contract_line(header: &str) -> Option<[Vec<String>; 3]> {
+        let line = header.lines().find_map(|l| l.strip_prefix("-- contract: "))?;
+        let mut parts = line.split(" | ");
+        let mut list = |head: &str| -> Option<Vec<String>> {
+            let part = parts.next()?.strip_prefix(head)?.trim();
+            let names = part.split(", ").filter(|s| !s.is_empty() && *s != "(none)");
+            Some(names.map(str::to_owned).collect())
+        };
+        Some([list("KEYS")?, list("ARGV")?, list("REPLY")?])
+    }
+
+    /// The names the `-- ARGV[n]  name` lines give, in their order.
+    fn argv_lines(header: &str) -> Vec<String> {
+        header
+            .lines()
+            .filter_map(|l| l.strip_prefix("-- ARGV["))
+            .filter_map(|l| l.split_once(']'))
+            .map(|(_, rest)| rest.split_whitespace().next().unwrap_or_default())
+            .map(|name| name.trim_end_matches(':').to_owned())
+            .collect()
+    }
+
+    fn header_of(file: &str) -> String {
+        let path = format!("{}/src/store/lua/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        text.lines().take_while(|l| l.starts_with("--")).collect::<Vec<_>>().join("\n")
+    }
+
+    #[test]
+    fn every_scripts_header_names_the_keys_arguments_and_reply_its_caller_uses() {
+        for (file, keys, argv, reply) in CONTRACTS {
+            let header = header_of(file);
+            let [h_keys, h_argv, h_reply] =
+                contract_line(&header).unwrap_or_else(|| panic!("{file}: no `-- contract:` line"));
+            assert_eq!(h_keys, keys, "{file}: KEYS");
+            assert_eq!(h_argv, argv, "{file}: ARGV");
+            assert_eq!(h_reply, reply, "{file}: REPLY");
+            let names: Vec<String> =
+                argv.iter().map(|a| a.trim_end_matches('?').to_owned()).collect();
+            assert_eq!(argv_lines(&header), names, "{file}: the ARGV[n] lines");
+        }
+    }
+
+    #[test]
+    fn every_script_file_has_a_contract_here() {
+        let root = format!("{}/src/store/lua", env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        for dir in [root.clone(), format!("{root}/attempt_count"), format!("{root}/devices")] {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "lua") {
+                    let relative = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+                    files.push(relative);
+                }
+            }
+        }
+        files.retain(|f| f != "prelude.lua");
+        files.sort();
+        let mut known: Vec<String> = CONTRACTS.iter().map(|c| c.0.to_owned()).collect();
+        known.sort();
+        assert_eq!(files, known);
+    }
+
+    #[test]
+    fn the_header_check_sees_a_script_that_drifted() {
+        let header = "-- x.lua\n-- contract: KEYS record; attempt? | ARGV a, b | REPLY r\n-- ARGV[1]  a\n-- ARGV[2]  c\n";
+        let [keys, argv, reply] = contract_line(header).unwrap();
+        assert_ne!(keys, ["record", "attempt?"], "a malformed list is not read as right");
+        assert_eq!(argv, ["a", "b"]);
+        assert_eq!(reply, ["r"]);
+        assert_ne!(argv_lines(header), argv, "an ARGV line naming another argument");
+        assert!(contract_line("-- no contract here\n").is_none());
+    }
+}

@@ -5,7 +5,8 @@
 
 use async_trait::async_trait;
 
-use super::{RedisStore, scripts};
+use super::RedisStore;
+use super::scripts::send_log;
 use crate::store::error::StoreError;
 use crate::store::send_log::{SendLogStore, SendOp, SendRequest, Sent};
 use crate::throttle::send_log::{CAP_WINDOW_MS, MAX_DAILY_CAP};
@@ -16,16 +17,19 @@ impl SendLogStore for RedisStore {
     /// mails); a peek does not.
     async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
         let SendRequest { log, attempt_id, policy, op } = *request;
-        let mut call = scripts::send_log().key(log.record());
-        if let (Some(attempt), SendOp::Send) = (attempt_id, op) {
-            call.key(attempt.as_str());
-        }
-        call.arg(op.as_str())
-            .arg(policy.min_interval_ms)
-            .arg(policy.daily_cap)
-            .arg(CAP_WINDOW_MS)
-            .arg(self.attempt_ttl_ms)
-            .arg(attempt_id.map_or_else(String::new, |a| a.binding_hex()));
+        let keys = send_log::Keys {
+            log: log.record(),
+            attempt: attempt_id.filter(|_| op == SendOp::Send).map(|a| a.as_str().to_owned()),
+        };
+        let args = send_log::Args {
+            op: op.as_str(),
+            min_interval_ms: policy.min_interval_ms,
+            daily_cap: policy.daily_cap,
+            cap_window_ms: CAP_WINDOW_MS,
+            attempt_ttl_ms: self.attempt_ttl_ms,
+            binding: attempt_id.map_or_else(String::new, |a| a.binding_hex()),
+        };
+        let call = send_log::call(&keys, &args);
         let reply: Vec<i64> = match op {
             SendOp::Send => self.invoke_counted(&call).await?,
             SendOp::Peek => self.invoke(&call).await?,
@@ -33,9 +37,8 @@ impl SendLogStore for RedisStore {
         if reply[..] == [-1] {
             return Err(StoreError::AttemptIdReused);
         }
-        let [allowed, sends, next_in_ms, replays] = reply[..] else {
-            return Err(StoreError::Protocol(format!("send returned {} values", reply.len())));
-        };
+        let send_log::Reply { allowed, sends, next_in_ms, replays } =
+            send_log::Reply::parse(&reply)?;
         let allowed = match allowed {
             1 => true,
             0 => false,

@@ -124,6 +124,38 @@ fn the_layering_check_sees_a_use_of_a_later_module() {
     assert!(uses().iter().any(|(m, u, _)| m == "store" && u == "throttle"));
 }
 
+/// The directories under `dir` whose module is written `X.rs` beside `X/` instead of
+/// `X/mod.rs`.
+fn file_beside_folder(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.with_extension("rs").is_file() {
+                found.push(path.with_extension("rs").display().to_string());
+            }
+            found.extend(file_beside_folder(&path));
+        }
+    }
+    found
+}
+
+/// One module-file convention across `src/`: a module with children is `X/mod.rs`,
+/// never `X.rs` beside `X/`.
+#[test]
+fn every_module_with_children_is_a_folder_with_mod_rs() {
+    assert!(
+        file_beside_folder(&root().join("src")).is_empty(),
+        "{:?}",
+        file_beside_folder(&root().join("src"))
+    );
+    // The check sees the other convention.
+    let planted = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(planted.path().join("room/kid")).unwrap();
+    std::fs::write(planted.path().join("room/kid.rs"), "").unwrap();
+    assert_eq!(file_beside_folder(planted.path()).len(), 1);
+}
+
 #[test]
 fn no_source_file_is_over_600_lines() {
     let mut files = Vec::new();

@@ -1,6 +1,7 @@
 -- admit.lua: is this account key's door open? Reads, never writes
 -- (src/throttle/attempt_count.rs::is_open is the same rule in Rust).
 --
+-- contract: KEYS record | ARGV max_failures, first_window_ms, max_window_ms, max_consecutive | REPLY open
 -- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st, c; rp, lu)
 -- ARGV[1]  max_failures
 -- ARGV[2]  first_window_ms

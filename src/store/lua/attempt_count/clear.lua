@@ -3,11 +3,12 @@
 -- Stored attempt_id answers are kept, so a retried call still gets its first answer
 -- (within the retry horizon).
 --
+-- contract: KEYS record, device_epoch? | ARGV epoch_ttl_ms? | REPLY deleted, epoch
 -- KEYS[1]  the record   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)
 -- KEYS[2]  optional     portcullis:v2:{<digest>}:e, the account's device epoch: given
 --                       by Verify's accept, which issues a device token under it
--- ARGV[1]  with KEYS[2]: epoch_ttl_ms, how long the epoch is kept from now (the new
---          token's device_token_ttl plus clock skew)
+-- ARGV[1]  epoch_ttl_ms  with KEYS[2] only: how long the epoch is kept from now (the
+--                        new token's device_token_ttl plus clock skew)
 --
 -- Returns {deleted (1|0), epoch}: epoch is the account's device epoch (0 when it has
 -- none, or without KEYS[2]), kept for ARGV[1] more when it exists.

@@ -2,6 +2,7 @@
 -- the operator's Inspect (src/rpc/admin.rs derives door state and time to reopen from
 -- them with src/throttle/attempt_count.rs). Reads, never writes.
 --
+-- contract: KEYS record | ARGV (none) | REPLY exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until
 -- KEYS[1]  record key   portcullis:v2:{<digest>}:r   (hash: f, ws, st, c; rp, lu)
 --
 -- Returns {exists, failures, window_start_ms, step, now_ms, repeats, consecutive,

@@ -3,6 +3,7 @@
 -- src/throttle/attempt_count.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
 -- conformance tests hold the two together).
 --
+-- contract: KEYS record, device_bucket?, device_epoch?, attempt?, repeat_list? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added
 -- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st, c; rp, lu)
 -- and only for an attempt that carries a device token (ARGV[7] >= 0):
 -- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st, c; rp, lu)

@@ -2,6 +2,7 @@
 -- CPU budget refused it (it was not a guess; docs/throttle.md, "The rules").
 -- src/throttle/attempt_count.rs::refund is the same rule in Rust.
 --
+-- contract: KEYS record, attempt? | ARGV window_start_ms, allowed | REPLY refunded
 -- KEYS[1]  record key   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)   (hash: f, ws, st, c; rp, lu)
 -- KEYS[2]  optional     portcullis:v2:{<digest>}:a:<16 hex>
 --                       deleted, so the gateway's retry with the same

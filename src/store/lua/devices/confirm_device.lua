@@ -3,6 +3,7 @@
 -- code step is open and no revocation came after it; then the account's login record
 -- and its second_factor record are cleared together.
 --
+-- contract: KEYS record, second_factor, device_epoch, mark | ARGV challenge_epoch, max_failures, first_window_ms, max_window_ms, max_consecutive, mark_ttl_ms, epoch_ttl_ms | REPLY confirmed, detail
 -- KEYS[1]  account record     portcullis:v2:{<digest>}:r
 -- KEYS[2]  second_factor      portcullis:v2:{<digest>}:f:2f      (hash: f, ws, st, c; rp, lu)
 -- KEYS[3]  device epoch       portcullis:v2:{<digest>}:e         (string; absent: 0)

@@ -3,6 +3,7 @@
 -- record_attempt.lua counts a device's attempt in its bucket only while the token's
 -- epoch is the account's.
 --
+-- contract: KEYS device_epoch | ARGV ttl_ms | REPLY epoch
 -- KEYS[1]  device epoch  portcullis:v2:{<digest>}:e   (string; absent: 0)
 -- ARGV[1]  ttl_ms        how long the epoch is kept: the realm's device_token_ttl plus
 --                        clock skew, so it outlives every token issued before it (and
