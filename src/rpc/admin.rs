@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use super::answers::store_unavailable;
-use crate::auth::{Authorization, Rpc};
+use crate::auth::Authorization;
 use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
@@ -76,13 +76,6 @@ impl AdminService {
     ) -> Result<(&Realm, crate::store::keys::AccountKey), Status> {
         validate_account(&self.realms, &self.secret, account, extensions)
     }
-}
-
-/// Counts one answered Admin call by RPC and caller name (`portcullis_admin_calls_total`).
-fn count_call(rpc: Rpc, caller: String) {
-    let rpc = rpc.method();
-    metrics::counter!(crate::telemetry::metrics::ADMIN_CALLS, "rpc" => rpc, "caller" => caller)
-        .increment(1);
 }
 
 /// Milliseconds since the Unix epoch of `t` (0 before it).
@@ -177,7 +170,6 @@ impl Admin for AdminService {
         };
         let flow = flow.map_or("login", |f| f.as_str());
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow, door = ?DoorState::try_from(answer.door).ok(), "admin: inspect");
-        count_call(Rpc::Inspect, caller);
         Ok(Response::new(answer))
     }
 
@@ -207,11 +199,9 @@ impl Admin for AdminService {
             .map_err(store_unavailable)?;
         if let Unlocked::Flow(flow) = unlocked {
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow = flow.as_str(), reason = %reason.as_str_name(), "admin: unlock cleared a flow's record");
-            count_call(Rpc::Unlock, caller);
             return Ok(Response::new(UnlockResponse {}));
         }
         tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), "admin: unlock cleared an account key's record");
-        count_call(Rpc::Unlock, caller);
         Ok(Response::new(UnlockResponse {}))
     }
 
@@ -226,7 +216,6 @@ impl Admin for AdminService {
             .await
             .map_err(store_unavailable)?;
         tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: revoked an account's device tokens");
-        count_call(Rpc::RevokeDevices, caller);
         Ok(Response::new(RevokeDevicesResponse {}))
     }
 
@@ -248,7 +237,6 @@ impl Admin for AdminService {
             })
             .collect();
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm, "admin: spray status");
-        count_call(Rpc::SprayStatus, caller);
         Ok(Response::new(SprayStatusResponse {
             fingerprints_over_threshold: status.fingerprints_over_threshold,
             episodes,
@@ -275,7 +263,6 @@ impl Admin for AdminService {
         .map_err(store_unavailable)?;
         let NetworkView::Bucket(key, state) = view else {
             tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: inspect network (trusted)");
-            count_call(Rpc::InspectNetwork, caller);
             return Ok(Response::new(InspectNetworkResponse {
                 tokens: capacity,
                 capacity,
@@ -285,7 +272,6 @@ impl Admin for AdminService {
             }));
         };
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), tokens = state.tokens, "admin: inspect network");
-        count_call(Rpc::InspectNetwork, caller);
         Ok(Response::new(InspectNetworkResponse {
             tokens: state.tokens,
             capacity,
@@ -315,7 +301,6 @@ impl Admin for AdminService {
         if let NetworkView::Bucket(key, _) = view {
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), "admin: released a client network's bucket");
         }
-        count_call(Rpc::ReleaseNetwork, caller);
         Ok(Response::new(ReleaseNetworkResponse {}))
     }
 }

@@ -12,7 +12,9 @@
 //! it there for every error; a response without one is an answer the handler returned
 //! (`ok`, whose status travels in the trailers).
 //!
-//! Metric handles are resolved once per (RPC, code), on first use, not per call.
+//! Metric handles are resolved once per (RPC, code), on first use, not per call. An
+//! answered operator call is also counted by its caller (`portcullis_admin_calls_total{rpc,
+//! caller}`), from the [`CallerName`] authorization puts on the answer.
 
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -24,7 +26,15 @@ use tonic::Code;
 use tonic::codegen::http;
 use tracing::Span;
 
-use super::metrics::{RPC_CALLS, RPC_SECONDS};
+use portcullis_client::rpcs::Service;
+
+use super::metrics::{ADMIN_CALLS, RPC_CALLS, RPC_SECONDS};
+
+/// The configured name of the caller a call was let through for (`-` when callers are
+/// not configured), which authorization puts in the answer's extensions: the `caller`
+/// label of `portcullis_admin_calls_total`, bounded by the callers' table.
+#[derive(Debug, Clone)]
+pub struct CallerName(pub Arc<str>);
 
 /// gRPC's status codes, by number (`grpc/status.h`), as metric label values.
 const CODES: [&str; 17] = [
@@ -116,11 +126,17 @@ impl InFlight {
         &self.handles[self.rpc as usize]
     }
 
-    /// Records the answer's code on the metrics and the current span (the call's).
-    fn answered(mut self, code: Code) {
+    /// Records the answer's code on the metrics and the current span (the call's); an
+    /// operator call answered OK is counted by its caller too.
+    fn answered(mut self, code: Code, caller: Option<&CallerName>) {
         self.answered = true;
         let handles = self.handles();
         handles.count(self.rpc, code);
+        if code == Code::Ok && self.rpc.service() == Service::Admin {
+            let caller = caller.map_or("-", |c| &*c.0).to_owned();
+            metrics::counter!(ADMIN_CALLS, "rpc" => self.rpc.method(), "caller" => caller)
+                .increment(1);
+        }
         handles.took(self.rpc, self.started.elapsed().as_secs_f64());
         let span = Span::current();
         span.record("rpc.grpc.status_code", code as i64);
@@ -174,10 +190,10 @@ where
         Box::pin(async move {
             let answer = answer.await;
             if let Some(in_flight) = in_flight {
-                in_flight.answered(match &answer {
-                    Ok(response) => code(response),
-                    Err(_) => Code::Unknown,
-                });
+                match &answer {
+                    Ok(response) => in_flight.answered(code(response), response.extensions().get()),
+                    Err(_) => in_flight.answered(Code::Unknown, None),
+                }
             }
             answer
         })

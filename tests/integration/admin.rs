@@ -52,7 +52,7 @@ realms = ["*"]
 "#
     );
     let daemon = DaemonProcess::spawn(
-        &TestConfig::embedded(&dir.path().join("data")).extra(&callers).toml(),
+        &TestConfig::embedded(&dir.path().join("data")).extra(&callers).admin("0s").toml(),
     );
 
     let (code, out) = operator(&daemon, &ops_token, &["inspect"]);
@@ -100,6 +100,22 @@ realms = ["*"]
     for secret in ["locked.out", IDENTIFIER, OPERATOR_TOKEN, GATEWAY_TOKEN] {
         assert!(!logs.contains(secret), "the logs contain a secret or identifier");
     }
+    // Every answered operator call counted by RPC and caller, the refused ones not.
+    let (status, metrics) = http_get(daemon.admin_addr(), "/metrics").await.unwrap();
+    assert_eq!(status, 200);
+    let counted = |rpc: &str| {
+        let labels = [format!("rpc=\"{rpc}\""), "caller=\"helpdesk\"".to_owned()];
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("portcullis_admin_calls_total{"))
+            .find(|l| labels.iter().all(|label| l.contains(label.as_str())))
+            .and_then(|l| l.rsplit_once(' '))
+            .map(|(_, v)| v.to_owned())
+    };
+    assert_eq!(counted("Inspect").as_deref(), Some("3"), "{metrics}");
+    assert_eq!(counted("Unlock").as_deref(), Some("1"), "{metrics}");
+    let calls = metrics.lines().filter(|l| l.starts_with("portcullis_admin_calls_total{"));
+    assert_eq!(calls.count(), 2, "the gateway's refused Unlock is not counted: {metrics}");
     assert!(daemon.terminate().await.success());
 }
 

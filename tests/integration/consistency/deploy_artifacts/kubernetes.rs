@@ -28,7 +28,7 @@ const PRODUCTION: &str = "deploy/k8s/overlays/production";
 const DEVELOPMENT: &str = "deploy/k8s/overlays/development";
 const OVERLAYS: [&str; 2] = [PRODUCTION, DEVELOPMENT];
 
-/// The RPCs of `portcullis.v1.Admin` (src/auth.rs, `Rpc`): for operators only.
+/// The RPCs of `portcullis.v1.Admin` (src/auth/mod.rs, `Rpc`): for operators only.
 const ADMIN_RPCS: [&str; 6] =
     ["Inspect", "Unlock", "SprayStatus", "RevokeDevices", "InspectNetwork", "ReleaseNetwork"];
 
