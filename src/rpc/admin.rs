@@ -180,20 +180,21 @@ impl Admin for AdminService {
         let caller = caller(request.extensions());
         let req = request.get_ref();
         let (realm, key) = self.account(req.account.as_ref(), request.extensions())?;
-        let reason = match UnlockReason::try_from(req.reason) {
+        // Every wire reason by name: a reason the contract adds does not build until it
+        // is mapped here, and a number this build does not know is refused.
+        let (reason, rule) = match UnlockReason::try_from(req.reason) {
+            Ok(r @ UnlockReason::OwnerVerified) => (r, operator_rules::UnlockReason::OwnerVerified),
+            Ok(r @ UnlockReason::AttackMitigated) => {
+                (r, operator_rules::UnlockReason::AttackMitigated)
+            }
+            Ok(r @ UnlockReason::Other) => (r, operator_rules::UnlockReason::Other),
             Ok(UnlockReason::Unspecified) | Err(_) => {
                 return Err(Status::invalid_argument(
                     "reason must be UNLOCK_REASON_OWNER_VERIFIED, UNLOCK_REASON_ATTACK_MITIGATED or UNLOCK_REASON_OTHER",
                 ));
             }
-            Ok(reason) => reason,
         };
         let flow = crate::validate::flow_or_login(req.flow)?;
-        let rule = match reason {
-            UnlockReason::OwnerVerified => operator_rules::UnlockReason::OwnerVerified,
-            UnlockReason::AttackMitigated => operator_rules::UnlockReason::AttackMitigated,
-            _ => operator_rules::UnlockReason::Other,
-        };
         let unlocked = operator_rules::unlock(&*self.store, realm, &key, flow, rule)
             .await
             .map_err(store_unavailable)?;
