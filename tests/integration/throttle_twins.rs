@@ -96,3 +96,23 @@ async fn the_door_and_admit_lua_agree_around_every_edge() {
         );
     }
 }
+
+/// The benches call `record_attempt.lua` without the daemon (`redis-benchmark`'s
+/// `EVALSHA` row and the script row of `cargo bench --bench throttle`) with the store's
+/// own arguments (`load_tools::script_args`): the script counts with them, as it does
+/// for the store.
+#[test]
+fn the_benches_send_the_script_what_the_store_sends() {
+    let redis = RedisServer::start();
+    let script = redis::Script::new(portcullis::store::redis::RECORD_ATTEMPT_SOURCE);
+    let mut call = script.prepare_invoke();
+    for key in load_tools::script_keys("bench-hot") {
+        call.key(key);
+    }
+    for arg in load_tools::script_args("bench-hot") {
+        call.arg(arg);
+    }
+    let reply: Vec<i64> = call.invoke(&mut redis.conn()).unwrap();
+    assert!(portcullis::store::redis::attempt_count::is_record_attempt_reply(&reply), "{reply:?}");
+    assert_eq!(reply[0], 1, "the first attempt is allowed");
+}

@@ -40,28 +40,7 @@ impl AttemptCountStore for RedisStore {
             attempt: attempt.attempt_id.map(|a| a.as_str().to_owned()),
             repeat_list: attempt.repeat.map(|r| r.list.as_str().to_owned()),
         };
-        // -1: no device token (the script then reads no epoch); -2: none, but answer
-        // the account's epoch.
-        let no_token = if attempt.read_epoch { -2 } else { -1 };
-        let args = record_attempt::Args {
-            max_failures: policy.max_failures,
-            first_window_ms: policy.window_ms(0),
-            max_window_ms: policy.window_ms(policy.max_step()),
-            retention_ms: policy.retention_ms(),
-            escalate: u8::from(policy.escalates()),
-            max_step: policy.max_step(),
-            device_epoch: attempt
-                .device
-                .map_or(no_token, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX)),
-            epoch_ttl_ms: attempt.device_epoch_ttl_ms,
-            attempt_ttl_ms: self.attempt_ttl_ms,
-            fingerprint: attempt
-                .repeat
-                .map_or_else(String::new, |r| repeat_list::hex(r.fingerprint)),
-            max_consecutive: policy.max_consecutive_failures,
-            lockout_ms: policy.lockout_ms(),
-            binding: attempt.attempt_id.map_or_else(String::new, |a| a.binding_hex()),
-        };
+        let args = count_args(attempt, self.attempt_ttl_ms);
         let call = record_attempt::call(&keys, &args);
         let reply: Vec<i64> = self.invoke_counted(&call).await?;
         if reply[..] == [-1] {
@@ -183,4 +162,43 @@ impl AttemptCountStore for RedisStore {
         };
         Ok(Inspection { record, now_ms: field(now_ms, "time")? })
     }
+}
+
+/// `record_attempt.lua`'s arguments for `attempt`, its attempt id's answer kept
+/// `attempt_ttl_ms`.
+fn count_args(attempt: &Attempt<'_>, attempt_ttl_ms: u64) -> record_attempt::Args {
+    let policy = attempt.policy;
+    // -1: no device token (the script then reads no epoch); -2: none, but answer
+    // the account's epoch.
+    let no_token = if attempt.read_epoch { -2 } else { -1 };
+    record_attempt::Args {
+        max_failures: policy.max_failures,
+        first_window_ms: policy.window_ms(0),
+        max_window_ms: policy.window_ms(policy.max_step()),
+        retention_ms: policy.retention_ms(),
+        escalate: u8::from(policy.escalates()),
+        max_step: policy.max_step(),
+        device_epoch: attempt
+            .device
+            .map_or(no_token, |d| i64::try_from(d.epoch).unwrap_or(i64::MAX)),
+        epoch_ttl_ms: attempt.device_epoch_ttl_ms,
+        attempt_ttl_ms,
+        fingerprint: attempt.repeat.map_or_else(String::new, |r| repeat_list::hex(r.fingerprint)),
+        max_consecutive: policy.max_consecutive_failures,
+        lockout_ms: policy.lockout_ms(),
+        binding: attempt.attempt_id.map_or_else(String::new, |a| a.binding_hex()),
+    }
+}
+
+/// The arguments `RecordAttempt` sends to `record_attempt.lua` for an untrusted attempt
+/// without an attempt id or a repeat list on `key` under `policy` (an attempt id's
+/// answer kept `attempt_ttl_ms`), as text in the script's order: for benches that call
+/// the script without the daemon (`redis-benchmark`), so they send what the store sends.
+pub fn record_attempt_argv(key: &AccountKey, policy: &Policy, attempt_ttl_ms: u64) -> Vec<String> {
+    record_attempt::argv_text(&count_args(&Attempt::new(key, None, policy), attempt_ttl_ms))
+}
+
+/// Whether `reply` is a reply of `record_attempt.lua` that counted (for the same benches).
+pub fn is_record_attempt_reply(reply: &[i64]) -> bool {
+    record_attempt::Reply::parse(reply).is_ok()
 }

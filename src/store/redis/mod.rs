@@ -21,7 +21,7 @@
 //! connection. Every failure is a [`StoreError`], which the service answers with
 //! `UNAVAILABLE` (fail closed).
 
-mod attempt_count;
+pub mod attempt_count;
 mod breached_count;
 mod cluster;
 mod devices;

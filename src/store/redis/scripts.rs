@@ -130,6 +130,18 @@ macro_rules! script {
                 SCRIPT.get_or_init(|| Script::new(source!($file)))
             }
 
+            /// `args` as the text the script receives, in its order (for benches that
+            /// call the script without the daemon).
+            #[allow(dead_code, unused_variables, unused_mut)] // a script without arguments
+            pub(crate) fn argv_text(args: &Args) -> Vec<String> {
+                let mut text: Vec<Vec<u8>> = Vec::new();
+                $(text.extend(redis::ToRedisArgs::to_redis_args(&args.$arg));)*
+                $($(if let Some(arg) = &args.$oarg {
+                    text.extend(redis::ToRedisArgs::to_redis_args(arg));
+                })*)?
+                text.into_iter().map(|t| String::from_utf8_lossy(&t).into_owned()).collect()
+            }
+
             /// The invocation of the script with `keys` and `args`, each in its order.
             #[allow(unused_variables)] // a script without arguments
             pub(crate) fn call(keys: &Keys, args: &Args) -> redis::ScriptInvocation<'static> {

@@ -17,11 +17,22 @@ use crate::{DaemonProcess, RedisServer};
 /// The method the load-tool rows call.
 pub const RECORD_ATTEMPT_PATH: &str = "/portcullis.v1.Governor/RecordAttempt";
 
-/// The daemon's defaults for realm `default`, in the order `record_attempt.lua` takes
-/// them: max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step,
-/// device_epoch (-1: no device token), epoch_ttl_ms, attempt_ttl_ms.
-pub const SCRIPT_ARGS: [i64; 9] =
-    [5, 900_000, 3_600_000, 86_400_000, 1, 2, -1, 7_776_300_000, 300_000];
+/// What the daemon sends `record_attempt.lua` for an untrusted attempt of account `tag`
+/// in realm `default` (the default policy, the default attempt id horizon), in the
+/// script's order: taken from the store's own code, so a bench sends what the store
+/// sends.
+pub fn script_args(tag: &str) -> Vec<String> {
+    let secret = portcullis::secret::KeySecret::new(crate::SECRET.as_bytes().to_vec());
+    let id = portcullis::normalize::normalize(portcullis::normalize::Normalization::Exact, tag)
+        .expect("a bench tag is an identifier");
+    let key = portcullis::store::keys::AccountKey::new(&secret, "default", &id);
+    let horizon = portcullis::store::DEFAULT_ATTEMPT_ID_HORIZON.as_millis() as u64;
+    portcullis::store::redis::attempt_count::record_attempt_argv(
+        &key,
+        &portcullis::throttle::Policy::default(),
+        horizon,
+    )
+}
 
 /// The keys `record_attempt.lua` takes for account `tag` without a device or an
 /// attempt id: the record alone.
@@ -120,8 +131,8 @@ pub fn evalsha_row(redis: &RedisServer, clients: usize, requests: u64) -> Result
         .map_err(|e| format!("SCRIPT LOAD: {e}"))?;
     let keys = script_keys("bench-hot");
     let keys = keys.each_ref().map(String::as_str);
-    let (rate, p99_ms) =
-        run_redis_benchmark(redis.port, &sha, &keys, &SCRIPT_ARGS, clients, requests)?;
+    let args = script_args("bench-hot");
+    let (rate, p99_ms) = run_redis_benchmark(redis.port, &sha, &keys, &args, clients, requests)?;
     Ok(ToolRow {
         path: "redis-benchmark: EVALSHA record_attempt.lua".into(),
         in_flight: clients,
@@ -191,7 +202,7 @@ pub fn run_redis_benchmark(
     port: u16,
     sha: &str,
     keys: &[&str],
-    args: &[i64],
+    args: &[String],
     clients: usize,
     requests: u64,
 ) -> Result<(f64, f64), String> {
@@ -201,7 +212,7 @@ pub fn run_redis_benchmark(
         .args(["-c", &clients.to_string(), "-n", &requests.to_string(), "--csv"])
         .args(["EVALSHA", sha, &keys.len().to_string()])
         .args(keys);
-    command.args(args.iter().map(i64::to_string));
+    command.args(args);
     let output = command.output().map_err(|e| format!("redis-benchmark not runnable: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
