@@ -159,6 +159,7 @@ impl Caller for StoreCaller {
 }
 
 /// Straight to Redis: the same script and arguments on one multiplexed connection.
+#[derive(Clone)]
 struct ScriptCaller {
     script: Arc<Script>,
     conn: MultiplexedConnection,
@@ -484,15 +485,10 @@ fn main() -> ExitCode {
         let mut rows = Vec::new();
         let in_process = if tools_only { &[][..] } else { &IN_FLIGHT[..] };
         let args = Arc::new(script_args("bench"));
+        let script_caller = ScriptCaller { script: script.clone(), conn: conn.clone(), args };
         for &in_flight in in_process {
             eprintln!("script, {in_flight} in flight ...");
-            let callers = (0..in_flight)
-                .map(|_| ScriptCaller {
-                    script: script.clone(),
-                    conn: conn.clone(),
-                    args: args.clone(),
-                })
-                .collect();
+            let callers = (0..in_flight).map(|_| script_caller.clone()).collect();
             rows.push(run_cell(SCRIPT_PATH, callers, &mut probe).await);
 
             eprintln!("store, {in_flight} in flight ...");
