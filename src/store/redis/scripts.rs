@@ -108,8 +108,8 @@ macro_rules! script {
             #[cfg(test)]
             pub(crate) const REPLY: &[&str] = &[$($reply),+];
 
-            /// The script's keys, by name.
-            #[derive(Debug, Clone, Default)]
+            /// The script's keys, by name (no default: a required key is always named).
+            #[derive(Debug, Clone)]
             pub(crate) struct Keys {
                 $(#[allow(missing_docs)] pub(crate) $key: String,)*
                 $($(#[allow(missing_docs)] pub(crate) $okey: Option<String>,)*)?
