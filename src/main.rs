@@ -88,6 +88,10 @@ enum Command {
     /// Operator: a realm's password-spray state (portcullis.v1.Admin/SprayStatus).
     /// Exit status: 0 no fingerprint over the threshold, 1 spraying now, 2 error.
     SprayStatus(cli::operator::SprayStatusArgs),
+    /// Operator: the configuration the daemon runs, as JSON (portcullis.v1.Admin/EffectiveConfig):
+    /// every setting with its default, the file's SHA-256 and load time, the sections
+    /// pending a restart; secrets named, never shown. Exit status: 0 done, 2 error.
+    ConfigDump(cli::operator::ConfigDumpArgs),
     /// Ask the daemon's grpc.health.v1 service; exit 0 only on SERVING (a container
     /// HEALTHCHECK). Exit status: 0 serving, 1 not serving, 2 error.
     Health(cli::health::HealthArgs),
@@ -142,6 +146,7 @@ fn main() -> ExitCode {
             Command::Unlock { op, reason } => cli::operator::operate(op, Op::Unlock(reason)).await,
             Command::RevokeDevices(op) => cli::operator::operate(op, Op::RevokeDevices).await,
             Command::SprayStatus(args) => cli::operator::spray_status(args).await,
+            Command::ConfigDump(args) => cli::operator::config_dump(args).await,
             Command::InspectNetwork(args) => cli::network_ops::network(args, false).await,
             Command::ReleaseNetwork(args) => cli::network_ops::network(args, true).await,
             Command::Health(args) => cli::health::health(args).await,

@@ -218,6 +218,18 @@ pub fn check_realm(extensions: &tonic::Extensions, realm: &str) -> Result<(), St
     }
 }
 
+/// Whether the request's caller may name `realm`, as [`check_realm`] judges it but
+/// without refusing or counting: for an answer that leaves out what its caller may not
+/// see (`Admin/EffectiveConfig`'s realms). A request without authorization may use none
+/// (fail closed).
+pub fn may_use_realm(extensions: &tonic::Extensions, realm: &str) -> bool {
+    match extensions.get::<Authorization>() {
+        Some(Authorization::Open) => true,
+        Some(Authorization::Caller(c)) => c.may_use_realm(realm),
+        None => false,
+    }
+}
+
 impl Callers {
     /// Builds the callers of `[callers]`, reading their token files. `realms` are the
     /// configured realm names; `mutual_tls` whether client certificates are verified.

@@ -1,6 +1,7 @@
 //! The operator client: `admit`, `attempt`, `clear` (`portcullis.v1.Governor`) and
-//! `inspect`, `unlock`, `revoke-devices`, `spray-status` (`portcullis.v1.Admin`). Exit
-//! status: 0 allow (or done), 1 deny, 2 error; any error is an error, never an allow.
+//! `inspect`, `unlock`, `revoke-devices`, `spray-status`, `config-dump`
+//! (`portcullis.v1.Admin`). Exit status: 0 allow (or done), 1 deny, 2 error; any error
+//! is an error, never an allow.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -372,6 +373,47 @@ async fn spray_status_call(args: SprayStatusArgs) -> Result<bool, Box<dyn std::e
         );
     }
     Ok(r.fingerprints_over_threshold == 0)
+}
+
+/// `config-dump`'s flags: only how to reach the daemon.
+#[derive(Args)]
+pub struct ConfigDumpArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+/// `config-dump`: the daemon's running configuration (`Admin/EffectiveConfig`) as one
+/// JSON object on standard output: `settings`, `settings_sha256`, `file_sha256`,
+/// `loaded_at` (RFC 3339), `restart_pending` and `secrets` (named, never shown). Exit
+/// 0, or 2 on an error.
+pub async fn config_dump(args: ConfigDumpArgs) -> ExitCode {
+    let daemon = args.daemon.shown();
+    match config_dump_call(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("portcullis: {}", super::output::report(&*e, &daemon));
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn config_dump_call(args: ConfigDumpArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (channel, bearer) = args.daemon.connect().await?;
+    let mut client = AdminClient::with_interceptor(channel, bearer);
+    let r = client.effective_config(pb::EffectiveConfigRequest {}).await?.into_inner();
+    let settings: serde_json::Value = serde_json::from_str(&r.settings_json)
+        .map_err(|e| format!("the daemon's settings_json is not JSON: {e}"))?;
+    let loaded_at = std::time::UNIX_EPOCH + Duration::from_millis(r.loaded_unix_ms);
+    let dump = serde_json::json!({
+        "settings": settings,
+        "settings_sha256": r.settings_sha256,
+        "file_sha256": r.file_sha256,
+        "loaded_at": humantime::format_rfc3339_millis(loaded_at).to_string(),
+        "restart_pending": r.restart_pending,
+        "secrets": r.secrets,
+    });
+    say!("{}", serde_json::to_string_pretty(&dump)?);
+    Ok(())
 }
 
 /// `inspect` prints the door state, failures in the window, step and seconds until the

@@ -147,15 +147,24 @@ pub(crate) fn load(
     overrides: &Overrides,
 ) -> Result<(Config, portcullis::config::Settings), Box<dyn std::error::Error + Send + Sync>> {
     let config = Config::load(file, overrides)?;
-    let settings = validate(&config)?;
+    let settings = validate(&config, file)?;
     Ok((config, settings))
 }
 
-/// `config` validated with the environment's secrets.
+/// `config` validated with the environment's secrets; its report names the digest of
+/// `file`, the file it was read from.
 fn validate(
     config: &Config,
+    file: Option<&Path>,
 ) -> Result<portcullis::config::Settings, portcullis::config::ConfigError> {
-    config.validate_with(std::env::var(KEY_SECRET_ENV).ok(), std::env::var(REDIS_PASSWORD_ENV).ok())
+    let mut settings = config.validate_with(
+        std::env::var(KEY_SECRET_ENV).ok(),
+        std::env::var(REDIS_PASSWORD_ENV).ok(),
+    )?;
+    if let Some(file) = file {
+        settings.report = settings.report.from_file(portcullis::config::file_sha256(file)?);
+    }
+    Ok(settings)
 }
 
 async fn serve_config(
@@ -164,7 +173,7 @@ async fn serve_config(
     overrides: Overrides,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> ExitCode {
-    let settings = match validate(&config) {
+    let settings = match validate(&config, file.as_deref()) {
         Ok(settings) => settings,
         Err(e) => {
             tracing::error!("refusing to start: {}", chain(&e));

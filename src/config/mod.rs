@@ -42,6 +42,7 @@ use crate::store::config::StoreConfig;
 pub use crate::store::config::{KEY_SECRET_ENV, REDIS_PASSWORD_ENV, SentinelConfig, StoreSettings};
 use crate::store::redis::settings::redact_url;
 use crate::telemetry::config::TelemetryConfig;
+use crate::telemetry::running_config::ConfigReport;
 use crate::transport::ServerLimits;
 use crate::transport::tls::{ReloadingTls, TlsConfig};
 use crate::verify::VerifySettings;
@@ -145,6 +146,9 @@ pub struct Settings {
     /// The breached-password filter's file and the service words (docs/breach.md); the
     /// daemon loads the file when it starts.
     pub breach: BreachSettings,
+    /// These settings as an operator reads them (`Admin/EffectiveConfig`): the
+    /// configuration, defaults filled in, with secrets named and never shown.
+    pub report: ConfigReport,
 }
 
 impl Config {
@@ -221,6 +225,7 @@ impl Config {
         // Every section is checked even when one before it is not, so an operator sees
         // every bad value at once; a section that depends on another reads the other's
         // values as written.
+        let report = self.report(secret_from_env.is_some(), redis_password_from_env.is_some());
         let mut problems = Problems::default();
         let verify = problems.note(self.verify.validate());
         let ceilings = self.verify.ceilings();
@@ -285,8 +290,55 @@ impl Config {
             callers: Arc::new(callers),
             server: self.server,
             breach,
+            report,
         })
     }
+
+    /// This configuration as an operator may read it (`Admin/EffectiveConfig`,
+    /// docs/observability.md, "The running configuration"): every setting with its
+    /// default filled in, each section redacted by its owner (a URL's password is
+    /// `***`), and every secret named with where it comes from, never its value.
+    /// `secret_from_env` and `redis_password_from_env`: whether `PORTCULLIS_KEY_SECRET`
+    /// and `PORTCULLIS_REDIS_PASSWORD` were given.
+    pub fn report(&self, secret_from_env: bool, redis_password_from_env: bool) -> ConfigReport {
+        let shown = Config { store: self.store.redacted(), ..self.clone() };
+        // Every value is a plain string, number, list or table with string keys, which
+        // JSON holds; should one ever not be, the report says so rather than show less.
+        let settings = serde_json::to_value(&shown).unwrap_or_else(|e| {
+            serde_json::Value::String(format!("the settings could not be shown: {e}"))
+        });
+        let mut secrets = self.store.secrets_named(secret_from_env, redis_password_from_env);
+        if let Some(tls) = &self.tls {
+            secrets.push(format!(
+                "tls.key_file: the listener's private key, in the file {}",
+                tls.key_file.display()
+            ));
+        }
+        for (name, caller) in &self.callers {
+            if let Some(path) = &caller.token_hash_file {
+                secrets.push(format!(
+                    "callers.{name}.token_hash_file: the digests of its bearer tokens, in the file {}",
+                    path.display()
+                ));
+            }
+        }
+        ConfigReport::new(settings, secrets)
+    }
+}
+
+/// SHA-256 (hex) of the configuration file at `path`, as `Admin/EffectiveConfig`
+/// reports it: two daemons reading different files show different digests.
+///
+/// # Errors
+/// [`ConfigError::File`] when the file cannot be read, naming `--config`.
+pub fn file_sha256(path: &Path) -> Result<String, ConfigError> {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::File {
+        setting: "--config",
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(hex::encode(Sha256::digest(bytes)))
 }
 
 #[cfg(test)]

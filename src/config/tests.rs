@@ -405,3 +405,37 @@ fn predictable_key_secrets_are_refused_without_showing_them() {
         config.validate(Some(good.into())).unwrap();
     }
 }
+
+/// `Admin/EffectiveConfig` shows every URL without its password, in each Redis shape,
+/// and names each secret by where it comes from, never by value.
+#[test]
+fn the_running_configuration_shows_no_secret() {
+    let shapes = [
+        "redis_url = \"redis://app:pw-in-url-1@redis:6379/0?password=pw-in-query\"",
+        "redis_cluster_nodes = [\"redis://app:pw-in-url-1@a:7000\", \"redis://:pw-in-url-2@b:7001\"]",
+        "redis_sentinel = { master_name = \"m\", nodes = [\"redis://:pw-in-url-1@s:26379\"] }",
+    ];
+    for shape in shapes {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        let text = format!(
+            "[store]\n{shape}\nredis_password_file = \"/run/secrets/redis\"\n\
+             [tls]\ncert_file = \"/tls/c.pem\"\nkey_file = \"/tls/k.pem\"\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let report = config.report(true, false);
+        let shown = format!("{report:?}");
+        for secret in ["pw-in-url-1", "pw-in-url-2", "pw-in-query"] {
+            assert!(!shown.contains(secret), "{secret} shown for {shape}: {shown}");
+        }
+        assert!(report.settings["store"].to_string().contains(":***@"), "{shape}");
+        let named = report.secrets.join("\n");
+        assert!(named.contains("store.key_secret: from the environment variable"), "{named}");
+        assert!(named.contains("store.redis_password: from the file /run/secrets/redis"));
+        assert!(named.contains("store.redis_password: in a URL's user information"));
+        assert!(named.contains("tls.key_file: the listener's private key, in the file /tls/k.pem"));
+        // The defaults are filled in: the file names no realm.
+        assert_eq!(report.settings["realms"]["default"]["max_failures"], 5);
+    }
+}

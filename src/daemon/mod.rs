@@ -25,6 +25,7 @@ use crate::store::embedded::{EmbeddedStore, SystemClock};
 use crate::store::instrumented::InstrumentedStore;
 use crate::store::redis::RedisStore;
 use crate::telemetry::http::Readiness;
+use crate::telemetry::running_config::RunningConfig;
 use crate::{auth, config, store, transport, verify};
 
 /// How long shutdown waits for in-flight calls and open connections after the
@@ -106,6 +107,9 @@ pub struct Daemon {
     breach: Arc<crate::defence::breach::BreachList>,
     /// Where the store is, for messages (no credentials).
     store_target: String,
+    /// The configuration in force as `Admin/EffectiveConfig` reports it; a reload that
+    /// applies replaces what it applied.
+    running_config: Arc<RunningConfig>,
 }
 
 impl Daemon {
@@ -160,8 +164,14 @@ impl Daemon {
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(store, system, episodes));
         let realms = Arc::new(settings.realms);
         let spray_watch = SprayWatch::new();
-        let admin =
-            AdminService::new(realms.clone(), store.clone(), secret.clone(), spray_watch.clone());
+        let running_config = RunningConfig::new(settings.report);
+        let admin = AdminService::new(
+            realms.clone(),
+            store.clone(),
+            secret.clone(),
+            spray_watch.clone(),
+            running_config.clone(),
+        );
         let network_watch = NetworkWatch::new();
         let logins = Arc::new(
             Logins::new(
@@ -191,6 +201,7 @@ impl Daemon {
             reload_source: None,
             breach,
             store_target,
+            running_config,
         })
     }
 

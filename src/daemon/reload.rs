@@ -28,6 +28,7 @@ use crate::config::{Config, Settings};
 use crate::defence::breach::BreachList;
 use crate::telemetry::http::Readiness;
 use crate::telemetry::metrics::CONFIG_RESTART_PENDING;
+use crate::telemetry::running_config::RunningConfig;
 use crate::transport::tls::ReloadingTls;
 
 /// Reads and validates the configuration again, as `portcullis serve` did at start-up
@@ -51,6 +52,9 @@ pub struct Reloader {
     pending: Mutex<Vec<String>>,
     /// Where the readiness text names the pending restart.
     readiness: Option<Arc<Readiness>>,
+    /// The configuration in force as `Admin/EffectiveConfig` reports it: a reload that
+    /// applies puts its callers, its file's digest and the pending restart there.
+    running: Arc<RunningConfig>,
 }
 
 /// What one reload did.
@@ -70,15 +74,18 @@ pub enum Reloaded {
 impl Reloader {
     /// The reloadable parts: the listener's TLS, the caller table every request reads,
     /// where the configuration came from (`None`: not from a file) with the one the
-    /// daemon started with, and the readiness whose text names a pending restart.
+    /// daemon started with, the readiness whose text names a pending restart, and the
+    /// configuration report in force.
     pub fn new(
         tls: Option<Arc<ReloadingTls>>,
         breach: Arc<BreachList>,
         callers: Arc<CallerTable>,
         source: Option<(SettingsSource, Config)>,
         readiness: Option<Arc<Readiness>>,
+        running: Arc<RunningConfig>,
     ) -> Arc<Self> {
-        Arc::new(Self { tls, breach, callers, source, pending: Mutex::default(), readiness })
+        let pending = Mutex::default();
+        Arc::new(Self { tls, breach, callers, source, pending, readiness, running })
     }
 
     /// The sections whose change waits for a restart, as the last reload found them.
@@ -188,7 +195,8 @@ impl Reloader {
             return Reloaded::Refused;
         }
         self.callers.replace(settings.callers.clone());
-        let restart = changed.into_iter().filter(|s| s != "callers").collect();
+        let restart: Vec<String> = changed.into_iter().filter(|s| s != "callers").collect();
+        self.running.reloaded(&settings.report, &["callers"], restart.clone());
         Reloaded::Applied { restart }
     }
 
@@ -297,6 +305,7 @@ mod tests {
             CallerTable::new(settings.callers.clone()),
             Some((source, started)),
             None,
+            RunningConfig::new(settings.report.clone()),
         );
         install_handlers();
         let signals = tokio::spawn(reloader.handle_signals());

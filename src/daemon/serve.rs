@@ -51,6 +51,7 @@ impl Daemon {
             reload_source,
             breach,
             store_target: _,
+            running_config,
         } = self;
         spray_watch.spawn_expiry(Duration::from_secs(10));
         network_watch.spawn_expiry(Duration::from_secs(10));
@@ -87,6 +88,7 @@ impl Daemon {
             callers.clone(),
             reload_source,
             Some(readiness.clone()),
+            running_config,
         );
         let signals = tokio::spawn(reloader.handle_signals());
         let max_message = limits.max_message_bytes();

@@ -4,7 +4,8 @@
 //! `RevokeDevices` revokes every device token of an account (docs/devices.md),
 //! `SprayStatus` reports a realm's password-spray state (docs/spray.md),
 //! `InspectNetwork` and `ReleaseNetwork` read and fill a client network's bucket
-//! (docs/throttle.md, "Per client network"). It shares the listener with `Governor` and
+//! (docs/throttle.md, "Per client network"), `EffectiveConfig` shows the configuration
+//! this daemon runs (docs/observability.md, "The running configuration"). It shares the listener with `Governor` and
 //! has its own permissions (each RPC's name in `[callers.NAME] rpcs`).
 //!
 //! Translation only: what each call does to the store is [`crate::operator_rules`]'s.
@@ -22,12 +23,14 @@ use crate::auth::Authorization;
 use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
-    DoorState, InspectNetworkRequest, InspectNetworkResponse, InspectRequest, InspectResponse,
-    ReleaseNetworkRequest, ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse,
-    SprayStatusRequest, SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
+    DoorState, EffectiveConfigRequest, EffectiveConfigResponse, InspectNetworkRequest,
+    InspectNetworkResponse, InspectRequest, InspectResponse, ReleaseNetworkRequest,
+    ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse, SprayStatusRequest,
+    SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
+use crate::telemetry::running_config::RunningConfig;
 use crate::validate::account as validate_account;
 
 use crate::flows::{FlowInspection, Flows};
@@ -54,18 +57,22 @@ pub struct AdminService {
     spray: Arc<SprayWatch>,
     /// Reads the flows' records (docs/flows.md).
     flows: Flows,
+    /// The configuration in force, as `EffectiveConfig` shows it.
+    running: Arc<RunningConfig>,
 }
 
 impl AdminService {
-    /// A service over `store` for `realms`, reporting the spray state `spray` holds.
+    /// A service over `store` for `realms`, reporting the spray state `spray` holds and
+    /// the configuration `running` keeps.
     pub fn new(
         realms: Arc<Realms>,
         store: Arc<dyn Store>,
         secret: KeySecret,
         spray: Arc<SprayWatch>,
+        running: Arc<RunningConfig>,
     ) -> Self {
         let flows = Flows::new(store.clone(), &secret);
-        Self { realms, store, secret, spray, flows }
+        Self { realms, store, secret, spray, flows, running }
     }
 
     /// The request's account, validated and keyed exactly as `Governor` does it.
@@ -303,6 +310,27 @@ impl Admin for AdminService {
             tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), "admin: released a client network's bucket");
         }
         Ok(Response::new(ReleaseNetworkResponse {}))
+    }
+
+    async fn effective_config(
+        &self,
+        request: Request<EffectiveConfigRequest>,
+    ) -> Result<Response<EffectiveConfigResponse>, Status> {
+        let caller = caller(request.extensions());
+        let report = self.running.current();
+        let mut settings = report.settings.clone();
+        if let Some(realms) = settings.get_mut("realms").and_then(|r| r.as_object_mut()) {
+            realms.retain(|name, _| crate::auth::may_use_realm(request.extensions(), name));
+        }
+        tracing::info!(target: AUDIT_TARGET, caller = %caller, "admin: effective config");
+        Ok(Response::new(EffectiveConfigResponse {
+            settings_json: settings.to_string(),
+            settings_sha256: report.settings_sha256(),
+            file_sha256: report.file_sha256.clone().unwrap_or_default(),
+            loaded_unix_ms: unix_ms(report.loaded_at),
+            restart_pending: report.restart_pending.clone(),
+            secrets: report.secrets.clone(),
+        }))
     }
 }
 

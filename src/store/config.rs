@@ -120,6 +120,72 @@ impl std::fmt::Debug for StoreConfig {
     }
 }
 
+impl StoreConfig {
+    /// This section as an operator may read it (`Admin/EffectiveConfig`): every URL's
+    /// password `***`, every other value as configured (files are named by path).
+    pub fn redacted(&self) -> Self {
+        let urls = |nodes: &[String]| nodes.iter().map(|n| redact_url(n)).collect();
+        let mut shown = self.clone();
+        shown.redis_url = self.redis_url.as_deref().map(redact_url);
+        shown.redis_cluster_nodes = self.redis_cluster_nodes.as_deref().map(urls);
+        if let Some(sentinel) = &mut shown.redis_sentinel {
+            sentinel.nodes = urls(&sentinel.nodes);
+        }
+        shown
+    }
+
+    /// The secrets of this section, each named with where it comes from and never its
+    /// value: the key secret, the Redis password and the Redis client key.
+    /// `secret_from_env` and `redis_password_from_env`: whether `PORTCULLIS_KEY_SECRET`
+    /// and `PORTCULLIS_REDIS_PASSWORD` were given.
+    pub fn secrets_named(
+        &self,
+        secret_from_env: bool,
+        redis_password_from_env: bool,
+    ) -> Vec<String> {
+        let redis = self.redis_url.is_some()
+            || self.redis_cluster_nodes.is_some()
+            || self.redis_sentinel.is_some();
+        let mut named = vec![match (&self.key_secret_file, secret_from_env, redis) {
+            (Some(path), _, _) => format!("store.key_secret: from the file {}", path.display()),
+            (None, true, _) => {
+                format!("store.key_secret: from the environment variable {KEY_SECRET_ENV}")
+            }
+            (None, false, false) => format!(
+                "store.key_secret: the embedded store's own, generated in {}",
+                self.data_dir.display()
+            ),
+            (None, false, true) => {
+                "store.key_secret: none (a Redis store refuses to start)".to_owned()
+            }
+        }];
+        if redis {
+            let password = match (&self.redis_password_file, redis_password_from_env) {
+                (Some(path), _) => Some(format!("from the file {}", path.display())),
+                (None, true) => Some(format!("from the environment variable {REDIS_PASSWORD_ENV}")),
+                (None, false) => None,
+            };
+            named.extend(password.map(|from| format!("store.redis_password: {from}")));
+            let in_url =
+                |u: &String| u.split_once("://").is_some_and(|(_, rest)| rest.contains('@'));
+            let urls = self.redis_url.iter().chain(self.redis_cluster_nodes.iter().flatten());
+            let mut urls = urls.chain(self.redis_sentinel.iter().flat_map(|s| s.nodes.iter()));
+            if urls.any(in_url) {
+                named.push(
+                    "store.redis_password: in a URL's user information (shown as ***)".to_owned(),
+                );
+            }
+        }
+        if let Some(path) = &self.redis_tls_key_file {
+            named.push(format!(
+                "store.redis_tls_key_file: the Redis client key, in the file {}",
+                path.display()
+            ));
+        }
+        named
+    }
+}
+
 /// Which store backs the counters.
 #[derive(Debug, Clone)]
 pub enum StoreSettings {

@@ -15,6 +15,8 @@
 //! - [`episodes`]: refusal episodes, so a flood of refusals is a few log lines.
 //! - [`rpc_calls`]: the one layer that counts, times and records the status of every
 //!   call of the contract's RPCs.
+//! - [`running_config`]: the configuration in force as an operator reads it
+//!   (`Admin/EffectiveConfig`), secrets named and never shown.
 //!
 //! Logs go to stderr, filtered by `RUST_LOG` (default `info`): human-readable by
 //! default, one JSON object a line with `--log-format json`.
@@ -24,6 +26,7 @@ pub mod episodes;
 pub mod http;
 pub mod metrics;
 pub mod rpc_calls;
+pub mod running_config;
 pub mod traces;
 
 use tracing_subscriber::layer::SubscriberExt;

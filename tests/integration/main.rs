@@ -18,6 +18,7 @@ mod consistency;
 mod cpu_budget;
 mod daemon_process;
 mod devices;
+mod effective_config;
 mod embedded_store;
 mod error_messages;
 mod example_gateway;

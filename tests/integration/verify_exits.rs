@@ -302,7 +302,8 @@ fn over_a_faulty_store(
     let secret = portcullis::secret::KeySecret::new(SECRET.as_bytes().to_vec());
     let realms = Arc::new(settings().realms);
     let spray = portcullis::defence::spray::SprayWatch::new();
-    let admin = portcullis::rpc::AdminService::new(realms, store.clone(), secret, spray);
+    let running = portcullis::telemetry::running_config::RunningConfig::new(settings().report);
+    let admin = portcullis::rpc::AdminService::new(realms, store.clone(), secret, spray, running);
     (governor_over(store, settings()), admin)
 }
 

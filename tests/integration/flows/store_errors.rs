@@ -15,6 +15,7 @@ use portcullis::store::embedded::{EmbeddedStore, SystemClock};
 use portcullis::store::network_bucket::NetworkOp;
 use portcullis::store::redis::RedisStore;
 use portcullis::store::send_log::SendOp;
+use portcullis::telemetry::running_config::RunningConfig;
 use tonic::Code;
 
 use super::*;
@@ -37,7 +38,8 @@ fn over(
     let secret = KeySecret::new(SECRET.as_bytes().to_vec());
     let realms = Arc::new(settings.realms.clone());
     let spray = portcullis::defence::spray::SprayWatch::new();
-    let admin = AdminService::new(realms, store.clone(), secret, spray);
+    let running = RunningConfig::new(settings.report.clone());
+    let admin = AdminService::new(realms, store.clone(), secret, spray, running);
     (governor_over(store, settings.clone()), admin)
 }
 

@@ -28,9 +28,11 @@ const PRODUCTION: &str = "deploy/k8s/overlays/production";
 const DEVELOPMENT: &str = "deploy/k8s/overlays/development";
 const OVERLAYS: [&str; 2] = [PRODUCTION, DEVELOPMENT];
 
-/// The RPCs of `portcullis.v1.Admin` (src/auth/mod.rs, `Rpc`): for operators only.
-const ADMIN_RPCS: [&str; 6] =
-    ["Inspect", "Unlock", "SprayStatus", "RevokeDevices", "InspectNetwork", "ReleaseNetwork"];
+/// The RPCs of `portcullis.v1.Admin`, from the one RPC table: for operators only.
+fn admin_rpcs() -> Vec<&'static str> {
+    use portcullis_client::rpcs::{Rpc, Service};
+    Rpc::ALL.iter().filter(|r| r.service() == Service::Admin).map(|r| r.method()).collect()
+}
 
 /// The rendered kinds that have no namespace.
 const CLUSTER_SCOPED: [&str; 4] =

@@ -139,3 +139,23 @@ class ReleaseNetworkRequest(_message.Message):
 class ReleaseNetworkResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class EffectiveConfigRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class EffectiveConfigResponse(_message.Message):
+    __slots__ = ("settings_json", "settings_sha256", "file_sha256", "loaded_unix_ms", "restart_pending", "secrets")
+    SETTINGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_SHA256_FIELD_NUMBER: _ClassVar[int]
+    FILE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    LOADED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    RESTART_PENDING_FIELD_NUMBER: _ClassVar[int]
+    SECRETS_FIELD_NUMBER: _ClassVar[int]
+    settings_json: str
+    settings_sha256: str
+    file_sha256: str
+    loaded_unix_ms: int
+    restart_pending: _containers.RepeatedScalarFieldContainer[str]
+    secrets: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, settings_json: _Optional[str] = ..., settings_sha256: _Optional[str] = ..., file_sha256: _Optional[str] = ..., loaded_unix_ms: _Optional[int] = ..., restart_pending: _Optional[_Iterable[str]] = ..., secrets: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -64,6 +64,11 @@ class AdminStub:
                 request_serializer=portcullis_dot_v1_dot_admin__pb2.ReleaseNetworkRequest.SerializeToString,
                 response_deserializer=portcullis_dot_v1_dot_admin__pb2.ReleaseNetworkResponse.FromString,
                 _registered_method=True)
+        self.EffectiveConfig = channel.unary_unary(
+                '/portcullis.v1.Admin/EffectiveConfig',
+                request_serializer=portcullis_dot_v1_dot_admin__pb2.EffectiveConfigRequest.SerializeToString,
+                response_deserializer=portcullis_dot_v1_dot_admin__pb2.EffectiveConfigResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -118,6 +123,17 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EffectiveConfig(self, request, context):
+        """The configuration this daemon runs (docs/observability.md, "The running
+        configuration"): every setting in force with its default filled in, as JSON; the
+        configuration file's SHA-256 and when it was read; the sections a restart would
+        still change. Secrets are named with where they come from, never shown. Realms the
+        caller may not use are left out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -150,6 +166,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ReleaseNetwork,
                     request_deserializer=portcullis_dot_v1_dot_admin__pb2.ReleaseNetworkRequest.FromString,
                     response_serializer=portcullis_dot_v1_dot_admin__pb2.ReleaseNetworkResponse.SerializeToString,
+            ),
+            'EffectiveConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.EffectiveConfig,
+                    request_deserializer=portcullis_dot_v1_dot_admin__pb2.EffectiveConfigRequest.FromString,
+                    response_serializer=portcullis_dot_v1_dot_admin__pb2.EffectiveConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -314,6 +335,33 @@ class Admin:
             '/portcullis.v1.Admin/ReleaseNetwork',
             portcullis_dot_v1_dot_admin__pb2.ReleaseNetworkRequest.SerializeToString,
             portcullis_dot_v1_dot_admin__pb2.ReleaseNetworkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EffectiveConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/portcullis.v1.Admin/EffectiveConfig',
+            portcullis_dot_v1_dot_admin__pb2.EffectiveConfigRequest.SerializeToString,
+            portcullis_dot_v1_dot_admin__pb2.EffectiveConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,7 +5,7 @@
 
 use serde_yaml_ng::Value;
 
-use super::{ADMIN_RPCS, PRODUCTION, Rendered, named_namespaces, rendered, s, seq};
+use super::{PRODUCTION, Rendered, admin_rpcs, named_namespaces, rendered, s, seq};
 
 /// What a security review of the production overlay refuses, one line per finding.
 fn security_findings(r: &Rendered, config: &toml::Table) -> Vec<String> {
@@ -29,7 +29,7 @@ fn security_findings(r: &Rendered, config: &toml::Table) -> Vec<String> {
     for (caller, table) in &callers {
         let rpcs: Vec<&str> =
             table["rpcs"].as_array().into_iter().flatten().filter_map(|r| r.as_str()).collect();
-        let admin: Vec<&&str> = rpcs.iter().filter(|r| ADMIN_RPCS.contains(r)).collect();
+        let admin: Vec<&&str> = rpcs.iter().filter(|r| admin_rpcs().contains(r)).collect();
         if caller != "operators" && !admin.is_empty() {
             findings.push(format!("callers.{caller} may call the Admin RPCs {admin:?}"));
         }
