@@ -23,6 +23,7 @@
 //! | challenge (a right password from a new device, `unknown_device = "step_up"`) | the code page; the code is "mailed"; a right code at `POST /login/code` confirms the device (`ConfirmDevice`) and logs in |
 //! | with `--step-up`: every other deny (a wrong password, a closed door, an unknown account, with a device cookie or without) | **the same code page**, no code sent: the form tells a combo-list checker nothing |
 //! | change required (a breached password past its grace logins) | `303` to the password change page, no session, no device cookie |
+//! | `lockout_started` or `ceiling_reached`, any verdict | the page that verdict gets, and a notice "mailed" to the account's owner (a log line) when the account exists: once per lockout |
 //!
 //! The example has no CAPTCHA provider, second factor or sessions: the pages say where a
 //! real gateway puts them.
@@ -345,6 +346,14 @@ async fn check(
             device_token,
         })
         .await;
+    // This very attempt shut the door (docs/gateways.md, "When an attempt shuts the
+    // door"): tell the owner of an account that exists, once per lockout, since the
+    // daemon sets it on exactly one attempt. The end user still gets the page any
+    // failure gets.
+    if (answer.lockout_started || answer.ceiling_reached) && !stored.is_empty() {
+        let ceiling = answer.ceiling_reached;
+        tracing::info!(flow = "lockout_notice", ceiling, "owner's lockout notice mail queued");
+    }
     match answer.decision {
         Decision::Deny if answer.retryable => unavailable(),
         // The client's network used up its failed logins in a `flag` realm

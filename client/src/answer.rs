@@ -68,6 +68,19 @@ pub struct Answer {
     /// the challenge passed (within 15 minutes, with the same stored hash). Keep it in
     /// the gateway's server-side session, never in a URL or a page.
     pub challenge_token: Option<String>,
+    /// On a deny of `Verify`, `RecordAttempt` or a code flow's `RecordFlowAttempt`: this
+    /// very attempt started a lockout (the first its record refused in the window). For
+    /// the gateway only, which may tell the account's owner (it knows the address and
+    /// the client's network); show the end user the same page as for any deny. Set once
+    /// per lockout, never on a retry of the same attempt id (docs/gateways.md, "When an
+    /// attempt shuts the door").
+    pub lockout_started: bool,
+    /// This attempt brought its record to the consecutive-failure ceiling
+    /// (docs/throttle.md, "The ceiling"): after a `Verify` deny (or challenge) the door
+    /// stays shut until a success, a completed reset or an operator's unlock; after an
+    /// allowed `RecordAttempt`, so it does if the password turns out wrong. For the
+    /// gateway only.
+    pub ceiling_reached: bool,
 }
 
 impl std::fmt::Debug for Answer {
@@ -83,6 +96,8 @@ impl std::fmt::Debug for Answer {
             .field("network_throttled", &self.network_throttled)
             .field("password_breached", &self.password_breached)
             .field("challenge_token", &self.challenge_token.as_ref().map(|_| "<redacted>"))
+            .field("lockout_started", &self.lockout_started)
+            .field("ceiling_reached", &self.ceiling_reached)
             .finish()
     }
 }
@@ -99,6 +114,8 @@ impl Answer {
             network_throttled: false,
             password_breached: false,
             challenge_token: None,
+            lockout_started: false,
+            ceiling_reached: false,
         }
     }
 

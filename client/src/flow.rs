@@ -88,8 +88,9 @@ impl Client {
     /// `attempt_id` makes retries idempotent (at most 128 printable ASCII bytes); one is
     /// generated when `None` and kept across this call's retries.
     ///
-    /// Only [`Answer::decision`] and [`Answer::retryable`] are set; the other signals are
-    /// `false`.
+    /// Only [`Answer::decision`], [`Answer::retryable`] and, for a code flow,
+    /// [`Answer::lockout_started`] and [`Answer::ceiling_reached`] are set; the other
+    /// signals are `false`.
     pub async fn record_flow_attempt(
         &self,
         realm: &str,
@@ -107,10 +108,17 @@ impl Client {
         let answer = self
             .call(Rpc::RecordFlowAttempt, &route_key(realm, identifier), |mut c, timeout| {
                 let req = outgoing(&req, timeout);
-                async move { c.record_flow_attempt(req).await.map(|r| r.into_inner().decision) }
+                async move { c.record_flow_attempt(req).await.map(|r| r.into_inner()) }
             })
             .await;
-        decision_answer(answer)
+        match answer {
+            Ok(r) => Answer {
+                lockout_started: r.lockout_started,
+                ceiling_reached: r.ceiling_reached,
+                ..decision_answer(Ok(r.decision))
+            },
+            Err(f) => decision_answer(Err(f)),
+        }
     }
 
     /// [`Self::record_flow_attempt`] for [`Flow::SecondFactor`]: call it before checking

@@ -274,6 +274,8 @@ impl Client {
             Ok(r) => Answer {
                 step_up: r.step_up,
                 network_throttled: r.network_throttled,
+                lockout_started: r.lockout_started,
+                ceiling_reached: r.ceiling_reached,
                 ..decision_answer(Ok(r.decision))
             },
             Err(f) => failure_answer(f),
@@ -319,6 +321,7 @@ impl Client {
                     step_up: r.step_up,
                     network_throttled: r.network_throttled,
                     password_breached: r.password_breached,
+                    ceiling_reached: r.ceiling_reached,
                     ..Answer::deny(false)
                 }
             }
@@ -334,6 +337,8 @@ impl Client {
                 spray_suspected: r.spray_suspected,
                 step_up: r.step_up,
                 network_throttled: r.network_throttled,
+                lockout_started: r.lockout_started,
+                ceiling_reached: r.ceiling_reached,
                 ..Answer::deny(false)
             },
             Err(f) => failure_answer(f),

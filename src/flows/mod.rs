@@ -45,6 +45,26 @@ pub enum FlowAnswer {
     DenyReplay,
 }
 
+/// What one flow attempt answered, and what it did to a code flow's door: for the
+/// gateway only (docs/gateways.md, "When an attempt shuts the door"), never for the end
+/// user. A mail flow has no lockout: both are `false` there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowRecorded {
+    /// Go on, or why not.
+    pub answer: FlowAnswer,
+    /// The attempt was the first its code flow's record refused in the window.
+    pub lockout_started: bool,
+    /// The attempt brought its code flow's record to the consecutive-failure ceiling.
+    pub ceiling_reached: bool,
+}
+
+impl FlowRecorded {
+    /// An answer that shut no door.
+    fn answer(answer: FlowAnswer) -> Self {
+        Self { answer, lockout_started: false, ceiling_reached: false }
+    }
+}
+
 impl FlowAnswer {
     /// Whether the gateway may go on.
     pub fn allowed(self) -> bool {
@@ -106,12 +126,13 @@ impl Flows {
     ///
     /// # Errors
     /// The store's error (the caller denies).
-    pub async fn record(&self, attempt: &FlowAttempt<'_>) -> Result<FlowAnswer, StoreError> {
+    pub async fn record(&self, attempt: &FlowAttempt<'_>) -> Result<FlowRecorded, StoreError> {
         let FlowAttempt { realm, flow, .. } = *attempt;
-        let answer = match realm.flows.of(flow) {
+        let recorded = match realm.flows.of(flow) {
             FlowPolicy::Code(policy) => self.code(attempt, policy).await?,
-            FlowPolicy::Mail(policy) => self.mail(attempt, policy).await?,
+            FlowPolicy::Mail(policy) => FlowRecorded::answer(self.mail(attempt, policy).await?),
         };
+        let answer = recorded.answer;
         metrics::counter!(
             FLOW_ATTEMPTS,
             "realm" => realm.name.clone(),
@@ -120,7 +141,7 @@ impl Flows {
             "reason" => answer.reason(),
         )
         .increment(1);
-        Ok(answer)
+        Ok(recorded)
     }
 
     /// A code flow: the login throttle's count on the flow's record.
@@ -128,7 +149,7 @@ impl Flows {
         &self,
         attempt: &FlowAttempt<'_>,
         policy: &crate::throttle::Policy,
-    ) -> Result<FlowAnswer, StoreError> {
+    ) -> Result<FlowRecorded, StoreError> {
         let counted = self.store.count(&Attempt::new(attempt.key, attempt.attempt, policy)).await?;
         if counted.locked_now {
             let realm = attempt.realm.name.clone();
@@ -142,12 +163,17 @@ impl Flows {
                 .increment(1);
             tracing::warn!(realm = %attempt.realm.name, record = attempt.flow.as_str(), "ceiling: a record reached its consecutive failures and stays shut until cleared");
         }
-        Ok(if counted.replays > MAX_REPLAYS {
+        let answer = if counted.replays > MAX_REPLAYS {
             FlowAnswer::DenyReplay
         } else if counted.allowed {
             FlowAnswer::Allow
         } else {
             FlowAnswer::DenyAccount
+        };
+        Ok(FlowRecorded {
+            answer,
+            lockout_started: counted.locked_now,
+            ceiling_reached: counted.reached_ceiling,
         })
     }
 

@@ -418,7 +418,8 @@ impl<'a> Call<'a> {
             note_count(realm, held.bucket, counted, counted.allowed && counted.replays == 0);
         }
         let failures = signal_failures(realm, counted);
-        let reject = LoginVerdict::Reject { signals: signals(realm, suspected, failures, flagged) };
+        let signals = signals(realm, suspected, failures, flagged).with_door(counted);
+        let reject = LoginVerdict::Reject { signals };
         Pass { suspected, flagged, reject }
     }
 

@@ -59,7 +59,7 @@ impl Logins {
             turn.give_back(store, realm).await?;
         }
         let failures = signal_failures(realm, &counted);
-        let signals = signals(realm, false, failures, turn.flagged(realm));
+        let signals = signals(realm, false, failures, turn.flagged(realm)).with_door(&counted);
         Ok(Recorded { allowed, signals })
     }
 

@@ -19,8 +19,8 @@ use crate::store::network_bucket::NetworkRequest;
 use crate::telemetry::metrics::STEP_UPS;
 
 /// What every answer of a counted attempt carries besides its verdict (the wire's
-/// `spray_suspected`, `step_up` and `network_throttled`). None of them depends on
-/// whether the account exists.
+/// `spray_suspected`, `step_up`, `network_throttled`, `lockout_started` and
+/// `ceiling_reached`). None of them depends on whether the account exists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Signals {
     /// The password's fingerprint is being sprayed across the realm (docs/spray.md).
@@ -30,6 +30,26 @@ pub struct Signals {
     pub step_up: bool,
     /// The client's network has no token left and the realm flags rather than rejects.
     pub network_throttled: bool,
+    /// This attempt was the first its record refused in the window: it started a
+    /// lockout ([`Counted::locked_now`]). For the gateway, which may tell the owner
+    /// (docs/gateways.md, "When an attempt shuts the door"); never for the end user.
+    pub lockout_started: bool,
+    /// This attempt brought its record to the consecutive-failure ceiling
+    /// ([`Counted::reached_ceiling`]; docs/throttle.md, "The ceiling").
+    pub ceiling_reached: bool,
+}
+
+impl Signals {
+    /// These signals with what `counted` did to its record's door: a lockout started, the
+    /// ceiling reached. A replay of an `attempt_id` did neither (its first call did).
+    #[must_use]
+    pub fn with_door(self, counted: &Counted) -> Self {
+        Self {
+            lockout_started: counted.locked_now,
+            ceiling_reached: counted.reached_ceiling,
+            ..self
+        }
+    }
 }
 
 /// The signals of an answer: `failures` in the window after this attempt (0 after an
@@ -45,7 +65,12 @@ pub fn signals(realm: &Realm, spray_suspected: bool, failures: u64, flagged: boo
         metrics::counter!(STEP_UPS, "realm" => realm.name.clone(), "reason" => "network")
             .increment(1);
     }
-    Signals { spray_suspected, step_up: near_lockout || flagged, network_throttled: flagged }
+    Signals {
+        spray_suspected,
+        step_up: near_lockout || flagged,
+        network_throttled: flagged,
+        ..Signals::default()
+    }
 }
 
 /// The window's failures a counted call's signals are read from: as counted, except that

@@ -24,8 +24,9 @@ pub(super) fn decision(allowed: bool) -> i32 {
 /// Whether the call carried a valid device token is never part of it. Its [`Signals`]
 /// depend on the password's fingerprint and the realm (`spray_suspected`,
 /// docs/spray.md), the account key's count, kept for every identifier alike
-/// (`step_up`), and the client's network (`network_throttled`), never on whether the
-/// account exists.
+/// (`step_up`, and the door this attempt shut: `lockout_started`, `ceiling_reached`,
+/// for the gateway only), and the client's network (`network_throttled`), never on
+/// whether the account exists.
 pub fn reject(signals: Signals) -> VerifyResponse {
     VerifyResponse {
         verdict: Verdict::Reject as i32,
@@ -37,10 +38,14 @@ pub fn reject(signals: Signals) -> VerifyResponse {
         password_breached: false,
         challenge_reason: ChallengeReason::Unspecified as i32,
         challenge_token: String::new(),
+        lockout_started: signals.lockout_started,
+        ceiling_reached: signals.ceiling_reached,
     }
 }
 
-/// The answer to a password that matched, with a fresh device token.
+/// The answer to a password that matched, with a fresh device token. A match clears
+/// its record, so no door it shut stays shut: no `lockout_started`, no
+/// `ceiling_reached`.
 pub(super) fn accept(
     needs_rehash: bool,
     device_token: String,
@@ -57,12 +62,16 @@ pub(super) fn accept(
         password_breached,
         challenge_reason: ChallengeReason::Unspecified as i32,
         challenge_token: String::new(),
+        lockout_started: false,
+        ceiling_reached: false,
     }
 }
 
 /// A right password that needs a second factor first (docs/devices.md, "Step-up for
 /// unknown devices"): its own verdict, no device token, no `needs_rehash` (a new stored
-/// hash before `ConfirmDevice` would orphan the challenge token).
+/// hash before `ConfirmDevice` would orphan the challenge token). The attempt stays
+/// counted until `ConfirmDevice`, so it carries the door it shut (`ceiling_reached`) as
+/// a reject would.
 pub(super) fn challenge(
     challenge_token: String,
     password_breached: bool,
@@ -73,6 +82,8 @@ pub(super) fn challenge(
         challenge_reason: ChallengeReason::NewDevice as i32,
         challenge_token,
         password_breached,
+        lockout_started: signals.lockout_started,
+        ceiling_reached: signals.ceiling_reached,
         ..accept(false, String::new(), false, signals)
     }
 }
@@ -157,9 +168,18 @@ mod tests {
         assert!(!reject(none).needs_rehash && !reject(none).spray_suspected);
         assert!(reject(none).device_token.is_empty());
         assert!(!reject(none).step_up && !reject(none).network_throttled);
-        let all = Signals { spray_suspected: true, step_up: true, network_throttled: true };
+        let all = Signals {
+            spray_suspected: true,
+            step_up: true,
+            network_throttled: true,
+            lockout_started: true,
+            ceiling_reached: true,
+        };
         let flagged = reject(all);
         assert!(flagged.spray_suspected && flagged.step_up && flagged.network_throttled);
+        assert!(flagged.lockout_started && flagged.ceiling_reached);
+        let accepted = accept(false, String::new(), false, all);
+        assert!(!accepted.lockout_started && !accepted.ceiling_reached, "a match cleared it");
         let from_login = verdict(LoginVerdict::Reject { signals: all });
         assert_eq!(from_login, reject(all), "a login's reject is built in one place");
     }

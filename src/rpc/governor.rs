@@ -161,8 +161,12 @@ impl GovernorService {
             attempt: attempt.as_ref(),
             client_key: &req.client_key,
         };
-        let answer = self.flows.record(&attempt).await.map_err(store_unavailable)?;
-        Ok(Response::new(RecordFlowAttemptResponse { decision: decision(answer.allowed()) }))
+        let recorded = self.flows.record(&attempt).await.map_err(store_unavailable)?;
+        Ok(Response::new(RecordFlowAttemptResponse {
+            decision: decision(recorded.answer.allowed()),
+            lockout_started: recorded.lockout_started,
+            ceiling_reached: recorded.ceiling_reached,
+        }))
     }
 
     async fn clear_flow_call(
@@ -311,6 +315,8 @@ impl Governor for GovernorService {
             decision: decision(recorded.allowed),
             step_up: recorded.signals.step_up,
             network_throttled: recorded.signals.network_throttled,
+            lockout_started: recorded.signals.lockout_started,
+            ceiling_reached: recorded.signals.ceiling_reached,
         }))
     }
 

@@ -20,10 +20,12 @@ fn stored_hash() -> String {
     StoredHash::generate(PASSWORD, &HashParams::Bcrypt { cost: 4 }).unwrap().as_str().to_owned()
 }
 
-/// The answer without its step-up signal (the account's count sets it alike for every
-/// identifier), as bytes.
+/// The answer without the signals the account's count sets alike for every identifier
+/// (the step-up, and the gateway-only notice of the attempt that shut the door), as
+/// bytes.
 fn answer(r: &VerifyResponse) -> Vec<u8> {
-    VerifyResponse { step_up: false, ..r.clone() }.encode_to_vec()
+    VerifyResponse { step_up: false, lockout_started: false, ceiling_reached: false, ..r.clone() }
+        .encode_to_vec()
 }
 
 async fn the_ceiling_shuts_every_caller_without_a_device_token(daemon: &Daemon, age: impl Fn(u64)) {
@@ -41,6 +43,7 @@ async fn the_ceiling_shuts_every_caller_without_a_device_token(daemon: &Daemon, 
     for n in 0..4 {
         let r = c.verify("tight", victim, b"guess", &hash, &format!("10.9.9.{n}")).await.unwrap();
         assert_eq!(answer(&r), reject, "guess {n}");
+        assert_eq!(r.ceiling_reached, n == 3, "guess {n}: the fourth reaches the ceiling");
         if n == 1 {
             age(16 * 60_000);
         }
@@ -67,8 +70,11 @@ async fn the_ceiling_shuts_every_caller_without_a_device_token(daemon: &Daemon, 
         client_key: String::new(),
     };
     let exhausted = "ceiling-exhausted@example.com";
-    for _ in 0..5 {
-        c.0.record_attempt(raw(exhausted)).await.unwrap();
+    // Five allowed, then the first refusal (which alone tells the gateway it started the
+    // lockout); the next refusal is the closed door's plain answer.
+    for n in 0..6 {
+        let r = c.0.record_attempt(raw(exhausted)).await.unwrap().into_inner();
+        assert_eq!(r.lockout_started, n == 5);
     }
     let closed = c.0.record_attempt(raw(exhausted)).await.unwrap().into_inner();
     let at_ceiling = c.0.record_attempt(raw(victim)).await.unwrap().into_inner();

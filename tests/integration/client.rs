@@ -25,6 +25,8 @@ const DENY_RETRYABLE: Answer = Answer {
     network_throttled: false,
     password_breached: false,
     challenge_token: None,
+    lockout_started: false,
+    ceiling_reached: false,
 };
 const DENY_FINAL: Answer = Answer {
     decision: Decision::Deny,
@@ -36,6 +38,8 @@ const DENY_FINAL: Answer = Answer {
     network_throttled: false,
     password_breached: false,
     challenge_token: None,
+    lockout_started: false,
+    ceiling_reached: false,
 };
 const ALLOW: Answer = Answer {
     decision: Decision::Allow,
@@ -47,6 +51,8 @@ const ALLOW: Answer = Answer {
     network_throttled: false,
     password_breached: false,
     challenge_token: None,
+    lockout_started: false,
+    ceiling_reached: false,
 };
 
 fn config(endpoints: &[SocketAddr]) -> ClientConfig {
@@ -141,7 +147,10 @@ impl Governor for Fake {
         &self,
         _: Request<portcullis::pb::RecordFlowAttemptRequest>,
     ) -> Result<Response<portcullis::pb::RecordFlowAttemptResponse>, Status> {
-        self.decision(|decision| portcullis::pb::RecordFlowAttemptResponse { decision })
+        self.decision(|decision| portcullis::pb::RecordFlowAttemptResponse {
+            decision,
+            ..Default::default()
+        })
     }
     async fn clear_flow(
         &self,

@@ -94,6 +94,8 @@ impl Governor for Fake {
             decision: field_i32(v, "decision"),
             step_up: field_bool(v, "step_up"),
             network_throttled: field_bool(v, "network_throttled"),
+            lockout_started: field_bool(v, "lockout_started"),
+            ceiling_reached: field_bool(v, "ceiling_reached"),
         };
         self.answer(&r.into_inner().attempt_id, make, serde_json::json!({"decision": 1})).await
     }
@@ -108,6 +110,8 @@ impl Governor for Fake {
             password_breached: field_bool(v, "password_breached"),
             challenge_reason: field_i32(v, "challenge_reason"),
             challenge_token: field_str(v, "challenge_token"),
+            lockout_started: field_bool(v, "lockout_started"),
+            ceiling_reached: field_bool(v, "ceiling_reached"),
         };
         self.answer(&r.into_inner().attempt_id, make, serde_json::json!({"verdict": 1})).await
     }
@@ -123,6 +127,8 @@ impl Governor for Fake {
     ) -> Result<Response<portcullis::pb::RecordFlowAttemptResponse>, Status> {
         let make = |v: &Value| portcullis::pb::RecordFlowAttemptResponse {
             decision: field_i32(v, "decision"),
+            lockout_started: field_bool(v, "lockout_started"),
+            ceiling_reached: field_bool(v, "ceiling_reached"),
         };
         self.answer(&r.into_inner().attempt_id, make, serde_json::json!({"decision": 1})).await
     }
@@ -240,6 +246,8 @@ fn answer_of() -> Answer {
         network_throttled: false,
         password_breached: false,
         challenge_token: None,
+        lockout_started: false,
+        ceiling_reached: false,
     }
 }
 

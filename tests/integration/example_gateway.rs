@@ -239,6 +239,12 @@ async fn two_replicas_share_one_lockout_and_failures_look_alike() {
         assert_eq!(locked, ghost, "a closed door answers like any failed login at its count");
         assert!(locked.ends_with(CHALLENGE), "{locked}");
     }
+    // The attempt that shut alice's door (on replica a) queued one notice to her; the
+    // ghost's lockout none (no account), and the later refusal on b none.
+    let notices = a.mails_settled(1).await;
+    assert_eq!(notices.len(), 1, "{notices:#?}");
+    assert!(notices[0].contains("lockout_notice") && !notices[0].contains("example"));
+    assert!(b.mails.lock().unwrap().is_empty(), "a second notice for one lockout");
 
     // The daemon is gone: 503 with Retry-After, never 200.
     drop(daemon);

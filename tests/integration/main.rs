@@ -30,6 +30,7 @@ mod idempotency;
 mod invalid_input;
 mod json_logs;
 mod key_secret;
+mod lockout_notice;
 mod lockout_schedule;
 mod metrics;
 mod network;

@@ -156,10 +156,12 @@ async fn a_closed_door_rejects_without_hashing_and_a_match_clears() {
     }
     // The door is shut: even the right password is rejected, and nothing is hashed
     // (the answer asks for a step-up: the window is past step_up_failures).
-    let closed = portcullis::rpc::reject(Signals { step_up: true, ..Signals::default() });
-    for _ in 0..5 {
+    // The first refusal also tells the gateway it started the lockout.
+    for n in 0..5 {
+        let signals = Signals { step_up: true, lockout_started: n == 0, ..Signals::default() };
+        let closed = portcullis::rpc::reject(signals);
         let r = c.verify("fast", id, b"s3cret", &hash, "c").await.unwrap();
-        assert_eq!(r.encode_to_vec(), closed.encode_to_vec());
+        assert_eq!(r.encode_to_vec(), closed.encode_to_vec(), "closed-door call {n}");
     }
     assert_eq!(daemon.budget().comparisons, 5, "a closed door ran a comparison");
     assert_eq!(read_record(&mut conn, &key).unwrap().0, 10, "closed-door attempts are counted");

@@ -22,6 +22,8 @@ from portcullis_client import (
 )
 
 SIGNALS = dict(needs_rehash=True, device_token="dev-token-123", spray_suspected=True, step_up=True, network_throttled=True, password_breached=True)
+# What the attempt did to its record's door: for the gateway, on a deny.
+DOOR = dict(lockout_started=True, ceiling_reached=True)
 
 
 def client(url: str, **kw) -> Client:
@@ -29,13 +31,14 @@ def client(url: str, **kw) -> Client:
 
 
 def test_an_accept_carries_every_signal() -> None:
-    e = AnswerEndpoint(answer=dict(verdict=1, **SIGNALS))
+    e = AnswerEndpoint(answer=dict(verdict=1, **SIGNALS, **DOOR))
     try:
         with client(e.url) as c:
             a = call_sync(c, "Verify")
     finally:
         e.close()
     assert a.allowed and a.is_allowed() and a.decision is Decision.ALLOW
+    assert (a.lockout_started, a.ceiling_reached) == (False, False), "a match shut no door"
     assert (a.needs_rehash, a.device_token, a.spray_suspected, a.step_up, a.network_throttled, a.password_breached) == (
         True, "dev-token-123", True, True, True, True,
     )
@@ -44,7 +47,7 @@ def test_an_accept_carries_every_signal() -> None:
 
 @pytest.mark.parametrize("verdict", [0, 2, 5, 99])
 def test_a_reject_or_unknown_verdict_carries_advice_only(verdict: int) -> None:
-    e = AnswerEndpoint(answer=dict(verdict=verdict, **SIGNALS))
+    e = AnswerEndpoint(answer=dict(verdict=verdict, **SIGNALS, **DOOR))
     try:
         with client(e.url) as c:
             a = call_sync(c, "Verify")
@@ -54,17 +57,19 @@ def test_a_reject_or_unknown_verdict_carries_advice_only(verdict: int) -> None:
     # Advice for the next attempt; never the accept-only fields.
     assert (a.spray_suspected, a.step_up, a.network_throttled) == (True, True, True)
     assert (a.needs_rehash, a.device_token, a.password_breached) == (False, None, False)
+    assert (a.lockout_started, a.ceiling_reached) == (True, True)
 
 
 @pytest.mark.asyncio
 async def test_record_attempt_carries_step_up_on_the_asyncio_client() -> None:
-    e = AnswerEndpoint(answer=dict(decision=2, step_up=True, network_throttled=True))
+    e = AnswerEndpoint(answer=dict(decision=2, step_up=True, network_throttled=True, **DOOR))
     try:
         async with AsyncClient(ClientConfig(endpoints=(e.url,), call_timeout=1.0)) as c:
             a = await call_async(c, "RecordAttempt")
     finally:
         e.close()
     assert a.decision is Decision.DENY and a.step_up and a.network_throttled
+    assert a.lockout_started and a.ceiling_reached
 
 
 @pytest.mark.parametrize(

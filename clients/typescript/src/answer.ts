@@ -36,6 +36,8 @@ export interface Signals {
   stepUp?: boolean;
   networkThrottled?: boolean;
   passwordBreached?: boolean;
+  lockoutStarted?: boolean;
+  ceilingReached?: boolean;
 }
 
 /**
@@ -86,6 +88,21 @@ export class Answer {
   /** On a `'challenge'` only: why. */
   readonly challengeReason: ChallengeReason | undefined;
   /**
+   * On a deny of `verify`, `recordAttempt` or a code flow's `recordFlowAttempt`: this
+   * very attempt started a lockout (the first its record refused in the window). For
+   * the gateway only, which may tell the account's owner; show the end user the same
+   * page as for any deny. Set once per lockout, never on a retry of the same attempt
+   * id (docs/gateways.md, "When an attempt shuts the door").
+   */
+  readonly lockoutStarted: boolean;
+  /**
+   * This attempt brought its record to the consecutive-failure ceiling (docs/throttle.md,
+   * "The ceiling"): the door stays shut until a success, a completed reset or an
+   * operator's unlock (after an allowed `recordAttempt`: if the password turns out
+   * wrong). For the gateway only.
+   */
+  readonly ceilingReached: boolean;
+  /**
    * On a deny that is no verdict of the daemon's only: how the call failed (a status
    * the daemon sent, bad input the client refused to send, a transport failure, a
    * timeout, the open breaker). Advice for logs and for the gateway's own handling
@@ -110,6 +127,8 @@ export class Answer {
     this.stepUp = signals.stepUp === true;
     this.networkThrottled = signals.networkThrottled === true;
     this.passwordBreached = signals.passwordBreached === true;
+    this.lockoutStarted = signals.lockoutStarted === true;
+    this.ceilingReached = signals.ceilingReached === true;
     // Not enumerable: never in a log line made from the answer.
     this.deviceToken = undefined;
     Object.defineProperty(this, 'deviceToken', {
@@ -178,6 +197,8 @@ export class Answer {
       passwordBreached: this.passwordBreached,
       challengeToken: this.challengeToken === undefined ? undefined : '<redacted>',
       challengeReason: this.challengeReason,
+      lockoutStarted: this.lockoutStarted,
+      ceilingReached: this.ceilingReached,
       failure: this.failure,
     };
   }

@@ -81,7 +81,12 @@ export class Client {
     if (r.kind !== 'ok') {
       return failureAnswer(r);
     }
-    const signals = { stepUp: r.value.stepUp, networkThrottled: r.value.networkThrottled };
+    const signals = {
+      stepUp: r.value.stepUp,
+      networkThrottled: r.value.networkThrottled,
+      lockoutStarted: r.value.lockoutStarted,
+      ceilingReached: r.value.ceilingReached,
+    };
     return r.value.decision === Decision.ALLOW ? Answer.allow(signals) : Answer.deny(false, signals);
   }
 
@@ -162,7 +167,11 @@ export class Client {
       attemptId: options.attemptId ?? randomUUID(),
     };
     const r = await this.caller.call(METHODS.recordFlowAttempt, routeKey(realm, identifier), request, options);
-    return r.kind === 'ok' ? decisionAnswer(r.value.decision) : failureAnswer(r);
+    if (r.kind !== 'ok') {
+      return failureAnswer(r);
+    }
+    const signals = { lockoutStarted: r.value.lockoutStarted, ceilingReached: r.value.ceilingReached };
+    return r.value.decision === Decision.ALLOW ? Answer.allow(signals) : Answer.deny(false, signals);
   }
 
   /** `recordFlowAttempt(…, 'second_factor')`: before checking a one-time code; on a right code, `clearFlow`. */
@@ -302,13 +311,17 @@ function verdictAnswer(v: VerifyResponse): Answer {
       // A deny of its own kind: no device token, whatever the answer held; a
       // challenge without a token is a plain deny (Answer.challenge).
       const reason = v.challengeReason === ChallengeReason.NEW_DEVICE ? 'new_device' : 'unknown';
-      return Answer.challenge(nonEmpty(v.challengeToken) ?? '', reason, { ...common, passwordBreached });
+      return Answer.challenge(nonEmpty(v.challengeToken) ?? '', reason, {
+        ...common,
+        passwordBreached,
+        ceilingReached: v.ceilingReached,
+      });
     }
     case Verdict.CHANGE_REQUIRED:
       return Answer.changeRequired({ ...common, passwordBreached });
     default:
       // REJECT, UNSPECIFIED and every verdict this client does not know.
-      return Answer.deny(false, common);
+      return Answer.deny(false, { ...common, lockoutStarted: v.lockoutStarted, ceilingReached: v.ceilingReached });
   }
 }
 

@@ -209,11 +209,15 @@ test("Verify's signals ride on the allow and on the deny", async () => {
     step_up: true,
     network_throttled: true,
     password_breached: true,
+    lockout_started: true,
+    ceiling_reached: true,
   };
   const accept = await startGrpcEndpoint({ answer: { verdict: 1, ...all } });
   const reject = await startGrpcEndpoint({ answer: { verdict: 2, ...all } });
   const unknown = await startGrpcEndpoint({ answer: { verdict: 5, ...all } });
-  const record = await startGrpcEndpoint({ answer: { decision: 2, step_up: true, network_throttled: true } });
+  const record = await startGrpcEndpoint({
+    answer: { decision: 2, step_up: true, network_throttled: true, lockout_started: true, ceiling_reached: true },
+  });
   const clients: Client[] = [];
   const client = (url: string) => {
     const c = new Client({ endpoints: [url], callTimeoutMs: DEADLINE });
@@ -227,6 +231,7 @@ test("Verify's signals ride on the allow and on the deny", async () => {
       [a.needsRehash, a.deviceToken, a.spraySuspected, a.stepUp, a.networkThrottled, a.passwordBreached],
       [true, 'dt-1', true, true, true, true],
     );
+    assert.deepEqual([a.lockoutStarted, a.ceilingReached], [false, false], 'a match shut no door');
     for (const url of [reject.url, unknown.url]) {
       const d = await client(url).verify(login());
       assert.equal(d.decision, 'deny');
@@ -237,9 +242,10 @@ test("Verify's signals ride on the allow and on the deny", async () => {
         [false, undefined, true, true, true, false],
         'a deny keeps spray/step-up/network signals and never an allow-only one',
       );
+      assert.deepEqual([d.lockoutStarted, d.ceilingReached], [true, true], 'the door this attempt shut');
     }
     const r = await client(record.url).recordAttempt('default', 'u@example.com');
-    assert.deepEqual([r.decision, r.stepUp, r.networkThrottled], ['deny', true, true]);
+    assert.deepEqual([r.decision, r.stepUp, r.networkThrottled, r.lockoutStarted, r.ceilingReached], ['deny', true, true, true, true]);
   } finally {
     for (const c of clients) c.close();
     for (const e of [accept, reject, unknown, record]) await e.close();

@@ -66,7 +66,8 @@ async fn known_and_unknown_get_the_same_bytes(d: &Daemon) {
             assert_eq!(after[0], after[1], "{flow:?} after ClearFlow");
         }
     }
-    let deny = RecordFlowAttemptResponse { decision: Decision::Deny as i32 }.encode_to_vec();
+    let deny = RecordFlowAttemptResponse { decision: Decision::Deny as i32, ..Default::default() }
+        .encode_to_vec();
     assert_eq!(deny, [0x08, 0x02], "field 1, DECISION_DENY");
     assert_eq!(denies.len(), 4, "every flow denied at some step: {denies:?}");
     for (flow, bytes) in denies {

@@ -75,9 +75,11 @@ class Advice(TypedDict, total=False):
 
 
 class Signals(Advice, total=False):
-    """:class:`Advice`, and whether the password is breached (a right password's answers)."""
+    """:class:`Advice`, whether the password is breached (a right password's answers),
+    and whether the attempt brought its record to the ceiling (a challenge's)."""
 
     password_breached: bool
+    ceiling_reached: bool
 
 
 @dataclass(frozen=True, repr=False, eq=True)
@@ -127,6 +129,17 @@ class Answer:
     challenge_token: str | None = None
     #: On a ``CHALLENGE`` only: why.
     challenge_reason: ChallengeReason | None = None
+    #: On a deny of ``verify``, ``record_attempt`` or a code flow's
+    #: ``record_flow_attempt``: this very attempt started a lockout (the first its record
+    #: refused in the window). For the gateway only, which may tell the account's owner;
+    #: show the end user the same page as for any deny. Set once per lockout, never on a
+    #: retry of the same attempt id (docs/gateways.md, "When an attempt shuts the door").
+    lockout_started: bool = False
+    #: This attempt brought its record to the consecutive-failure ceiling
+    #: (docs/throttle.md, "The ceiling"): the door stays shut until a success, a
+    #: completed reset or an operator's unlock (after an allowed ``record_attempt``: if
+    #: the password turns out wrong). For the gateway only.
+    ceiling_reached: bool = False
     #: On a deny that is a failed call the daemon answered with an error status: the
     #: status's code (``INVALID_ARGUMENT``, ``FAILED_PRECONDITION``, ...), else ``None``.
     #: For logs and for telling one refused input from another; never a decision. Not
@@ -191,7 +204,8 @@ class Answer:
             f"spray_suspected={self.spray_suspected}, step_up={self.step_up}, "
             f"network_throttled={self.network_throttled}, "
             f"password_breached={self.password_breached}, "
-            f"challenge_token={challenge}, challenge_reason={reason}"
+            f"challenge_token={challenge}, challenge_reason={reason}, "
+            f"lockout_started={self.lockout_started}, ceiling_reached={self.ceiling_reached}"
             + ("" if self.status_code is None else f", status_code={self.status_code.name}")
             + ("" if self.failure_reason is None else f", failure_reason={self.failure_reason!r}")
             + ")"

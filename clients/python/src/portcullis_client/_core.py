@@ -308,6 +308,8 @@ def record_attempt_call(realm: object, identifier: object, client_key: object, a
             retryable=False,
             step_up=bool(r.step_up),
             network_throttled=bool(r.network_throttled),
+            lockout_started=bool(r.lockout_started),
+            ceiling_reached=bool(r.ceiling_reached),
         )
 
     return Call("RecordAttempt", req, route_key(acct.realm, acct.identifier), interpret, failure_answer)
@@ -356,11 +358,22 @@ def verify_call(
                 if r.challenge_reason == pb.CHALLENGE_REASON_NEW_DEVICE
                 else ChallengeReason.UNKNOWN
             )
-            return Answer.challenge(r.challenge_token, reason, password_breached=bool(r.password_breached), **advice)
+            return Answer.challenge(
+                r.challenge_token,
+                reason,
+                password_breached=bool(r.password_breached),
+                ceiling_reached=bool(r.ceiling_reached),
+                **advice,
+            )
         if r.verdict == pb.VERDICT_CHANGE_REQUIRED:
             return Answer.change_required(password_breached=bool(r.password_breached), **advice)
         # REJECT, UNSPECIFIED and any verdict this client does not know: a deny.
-        return Answer(Decision.DENY, **advice)
+        return Answer(
+            Decision.DENY,
+            lockout_started=bool(r.lockout_started),
+            ceiling_reached=bool(r.ceiling_reached),
+            **advice,
+        )
 
     # Verify is routed by the client key, so one end client's calls meet one daemon's
     # per-client CPU ceiling.
@@ -434,13 +447,15 @@ def record_flow_attempt_call(
         client_key=text("client_key", client_key, optional=True),
         attempt_id=text("attempt_id", attempt_id, optional=True) or new_attempt_id(),
     )
-    return Call(
-        "RecordFlowAttempt",
-        req,
-        route_key(acct.realm, acct.identifier),
-        lambda r: decision_answer(r.decision),
-        failure_answer,
-    )
+
+    def interpret(r: pb.RecordFlowAttemptResponse) -> Answer:
+        return Answer(
+            decision_answer(r.decision).decision,
+            lockout_started=bool(r.lockout_started),
+            ceiling_reached=bool(r.ceiling_reached),
+        )
+
+    return Call("RecordFlowAttempt", req, route_key(acct.realm, acct.identifier), interpret, failure_answer)
 
 
 @guarded("ClearFlow", failure_answer)

@@ -99,14 +99,18 @@ class RecordAttemptRequest(_message.Message):
     def __init__(self, account: _Optional[_Union[Account, _Mapping]] = ..., attempt_id: _Optional[str] = ..., client_key: _Optional[str] = ...) -> None: ...
 
 class RecordAttemptResponse(_message.Message):
-    __slots__ = ("decision", "step_up", "network_throttled")
+    __slots__ = ("decision", "step_up", "network_throttled", "lockout_started", "ceiling_reached")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     STEP_UP_FIELD_NUMBER: _ClassVar[int]
     NETWORK_THROTTLED_FIELD_NUMBER: _ClassVar[int]
+    LOCKOUT_STARTED_FIELD_NUMBER: _ClassVar[int]
+    CEILING_REACHED_FIELD_NUMBER: _ClassVar[int]
     decision: Decision
     step_up: bool
     network_throttled: bool
-    def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., step_up: _Optional[bool] = ..., network_throttled: _Optional[bool] = ...) -> None: ...
+    lockout_started: bool
+    ceiling_reached: bool
+    def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., step_up: _Optional[bool] = ..., network_throttled: _Optional[bool] = ..., lockout_started: _Optional[bool] = ..., ceiling_reached: _Optional[bool] = ...) -> None: ...
 
 class VerifyRequest(_message.Message):
     __slots__ = ("account", "password", "stored_hash", "client_key", "attempt_id", "device_token")
@@ -125,7 +129,7 @@ class VerifyRequest(_message.Message):
     def __init__(self, account: _Optional[_Union[Account, _Mapping]] = ..., password: _Optional[bytes] = ..., stored_hash: _Optional[str] = ..., client_key: _Optional[str] = ..., attempt_id: _Optional[str] = ..., device_token: _Optional[str] = ...) -> None: ...
 
 class VerifyResponse(_message.Message):
-    __slots__ = ("verdict", "needs_rehash", "device_token", "spray_suspected", "step_up", "network_throttled", "password_breached", "challenge_reason", "challenge_token")
+    __slots__ = ("verdict", "needs_rehash", "device_token", "spray_suspected", "step_up", "network_throttled", "password_breached", "challenge_reason", "challenge_token", "lockout_started", "ceiling_reached")
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     NEEDS_REHASH_FIELD_NUMBER: _ClassVar[int]
     DEVICE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +139,8 @@ class VerifyResponse(_message.Message):
     PASSWORD_BREACHED_FIELD_NUMBER: _ClassVar[int]
     CHALLENGE_REASON_FIELD_NUMBER: _ClassVar[int]
     CHALLENGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LOCKOUT_STARTED_FIELD_NUMBER: _ClassVar[int]
+    CEILING_REACHED_FIELD_NUMBER: _ClassVar[int]
     verdict: Verdict
     needs_rehash: bool
     device_token: str
@@ -144,7 +150,9 @@ class VerifyResponse(_message.Message):
     password_breached: bool
     challenge_reason: ChallengeReason
     challenge_token: str
-    def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., needs_rehash: _Optional[bool] = ..., device_token: _Optional[str] = ..., spray_suspected: _Optional[bool] = ..., step_up: _Optional[bool] = ..., network_throttled: _Optional[bool] = ..., password_breached: _Optional[bool] = ..., challenge_reason: _Optional[_Union[ChallengeReason, str]] = ..., challenge_token: _Optional[str] = ...) -> None: ...
+    lockout_started: bool
+    ceiling_reached: bool
+    def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., needs_rehash: _Optional[bool] = ..., device_token: _Optional[str] = ..., spray_suspected: _Optional[bool] = ..., step_up: _Optional[bool] = ..., network_throttled: _Optional[bool] = ..., password_breached: _Optional[bool] = ..., challenge_reason: _Optional[_Union[ChallengeReason, str]] = ..., challenge_token: _Optional[str] = ..., lockout_started: _Optional[bool] = ..., ceiling_reached: _Optional[bool] = ...) -> None: ...
 
 class ConfirmDeviceRequest(_message.Message):
     __slots__ = ("account", "challenge_token", "stored_hash")
@@ -189,10 +197,14 @@ class RecordFlowAttemptRequest(_message.Message):
     def __init__(self, account: _Optional[_Union[Account, _Mapping]] = ..., flow: _Optional[_Union[Flow, str]] = ..., client_key: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
 
 class RecordFlowAttemptResponse(_message.Message):
-    __slots__ = ("decision",)
+    __slots__ = ("decision", "lockout_started", "ceiling_reached")
     DECISION_FIELD_NUMBER: _ClassVar[int]
+    LOCKOUT_STARTED_FIELD_NUMBER: _ClassVar[int]
+    CEILING_REACHED_FIELD_NUMBER: _ClassVar[int]
     decision: Decision
-    def __init__(self, decision: _Optional[_Union[Decision, str]] = ...) -> None: ...
+    lockout_started: bool
+    ceiling_reached: bool
+    def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., lockout_started: _Optional[bool] = ..., ceiling_reached: _Optional[bool] = ...) -> None: ...
 
 class ClearFlowRequest(_message.Message):
     __slots__ = ("account", "flow")
