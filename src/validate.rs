@@ -94,6 +94,27 @@ pub(crate) fn client_key(client_key: &str, required: bool) -> Result<(), Status>
     Ok(())
 }
 
+/// Longest operator's note (`UnlockRequest.note`, …), in bytes.
+pub const MAX_NOTE_BYTES: usize = 256;
+
+/// An operator's free-text note (a ticket reference) for the security event and the
+/// audit line: at most [`MAX_NOTE_BYTES`], no control characters (a note must not
+/// forge log lines). Empty: none.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming `note`.
+pub(crate) fn note(note: &str) -> Result<&str, Status> {
+    if note.len() > MAX_NOTE_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "note is longer than {MAX_NOTE_BYTES} bytes"
+        )));
+    }
+    if note.chars().any(char::is_control) {
+        return Err(Status::invalid_argument("note holds a control character"));
+    }
+    Ok(note)
+}
+
 /// The wire's `portcullis.v1.Flow` as a [`Flow`] (docs/flows.md), recorded on the
 /// call's span.
 ///

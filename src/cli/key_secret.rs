@@ -15,6 +15,7 @@ use portcullis::setting::error_chain;
 use portcullis::store::embedded::{DB_FILE, EmbeddedStore};
 use portcullis::store::key_check::ROTATION_PAUSE;
 use portcullis::store::redis::RedisStore;
+use portcullis::telemetry::events::{self, EventKind, SecurityEvent};
 
 use super::serve_command::{ServeArgs, load};
 
@@ -28,11 +29,19 @@ pub struct AdoptArgs {
     /// records expire unread) and that daemons holding the old secret stop serving.
     #[arg(long)]
     forget_counts: bool,
+    /// Why, a ticket reference: put in the security event this step emits, with the
+    /// operating system user who ran it (at most 256 bytes, no identifier).
+    #[arg(long, default_value = "")]
+    note: String,
 }
 
 /// Makes the configured store's key check value the configured key secret's. Exit
 /// status: 0 done, 2 error (nothing changed).
 pub async fn adopt_key_secret(args: AdoptArgs) -> ExitCode {
+    if args.note.len() > 256 || args.note.chars().any(char::is_control) {
+        eprintln!("portcullis: --note is longer than 256 bytes or holds a control character");
+        return ExitCode::from(2);
+    }
     if !args.forget_counts {
         eprintln!(
             "portcullis: adopt-key-secret makes the store's key secret the one this \
@@ -101,6 +110,14 @@ pub async fn adopt_key_secret(args: AdoptArgs) -> ExitCode {
                 "{target} is now keyed by this key secret: daemons holding it serve (on Redis \
                  at their next check, within a second), every other one refuses"
             );
+            // The operator is whoever ran the command: the system's user name.
+            let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME"));
+            let caller = format!("cli:{}", user.as_deref().unwrap_or("-"));
+            let event = SecurityEvent::new(EventKind::OperatorAdoptKeySecret)
+                .operator(&caller, None, &args.note);
+            if !events::deliver_now(event).await {
+                eprintln!("portcullis: the security event could not be exported (OTEL_*)");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -19,6 +19,10 @@ pub struct NetworkArgs {
     /// standard input.
     #[arg(long)]
     client_key: String,
+    /// `release-network` only: why, a ticket reference (logged by the daemon and put in
+    /// its security event with the caller's name; at most 256 bytes, no identifier).
+    #[arg(long, default_value = "")]
+    note: String,
     #[command(flatten)]
     daemon: DaemonArgs,
 }
@@ -46,10 +50,14 @@ async fn call(args: NetworkArgs, release: bool) -> Result<bool, Box<dyn std::err
     } else {
         args.client_key
     };
+    if !release && !args.note.is_empty() {
+        return Err("--note applies to release-network only".into());
+    }
     let (channel, bearer) = args.daemon.connect().await?;
     let mut client = AdminClient::with_interceptor(channel, bearer);
     if release {
-        client.release_network(ReleaseNetworkRequest { realm: args.realm, client_key }).await?;
+        let request = ReleaseNetworkRequest { realm: args.realm, client_key, note: args.note };
+        client.release_network(request).await?;
         say!("released");
         return Ok(true);
     }

@@ -188,6 +188,11 @@ pub struct OperatorArgs {
     /// (docs/flows.md) instead of the login throttle's.
     #[arg(long, value_parser = flow_names())]
     flow: Option<portcullis::client::Flow>,
+    /// `unlock` and `revoke-devices` only: why, a ticket reference (logged by the daemon
+    /// and put in its security event with the caller's name; at most 256 bytes, no
+    /// identifier).
+    #[arg(long, default_value = "")]
+    note: String,
     #[command(flatten)]
     daemon: DaemonArgs,
 }
@@ -293,10 +298,14 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
     if args.flow.is_some() && !matches!(op, Op::Inspect | Op::Unlock(_)) {
         return Err("--flow applies to inspect and unlock only".into());
     }
+    if !args.note.is_empty() && !matches!(op, Op::Unlock(_) | Op::RevokeDevices) {
+        return Err("--note applies to unlock and revoke-devices only".into());
+    }
     let (channel, bearer) = args.daemon.connect().await?;
     let account = Some(Account { realm: args.realm, identifier });
     if matches!(op, Op::Inspect | Op::Unlock(_) | Op::RevokeDevices) {
-        return admin(AdminClient::with_interceptor(channel, bearer), account, flow, op).await;
+        let client = AdminClient::with_interceptor(channel, bearer);
+        return admin(client, account, flow, args.note, op).await;
     }
     let mut client = GovernorClient::with_interceptor(channel, bearer);
     let decision = match op {
@@ -424,6 +433,7 @@ async fn admin<S>(
     mut client: AdminClient<S>,
     account: Option<Account>,
     flow: pb::Flow,
+    note: String,
     op: Op,
 ) -> Result<bool, Box<dyn std::error::Error>>
 where
@@ -440,13 +450,14 @@ where
                 UnlockReason::AttackMitigated => pb::UnlockReason::AttackMitigated,
                 UnlockReason::Other => pb::UnlockReason::Other,
             };
-            let request = pb::UnlockRequest { account, reason: reason as i32, flow: flow as i32 };
+            let request =
+                pb::UnlockRequest { account, reason: reason as i32, flow: flow as i32, note };
             client.unlock(request).await?;
             say!("unlocked");
             Ok(true)
         }
         Op::RevokeDevices => {
-            client.revoke_devices(pb::RevokeDevicesRequest { account }).await?;
+            client.revoke_devices(pb::RevokeDevicesRequest { account, note }).await?;
             say!("devices revoked");
             Ok(true)
         }

@@ -216,6 +216,8 @@ async fn follow_the_store(
         let mismatch = matches!(outcome, Err(StoreError::KeySecretMismatch));
         if mismatch && !keyed_otherwise {
             tracing::error!("store: {KEY_SECRET_MISMATCH}");
+            let refused = crate::telemetry::events::EventKind::KeySecretRefused;
+            crate::telemetry::events::emit(crate::telemetry::events::SecurityEvent::new(refused));
         } else if keyed_otherwise && outcome.is_ok() {
             tracing::info!("store: the key check holds again: serving");
         }

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::secret::KeySecret;
 use crate::setting::{ConfigError, Problems, check};
 use crate::store::keys::NetworkKey;
+use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{NETWORK_EPISODES, NETWORK_THROTTLED};
 use crate::throttle::network_bucket::BucketPolicy;
 
@@ -318,6 +319,7 @@ impl NetworkWatch {
             "network throttle episode began: a client network used up its bucket of failed \
              logins (network_capacity)"
         );
+        emit(SecurityEvent::new(EventKind::NetworkThrottled).realm(realm).network(key.tag()));
     }
 
     /// Ends the episodes with no throttled attempt for one token's refill, one line each.

@@ -34,6 +34,7 @@ use sha2::Sha256;
 use crate::secret::{KeySecret, keyed_mac, update_framed};
 use crate::setting::{Problems, check};
 use crate::store::keys::SprayKey;
+use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{
     SPRAY_DISTINCT_ACCOUNTS, SPRAY_EPISODES, SPRAY_FINGERPRINTS_OVER, SPRAY_SUSPECTED,
 };
@@ -212,6 +213,7 @@ impl RealmWatch {
                 "password-spray episode ended: no password fingerprint over spray_threshold \
                  for a spray_period"
             );
+            emit(SecurityEvent::new(EventKind::SprayEnded).realm(realm));
         }
     }
 }
@@ -306,6 +308,7 @@ impl SprayWatch {
             "password-spray episode began: one password fingerprint failed on spray_threshold \
              or more distinct accounts within spray_period"
         );
+        emit(SecurityEvent::new(EventKind::SprayStarted).realm(realm));
     }
 
     /// The realm's state now (episodes that ended for lack of traffic are closed first).

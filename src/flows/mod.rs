@@ -29,6 +29,7 @@ use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey};
 use crate::store::network_bucket::{NetworkOp, NetworkRequest};
 use crate::store::send_log::{SendOp, SendRequest, Sent};
+use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{CEILINGS_REACHED, FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
 use crate::throttle::flow::{Flow, FlowKind, FlowPolicy, FlowRules, MailPolicy};
 
@@ -156,12 +157,14 @@ impl Flows {
             metrics::counter!(FLOW_LOCKOUTS, "realm" => realm, "flow" => attempt.flow.as_str())
                 .increment(1);
             tracing::info!(realm = %attempt.realm.name, flow = attempt.flow.as_str(), "a flow's door closed for an account key");
+            emit(flow_event(attempt, EventKind::LockoutStarted));
         }
         if counted.reached_ceiling {
             let realm = attempt.realm.name.clone();
             metrics::counter!(CEILINGS_REACHED, "realm" => realm, "record" => attempt.flow.as_str())
                 .increment(1);
             tracing::warn!(realm = %attempt.realm.name, record = attempt.flow.as_str(), "ceiling: a record reached its consecutive failures and stays shut until cleared");
+            emit(flow_event(attempt, EventKind::CeilingReached));
         }
         let answer = if counted.replays > MAX_REPLAYS {
             FlowAnswer::DenyReplay
@@ -261,4 +264,10 @@ impl Flows {
             }
         }
     }
+}
+
+/// A security event of `kind` on `attempt`'s flow record.
+fn flow_event(attempt: &FlowAttempt<'_>, kind: EventKind) -> SecurityEvent {
+    SecurityEvent::of_account(kind, &attempt.realm.name, attempt.key.event_tag())
+        .record(attempt.flow.as_str())
 }

@@ -32,6 +32,7 @@ use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use crate::store::repeat_list::RepeatNoteRequest;
 use crate::store::spray_window::{SprayNote, SprayNoteRequest};
+use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS, TRUSTED_CALLS};
 use crate::throttle::breached_count;
 use crate::verify::budget::{Aborted, Lane, Refusal, Ticket};
@@ -470,8 +471,10 @@ impl<'a> Call<'a> {
         let (realm, bucket) = (self.realm, held.bucket);
         let grant = Grant { realm: &realm.name, account: self.key, stored_hash };
         let signals = signals(realm, pass.suspected, 0, pass.flagged);
+        let event = |kind| SecurityEvent::of_account(kind, &realm.name, self.key.event_tag());
         if compared.breached {
             metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
+            emit(event(EventKind::BreachedAccepted));
         }
         let no_token =
             |e: &IssueError| tracing::error!(realm = %realm.name, error = %e, "no token");
@@ -479,11 +482,9 @@ impl<'a> Call<'a> {
             let challenge_token =
                 devices.issue_challenge(&grant, held.counted.epoch).inspect_err(no_token)?;
             self.fail(held, pass.reject.clone()).await?;
+            emit(event(EventKind::ChallengeIssued));
             // The signals of the reject a wrong password gets here.
-            let signals = match &pass.reject {
-                LoginVerdict::Reject { signals } => *signals,
-                _ => signals,
-            };
+            let signals = pass.reject.signals();
             return Ok(LoginVerdict::Challenge {
                 challenge_token,
                 password_breached: compared.breached,
@@ -504,6 +505,7 @@ impl<'a> Call<'a> {
             };
             let count = self.store.note_breached(&note).await?;
             if breached_count::change_required(count, realm.breached_grace_logins) {
+                emit(event(EventKind::ChangeRequired));
                 return Ok(LoginVerdict::ChangeRequired { signals });
             }
         }

@@ -45,6 +45,7 @@ use crate::store::attempt_count::Counted;
 use crate::store::devices::{Confirmation, DeviceConfirmation};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
+use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{
     ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, VERDICTS,
 };
@@ -116,6 +117,18 @@ pub enum LoginVerdict {
         /// What the answer carries besides.
         signals: Signals,
     },
+}
+
+impl LoginVerdict {
+    /// What the answer carries besides its verdict.
+    pub fn signals(&self) -> Signals {
+        match self {
+            LoginVerdict::Accept { signals, .. }
+            | LoginVerdict::Challenge { signals, .. }
+            | LoginVerdict::ChangeRequired { signals }
+            | LoginVerdict::Reject { signals } => *signals,
+        }
+    }
 }
 
 /// Why a login check gave no verdict. Every one is a deny for the gateway.
@@ -273,6 +286,7 @@ impl Logins {
         };
         let token = self.devices.issue(&grant, epoch)?;
         metrics::counter!(DEVICES_CONFIRMED, "realm" => realm.name.clone()).increment(1);
+        emit(SecurityEvent::of_account(EventKind::DeviceConfirmed, &realm.name, key.event_tag()));
         Ok(Confirmed::Device(token))
     }
 }
@@ -284,15 +298,18 @@ impl Logins {
 pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: bool) {
     let decision = if allowed { "allow" } else { "deny" };
     metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
+    let record = if key.is_device() { "device" } else { "account" };
+    let event = |kind| SecurityEvent::of_account(kind, &realm.name, key.event_tag());
     if counted.reached_ceiling {
-        let record = if key.is_device() { "device" } else { "account" };
         tracing::warn!(realm = %realm.name, record, "ceiling: a record reached its consecutive failures and stays shut until cleared");
         metrics::counter!(CEILINGS_REACHED, "realm" => realm.name.clone(), "record" => record)
             .increment(1);
+        emit(event(EventKind::CeilingReached).record(record));
     }
     if !counted.locked_now {
         return;
     }
+    emit(event(EventKind::LockoutStarted).record(record));
     if key.is_device() {
         tracing::warn!(realm = %realm.name, "device lockout: a known device used up its window");
         metrics::counter!(DEVICE_LOCKOUTS, "realm" => realm.name.clone()).increment(1);

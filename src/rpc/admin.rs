@@ -30,6 +30,7 @@ use crate::pb::{
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
+use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::running_config::RunningConfig;
 use crate::validate::account as validate_account;
 
@@ -110,6 +111,31 @@ fn named_realm<'r>(
     Ok(found)
 }
 
+impl AdminService {
+    /// The door of `key`'s login record (`flow` `None`) or of one flow's, as `Inspect`
+    /// answers it.
+    ///
+    /// # Errors
+    /// `UNAVAILABLE` when the store fails.
+    async fn door(
+        &self,
+        realm: &Realm,
+        key: &crate::store::keys::AccountKey,
+        flow: Option<crate::throttle::flow::Flow>,
+    ) -> Result<InspectResponse, Status> {
+        let Some(flow) = flow else {
+            let read = self.store.inspect(key).await.map_err(store_unavailable)?;
+            return Ok(inspection(&realm.policy, &read));
+        };
+        let read =
+            self.flows.inspect(realm, &key.flow(flow), flow).await.map_err(store_unavailable)?;
+        Ok(match read {
+            FlowInspection::Code(read, policy) => inspection(&policy, &read),
+            FlowInspection::Mail(sent) => mail_inspection(&sent),
+        })
+    }
+}
+
 fn caller(extensions: &tonic::Extensions) -> String {
     extensions.get::<Authorization>().map_or("-", Authorization::name).to_owned()
 }
@@ -158,23 +184,7 @@ impl Admin for AdminService {
         let req = request.get_ref();
         let (realm, key) = self.account(req.account.as_ref(), request.extensions())?;
         let flow = crate::validate::flow_or_login(req.flow)?;
-        let answer = match flow {
-            None => {
-                let read = self.store.inspect(&key).await.map_err(store_unavailable)?;
-                inspection(&realm.policy, &read)
-            }
-            Some(flow) => {
-                let read = self
-                    .flows
-                    .inspect(realm, &key.flow(flow), flow)
-                    .await
-                    .map_err(store_unavailable)?;
-                match read {
-                    FlowInspection::Code(read, policy) => inspection(&policy, &read),
-                    FlowInspection::Mail(sent) => mail_inspection(&sent),
-                }
-            }
-        };
+        let answer = self.door(realm, &key, flow).await?;
         let flow = flow.map_or("login", |f| f.as_str());
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow, door = ?DoorState::try_from(answer.door).ok(), "admin: inspect");
         Ok(Response::new(answer))
@@ -202,14 +212,30 @@ impl Admin for AdminService {
             }
         };
         let flow = crate::validate::flow_or_login(req.flow)?;
+        let note = crate::validate::note(&req.note)?;
+        // Whether the door was shut, read first: an Unlock that opens one ends a lockout.
+        let shut = self.door(realm, &key, flow).await?.door != DoorState::Open as i32;
         let unlocked = operator_rules::unlock(&*self.store, realm, &key, flow, rule)
             .await
             .map_err(store_unavailable)?;
+        let record = flow.map_or("account", |f| f.as_str());
+        let event = |kind| SecurityEvent::of_account(kind, &realm.name, key.event_tag());
+        emit(event(EventKind::OperatorUnlock).record(record).operator(
+            &caller,
+            Some(reason.as_str_name()),
+            note,
+        ));
+        if shut {
+            emit(event(EventKind::LockoutEnded).record(record));
+        }
         if let Unlocked::Flow(flow) = unlocked {
-            tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow = flow.as_str(), reason = %reason.as_str_name(), "admin: unlock cleared a flow's record");
+            tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, flow = flow.as_str(), reason = %reason.as_str_name(), note, "admin: unlock cleared a flow's record");
             return Ok(Response::new(UnlockResponse {}));
         }
-        tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), "admin: unlock cleared an account key's record");
+        if matches!(unlocked, Unlocked::Account { devices_revoked: true }) {
+            emit(event(EventKind::DevicesRevoked));
+        }
+        tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, reason = %reason.as_str_name(), note, "admin: unlock cleared an account key's record");
         Ok(Response::new(UnlockResponse {}))
     }
 
@@ -218,12 +244,16 @@ impl Admin for AdminService {
         request: Request<RevokeDevicesRequest>,
     ) -> Result<Response<RevokeDevicesResponse>, Status> {
         let caller = caller(request.extensions());
-        let (realm, key) =
-            self.account(request.get_ref().account.as_ref(), request.extensions())?;
+        let req = request.get_ref();
+        let (realm, key) = self.account(req.account.as_ref(), request.extensions())?;
+        let note = crate::validate::note(&req.note)?;
         operator_rules::revoke_devices(&*self.store, realm, &key)
             .await
             .map_err(store_unavailable)?;
-        tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: revoked an account's device tokens");
+        let event = |kind| SecurityEvent::of_account(kind, &realm.name, key.event_tag());
+        emit(event(EventKind::OperatorRevokeDevices).operator(&caller, None, note));
+        emit(event(EventKind::DevicesRevoked));
+        tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, note, "admin: revoked an account's device tokens");
         Ok(Response::new(RevokeDevicesResponse {}))
     }
 
@@ -297,6 +327,7 @@ impl Admin for AdminService {
         let req = request.get_ref();
         let realm = named_realm(&self.realms, &req.realm, request.extensions())?;
         crate::validate::client_key(&req.client_key, true)?;
+        let note = crate::validate::note(&req.note)?;
         let view = operator_rules::network(
             &*self.store,
             &self.secret,
@@ -307,7 +338,13 @@ impl Admin for AdminService {
         .await
         .map_err(store_unavailable)?;
         if let NetworkView::Bucket(key, _) = view {
-            tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), "admin: released a client network's bucket");
+            emit(
+                SecurityEvent::new(EventKind::OperatorReleaseNetwork)
+                    .realm(&realm.name)
+                    .network(key.tag())
+                    .operator(&caller, None, note),
+            );
+            tracing::warn!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, network = key.tag(), note, "admin: released a client network's bucket");
         }
         Ok(Response::new(ReleaseNetworkResponse {}))
     }

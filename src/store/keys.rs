@@ -227,6 +227,20 @@ impl AccountKey {
     pub fn digest(&self) -> &str {
         &self.digest
     }
+
+    /// The account's name in security events (docs/observability.md, "Security
+    /// events"): 16 hex digits of SHA-256 over a fixed label and this key's keyed
+    /// digest. The same for every record of the account (its login record, devices and
+    /// flows) and on every daemon sharing the key secret; it is not the store's key, and
+    /// nothing without the key secret turns an identifier into it.
+    pub fn event_tag(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::new()
+            .chain_update(b"portcullis security event account v1\0")
+            .chain_update(self.digest.as_bytes())
+            .finalize();
+        hex::encode(&digest[..8])
+    }
 }
 
 impl std::fmt::Debug for AccountKey {

@@ -138,6 +138,12 @@ pub const READY: &str = "portcullis_ready";
 pub const EPISODE_OPEN: &str = "portcullis_refusal_episode_open";
 /// Counter: refusal episodes opened.
 pub const EPISODES: &str = "portcullis_refusal_episodes_total";
+/// Counter: security events emitted, by `event` (its name, `portcullis.lockout.started`,
+/// …; docs/observability.md, "Security events").
+pub const SECURITY_EVENTS: &str = "portcullis_security_events_total";
+/// Counter: security events not delivered, by `reason` (`queue_full`: the writer's
+/// queue was full; `export_failed`: the OTLP export failed or timed out; `closed`).
+pub const SECURITY_EVENTS_DROPPED: &str = "portcullis_security_events_dropped_total";
 // The client library's metrics are named in `portcullis_client::metrics`.
 pub use portcullis_client::metrics::{
     CLIENT_BREAKER_DENIALS, CLIENT_BREAKER_OPEN, CLIENT_EJECTIONS, CLIENT_RETRIES,
@@ -207,6 +213,8 @@ fn describe() {
     );
     describe_counter!(ATTEMPTS, "Attempts counted, by realm and decision");
     describe_counter!(LOCKOUTS, "Lockouts started, by realm");
+    describe_counter!(SECURITY_EVENTS, "Security events emitted, by event");
+    describe_counter!(SECURITY_EVENTS_DROPPED, "Security events not delivered, by reason");
     describe_counter!(
         CEILINGS_REACHED,
         "Records that reached their ceiling of consecutive failures, by realm and record"

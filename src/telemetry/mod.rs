@@ -13,6 +13,8 @@
 //!   readiness it reports.
 //! - [`config`]: the `[telemetry]` settings.
 //! - [`episodes`]: refusal episodes, so a flood of refusals is a few log lines.
+//! - [`events`]: security events (lockouts, sprays, operator actions, …) as
+//!   OpenTelemetry log records over OTLP and structured log lines, on a bounded queue.
 //! - [`rpc_calls`]: the one layer that counts, times and records the status of every
 //!   call of the contract's RPCs.
 //! - [`running_config`]: the configuration in force as an operator reads it
@@ -23,6 +25,7 @@
 
 pub mod config;
 pub mod episodes;
+pub mod events;
 pub mod http;
 pub mod metrics;
 pub mod rpc_calls;
@@ -105,5 +108,12 @@ pub fn init(format: LogFormat) -> Telemetry {
     };
     tracing_subscriber::registry().with(logs).with(spans).init();
     metrics::install();
+    match events::Export::from_env() {
+        Ok(export) => events::start(export),
+        Err(e) => {
+            eprintln!("portcullis: security events are not exported: {e}");
+            events::start(None);
+        }
+    }
     Telemetry { tracer_provider }
 }

@@ -39,14 +39,35 @@ fn env_set(name: &str) -> bool {
 /// Whether the `OTEL_*` environment asks for an exporter: an OTLP endpoint is set and
 /// `OTEL_SDK_DISABLED` is not `true`.
 pub fn enabled_by_env() -> bool {
-    enabled(|name| std::env::var(name).ok())
+    exporting_requested("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 }
 
-/// [`enabled_by_env`] over any variable lookup (for tests).
-fn enabled(var: impl Fn(&str) -> Option<String>) -> bool {
+/// Whether the `OTEL_*` environment asks for the OTLP export of one signal:
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` or the signal's own endpoint variable
+/// (`signal_endpoint`, `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` for the security events) is
+/// set, and `OTEL_SDK_DISABLED` is not `true`.
+pub fn exporting_requested(signal_endpoint: &str) -> bool {
+    enabled(|name| std::env::var(name).ok(), signal_endpoint)
+}
+
+/// [`exporting_requested`] over any variable lookup (for tests).
+fn enabled(var: impl Fn(&str) -> Option<String>, signal_endpoint: &str) -> bool {
     let set = |name: &str| var(name).is_some_and(|v| !v.trim().is_empty());
     let disabled = var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set(signal_endpoint))
+}
+
+/// The resource every exported span and event carries: `OTEL_SERVICE_NAME` and
+/// `OTEL_RESOURCE_ATTRIBUTES` as the SDK reads them, with [`DEFAULT_SERVICE_NAME`] when
+/// neither names the service.
+pub fn resource() -> opentelemetry_sdk::Resource {
+    let named = env_set("OTEL_SERVICE_NAME")
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|a| a.contains("service.name="));
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if !named {
+        resource = resource.with_service_name(DEFAULT_SERVICE_NAME);
+    }
+    resource.build()
 }
 
 /// The tracer provider the `OTEL_*` environment asks for, with a batch OTLP gRPC
@@ -60,17 +81,11 @@ pub fn provider_from_env() -> Result<Option<(SdkTracerProvider, SdkTracer)>, Exp
         return Ok(None);
     }
     let exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic().build()?;
-    let named = env_set("OTEL_SERVICE_NAME")
-        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|a| a.contains("service.name="));
-    let mut resource = opentelemetry_sdk::Resource::builder();
-    if !named {
-        resource = resource.with_service_name(DEFAULT_SERVICE_NAME);
-    }
     // The builder's default configuration reads OTEL_TRACES_SAMPLER(_ARG); the resource
     // builder reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
     let provider = SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
-        .with_resource(resource.build())
+        .with_resource(resource())
         .build();
     let tracer = provider.tracer("portcullis");
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
@@ -204,7 +219,8 @@ mod tests {
     use super::*;
 
     fn with(vars: &[(&str, &str)]) -> bool {
-        enabled(|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned()))
+        let var = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned());
+        enabled(var, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     }
 
     #[test]

@@ -304,9 +304,12 @@ async fn a_token_outlives_neither_its_credential_nor_a_revocation(daemon: Daemon
     let fresh =
         c.verify(REALM, victim, new_password, &new_hash, "home").await.unwrap().device_token;
     // ... which the operator revokes: its holder is counted on the account again.
-    ops.revoke_devices(portcullis::pb::RevokeDevicesRequest { account: account(REALM, victim) })
-        .await
-        .unwrap();
+    ops.revoke_devices(portcullis::pb::RevokeDevicesRequest {
+        account: account(REALM, victim),
+        note: String::new(),
+    })
+    .await
+    .unwrap();
     for n in 0..5 {
         assert!(is_reject(&guess_with(&mut c, new_hash.clone(), fresh.clone(), n).await));
     }

@@ -126,6 +126,7 @@ async fn unlock_flow(ops: &mut Caller, realm: &str, identifier: &str, flow: Flow
         account: account(realm, identifier),
         reason: UnlockReason::OwnerVerified as i32,
         flow: flow as i32,
+        note: String::new(),
     };
     ops.admin.unlock(req).await.unwrap();
 }

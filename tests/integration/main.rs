@@ -43,6 +43,7 @@ mod redis_tls;
 mod refusal_episodes;
 mod repeats;
 mod rpc_table;
+mod security_events;
 mod sentinel_store;
 mod signals;
 mod spray;

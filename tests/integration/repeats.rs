@@ -410,7 +410,10 @@ async fn a_revoked_tokens_holders_do_not_share_a_list() {
     let user = "dana@example.com";
     let token = c.verify("rep", user, RIGHT, &hash, "198.51.100.1").await.unwrap().device_token;
     ops.admin
-        .revoke_devices(portcullis::pb::RevokeDevicesRequest { account: account("rep", user) })
+        .revoke_devices(portcullis::pb::RevokeDevicesRequest {
+            account: account("rep", user),
+            note: String::new(),
+        })
         .await
         .unwrap();
     let typo = b"correct horse battery stapel";

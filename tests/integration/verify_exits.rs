@@ -96,7 +96,10 @@ async fn hold_the_cpu(d: &Daemon) -> std::sync::mpsc::Sender<()> {
 
 /// Revokes every device token of `identifier` in `exits`.
 async fn revoke(ops: &mut Caller, identifier: &str) {
-    let req = portcullis::pb::RevokeDevicesRequest { account: account("exits", identifier) };
+    let req = portcullis::pb::RevokeDevicesRequest {
+        account: account("exits", identifier),
+        note: String::new(),
+    };
     ops.admin.revoke_devices(req).await.unwrap();
 }
 
@@ -359,7 +362,10 @@ async fn a_revoked_devices_unreachable_network_gives_the_count_back() {
     let mut login = request("a@example.com", RIGHT, &hash, "");
     login.client_key = "10.0.0.1".into();
     let token = verify_in(&governor, login).await.unwrap().device_token;
-    let req = portcullis::pb::RevokeDevicesRequest { account: account("exits", "a@example.com") };
+    let req = portcullis::pb::RevokeDevicesRequest {
+        account: account("exits", "a@example.com"),
+        note: String::new(),
+    };
     admin.revoke_devices(open(req)).await.unwrap();
     let mut guess = request("a@example.com", GUESS, &hash, "");
     guess.device_token = token;

@@ -122,6 +122,7 @@ async fn unknown_flows_missing_client_keys_and_clearing_a_mail_cap_are_invalid_a
                 account: account("default", id),
                 reason: UnlockReason::OwnerVerified as i32,
                 flow: value,
+                note: String::new(),
             };
             invalid(ops.admin.unlock(req).await, "flow", &format!("Unlock {value}"));
         }

@@ -60,7 +60,12 @@ async fn inspect(a: &AdminService, who: &str, flow: Flow) -> Result<u32, tonic::
 
 async fn unlock(a: &AdminService, who: &str, flow: Flow) -> Result<(), tonic::Status> {
     let reason = UnlockReason::OwnerVerified as i32;
-    let req = UnlockRequest { account: account("default", who), reason, flow: flow as i32 };
+    let req = UnlockRequest {
+        account: account("default", who),
+        reason,
+        flow: flow as i32,
+        note: String::new(),
+    };
     a.unlock(open(req)).await.map(drop)
 }
 

@@ -329,7 +329,10 @@ async fn no_device_token_before_the_challenge_passed(d: &Daemon) {
         "bob's second device",
     );
     ops.admin
-        .revoke_devices(RevokeDevicesRequest { account: account("stepup", bob) })
+        .revoke_devices(RevokeDevicesRequest {
+            account: account("stepup", bob),
+            note: String::new(),
+        })
         .await
         .unwrap();
     let r = c.verify_with_device("stepup", bob, PASSWORD, &hash, "192.0.2.2", &bob_device).await;

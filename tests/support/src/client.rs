@@ -242,6 +242,7 @@ impl Caller {
         let req = portcullis::pb::ReleaseNetworkRequest {
             realm: realm.into(),
             client_key: client_key.into(),
+            note: String::new(),
         };
         self.admin.release_network(req).await.map(drop)
     }

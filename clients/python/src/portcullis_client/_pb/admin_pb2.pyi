@@ -59,24 +59,28 @@ class InspectResponse(_message.Message):
     def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., max_consecutive_failures: _Optional[int] = ..., ceiling_reached: _Optional[bool] = ...) -> None: ...
 
 class UnlockRequest(_message.Message):
-    __slots__ = ("account", "reason", "flow")
+    __slots__ = ("account", "reason", "flow", "note")
     ACCOUNT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     account: _governor_pb2.Account
     reason: UnlockReason
     flow: _governor_pb2.Flow
-    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., reason: _Optional[_Union[UnlockReason, str]] = ..., flow: _Optional[_Union[_governor_pb2.Flow, str]] = ...) -> None: ...
+    note: str
+    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., reason: _Optional[_Union[UnlockReason, str]] = ..., flow: _Optional[_Union[_governor_pb2.Flow, str]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class UnlockResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class RevokeDevicesRequest(_message.Message):
-    __slots__ = ("account",)
+    __slots__ = ("account", "note")
     ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     account: _governor_pb2.Account
-    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ...) -> None: ...
+    note: str
+    def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class RevokeDevicesResponse(_message.Message):
     __slots__ = ()
@@ -129,12 +133,14 @@ class InspectNetworkResponse(_message.Message):
     def __init__(self, tokens: _Optional[int] = ..., capacity: _Optional[int] = ..., seconds_until_full: _Optional[int] = ..., network: _Optional[str] = ..., trusted: _Optional[bool] = ...) -> None: ...
 
 class ReleaseNetworkRequest(_message.Message):
-    __slots__ = ("realm", "client_key")
+    __slots__ = ("realm", "client_key", "note")
     REALM_FIELD_NUMBER: _ClassVar[int]
     CLIENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     realm: str
     client_key: str
-    def __init__(self, realm: _Optional[str] = ..., client_key: _Optional[str] = ...) -> None: ...
+    note: str
+    def __init__(self, realm: _Optional[str] = ..., client_key: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class ReleaseNetworkResponse(_message.Message):
     __slots__ = ()
