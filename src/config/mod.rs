@@ -277,6 +277,14 @@ impl Config {
         else {
             return Err(ConfigError::invalid("(configuration)", "a section failed unnamed"));
         };
+        // The CPU budget's sizes left to the machine are shown as they came out.
+        let mut report = report;
+        if let Some(shown) = report.settings.get_mut("verify").and_then(|v| v.as_object_mut()) {
+            let budget = &verify.budget;
+            shown.insert("max_concurrent".into(), budget.max_concurrent.into());
+            shown.insert("max_waiters".into(), budget.max_waiters.into());
+            shown.insert("max_trusted_waiters".into(), budget.max_trusted_waiters.into());
+        }
         Ok(Settings {
             listen: self.listen,
             shutdown_delay: self.shutdown_delay,

@@ -433,9 +433,16 @@ fn the_running_configuration_shows_no_secret() {
         let named = report.secrets.join("\n");
         assert!(named.contains("store.key_secret: from the environment variable"), "{named}");
         assert!(named.contains("store.redis_password: from the file /run/secrets/redis"));
-        assert!(named.contains("store.redis_password: in a URL's user information"));
+        assert!(named.contains("store.redis_password: in a URL (not shown)"));
         assert!(named.contains("tls.key_file: the listener's private key, in the file /tls/k.pem"));
         // The defaults are filled in: the file names no realm.
         assert_eq!(report.settings["realms"]["default"]["max_failures"], 5);
+    }
+    // The sizes left to the machine are shown as they came out, never as null.
+    let settings = from_toml(REDIS).unwrap();
+    let verify = &settings.report.settings["verify"];
+    assert_eq!(verify["max_concurrent"], settings.verify.budget.max_concurrent);
+    for key in ["max_concurrent", "max_waiters", "max_trusted_waiters"] {
+        assert!(verify[key].is_u64(), "{key}: {verify}");
     }
 }

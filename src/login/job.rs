@@ -6,11 +6,8 @@
 //! CPU admission and the comparison ([`compare`]), then the accept ([`Call::accept`]) or
 //! the failure's notes ([`Call::fail`]).
 //!
-//! Every way out of a counted call goes through one step, [`Held::settle`], which gives
-//! back what the call holds by one rule, written once in [`End`]: the network's token
-//! goes back unless a comparison ran and failed; the account's count goes back only
-//! when this call added it ([`Counted::added`]) and was stopped before any comparison by
-//! something that is no guess at the account (its network, the CPU budget).
+//! Every way out of a counted call goes through one step, [`Held::settle`] (its own
+//! module, `settle`), which gives back what the call holds by the one rule of [`End`].
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -18,8 +15,11 @@ use std::time::SystemTime;
 use tracing::Instrument;
 use zeroize::Zeroizing;
 
+use super::settle::{End, Held};
 use super::signals::{Turn, signal_failures, signals};
-use super::{LoginError, LoginRequest, LoginVerdict, Logins, note_count, note_verdict};
+use super::{
+    LoginError, LoginRequest, LoginVerdict, Logins, note_ceiling, note_count, note_verdict,
+};
 use crate::defence::breach::BreachList;
 use crate::defence::client_network::NetworkWatch;
 use crate::defence::devices::{DeviceTokens, Grant, IssueError, KnownDevice, UnknownDevice};
@@ -28,7 +28,6 @@ use crate::realm::Realm;
 use crate::store::Store;
 use crate::store::attempt_count::{Attempt, Counted, DeviceClaim, RepeatClaim};
 use crate::store::breached_count::{BREACHED_COUNT_TTL_MS, BreachedNoteRequest};
-use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use crate::store::repeat_list::RepeatNoteRequest;
 use crate::store::spray_window::{SprayNote, SprayNoteRequest};
@@ -224,96 +223,6 @@ impl Job {
     }
 }
 
-/// How a counted call ended: what [`Held::settle`] gives back. The rule is written here
-/// and nowhere else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
-    /// Stopped before any comparison by something that is no guess at the account: its
-    /// network throttled in a `reject` realm, or, for a revoked device, its network's
-    /// bucket unreachable or the untrusted queue full.
-    NotAGuess,
-    /// The CPU budget refused the comparison after the count (a wait too long, or the
-    /// caller's deadline): no guess at the account either.
-    Unadmitted,
-    /// Answered without a comparison as a guess at the account: a closed door, a
-    /// replay, a sprayed password in a `reject` realm, a forgiven repeat.
-    Unhashed,
-    /// A comparison ran: it matched, or it failed (or did not complete).
-    Compared {
-        /// The password matched.
-        matched: bool,
-    },
-}
-
-impl End {
-    /// The network's token goes back unless a comparison ran and failed: only a failed
-    /// comparison is its network's failure (a closed door, a replay, a refusal of the
-    /// CPU budget, a sprayed password refused unhashed, a forgiven repeat and a match
-    /// are not). A call that holds no token gives back nothing.
-    fn gives_token_back(self) -> bool {
-        self != End::Compared { matched: false }
-    }
-
-    /// The window start a refund names, or `None`: no refund. Only a count this call
-    /// added ([`Counted::added`]), and only when no comparison was reached and the stop
-    /// was no guess at the account: a replay's or a repeat's count was paid for by an
-    /// earlier call, and a closed door, a replay, a sprayed password and a comparison
-    /// stay counted. The one thing forgotten besides: a CPU refusal of a call that
-    /// added nothing (a recheck) forgets its attempt_id alone (a window no record holds
-    /// gives back no failure), so a retry is compared afresh instead of replaying the
-    /// refusal.
-    fn refund(self, counted: &Counted) -> Option<u64> {
-        match self {
-            End::NotAGuess if counted.added() => Some(counted.window_start_ms),
-            End::Unadmitted if counted.added() => Some(counted.window_start_ms),
-            End::Unadmitted => Some(NO_WINDOW),
-            End::NotAGuess | End::Unhashed | End::Compared { .. } => None,
-        }
-    }
-}
-
-/// A window start no record holds (above `crate::throttle::MAX_STORED_TIME_MS`): a
-/// refund naming it gives back no failure and only forgets the attempt id.
-const NO_WINDOW: u64 = u64::MAX;
-
-/// What a counted call holds until it ends: the count's answer and where it was
-/// counted, and its turn at the network's bucket.
-struct Held<'a> {
-    store: &'a dyn Store,
-    realm: &'a Realm,
-    /// Where the attempt was counted: the device's bucket, or (no token, or a revoked
-    /// one) the account's own record.
-    bucket: &'a AccountKey,
-    attempt: Option<&'a AttemptKey>,
-    counted: Counted,
-    turn: Turn,
-}
-
-impl Held<'_> {
-    /// Gives back what [`End`] says, the token and the refund in one round trip.
-    ///
-    /// # Errors
-    /// The store's error (the caller denies).
-    async fn settle(&mut self, end: End) -> Result<(), StoreError> {
-        let Held { store, realm, bucket, attempt, counted, turn } = self;
-        let (store, realm, bucket, attempt) = (*store, *realm, *bucket, *attempt);
-        let refund = async {
-            match end.refund(counted) {
-                Some(window) => {
-                    store.refund(bucket, attempt, window, counted.consecutive_added).await
-                }
-                None => Ok(()),
-            }
-        };
-        let give_back = async {
-            if end.gives_token_back() { turn.give_back(store, realm).await } else { Ok(()) }
-        };
-        let (refunded, given) = tokio::join!(refund, give_back);
-        refunded?;
-        given
-    }
-}
-
 /// What the checks before hashing decided, for the answers after them.
 struct Pass {
     suspected: bool,
@@ -416,7 +325,9 @@ impl<'a> Call<'a> {
                 metrics::counter!(REPEATS, "realm" => realm.name.clone()).increment(1);
             }
         } else {
-            note_count(realm, held.bucket, counted, counted.allowed && counted.replays == 0);
+            // A ceiling is noted once the comparison failed ([`Self::fail`]): a match clears it.
+            let uncounted = Counted { reached_ceiling: false, ..*counted };
+            note_count(realm, held.bucket, &uncounted, counted.allowed && counted.replays == 0);
         }
         let failures = signal_failures(realm, counted);
         let signals = signals(realm, suspected, failures, flagged).with_door(counted);
@@ -443,6 +354,9 @@ impl<'a> Call<'a> {
             tokio::join!(held.settle(End::Unhashed), self.note_failure(bucket, None));
         settled?;
         self.spray_watch.noted(&self.realm.name, self.spray, distinct?, &self.realm.spray);
+        if held.counted.reached_ceiling {
+            note_ceiling(self.realm, bucket);
+        }
         Ok(reject)
     }
 
@@ -474,7 +388,6 @@ impl<'a> Call<'a> {
         let event = |kind| SecurityEvent::of_account(kind, &realm.name, self.key.event_tag());
         if compared.breached {
             metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
-            emit(event(EventKind::BreachedAccepted));
         }
         let no_token =
             |e: &IssueError| tracing::error!(realm = %realm.name, error = %e, "no token");
@@ -510,6 +423,9 @@ impl<'a> Call<'a> {
             }
         }
         let device_token = devices.issue(&grant, epoch).inspect_err(no_token)?;
+        if compared.breached {
+            emit(event(EventKind::BreachedAccepted));
+        }
         Ok(LoginVerdict::Accept {
             needs_rehash: compared.outcome.needs_rehash,
             device_token,

@@ -1,5 +1,6 @@
 //! The login checks, in the domain's own types (no gRPC): `Verify`'s order of work of
-//! docs/verify.md ("The order of work") after the request was validated (`job`),
+//! docs/verify.md ("The order of work") after the request was validated (`job`, and
+//! `settle`: the one step every way out of a counted call goes through),
 //! `RecordAttempt` and `ClearAttempts` with the throttle per client network
 //! ([`record`]), the network's turn and the answers' signals ([`signals`]), and the
 //! events and metrics of counted attempts. `crate::rpc` builds a [`LoginRequest`] from
@@ -24,6 +25,7 @@
 
 mod job;
 pub mod record;
+mod settle;
 pub mod signals;
 
 pub use signals::Signals;
@@ -299,17 +301,15 @@ pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: b
     let decision = if allowed { "allow" } else { "deny" };
     metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
     let record = if key.is_device() { "device" } else { "account" };
-    let event = |kind| SecurityEvent::of_account(kind, &realm.name, key.event_tag());
     if counted.reached_ceiling {
-        tracing::warn!(realm = %realm.name, record, "ceiling: a record reached its consecutive failures and stays shut until cleared");
-        metrics::counter!(CEILINGS_REACHED, "realm" => realm.name.clone(), "record" => record)
-            .increment(1);
-        emit(event(EventKind::CeilingReached).record(record));
+        note_ceiling(realm, key);
     }
     if !counted.locked_now {
         return;
     }
-    emit(event(EventKind::LockoutStarted).record(record));
+    let started =
+        SecurityEvent::of_account(EventKind::LockoutStarted, &realm.name, key.event_tag());
+    emit(started.record(record));
     if key.is_device() {
         tracing::warn!(realm = %realm.name, "device lockout: a known device used up its window");
         metrics::counter!(DEVICE_LOCKOUTS, "realm" => realm.name.clone()).increment(1);
@@ -317,6 +317,18 @@ pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: b
         tracing::warn!(realm = %realm.name, "lockout: an account key used up its window");
         metrics::counter!(LOCKOUTS, "realm" => realm.name.clone()).increment(1);
     }
+}
+
+/// Meters and logs a record (`key`: an account's or a device's) that reached its
+/// ceiling, and emits its event: once the attempt that reached it stays counted (on
+/// `RecordAttempt`, at once; on `Verify`, once its comparison failed).
+pub fn note_ceiling(realm: &Realm, key: &AccountKey) {
+    let record = if key.is_device() { "device" } else { "account" };
+    tracing::warn!(realm = %realm.name, record, "ceiling: a record reached its consecutive failures and stays shut until cleared");
+    metrics::counter!(CEILINGS_REACHED, "realm" => realm.name.clone(), "record" => record)
+        .increment(1);
+    let event = SecurityEvent::of_account(EventKind::CeilingReached, &realm.name, key.event_tag());
+    emit(event.record(record));
 }
 
 /// Meters a `Verify` verdict by realm.

@@ -40,6 +40,7 @@ use crate::store::Store;
 use crate::store::attempt_count::Inspection;
 use crate::store::network_bucket::NetworkOp;
 use crate::store::send_log::Sent;
+use crate::throttle::flow::{FlowKind, FlowRules};
 use crate::throttle::send_log::CAP_WINDOW_MS;
 use crate::throttle::{self, Policy};
 
@@ -225,7 +226,8 @@ impl Admin for AdminService {
             Some(reason.as_str_name()),
             note,
         ));
-        if shut {
+        // A mail flow's caps are no lockout: its Unlock ends none.
+        if shut && flow.is_none_or(|f| f.kind() == FlowKind::Code) {
             emit(event(EventKind::LockoutEnded).record(record));
         }
         if let Unlocked::Flow(flow) = unlocked {
@@ -356,13 +358,23 @@ impl Admin for AdminService {
         let caller = caller(request.extensions());
         let report = self.running.current();
         let mut settings = report.settings.clone();
+        // No realm the caller may not use is named: not as a realm, not in a caller's
+        // list (`*` stays), and the digest is over what is shown.
+        let visible = |name: &str| crate::auth::may_use_realm(request.extensions(), name);
         if let Some(realms) = settings.get_mut("realms").and_then(|r| r.as_object_mut()) {
-            realms.retain(|name, _| crate::auth::may_use_realm(request.extensions(), name));
+            realms.retain(|name, _| visible(name));
+        }
+        if let Some(callers) = settings.get_mut("callers").and_then(|c| c.as_object_mut()) {
+            for caller in callers.values_mut() {
+                if let Some(realms) = caller.get_mut("realms").and_then(|r| r.as_array_mut()) {
+                    realms.retain(|r| r.as_str().is_some_and(|r| r == "*" || visible(r)));
+                }
+            }
         }
         tracing::info!(target: AUDIT_TARGET, caller = %caller, "admin: effective config");
         Ok(Response::new(EffectiveConfigResponse {
+            settings_sha256: crate::telemetry::running_config::settings_sha256(&settings),
             settings_json: settings.to_string(),
-            settings_sha256: report.settings_sha256(),
             file_sha256: report.file_sha256.clone().unwrap_or_default(),
             loaded_unix_ms: unix_ms(report.loaded_at),
             restart_pending: report.restart_pending.clone(),

@@ -17,7 +17,8 @@
 //! 3. **Rule and store**, if it reads or counts: the defence checklist's steps 2–5
 //!    (`crate::defence`).
 //! 4. **Callers**: the shipped caller tables that grant it; an operator RPC's CLI command.
-//! 5. **Clients**: the Rust, TypeScript and Python clients' methods.
+//! 5. **Clients**: the Rust, TypeScript and Python clients' methods (the Python stubs
+//!    are committed: `clients/python/scripts/generate_stubs.py`).
 //! 6. **Docs**: its section in `docs/` and CHANGELOG.md's "Wire contract".
 
 pub mod admin;

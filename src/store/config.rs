@@ -166,14 +166,14 @@ impl StoreConfig {
                 (None, false) => None,
             };
             named.extend(password.map(|from| format!("store.redis_password: {from}")));
-            let in_url =
-                |u: &String| u.split_once("://").is_some_and(|(_, rest)| rest.contains('@'));
+            // User information, or a query (`?password=`), which the shown URL drops.
+            let in_url = |u: &String| {
+                u.split_once("://").is_some_and(|(_, rest)| rest.contains(['@', '?', '#']))
+            };
             let urls = self.redis_url.iter().chain(self.redis_cluster_nodes.iter().flatten());
             let mut urls = urls.chain(self.redis_sentinel.iter().flat_map(|s| s.nodes.iter()));
             if urls.any(in_url) {
-                named.push(
-                    "store.redis_password: in a URL's user information (shown as ***)".to_owned(),
-                );
+                named.push("store.redis_password: in a URL (not shown)".to_owned());
             }
         }
         if let Some(path) = &self.redis_tls_key_file {

@@ -7,15 +7,17 @@
 //! a client network's tag, the operator's caller name and their free-text note, never
 //! an identifier, a password, a hash or a token.
 //!
-//! Delivery never slows or blocks a login: [`emit`] only puts the event on a bounded
-//! queue ([`QUEUE`]); one task writes the log lines and exports batches. An event that
-//! finds the queue full, or whose export failed (the receiver down or slow past
-//! [`EXPORT_TIMEOUT`]), is dropped and counted in
-//! `portcullis_security_events_dropped_total{reason}`; every event emitted is counted in
-//! `portcullis_security_events_total{event}`.
+//! Delivery never slows or blocks a login: [`emit`] writes the event's log line (as the
+//! daemon's other log lines are written) and only puts it on a bounded queue
+//! ([`QUEUE`]) for the one task that exports batches. An event that finds the queue
+//! full, or whose export failed (the receiver down or slow past [`EXPORT_TIMEOUT`]), is
+//! not exported and is counted in `portcullis_security_events_dropped_total{reason}`;
+//! every event emitted is counted in `portcullis_security_events_total{event}`.
+//! [`flush`] waits, bounded, for the queue at shutdown.
 
 use std::sync::OnceLock;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::InstrumentationScope;
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity};
@@ -234,19 +236,22 @@ impl SecurityEvent {
     }
 }
 
-/// Where [`emit`] puts events: the writer's queue, once [`start`] ran.
+/// Where [`emit`] puts events for export, once [`start`] ran with an exporter.
 static QUEUE_TX: OnceLock<tokio::sync::mpsc::Sender<SecurityEvent>> = OnceLock::new();
 
-/// Emits `event`: counted, then queued for the writer without waiting. Before [`start`]
-/// (a daemon built in a test, a library user's own process) its log line is written at
-/// once instead. Never blocks; a full queue drops it, counted.
+/// Events queued or being exported: what [`flush`] waits for.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Emits `event`: counted, its log line written, then queued for export without
+/// waiting (when [`start`] ran with an exporter). Never blocks on the export; a full
+/// queue drops it from the export, counted.
 pub fn emit(event: SecurityEvent) {
     metrics::counter!(SECURITY_EVENTS, "event" => event.kind.name()).increment(1);
-    let Some(queue) = QUEUE_TX.get() else {
-        write_line(&event);
-        return;
-    };
+    write_line(&event);
+    let Some(queue) = QUEUE_TX.get() else { return };
+    PENDING.fetch_add(1, Ordering::AcqRel);
     if let Err(e) = queue.try_send(event) {
+        PENDING.fetch_sub(1, Ordering::AcqRel);
         let reason = match e {
             tokio::sync::mpsc::error::TrySendError::Full(_) => "queue_full",
             tokio::sync::mpsc::error::TrySendError::Closed(_) => "closed",
@@ -345,10 +350,10 @@ impl Export {
     }
 }
 
-/// Starts the writer on the current tokio runtime: from now on [`emit`] queues, and
-/// one task writes each event's log line and, with `export`, sends them over OTLP in
-/// batches. Once per process; a second call leaves the first writer in place.
-pub fn start(export: Option<Export>) {
+/// Starts the exporter's task on the current tokio runtime: from now on [`emit`] queues
+/// each event, and the task sends them over OTLP in batches. Once per process; a second
+/// call leaves the first in place.
+pub fn start(export: Export) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<SecurityEvent>(QUEUE);
     if QUEUE_TX.set(tx).is_err() {
         return;
@@ -356,19 +361,24 @@ pub fn start(export: Option<Export>) {
     tokio::spawn(async move {
         let mut batch = Vec::with_capacity(BATCH);
         while rx.recv_many(&mut batch, BATCH).await > 0 {
-            for event in &batch {
-                write_line(event);
-            }
-            if let Some(export) = &export
-                && !export.export(&batch).await
-            {
+            if !export.export(&batch).await {
                 let lost = u64::try_from(batch.len()).unwrap_or(u64::MAX);
                 metrics::counter!(SECURITY_EVENTS_DROPPED, "reason" => "export_failed")
                     .increment(lost);
             }
+            PENDING.fetch_sub(batch.len(), Ordering::AcqRel);
             batch.clear();
         }
     });
+}
+
+/// Waits until every queued event was exported (or given up), at most `within`: at
+/// shutdown, so the last events are not lost with the process.
+pub async fn flush(within: Duration) {
+    let deadline = Instant::now() + within;
+    while PENDING.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[cfg(test)]

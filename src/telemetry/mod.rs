@@ -62,6 +62,9 @@ impl Telemetry {
     /// Exports the spans still buffered and stops the exporter. Call once, after the
     /// server stopped; it blocks on the export, so it runs off the async workers.
     pub async fn shutdown(self) {
+        // The last security events first, bounded: an export stuck on a dead receiver
+        // must not hold the exit.
+        events::flush(events::EXPORT_TIMEOUT).await;
         if let Some(provider) = self.tracer_provider {
             let done = tokio::task::spawn_blocking(move || provider.shutdown()).await;
             if !matches!(done, Ok(Ok(()))) {
@@ -109,11 +112,9 @@ pub fn init(format: LogFormat) -> Telemetry {
     tracing_subscriber::registry().with(logs).with(spans).init();
     metrics::install();
     match events::Export::from_env() {
-        Ok(export) => events::start(export),
-        Err(e) => {
-            eprintln!("portcullis: security events are not exported: {e}");
-            events::start(None);
-        }
+        Ok(Some(export)) => events::start(export),
+        Ok(None) => {}
+        Err(e) => eprintln!("portcullis: security events are not exported: {e}"),
     }
     Telemetry { tracer_provider }
 }

@@ -55,12 +55,17 @@ impl ConfigReport {
         self
     }
 
-    /// SHA-256 (hex) of `settings` as compact JSON (its keys in the order the settings
-    /// serialize them, the same in every daemon of one build): two daemons that run the
-    /// same settings, from whatever file, show the same digest.
+    /// [`settings_sha256`] of these settings.
     pub fn settings_sha256(&self) -> String {
-        hex::encode(Sha256::digest(self.settings.to_string()))
+        settings_sha256(&self.settings)
     }
+}
+
+/// SHA-256 (hex) of `settings` as compact JSON (its keys in the order the settings
+/// serialize them, the same in every daemon of one build): two daemons that run the same
+/// settings, from whatever file, show the same digest.
+pub fn settings_sha256(settings: &serde_json::Value) -> String {
+    hex::encode(Sha256::digest(settings.to_string()))
 }
 
 /// The configuration report in force, shared by the operator service and the reloader.
@@ -98,7 +103,12 @@ impl RunningConfig {
         next.file_sha256.clone_from(&reread.file_sha256);
         next.loaded_at = reread.loaded_at;
         next.restart_pending = restart_pending;
-        next.secrets.clone_from(&reread.secrets);
+        // The secrets of the sections now in force: the running ones' for every other
+        // section (a key secret file named by the new file is not in use before a
+        // restart).
+        let applied_secret = |s: &String| applied.iter().any(|a| s.starts_with(&format!("{a}.")));
+        next.secrets.retain(|s| !applied_secret(s));
+        next.secrets.extend(reread.secrets.iter().filter(|s| applied_secret(s)).cloned());
         *current = Arc::new(next);
     }
 }
@@ -119,7 +129,10 @@ mod tests {
         let running = RunningConfig::new(started.clone());
         let reread = ConfigReport::new(
             json!({"callers": {"b": {}}, "realms": {"default": {"max_failures": 3}}}),
-            vec!["callers.b.tokens: from the file /b".into()],
+            vec![
+                "store.key_secret: from the file /new".into(),
+                "callers.b.tokens: from the file /b".into(),
+            ],
         )
         .from_file("22".repeat(32));
         running.reloaded(&reread, &["callers"], vec!["realms".into()]);
@@ -128,7 +141,11 @@ mod tests {
         assert_eq!(now.settings["realms"]["default"]["max_failures"], 5, "realms wait");
         assert_eq!(now.file_sha256.as_deref(), Some("22".repeat(32).as_str()));
         assert_eq!(now.restart_pending, ["realms"]);
-        assert_eq!(now.secrets, reread.secrets);
+        assert_eq!(
+            now.secrets,
+            ["callers.b.tokens: from the file /b"],
+            "no secret before a restart"
+        );
         assert_ne!(now.settings_sha256(), started.settings_sha256());
     }
 

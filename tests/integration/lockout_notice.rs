@@ -136,3 +136,37 @@ async fn a_code_flow_flags_its_lockout_and_a_mail_flow_never() {
     }
     daemon.shutdown().await;
 }
+
+/// A client retrying a password it was already refused with is no new attempt: behind
+/// the door that its own attempts shut, the retry never says again that the lockout
+/// started, on either store.
+#[tokio::test]
+async fn a_repeated_password_after_the_lockout_is_no_second_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start();
+    let hash = StoredHash::generate(PASSWORD, &HashParams::Bcrypt { cost: 4 }).unwrap();
+    for config in [TestConfig::embedded(&dir.path().join("data")), TestConfig::redis(&redis.url())]
+    {
+        let daemon = Daemon::start(config.extra(REALM).settings()).await;
+        let mut c = daemon.client().await;
+        let mut started = Vec::new();
+        for n in 0..6 {
+            let guess = format!("guess-{n}");
+            let r = c.verify(
+                "notice",
+                "phone@example.com",
+                guess.as_bytes(),
+                hash.as_str(),
+                "192.0.2.7",
+            );
+            started.push(r.await.unwrap().lockout_started);
+        }
+        assert_eq!(started, [false, false, false, false, false, true]);
+        // The phone retries its last refused password, again and again.
+        for _ in 0..3 {
+            let r = c.verify("notice", "phone@example.com", b"guess-4", hash.as_str(), "192.0.2.7");
+            assert!(!r.await.unwrap().lockout_started, "a repeat is no second lockout");
+        }
+        daemon.shutdown().await;
+    }
+}

@@ -174,12 +174,20 @@ async fn a_scripted_run_shows_exactly_its_counts() {
                     "outcome",
                     "rpc",
                     "code",
+                    "event",
                     "le",
                     "quantile"
                 ]
                 .contains(&key.as_str()),
                 "unexpected label {key} on {name}"
             );
+        }
+    }
+    // A security event's label is one of the schema's names, a fixed set.
+    let events = portcullis::telemetry::events::EventKind::ALL.map(|k| k.name());
+    for (name, labels) in s.keys() {
+        if let Some(event) = labels.get("event") {
+            assert!(events.contains(&event.as_str()), "{name}: event {event}");
         }
     }
     let lower = text.to_lowercase();

@@ -73,8 +73,10 @@ impl AttemptCountStore for RedisStore {
             // A replay and a repeat report no new consecutive failure: never the ceiling.
             reached_ceiling: added == 1
                 && u64::try_from(consecutive).is_ok_and(|c| policy.at_ceiling(c)),
-            // A replay reports failures = -1: never a lockout.
-            locked_now: u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
+            // A replay reports failures = -1, and a repeat the window's count without it
+            // (record_attempt.lua): neither starts a lockout, as on the embedded store.
+            locked_now: !matches!(repeat, 1 | 2)
+                && u64::try_from(failures).is_ok_and(|f| policy.locks_at(f)),
             failures: u64::try_from(failures).unwrap_or(0),
             window_start_ms: number(window_start_ms, "window start")?,
             epoch: number(epoch, "device epoch")?,

@@ -303,8 +303,10 @@ pub fn sentinel_credentials(
 /// `url` with any password replaced by `***`, for logs and `Debug`. Everything before
 /// the last `@` is taken for user information, whatever an operator left unencoded in
 /// it (`/`, `?`, `#`, `@`), and only the user name before its first `:` is shown; a query
-/// or fragment (which may carry `?password=`) is dropped. A URL mangled this way may
-/// lose more than its password, never less.
+/// or fragment (which may carry `?password=`) is dropped. When what stands before the
+/// last `@` holds a query parameter (`?pass=ab@cd`: the `@` is the password's, and what
+/// follows it too), nothing after the scheme is shown. A URL mangled this way may lose
+/// more than its password, never less.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return "<not a URL>".into();
@@ -313,6 +315,9 @@ pub fn redact_url(url: &str) -> String {
         Some((userinfo, location)) => (Some(userinfo), location),
         None => (None, rest),
     };
+    if userinfo.is_some_and(|u| u.split_once(['?', '#']).is_some_and(|(_, q)| q.contains('='))) {
+        return format!("{scheme}://<redacted>");
+    }
     let location = location.split(['?', '#']).next().unwrap_or_default();
     let userinfo = match userinfo {
         None => String::new(),
@@ -437,6 +442,8 @@ mod tests {
             ("redis://u:ha#shsecret@h:1/0", "shsecret"),
             ("redis://u:a@tsecret@h:1/0", "tsecret"),
             ("redis://:sla/sh@h:1/0?password=qsecret", "qsecret"),
+            ("redis+unix:///s.sock?pass=ab@cdsecret", "cdsecret"),
+            ("redis://h:1/0?password=x@ysecret", "ysecret"),
         ] {
             let shown = redact_url(url);
             assert!(!shown.contains(secret), "{url} shown as {shown}");

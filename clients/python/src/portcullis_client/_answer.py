@@ -129,17 +129,6 @@ class Answer:
     challenge_token: str | None = None
     #: On a ``CHALLENGE`` only: why.
     challenge_reason: ChallengeReason | None = None
-    #: On a deny of ``verify``, ``record_attempt`` or a code flow's
-    #: ``record_flow_attempt``: this very attempt started a lockout (the first its record
-    #: refused in the window). For the gateway only, which may tell the account's owner;
-    #: show the end user the same page as for any deny. Set once per lockout, never on a
-    #: retry of the same attempt id (docs/gateways.md, "When an attempt shuts the door").
-    lockout_started: bool = False
-    #: This attempt brought its record to the consecutive-failure ceiling
-    #: (docs/throttle.md, "The ceiling"): the door stays shut until a success, a
-    #: completed reset or an operator's unlock (after an allowed ``record_attempt``: if
-    #: the password turns out wrong). For the gateway only.
-    ceiling_reached: bool = False
     #: On a deny that is a failed call the daemon answered with an error status: the
     #: status's code (``INVALID_ARGUMENT``, ``FAILED_PRECONDITION``, ...), else ``None``.
     #: For logs and for telling one refused input from another; never a decision. Not
@@ -158,6 +147,17 @@ class Answer:
     #: or without it. Never holds a key, a token or a request field. Not compared by
     #: ``==``.
     failure_reason: str | None = field(default=None, compare=False)
+    #: On a deny of ``verify``, ``record_attempt`` or a code flow's
+    #: ``record_flow_attempt``: this very attempt started a lockout (the first its record
+    #: refused in the window). For the gateway only, which may tell the account's owner;
+    #: show the end user the same page as for any deny. Set once per lockout, never on a
+    #: retry of the same attempt id (docs/gateways.md, "When an attempt shuts the door").
+    lockout_started: bool = False
+    #: This attempt brought its record to the consecutive-failure ceiling
+    #: (docs/throttle.md, "The ceiling"): the door stays shut until a success, a
+    #: completed reset or an operator's unlock (after an allowed ``record_attempt``: if
+    #: the password turns out wrong). For the gateway only.
+    ceiling_reached: bool = False
 
     def __post_init__(self) -> None:
         kind = self.kind
