@@ -73,9 +73,11 @@ async fn an_operator_sees_the_realms_it_may_use_and_no_secret() {
     };
     let callers = format!(
         "[callers.ops]\ntoken_hash_file = {:?}\nrpcs = [\"EffectiveConfig\"]\nrealms = [\"default\", \"fast\"]\n\
-         [callers.web]\ntoken_hash_file = {:?}\nrpcs = [\"RecordAttempt\"]\nrealms = [\"*\"]\n",
+         [callers.web]\ntoken_hash_file = {:?}\nrpcs = [\"RecordAttempt\"]\nrealms = [\"*\"]\n\
+         [callers.mfa-only]\ntoken_hash_file = {:?}\nrpcs = [\"Admit\"]\nrealms = [\"mfa\", \"fast\"]\n",
         file("ops.sha256", ops),
         file("web.sha256", web),
+        file("mfa.sha256", "mfa-token-0123456789abcdef0123456789"),
     );
     let daemon =
         Daemon::start(TestConfig::embedded(&dir.path().join("data")).extra(&callers).settings())
@@ -87,6 +89,10 @@ async fn an_operator_sees_the_realms_it_may_use_and_no_secret() {
     let settings: serde_json::Value = serde_json::from_str(&answer.settings_json).unwrap();
     let realms: Vec<&String> = settings["realms"].as_object().unwrap().keys().collect();
     assert_eq!(realms, ["default", "fast"], "only the realms the caller may use");
+    // Nor is a hidden realm named in another caller's list; "*" stays.
+    assert_eq!(settings["callers"]["mfa-only"]["realms"], serde_json::json!(["fast"]));
+    assert_eq!(settings["callers"]["web"]["realms"], serde_json::json!(["*"]));
+    assert!(!answer.settings_json.contains("\"mfa\""), "{}", answer.settings_json);
     assert_eq!(answer.settings_sha256.len(), 64);
     assert!(answer.file_sha256.is_empty(), "a daemon built in-process read no file");
     let named = answer.secrets.join("\n");
