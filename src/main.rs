@@ -77,9 +77,16 @@ enum Command {
         /// Why the operator unlocks it (logged by the daemon with the caller's name).
         #[arg(long, value_enum)]
         reason: cli::operator::UnlockReason,
+        #[command(flatten)]
+        note: cli::operator::NoteArgs,
     },
     /// Operator: revoke every device token of an account (portcullis.v1.Admin/RevokeDevices).
-    RevokeDevices(cli::operator::OperatorArgs),
+    RevokeDevices {
+        #[command(flatten)]
+        op: cli::operator::OperatorArgs,
+        #[command(flatten)]
+        note: cli::operator::NoteArgs,
+    },
     /// Operator: a client network's bucket in a realm (portcullis.v1.Admin/InspectNetwork).
     /// Exit status: 0 a token left (or trusted), 1 throttled, 2 error.
     InspectNetwork(cli::network_ops::NetworkArgs),
@@ -143,8 +150,12 @@ fn main() -> ExitCode {
             Command::Verify(args) => cli::password_ops::verify(args).await,
             Command::CheckPassword(args) => cli::password_ops::check_password(args).await,
             Command::Inspect(op) => cli::operator::operate(op, Op::Inspect).await,
-            Command::Unlock { op, reason } => cli::operator::operate(op, Op::Unlock(reason)).await,
-            Command::RevokeDevices(op) => cli::operator::operate(op, Op::RevokeDevices).await,
+            Command::Unlock { op, reason, note } => {
+                cli::operator::operate(op, Op::Unlock(reason, note.note)).await
+            }
+            Command::RevokeDevices { op, note } => {
+                cli::operator::operate(op, Op::RevokeDevices(note.note)).await
+            }
             Command::SprayStatus(args) => cli::operator::spray_status(args).await,
             Command::ConfigDump(args) => cli::operator::config_dump(args).await,
             Command::InspectNetwork(args) => cli::network_ops::network(args, false).await,

@@ -188,13 +188,17 @@ pub struct OperatorArgs {
     /// (docs/flows.md) instead of the login throttle's.
     #[arg(long, value_parser = flow_names())]
     flow: Option<portcullis::client::Flow>,
-    /// `unlock` and `revoke-devices` only: why, a ticket reference (logged by the daemon
-    /// and put in its security event with the caller's name; at most 256 bytes, no
-    /// identifier).
-    #[arg(long, default_value = "")]
-    note: String,
     #[command(flatten)]
     daemon: DaemonArgs,
+}
+
+/// An operator's note on a change (`unlock`, `revoke-devices`).
+#[derive(Args)]
+pub struct NoteArgs {
+    /// Why, a ticket reference: logged by the daemon and put in its security event with
+    /// the caller's name (at most 256 bytes, no identifier).
+    #[arg(long, default_value = "")]
+    pub note: String,
 }
 
 /// A flow on the command line, by its name (its settings table's, `second_factor`, …):
@@ -268,8 +272,10 @@ pub enum Op {
     Attempt(String),
     Clear(Reason),
     Inspect,
-    Unlock(UnlockReason),
-    RevokeDevices,
+    /// With the operator's note.
+    Unlock(UnlockReason, String),
+    /// With the operator's note.
+    RevokeDevices(String),
 }
 
 /// The operator client. Exit status: 0 allow (or cleared), 1 deny, 2 error. Any error
@@ -295,17 +301,14 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
         args.identifier
     };
     let flow = args.flow.map_or(pb::Flow::Unspecified, portcullis::client::Flow::wire);
-    if args.flow.is_some() && !matches!(op, Op::Inspect | Op::Unlock(_)) {
+    if args.flow.is_some() && !matches!(op, Op::Inspect | Op::Unlock(..)) {
         return Err("--flow applies to inspect and unlock only".into());
-    }
-    if !args.note.is_empty() && !matches!(op, Op::Unlock(_) | Op::RevokeDevices) {
-        return Err("--note applies to unlock and revoke-devices only".into());
     }
     let (channel, bearer) = args.daemon.connect().await?;
     let account = Some(Account { realm: args.realm, identifier });
-    if matches!(op, Op::Inspect | Op::Unlock(_) | Op::RevokeDevices) {
+    if matches!(op, Op::Inspect | Op::Unlock(..) | Op::RevokeDevices(_)) {
         let client = AdminClient::with_interceptor(channel, bearer);
-        return admin(client, account, flow, args.note, op).await;
+        return admin(client, account, flow, op).await;
     }
     let mut client = GovernorClient::with_interceptor(channel, bearer);
     let decision = match op {
@@ -336,7 +339,7 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
             say!("cleared");
             return Ok(true);
         }
-        Op::Inspect | Op::Unlock(_) | Op::RevokeDevices => unreachable!("handled by admin()"),
+        Op::Inspect | Op::Unlock(..) | Op::RevokeDevices(_) => unreachable!("handled by admin()"),
     };
     // Anything but an explicit ALLOW, including values this version does not know, is deny.
     let allowed = decision == Decision::Allow as i32;
@@ -433,7 +436,6 @@ async fn admin<S>(
     mut client: AdminClient<S>,
     account: Option<Account>,
     flow: pb::Flow,
-    note: String,
     op: Op,
 ) -> Result<bool, Box<dyn std::error::Error>>
 where
@@ -444,7 +446,7 @@ where
         Into<Box<dyn std::error::Error + Send + Sync>> + Send,
 {
     match op {
-        Op::Unlock(reason) => {
+        Op::Unlock(reason, note) => {
             let reason = match reason {
                 UnlockReason::OwnerVerified => pb::UnlockReason::OwnerVerified,
                 UnlockReason::AttackMitigated => pb::UnlockReason::AttackMitigated,
@@ -456,7 +458,7 @@ where
             say!("unlocked");
             Ok(true)
         }
-        Op::RevokeDevices => {
+        Op::RevokeDevices(note) => {
             client.revoke_devices(pb::RevokeDevicesRequest { account, note }).await?;
             say!("devices revoked");
             Ok(true)

@@ -277,14 +277,7 @@ impl Config {
         else {
             return Err(ConfigError::invalid("(configuration)", "a section failed unnamed"));
         };
-        // The CPU budget's sizes left to the machine are shown as they came out.
-        let mut report = report;
-        if let Some(shown) = report.settings.get_mut("verify").and_then(|v| v.as_object_mut()) {
-            let budget = &verify.budget;
-            shown.insert("max_concurrent".into(), budget.max_concurrent.into());
-            shown.insert("max_waiters".into(), budget.max_waiters.into());
-            shown.insert("max_trusted_waiters".into(), budget.max_trusted_waiters.into());
-        }
+        let report = with_effective(report, &verify, &realms);
         Ok(Settings {
             listen: self.listen,
             shutdown_delay: self.shutdown_delay,
@@ -332,6 +325,36 @@ impl Config {
         }
         ConfigReport::new(settings, secrets)
     }
+}
+
+/// `report` with the values a setting left unset came out as: the CPU budget's sizes
+/// (from the machine's cores), each realm's `lockout_duration` (its `first_window`) and
+/// `step_up_failures` (`max_failures − 2`; `null`: none), and `null` for an unset
+/// `breach.filter_file`.
+fn with_effective(
+    mut report: ConfigReport,
+    verify: &VerifySettings,
+    realms: &[crate::realm::Realm],
+) -> ConfigReport {
+    use serde_json::Value;
+    let settings = &mut report.settings;
+    if let Some(shown) = settings.get_mut("verify").and_then(Value::as_object_mut) {
+        let budget = &verify.budget;
+        shown.insert("max_concurrent".into(), budget.max_concurrent.into());
+        shown.insert("max_waiters".into(), budget.max_waiters.into());
+        shown.insert("max_trusted_waiters".into(), budget.max_trusted_waiters.into());
+    }
+    for realm in realms {
+        let shown = settings.get_mut("realms").and_then(|r| r.get_mut(&realm.name));
+        let Some(shown) = shown.and_then(Value::as_object_mut) else { continue };
+        let lockout = humantime::format_duration(realm.policy.lockout_duration).to_string();
+        shown.insert("lockout_duration".into(), lockout.into());
+        shown.insert("step_up_failures".into(), realm.step_up_failures.into());
+    }
+    if let Some(breach) = settings.get_mut("breach").and_then(Value::as_object_mut) {
+        breach.entry("filter_file").or_insert(Value::Null);
+    }
+    report
 }
 
 /// SHA-256 (hex) of the configuration file at `path`, as `Admin/EffectiveConfig`

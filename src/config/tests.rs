@@ -442,6 +442,12 @@ fn the_running_configuration_shows_no_secret() {
     let settings = from_toml(REDIS).unwrap();
     let verify = &settings.report.settings["verify"];
     assert_eq!(verify["max_concurrent"], settings.verify.budget.max_concurrent);
+    let realm = &settings.report.settings["realms"]["default"];
+    assert_eq!(
+        (realm["lockout_duration"].as_str(), realm["step_up_failures"].as_u64()),
+        (Some("15m"), Some(3))
+    );
+    assert!(settings.report.settings["breach"]["filter_file"].is_null());
     for key in ["max_concurrent", "max_waiters", "max_trusted_waiters"] {
         assert!(verify[key].is_u64(), "{key}: {verify}");
     }

@@ -260,21 +260,30 @@ pub fn emit(event: SecurityEvent) {
     }
 }
 
-/// The event's structured log line (target `portcullis::event`).
+/// The event's structured log line (target `portcullis::event`), at the record's
+/// severity, with the record's attribute names.
 fn write_line(event: &SecurityEvent) {
-    tracing::info!(
-        target: "portcullis::event",
-        event = event.kind.name(),
-        schema = SCHEMA,
-        realm = event.realm.as_deref(),
-        account = event.account.as_deref(),
-        record = event.record,
-        network = event.network.as_deref(),
-        caller = event.caller.as_deref(),
-        reason = event.reason.as_deref(),
-        note = event.note.as_deref(),
-        "security event"
-    );
+    macro_rules! line {
+        ($level:ident) => {
+            tracing::$level!(
+                target: "portcullis::event",
+                event = event.kind.name(),
+                event.schema = SCHEMA,
+                realm = event.realm.as_deref(),
+                account = event.account.as_deref(),
+                record = event.record,
+                network = event.network.as_deref(),
+                caller = event.caller.as_deref(),
+                reason = event.reason.as_deref(),
+                note = event.note.as_deref(),
+                "security event"
+            )
+        };
+    }
+    match event.kind.severity().0 {
+        Severity::Warn => line!(warn),
+        _ => line!(info),
+    }
 }
 
 /// Delivers `event` now and waits for it, for a one-shot command (`portcullis
