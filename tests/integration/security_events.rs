@@ -234,3 +234,62 @@ async fn with_the_receiver_down_logins_go_on_and_lost_events_are_counted() {
     assert_eq!(c.attempt("default", "another@example.com").await.unwrap(), Decision::Allow);
     assert!(daemon.terminate().await.success());
 }
+
+/// The step-up pathway's events (a challenge issued, the device confirmed) and the
+/// operator's key-secret adoption, which the command exports itself: each once, with the
+/// operator named by the system's user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_challenge_a_confirmed_device_and_a_key_secret_adoption_arrive_once() {
+    use portcullis::pb::{ConfirmDeviceRequest, Verdict};
+    use portcullis::verify::hash::{HashParams, StoredHash};
+    let (receiver, endpoint) = start_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let stepup = "[realms.stepup]\nunknown_device = \"step_up\"\n\
+                  hash = { algorithm = \"bcrypt\", bcrypt_cost = 4 }\n";
+    let config = TestConfig::embedded(&data).extra(stepup).toml();
+    let env = [("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", endpoint.as_str())];
+    let daemon = DaemonProcess::spawn_with_env(&config, &env);
+    let mut c = daemon.client().await;
+    let hash = StoredHash::generate(PASSWORD, &HashParams::Bcrypt { cost: 4 }).unwrap();
+    let who = "new.device@example.com";
+    let r = c.verify("stepup", who, PASSWORD, hash.as_str(), "192.0.2.44").await.unwrap();
+    assert_eq!(r.verdict(), Verdict::Challenge);
+    let confirm = ConfirmDeviceRequest {
+        account: account("stepup", who),
+        challenge_token: r.challenge_token,
+        stored_hash: hash.as_str().into(),
+    };
+    let confirmed = c.0.confirm_device(confirm).await.unwrap().into_inner();
+    assert!(!confirmed.device_token.is_empty());
+    assert!(daemon.terminate().await.success());
+
+    // The operator adopts the key secret of the store the daemon left (stopped).
+    let out = std::process::Command::new(daemon_binary())
+        .args(["adopt-key-secret", "--forget-counts", "--note", "CHG-7", "--data-dir"])
+        .arg(&data)
+        .env("PORTCULLIS_KEY_SECRET", SECRET)
+        .env("USER", "oncall")
+        .env("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", &endpoint)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("portcullis.operator.adopt_key_secret"), "its JSON line: {stderr}");
+
+    let received = settled(&receiver, 3).await;
+    let names: Vec<&str> = received.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "portcullis.challenge.issued",
+            "portcullis.device.confirmed",
+            "portcullis.operator.adopt_key_secret"
+        ],
+        "{received:#?}"
+    );
+    assert_eq!(received[0].1["account"], received[1].1["account"], "one account");
+    let adopted = &received[2].1;
+    assert_eq!((adopted["caller"].as_str(), adopted["note"].as_str()), ("cli:oncall", "CHG-7"));
+    assert!(!format!("{received:?}").contains(who));
+}
