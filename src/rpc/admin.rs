@@ -5,8 +5,10 @@
 //! `SprayStatus` reports a realm's password-spray state (docs/spray.md),
 //! `InspectNetwork` and `ReleaseNetwork` read and fill a client network's bucket
 //! (docs/throttle.md, "Per client network"), `EffectiveConfig` shows the configuration
-//! this daemon runs (docs/observability.md, "The running configuration"). It shares the listener with `Governor` and
-//! has its own permissions (each RPC's name in `[callers.NAME] rpcs`).
+//! this daemon runs (docs/observability.md, "The running configuration"). It shares the
+//! listener with `Governor` and has its own permissions (each RPC's name in
+//! `[callers.NAME] rpcs`). Unlock, RevokeDevices and ReleaseNetwork emit their security
+//! events (`crate::telemetry::events`) with the caller's name and note.
 //!
 //! Translation only: what each call does to the store is [`crate::operator_rules`]'s.
 //! Every use is logged with the caller's configured name, the realm and the outcome,

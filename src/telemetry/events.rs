@@ -3,9 +3,10 @@
 //! exported over OTLP beside the traces and as one structured log line each (target
 //! `portcullis::event`), in one versioned schema ([`SCHEMA`]).
 //!
-//! A record names the realm, a keyed account digest ([`crate::store::keys::AccountKey::event_tag`]),
-//! a client network's tag, the operator's caller name and their free-text note, never
-//! an identifier, a password, a hash or a token.
+//! A record names the realm, a keyed account digest
+//! ([`crate::store::keys::AccountKey::event_tag`]), a client network's tag, the
+//! operator's caller name and their free-text note, never an identifier, a password, a
+//! hash or a token.
 //!
 //! Delivery never slows or blocks a login: [`emit`] writes the event's log line (as the
 //! daemon's other log lines are written) and only puts it on a bounded queue
