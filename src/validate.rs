@@ -106,17 +106,23 @@ pub const MAX_NOTE_BYTES: usize = 256;
 /// # Errors
 /// `INVALID_ARGUMENT` naming `note`.
 pub(crate) fn note(note: &str) -> Result<&str, Status> {
+    match note_refusal(note) {
+        Some(why) => Err(Status::invalid_argument(format!("note {why}"))),
+        None => Ok(note),
+    }
+}
+
+/// Why `note` cannot be an operator's note (the daemon answers `INVALID_ARGUMENT`
+/// naming `note`), or `None`: the same rule for the daemon and for the commands that
+/// take `--note` without it (`adopt-key-secret`).
+pub fn note_refusal(note: &str) -> Option<String> {
     if note.len() > MAX_NOTE_BYTES {
-        return Err(Status::invalid_argument(format!(
-            "note is longer than {MAX_NOTE_BYTES} bytes"
-        )));
+        return Some(format!("is longer than {MAX_NOTE_BYTES} bytes"));
     }
     if note.chars().any(|c| c.is_control() || hides_or_reorders(c)) {
-        return Err(Status::invalid_argument(
-            "note holds a control, separator or invisible formatting character",
-        ));
+        return Some("holds a control, separator or invisible formatting character".into());
     }
-    Ok(note)
+    None
 }
 
 /// The line and paragraph separators and the format characters of Unicode 16 (general

@@ -38,8 +38,8 @@ pub struct AdoptArgs {
 /// Makes the configured store's key check value the configured key secret's. Exit
 /// status: 0 done, 2 error (nothing changed).
 pub async fn adopt_key_secret(args: AdoptArgs) -> ExitCode {
-    if args.note.len() > 256 || args.note.chars().any(char::is_control) {
-        eprintln!("portcullis: --note is longer than 256 bytes or holds a control character");
+    if let Some(why) = portcullis::validate::note_refusal(&args.note) {
+        eprintln!("portcullis: --note {why}");
         return ExitCode::from(2);
     }
     if !args.forget_counts {
