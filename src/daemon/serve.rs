@@ -19,6 +19,7 @@ use crate::pb;
 use crate::store::Store;
 use crate::store::error::StoreError;
 use crate::store::key_check::KEY_SECRET_MISMATCH;
+use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::http::Readiness;
 
 /// How often the health task asks the store whether it answers.
@@ -216,8 +217,7 @@ async fn follow_the_store(
         let mismatch = matches!(outcome, Err(StoreError::KeySecretMismatch));
         if mismatch && !keyed_otherwise {
             tracing::error!("store: {KEY_SECRET_MISMATCH}");
-            let refused = crate::telemetry::events::EventKind::KeySecretRefused;
-            crate::telemetry::events::emit(crate::telemetry::events::SecurityEvent::new(refused));
+            emit(SecurityEvent::new(EventKind::KeySecretRefused));
         } else if keyed_otherwise && outcome.is_ok() {
             tracing::info!("store: the key check holds again: serving");
         }

@@ -26,7 +26,7 @@ use crate::defence::devices::{DeviceTokens, Grant, IssueError, KnownDevice, Unkn
 use crate::defence::spray::{SprayAction, SprayWatch};
 use crate::realm::Realm;
 use crate::store::Store;
-use crate::store::attempt_count::{Attempt, Counted, DeviceClaim, RepeatClaim};
+use crate::store::attempt_count::{Attempt, DeviceClaim, RepeatClaim};
 use crate::store::breached_count::{BREACHED_COUNT_TTL_MS, BreachedNoteRequest};
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use crate::store::repeat_list::RepeatNoteRequest;
@@ -326,8 +326,7 @@ impl<'a> Call<'a> {
             }
         } else {
             // A ceiling is noted once the comparison failed ([`Self::fail`]): a match clears it.
-            let uncounted = Counted { reached_ceiling: false, ..*counted };
-            note_count(realm, held.bucket, &uncounted, counted.allowed && counted.replays == 0);
+            note_count(realm, held.bucket, counted, counted.allowed && counted.replays == 0);
         }
         let failures = signal_failures(realm, counted);
         let signals = signals(realm, suspected, failures, flagged).with_door(counted);

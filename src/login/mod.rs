@@ -296,14 +296,12 @@ impl Logins {
 /// Meters a counted attempt, and emits the single lockout event: realm only, never the
 /// identifier or its key. A known device's bucket closing is its own event (`key` names
 /// a device bucket). `allowed` is the answer given (a replay may be refused although
-/// its first call was allowed).
+/// its first call was allowed). A ceiling the attempt reached is the caller's to note
+/// ([`note_ceiling`]), once it stands.
 pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: bool) {
     let decision = if allowed { "allow" } else { "deny" };
     metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
     let record = if key.is_device() { "device" } else { "account" };
-    if counted.reached_ceiling {
-        note_ceiling(realm, key);
-    }
     if !counted.locked_now {
         return;
     }

@@ -7,7 +7,7 @@
 //! sends no `client_key` gets no network throttle.
 
 use super::signals::{Turn, give_held_back, signal_failures, signals};
-use super::{Clearing, Logins, MAX_REPLAYS, Recorded, note_count};
+use super::{Clearing, Logins, MAX_REPLAYS, Recorded, note_ceiling, note_count};
 use crate::realm::Realm;
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
@@ -54,6 +54,10 @@ impl Logins {
         }
         let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
         note_count(realm, key, &counted, allowed);
+        // The gateway compares the password itself: the ceiling is noted as counted.
+        if counted.reached_ceiling {
+            note_ceiling(realm, key);
+        }
         // A replay is no new attempt, and a deny leaves nothing to compare.
         if !allowed || counted.replays > 0 {
             turn.give_back(store, realm).await?;

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::InstrumentationScope;
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity};
-use opentelemetry_sdk::logs::{LogBatch, LogExporter as _, SdkLogRecord, SdkLoggerProvider};
+use opentelemetry_sdk::logs::{
+    LogBatch, LogExporter as _, SdkLogRecord, SdkLogger, SdkLoggerProvider,
+};
 
 use super::metrics::{SECURITY_EVENTS, SECURITY_EVENTS_DROPPED};
 
@@ -125,8 +127,8 @@ impl EventKind {
         }
     }
 
-    /// How grave: operator actions and the key-secret refusal are warnings, the rest
-    /// information.
+    /// How grave: operator actions, the key-secret refusal, a ceiling and a spray
+    /// episode's start are warnings, the rest information.
     fn severity(self) -> (Severity, &'static str) {
         match self {
             EventKind::KeySecretRefused
@@ -310,7 +312,8 @@ pub async fn deliver_now(event: SecurityEvent) -> bool {
 /// logger that makes its records.
 pub struct Export {
     exporter: opentelemetry_otlp::LogExporter,
-    provider: SdkLoggerProvider,
+    /// Makes the records (with the traces' resource); made once.
+    logger: SdkLogger,
     scope: InstrumentationScope,
 }
 
@@ -328,16 +331,17 @@ impl Export {
         let mut exporter = opentelemetry_otlp::LogExporter::builder().with_tonic().build()?;
         let resource = super::traces::resource();
         exporter.set_resource(&resource);
-        let provider = SdkLoggerProvider::builder().with_resource(resource).build();
+        let logger =
+            SdkLoggerProvider::builder().with_resource(resource).build().logger("portcullis");
         let scope = InstrumentationScope::builder("portcullis")
             .with_version(env!("CARGO_PKG_VERSION"))
             .with_schema_url(SCHEMA)
             .build();
-        Ok(Some(Self { exporter, provider, scope }))
+        Ok(Some(Self { exporter, logger, scope }))
     }
 
     fn record(&self, event: &SecurityEvent) -> SdkLogRecord {
-        let mut record = self.provider.logger("portcullis").create_log_record();
+        let mut record = self.logger.create_log_record();
         let (number, text) = event.kind.severity();
         record.set_event_name(event.kind.name());
         record.set_timestamp(event.time);

@@ -54,11 +54,6 @@ impl ConfigReport {
         self.file_sha256 = Some(file_sha256);
         self
     }
-
-    /// [`settings_sha256`] of these settings.
-    pub fn settings_sha256(&self) -> String {
-        settings_sha256(&self.settings)
-    }
 }
 
 /// SHA-256 (hex) of `settings` as compact JSON (its keys in the order the settings
@@ -146,7 +141,7 @@ mod tests {
             ["callers.b.tokens: from the file /b"],
             "no secret before a restart"
         );
-        assert_ne!(now.settings_sha256(), started.settings_sha256());
+        assert_ne!(settings_sha256(&now.settings), settings_sha256(&started.settings));
     }
 
     #[test]
@@ -155,8 +150,8 @@ mod tests {
         let b =
             ConfigReport::new(json!({"listen": "127.0.0.1:1"}), Vec::new()).from_file("f".into());
         let c = ConfigReport::new(json!({"listen": "127.0.0.1:2"}), Vec::new());
-        assert_eq!(a.settings_sha256(), b.settings_sha256());
-        assert_ne!(a.settings_sha256(), c.settings_sha256());
-        assert_eq!(a.settings_sha256().len(), 64);
+        assert_eq!(settings_sha256(&a.settings), settings_sha256(&b.settings));
+        assert_ne!(settings_sha256(&a.settings), settings_sha256(&c.settings));
+        assert_eq!(settings_sha256(&a.settings).len(), 64);
     }
 }
