@@ -94,7 +94,12 @@ enum Command {
     ReleaseNetwork(cli::network_ops::NetworkArgs),
     /// Operator: a realm's password-spray state (portcullis.v1.Admin/SprayStatus).
     /// Exit status: 0 no fingerprint over the threshold, 1 spraying now, 2 error.
-    SprayStatus(cli::operator::SprayStatusArgs),
+    SprayStatus(cli::operator::RealmArgs),
+    /// Operator: a realm's status, fleet-wide (portcullis.v1.Admin/RealmStatus): accounts
+    /// locked, at the ceiling, on grace logins; throttled networks; spraying; challenges;
+    /// each flow's refusals. Read from the store, so every daemon answers the same.
+    /// Exit status: 0 done, 2 error.
+    Status(cli::operator::RealmArgs),
     /// Operator: the configuration the daemon runs, as JSON (portcullis.v1.Admin/EffectiveConfig):
     /// every setting with its default, the file's SHA-256 and load time, the sections
     /// pending a restart; secrets named, never shown. Exit status: 0 done, 2 error.
@@ -157,6 +162,7 @@ fn main() -> ExitCode {
                 cli::operator::operate(op, Op::RevokeDevices(note.note)).await
             }
             Command::SprayStatus(args) => cli::operator::spray_status(args).await,
+            Command::Status(args) => cli::operator::status(args).await,
             Command::ConfigDump(args) => cli::operator::config_dump(args).await,
             Command::InspectNetwork(args) => cli::network_ops::network(args, false).await,
             Command::ReleaseNetwork(args) => cli::network_ops::network(args, true).await,

@@ -1,7 +1,7 @@
 //! What the operators' calls do to the store (docs/security.md, the Admin service), in
 //! domain types: what `Unlock` clears for each reason, what `RevokeDevices` raises, and
 //! a client network's bucket as `InspectNetwork` reads it and `ReleaseNetwork` fills
-//! it. `crate::rpc::admin` only translates: it validates the request, calls one of
+//! it, and a realm's status as `RealmStatus` reads it. `crate::rpc::admin` only translates: it validates the request, calls one of
 //! these, logs the use for the audit and builds the answer. Every store failure is the
 //! caller's `StoreError` (a deny: the operator sees `UNAVAILABLE`), never a partial
 //! answer.
@@ -11,9 +11,12 @@ use crate::realm::Realm;
 use crate::secret::KeySecret;
 use crate::store::Store;
 use crate::store::error::StoreError;
+use crate::store::keys::TallyKey;
 use crate::store::keys::{AccountKey, NetworkKey};
 use crate::store::network_bucket::{NetworkOp, NetworkRequest, NetworkState};
+use crate::store::realm_tally::{TallyLookbacks, TallyReading};
 use crate::throttle::flow::Flow;
+use crate::throttle::realm_tally::{SLOTS, lookback_slots};
 
 /// Why an operator unlocks an account (the wire's `UnlockReason`; a request without one
 /// is refused before it gets here).
@@ -109,4 +112,42 @@ pub async fn network(
     let request = NetworkRequest { key: &key, op, policy: &policy.bucket, held: None };
     let state = store.network(&request).await?;
     Ok(NetworkView::Bucket(key, state))
+}
+
+/// `Admin/RealmStatus`: `realm`'s tally as the store holds it (docs/observability.md,
+/// "A realm's status"), each part over its look-back, and the look-backs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RealmStatus {
+    /// What the store read.
+    pub reading: TallyReading,
+    /// The look-backs it was read over, in minutes.
+    pub lookbacks: TallyLookbacks,
+}
+
+/// Reads `realm`'s status from `store`: lockouts over the realm's `lockout_duration`,
+/// throttled networks over one token's refill, sprayed fingerprints over the
+/// `spray_period`, the rest over the hour (each in whole minutes, at most 60).
+///
+/// # Errors
+/// The store's error.
+pub async fn realm_status(
+    store: &dyn Store,
+    secret: &KeySecret,
+    realm: &Realm,
+) -> Result<RealmStatus, StoreError> {
+    let spray_ms = crate::throttle::duration_ms(realm.spray.period);
+    let lookbacks = TallyLookbacks {
+        // Distinct::ALL's order: locked, ceiling, networks, spray, grace.
+        distinct: [
+            lookback_slots(realm.policy.lockout_ms()),
+            SLOTS,
+            lookback_slots(realm.network.bucket.interval_ms),
+            lookback_slots(spray_ms),
+            SLOTS,
+        ],
+        counts: SLOTS,
+    };
+    let key = TallyKey::new(secret, &realm.name);
+    let reading = store.read_tallies(&key, &lookbacks).await?;
+    Ok(RealmStatus { reading, lookbacks })
 }

@@ -1,5 +1,5 @@
 //! The operator client: `admit`, `attempt`, `clear` (`portcullis.v1.Governor`) and
-//! `inspect`, `unlock`, `revoke-devices`, `spray-status`, `config-dump`
+//! `inspect`, `unlock`, `revoke-devices`, `spray-status`, `status`, `config-dump`
 //! (`portcullis.v1.Admin`). Exit status: 0 allow (or done), 1 deny, 2 error; any error
 //! is an error, never an allow.
 
@@ -245,8 +245,9 @@ impl DaemonArgs {
     }
 }
 
+/// The flags of `spray-status` and `status`: a realm, and how to reach the daemon.
 #[derive(Args)]
-pub struct SprayStatusArgs {
+pub struct RealmArgs {
     /// Realm name.
     #[arg(long)]
     realm: String,
@@ -349,7 +350,7 @@ async fn call(args: OperatorArgs, op: Op) -> Result<bool, Box<dyn std::error::Er
 
 /// `spray-status`: exit 0 when no fingerprint is over the threshold, 1 when one is, 2 on
 /// an error.
-pub async fn spray_status(args: SprayStatusArgs) -> ExitCode {
+pub async fn spray_status(args: RealmArgs) -> ExitCode {
     let daemon = args.daemon.shown();
     match spray_status_call(args).await {
         Ok(true) => ExitCode::SUCCESS,
@@ -363,7 +364,7 @@ pub async fn spray_status(args: SprayStatusArgs) -> ExitCode {
 
 /// `spray-status` prints the fingerprints over the threshold now and each episode;
 /// `Ok(true)` when none is over the threshold.
-async fn spray_status_call(args: SprayStatusArgs) -> Result<bool, Box<dyn std::error::Error>> {
+async fn spray_status_call(args: RealmArgs) -> Result<bool, Box<dyn std::error::Error>> {
     let (channel, bearer) = args.daemon.connect().await?;
     let mut client = AdminClient::with_interceptor(channel, bearer);
     let r = client.spray_status(pb::SprayStatusRequest { realm: args.realm }).await?.into_inner();
@@ -385,6 +386,44 @@ async fn spray_status_call(args: SprayStatusArgs) -> Result<bool, Box<dyn std::e
         );
     }
     Ok(r.fingerprints_over_threshold == 0)
+}
+
+/// `status`: a realm's status, fleet-wide (`Admin/RealmStatus`), one `name: value` line
+/// each, every count with its look-back. Exit 0, or 2 on an error.
+pub async fn status(args: RealmArgs) -> ExitCode {
+    let daemon = args.daemon.shown();
+    match status_call(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("portcullis: {}", super::output::report(&*e, &daemon));
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn status_call(args: RealmArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (channel, bearer) = args.daemon.connect().await?;
+    let mut client = AdminClient::with_interceptor(channel, bearer);
+    let r = client.realm_status(pb::RealmStatusRequest { realm: args.realm }).await?.into_inner();
+    let error = if r.estimate_error == 0.0 {
+        "exact".to_owned()
+    } else {
+        format!("estimates, standard error {:.2}%", r.estimate_error * 100.0)
+    };
+    say!("distinct counts: {error}; up to {} s behind the calls", r.lag_seconds);
+    say!("accounts_locked: {} (last {} min)", r.accounts_locked, r.lockout_minutes);
+    say!("accounts_at_ceiling: {} (last 60 min)", r.accounts_at_ceiling);
+    say!("networks_throttled: {} (last {} min)", r.networks_throttled, r.network_minutes);
+    say!("sprayed_fingerprints: {} (last {} min)", r.sprayed_fingerprints, r.spray_minutes);
+    say!("challenges_issued: {} (last 60 min)", r.challenges_issued);
+    say!("devices_confirmed: {} (last 60 min)", r.devices_confirmed);
+    say!("accounts_on_grace_logins: {} (last 60 min)", r.accounts_on_grace_logins);
+    for f in &r.flow_refusals {
+        let flow = pb::Flow::try_from(f.flow).ok().and_then(portcullis_client::Flow::from_wire);
+        let name = flow.map_or("unknown", |f| f.as_str());
+        say!("refused {name}: {} (last 60 min)", f.refused);
+    }
+    Ok(())
 }
 
 /// `config-dump`'s flags: only how to reach the daemon.

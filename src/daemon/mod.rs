@@ -23,6 +23,7 @@ use crate::secret::{KeySecret, SecretError};
 use crate::store::Store;
 use crate::store::embedded::{EmbeddedStore, SystemClock};
 use crate::store::instrumented::InstrumentedStore;
+use crate::store::realm_tally::TallyBuffer;
 use crate::store::redis::RedisStore;
 use crate::telemetry::http::Readiness;
 use crate::telemetry::running_config::RunningConfig;
@@ -110,6 +111,8 @@ pub struct Daemon {
     /// The configuration in force as `Admin/EffectiveConfig` reports it; a reload that
     /// applies replaces what it applied.
     running_config: Arc<RunningConfig>,
+    /// This daemon's notes for the realms' status, written to the store in batches.
+    tally: Arc<TallyBuffer>,
 }
 
 impl Daemon {
@@ -165,6 +168,7 @@ impl Daemon {
         let realms = Arc::new(settings.realms);
         let spray_watch = SprayWatch::new();
         let running_config = RunningConfig::new(settings.report);
+        let tally = TallyBuffer::new(&secret);
         let admin = AdminService::new(
             realms.clone(),
             store.clone(),
@@ -181,7 +185,8 @@ impl Daemon {
                 spray_watch.clone(),
                 network_watch.clone(),
             )
-            .with_breach(breach.clone()),
+            .with_breach(breach.clone())
+            .with_tally(tally.clone()),
         );
         let governor = GovernorService::new(realms, store.clone(), secret, logins);
         Ok(Self {
@@ -202,6 +207,7 @@ impl Daemon {
             breach,
             store_target,
             running_config,
+            tally,
         })
     }
 

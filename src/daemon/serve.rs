@@ -25,6 +25,10 @@ use crate::telemetry::http::Readiness;
 /// How often the health task asks the store whether it answers.
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long the daemon waits at shutdown for its last notes of the realms' status to
+/// reach the store.
+const FINAL_FLUSH: Duration = Duration::from_secs(2);
+
 impl Daemon {
     /// Serves until `shutdown`; see [`super::run`].
     ///
@@ -53,7 +57,10 @@ impl Daemon {
             breach,
             store_target: _,
             running_config,
+            tally,
         } = self;
+        let tally_task = tokio::spawn(tally.clone().run(store.clone()));
+        let tally_store = store.clone();
         spray_watch.spawn_expiry(Duration::from_secs(10));
         network_watch.spawn_expiry(Duration::from_secs(10));
         verifier.budget().spawn_memory_release(crate::verify::budget::KEPT_MEMORY_IDLE);
@@ -127,6 +134,11 @@ impl Daemon {
         }
         breach_watch.abort();
         signals.abort();
+        // What the last calls noted reaches the store before the daemon exits.
+        tally_task.abort();
+        if tokio::time::timeout(FINAL_FLUSH, tally.flush(&*tally_store)).await.is_err() {
+            tracing::warn!("the realms' status notes of the last calls were not all written");
+        }
         Ok(served?)
     }
 }

@@ -28,10 +28,12 @@ use crate::store::attempt_count::{Attempt, Inspection};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey};
 use crate::store::network_bucket::{NetworkOp, NetworkRequest};
+use crate::store::realm_tally::TallyBuffer;
 use crate::store::send_log::{SendOp, SendRequest, Sent};
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{CEILINGS_REACHED, FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
 use crate::throttle::flow::{Flow, FlowKind, FlowPolicy, FlowRules, MailPolicy};
+use crate::throttle::realm_tally::Counter;
 
 /// What a flow attempt answered, and why (the metric's `reason`; never on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,12 +117,20 @@ pub struct Flows {
     store: Arc<dyn Store>,
     /// Keys the client networks' budgets.
     secret: KeySecret,
+    /// What the realm's status counts: each flow's refusals.
+    tally: Arc<TallyBuffer>,
 }
 
 impl Flows {
     /// Flows counted in `store`, network budgets keyed by `secret`.
     pub fn new(store: Arc<dyn Store>, secret: &KeySecret) -> Self {
-        Self { store, secret: secret.clone() }
+        Self { store, secret: secret.clone(), tally: TallyBuffer::new(secret) }
+    }
+
+    /// Notes each flow's refusals in `tally` (the daemon's, which writes it to the
+    /// store; by default a buffer of this value's own, never written).
+    pub fn with_tally(self, tally: Arc<TallyBuffer>) -> Self {
+        Self { tally, ..self }
     }
 
     /// Counts one attempt (see the module docs) and answers it.
@@ -134,6 +144,9 @@ impl Flows {
             FlowPolicy::Mail(policy) => FlowRecorded::answer(self.mail(attempt, policy).await?),
         };
         let answer = recorded.answer;
+        if !answer.allowed() {
+            self.tally.count(&realm.name, Counter::Refused(flow));
+        }
         metrics::counter!(
             FLOW_ATTEMPTS,
             "realm" => realm.name.clone(),

@@ -29,11 +29,13 @@ use crate::store::Store;
 use crate::store::attempt_count::{Attempt, DeviceClaim, RepeatClaim};
 use crate::store::breached_count::{BREACHED_COUNT_TTL_MS, BreachedNoteRequest};
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
+use crate::store::realm_tally::TallyBuffer;
 use crate::store::repeat_list::RepeatNoteRequest;
 use crate::store::spray_window::{SprayNote, SprayNoteRequest};
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS, TRUSTED_CALLS};
 use crate::throttle::breached_count;
+use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::verify::budget::{Aborted, Lane, Refusal, Ticket};
 use crate::verify::{Comparison, Outcome};
 
@@ -95,6 +97,7 @@ impl Logins {
             spray_watch: self.spray_watch.clone(),
             network,
             network_watch: self.network_watch.clone(),
+            tally: self.tally.clone(),
             breach: self.breach.clone(),
             repeat,
             device,
@@ -118,6 +121,8 @@ pub(super) struct Job {
     /// The client network's bucket; `None` for a client key that is never throttled.
     pub(super) network: Option<NetworkKey>,
     pub(super) network_watch: Arc<NetworkWatch>,
+    /// What the realm's status counts (`crate::store::realm_tally`).
+    pub(super) tally: Arc<TallyBuffer>,
     /// Accepted passwords are looked up in it.
     pub(super) breach: Arc<BreachList>,
     /// The client's refused-password list and this password's fingerprint on it; `None`
@@ -142,6 +147,7 @@ impl Job {
             spray_watch,
             network,
             network_watch,
+            tally,
             breach,
             repeat,
             device,
@@ -158,6 +164,7 @@ impl Job {
             attempt: attempt.as_ref(),
             spray: &spray,
             spray_watch: &spray_watch,
+            tally: &tally,
             repeat: repeat.as_ref(),
         };
         // The client's turn first: its earlier call (the same browser's parallel login)
@@ -177,7 +184,7 @@ impl Job {
         // A throttled network in a `reject` realm: refused before any hashing, and the
         // account's count given back (a blocked attempt is no guess at the account; its
         // network already paid for the guesses it made).
-        if held.turn.refuses(&realm, &network_watch) {
+        if held.turn.refuses(&realm, &network_watch, &tally) {
             held.settle(End::NotAGuess).await?;
             // The account's step-up stands on what its window still holds.
             let failures = held.counted.failures_without_this();
@@ -246,6 +253,7 @@ struct Call<'a> {
     attempt: Option<&'a AttemptKey>,
     spray: &'a SprayKey,
     spray_watch: &'a SprayWatch,
+    tally: &'a TallyBuffer,
     repeat: Option<&'a (RepeatKey, u64)>,
 }
 
@@ -326,7 +334,8 @@ impl<'a> Call<'a> {
             }
         } else {
             // A ceiling is noted once the comparison failed ([`Self::fail`]): a match clears it.
-            note_count(realm, held.bucket, counted, counted.allowed && counted.replays == 0);
+            let allowed = counted.allowed && counted.replays == 0;
+            note_count(realm, self.tally, held.bucket, counted, allowed);
         }
         let failures = signal_failures(realm, counted);
         let signals = signals(realm, suspected, failures, flagged).with_door(counted);
@@ -352,9 +361,9 @@ impl<'a> Call<'a> {
         let (settled, distinct) =
             tokio::join!(held.settle(End::Unhashed), self.note_failure(bucket, None));
         settled?;
-        self.spray_watch.noted(&self.realm.name, self.spray, distinct?, &self.realm.spray);
+        self.noted_spray(distinct?);
         if held.counted.reached_ceiling {
-            note_ceiling(self.realm, bucket);
+            note_ceiling(self.realm, self.tally, bucket);
         }
         Ok(reject)
     }
@@ -395,6 +404,7 @@ impl<'a> Call<'a> {
                 devices.issue_challenge(&grant, held.counted.epoch).inspect_err(no_token)?;
             self.fail(held, pass.reject.clone()).await?;
             emit(event(EventKind::ChallengeIssued));
+            self.tally.count(&realm.name, Counter::Challenges);
             // The signals of the reject a wrong password gets here.
             let signals = pass.reject.signals();
             return Ok(LoginVerdict::Challenge {
@@ -424,6 +434,7 @@ impl<'a> Call<'a> {
         let device_token = devices.issue(&grant, epoch).inspect_err(no_token)?;
         if compared.breached {
             emit(event(EventKind::BreachedAccepted));
+            self.tally.distinct(&realm.name, Distinct::Grace, &self.key.event_tag());
         }
         Ok(LoginVerdict::Accept {
             needs_rehash: compared.outcome.needs_rehash,
@@ -446,8 +457,23 @@ impl<'a> Call<'a> {
             self.note_failure(bucket, self.repeat),
         );
         settled?;
-        self.spray_watch.noted(&self.realm.name, self.spray, distinct?, &self.realm.spray);
+        self.noted_spray(distinct?);
+        // The attempt that reached the ceiling stays counted now: its comparison failed.
+        if held.counted.reached_ceiling {
+            note_ceiling(self.realm, self.tally, bucket);
+        }
         Ok(reject)
+    }
+
+    /// The spray watch's note of a failure, `distinct` accounts after it; a fingerprint
+    /// over the threshold goes into the realm's status too.
+    fn noted_spray(&self, distinct: u64) {
+        let (realm, spray) = (self.realm, self.spray);
+        self.spray_watch.noted(&realm.name, spray, distinct, &realm.spray);
+        if distinct >= u64::from(realm.spray.threshold) {
+            let fingerprint = format!("{:04x}", spray.fingerprint());
+            self.tally.distinct(&realm.name, Distinct::Spray, &fingerprint);
+        }
     }
 
     /// A failed comparison (or a forgiven repeat of one, with `repeat` `None`): the

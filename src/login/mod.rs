@@ -47,10 +47,12 @@ use crate::store::attempt_count::Counted;
 use crate::store::devices::{Confirmation, DeviceConfirmation};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
+use crate::store::realm_tally::TallyBuffer;
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{
     ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, VERDICTS,
 };
+use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::verify::budget::{Aborted, Refusal};
 use crate::verify::{Comparison, Verifier};
 
@@ -168,6 +170,8 @@ pub struct Logins {
     breach: Arc<BreachList>,
     /// This daemon's throttle episodes of client networks.
     network_watch: Arc<NetworkWatch>,
+    /// What the realm's status counts (`crate::store::realm_tally`).
+    tally: Arc<TallyBuffer>,
 }
 
 impl Logins {
@@ -190,7 +194,19 @@ impl Logins {
             spray_watch,
             network_watch,
             breach: Arc::new(BreachList::disabled()),
+            tally: TallyBuffer::new(secret),
         }
+    }
+
+    /// Notes what the realm's status counts in `tally` (the daemon's, which writes it
+    /// to the store; by default a buffer of this value's own, never written).
+    pub fn with_tally(self, tally: Arc<TallyBuffer>) -> Self {
+        Self { tally, ..self }
+    }
+
+    /// Where this login's notes for the realms' status go.
+    pub fn tally(&self) -> &Arc<TallyBuffer> {
+        &self.tally
     }
 
     /// Screens accepted passwords against `breach` (docs/breach.md).
@@ -289,6 +305,7 @@ impl Logins {
         let token = self.devices.issue(&grant, epoch)?;
         metrics::counter!(DEVICES_CONFIRMED, "realm" => realm.name.clone()).increment(1);
         emit(SecurityEvent::of_account(EventKind::DeviceConfirmed, &realm.name, key.event_tag()));
+        self.tally.count(&realm.name, Counter::Confirmed);
         Ok(Confirmed::Device(token))
     }
 }
@@ -298,7 +315,13 @@ impl Logins {
 /// a device bucket). `allowed` is the answer given (a replay may be refused although
 /// its first call was allowed). A ceiling the attempt reached is the caller's to note
 /// ([`note_ceiling`]), once it stands.
-pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: bool) {
+pub fn note_count(
+    realm: &Realm,
+    tally: &TallyBuffer,
+    key: &AccountKey,
+    counted: &Counted,
+    allowed: bool,
+) {
     let decision = if allowed { "allow" } else { "deny" };
     metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
     let record = if key.is_device() { "device" } else { "account" };
@@ -308,6 +331,9 @@ pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: b
     let started =
         SecurityEvent::of_account(EventKind::LockoutStarted, &realm.name, key.event_tag());
     emit(started.record(record));
+    if !key.is_device() {
+        tally.distinct(&realm.name, Distinct::Locked, &key.event_tag());
+    }
     if key.is_device() {
         tracing::warn!(realm = %realm.name, "device lockout: a known device used up its window");
         metrics::counter!(DEVICE_LOCKOUTS, "realm" => realm.name.clone()).increment(1);
@@ -320,13 +346,16 @@ pub fn note_count(realm: &Realm, key: &AccountKey, counted: &Counted, allowed: b
 /// Meters and logs a record (`key`: an account's or a device's) that reached its
 /// ceiling, and emits its event: once the attempt that reached it stays counted (on
 /// `RecordAttempt`, at once; on `Verify`, once its comparison failed).
-pub fn note_ceiling(realm: &Realm, key: &AccountKey) {
+pub fn note_ceiling(realm: &Realm, tally: &TallyBuffer, key: &AccountKey) {
     let record = if key.is_device() { "device" } else { "account" };
     tracing::warn!(realm = %realm.name, record, "ceiling: a record reached its consecutive failures and stays shut until cleared");
     metrics::counter!(CEILINGS_REACHED, "realm" => realm.name.clone(), "record" => record)
         .increment(1);
     let event = SecurityEvent::of_account(EventKind::CeilingReached, &realm.name, key.event_tag());
     emit(event.record(record));
+    if !key.is_device() {
+        tally.distinct(&realm.name, Distinct::Ceiling, &key.event_tag());
+    }
 }
 
 /// Meters a `Verify` verdict by realm.

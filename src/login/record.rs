@@ -38,7 +38,7 @@ impl Logins {
         );
         let counted = counted?;
         let mut turn = turn?;
-        if turn.refuses(realm, &self.network_watch) {
+        if turn.refuses(realm, &self.network_watch, &self.tally) {
             // Only a count this call added: a replay's first call counted, and giving
             // it back here would erase a failure that call paid for.
             if counted.added() {
@@ -53,10 +53,10 @@ impl Logins {
             });
         }
         let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
-        note_count(realm, key, &counted, allowed);
+        note_count(realm, &self.tally, key, &counted, allowed);
         // The gateway compares the password itself: the ceiling is noted as counted.
         if counted.reached_ceiling {
-            note_ceiling(realm, key);
+            note_ceiling(realm, &self.tally, key);
         }
         // A replay is no new attempt, and a deny leaves nothing to compare.
         if !allowed || counted.replays > 0 {

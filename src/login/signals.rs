@@ -16,7 +16,9 @@ use crate::store::error::StoreError;
 use crate::store::keys::{HeldKey, NetworkKey};
 use crate::store::network_bucket::NetworkOp;
 use crate::store::network_bucket::NetworkRequest;
+use crate::store::realm_tally::TallyBuffer;
 use crate::telemetry::metrics::STEP_UPS;
+use crate::throttle::realm_tally::Distinct;
 
 /// What every answer of a counted attempt carries besides its verdict (the wire's
 /// `spray_suspected`, `step_up`, `network_throttled`, `lockout_started` and
@@ -143,11 +145,12 @@ impl Turn {
         self.key.is_some() && !self.taken
     }
 
-    /// Notes a throttled attempt in the watch (its episode, its metric) and answers
-    /// whether the realm refuses it (`reject`) rather than flags it.
-    pub fn refuses(&self, realm: &Realm, watch: &NetworkWatch) -> bool {
+    /// Notes a throttled attempt in the watch (its episode, its metric) and the realm's
+    /// status, and answers whether the realm refuses it (`reject`) rather than flags it.
+    pub fn refuses(&self, realm: &Realm, watch: &NetworkWatch, tally: &TallyBuffer) -> bool {
         let Some(key) = self.key.as_ref().filter(|_| !self.taken) else { return false };
         watch.throttled(&realm.name, key, &realm.network);
+        tally.distinct(&realm.name, Distinct::Networks, key.tag());
         realm.network.action == NetworkAction::Reject
     }
 

@@ -30,6 +30,7 @@ use crate::pb::{
     ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse, SprayStatusRequest,
     SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
 };
+use crate::pb::{FlowRefusals, RealmStatusRequest, RealmStatusResponse};
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
@@ -41,8 +42,10 @@ use crate::operator_rules::{self, NetworkView, Unlocked};
 use crate::store::Store;
 use crate::store::attempt_count::Inspection;
 use crate::store::network_bucket::NetworkOp;
+use crate::store::realm_tally::{FLUSH_EVERY, HLL_STANDARD_ERROR};
 use crate::store::send_log::Sent;
 use crate::throttle::flow::{FlowKind, FlowRules};
+use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::throttle::send_log::CAP_WINDOW_MS;
 use crate::throttle::{self, Policy};
 
@@ -382,6 +385,52 @@ impl Admin for AdminService {
             restart_pending: report.restart_pending.clone(),
             secrets: report.secrets.clone(),
         }))
+    }
+
+    async fn realm_status(
+        &self,
+        request: Request<RealmStatusRequest>,
+    ) -> Result<Response<RealmStatusResponse>, Status> {
+        let caller = caller(request.extensions());
+        let realm = named_realm(&self.realms, &request.get_ref().realm, request.extensions())?;
+        let status = operator_rules::realm_status(self.store.as_ref(), &self.secret, realm)
+            .await
+            .map_err(store_unavailable)?;
+        tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: realm status");
+        Ok(Response::new(realm_status(&status)))
+    }
+}
+
+/// The wire's `RealmStatusResponse` of what the store read.
+fn realm_status(status: &operator_rules::RealmStatus) -> RealmStatusResponse {
+    let operator_rules::RealmStatus { reading, lookbacks } = status;
+    let [locked, ceiling, networks, spray, grace] = reading.distinct;
+    let minutes = |slots: u64| u32::try_from(slots).unwrap_or(u32::MAX);
+    let flow_refusals = Counter::ALL
+        .into_iter()
+        .filter_map(|counter| match counter {
+            Counter::Refused(flow) => Some(FlowRefusals {
+                flow: flow.wire() as i32,
+                refused: reading.counts[counter.index()],
+            }),
+            Counter::Challenges | Counter::Confirmed => None,
+        })
+        .collect();
+    RealmStatusResponse {
+        accounts_locked: locked,
+        lockout_minutes: minutes(lookbacks.distinct[Distinct::Locked.index()]),
+        accounts_at_ceiling: ceiling,
+        networks_throttled: networks,
+        network_minutes: minutes(lookbacks.distinct[Distinct::Networks.index()]),
+        sprayed_fingerprints: spray,
+        spray_minutes: minutes(lookbacks.distinct[Distinct::Spray.index()]),
+        challenges_issued: reading.counts[Counter::Challenges.index()],
+        devices_confirmed: reading.counts[Counter::Confirmed.index()],
+        accounts_on_grace_logins: grace,
+        flow_refusals,
+        estimate_error: if reading.exact { 0.0 } else { HLL_STANDARD_ERROR },
+        lag_seconds: minutes(FLUSH_EVERY.as_secs()),
+        store_time_unix_ms: reading.now_ms,
     }
 }
 

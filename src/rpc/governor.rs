@@ -55,7 +55,7 @@ impl GovernorService {
         secret: KeySecret,
         logins: Arc<Logins>,
     ) -> Self {
-        let flows = Flows::new(store.clone(), &secret);
+        let flows = Flows::new(store.clone(), &secret).with_tally(logins.tally().clone());
         Self { realms, store, secret, logins, flows }
     }
 

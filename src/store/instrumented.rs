@@ -21,8 +21,9 @@ use super::attempt_count::{Attempt, AttemptCountStore, Counted, Inspection};
 use super::breached_count::{BreachedCountStore, BreachedNoteRequest};
 use super::devices::{Confirmation, DeviceConfirmation, DeviceStore};
 use super::error::StoreError;
-use super::keys::{AccountKey, AttemptKey};
+use super::keys::{AccountKey, AttemptKey, TallyKey};
 use super::network_bucket::{NetworkBucketStore, NetworkRequest, NetworkState};
+use super::realm_tally::{RealmTallyStore, TallyBatch, TallyLookbacks, TallyReading};
 use super::repeat_list::{RepeatListStore, RepeatNoteRequest};
 use super::send_log::{MailSent, SendLogStore, SendRequest, Sent, give_back_later, take_and_send};
 use super::spray_window::{SprayNoteRequest, SprayWindowStore};
@@ -210,6 +211,21 @@ impl SendLogStore for InstrumentedStore {
 impl BreachedCountStore for InstrumentedStore {
     async fn note_breached(&self, note: &BreachedNoteRequest<'_>) -> Result<u64, StoreError> {
         self.operation("breached", self.inner.note_breached(note)).await
+    }
+}
+
+#[async_trait]
+impl RealmTallyStore for InstrumentedStore {
+    async fn add_tallies(&self, batch: &TallyBatch<'_>) -> Result<(), StoreError> {
+        self.operation("tally", self.inner.add_tallies(batch)).await
+    }
+
+    async fn read_tallies(
+        &self,
+        key: &TallyKey,
+        lookbacks: &TallyLookbacks,
+    ) -> Result<TallyReading, StoreError> {
+        self.operation("status", self.inner.read_tallies(key, lookbacks)).await
     }
 }
 

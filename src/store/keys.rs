@@ -21,6 +21,7 @@
 //! portcullis:v2:{n:<32 hex digest>}              one client network's bucket (its TAT)
 //! portcullis:v2:{n:<32 hex digest>}              a mail flow's per-network budget (same shape,
 //!                                                 its own keyed digest)
+//! portcullis:v2:{t:<16 hex realm tag>}:…         a realm's tallies (its status)
 //! portcullis:v2:key-check                        the store's key check value (one per store)
 //! ```
 //!
@@ -310,6 +311,65 @@ impl SprayKey {
     }
 }
 
+/// Where one realm's tallies live (docs/observability.md, "A realm's status"):
+/// `portcullis:v2:{t:<16 hex>}:…`, a keyed digest of the realm name (so no realm name is
+/// in a key either) as one Redis Cluster hash tag, so a realm's tally is read and written
+/// in one script. `Debug` shows neither part.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TallyKey {
+    realm_tag: String,
+}
+
+impl TallyKey {
+    /// The tally key of `realm`.
+    pub fn new(secret: &KeySecret, realm: &str) -> Self {
+        let mut mac = secret.mac();
+        mac.update(b"realm-tally\0");
+        update_framed(&mut mac, realm.as_bytes());
+        Self { realm_tag: hex::encode(&mac.finalize().into_bytes()[..SUFFIX_DIGEST_BYTES]) }
+    }
+
+    /// Every key starts so: `portcullis:v2:{t:<16 hex>}:`.
+    pub fn prefix(&self) -> String {
+        format!("{KEY_PREFIX}{{t:{}}}:", self.realm_tag)
+    }
+
+    /// The Redis keys of the tally scripts after `labels` (the hash naming each slot's
+    /// minute), in their order: for each slot, its counters' hash (`c:<slot>`) and then
+    /// each distinct tally's HyperLogLog (`<name>:<slot>`, in
+    /// [`crate::throttle::realm_tally::Distinct::ALL`]'s order).
+    pub fn slot_keys(&self) -> Vec<String> {
+        use crate::throttle::realm_tally::{Distinct, SLOTS};
+        let p = self.prefix();
+        let mut keys = Vec::with_capacity(SLOTS as usize * (1 + Distinct::ALL.len()));
+        for slot in 0..SLOTS {
+            keys.push(format!("{p}c:{slot}"));
+            keys.extend(Distinct::ALL.iter().map(|d| format!("{p}{}:{slot}", d.name())));
+        }
+        keys
+    }
+
+    /// The hash naming the minute each slot holds.
+    pub fn labels(&self) -> String {
+        format!("{}labels", self.prefix())
+    }
+
+    /// The embedded store's entry of one tally (`<prefix><name>`), and of one member of
+    /// a distinct tally (`<prefix><name>:<member>`).
+    pub fn entry(&self, name: &str, member: Option<&str>) -> String {
+        match member {
+            Some(m) => format!("{}{name}:{m}", self.prefix()),
+            None => format!("{}{name}", self.prefix()),
+        }
+    }
+}
+
+impl std::fmt::Debug for TallyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TallyKey(<redacted>)")
+    }
+}
+
 /// Where one client network's token bucket lives (docs/throttle.md, "Per client
 /// network"): `portcullis:v2:{n:<32 hex>}`, a keyed digest of (realm, network), so the
 /// stored key holds no address, and its own hash tag (one key: a single-slot script).
@@ -466,124 +526,4 @@ impl AttemptId {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::normalize::{Normalization, normalize};
-
-    fn secret() -> KeySecret {
-        KeySecret::new(b"0123456789abcdef0123456789abcdef".to_vec())
-    }
-
-    fn key(realm: &str, id: &str) -> AccountKey {
-        AccountKey::new(&secret(), realm, &normalize(Normalization::Exact, id).unwrap())
-    }
-
-    #[test]
-    fn key_format_is_pinned() {
-        let k = key("default", "alice@example.com");
-        let record = k.record();
-        assert_eq!(record, format!("portcullis:v2:{{{}}}:r", k.digest()));
-        // Pinned (and checked with Python's hmac module: the first 128 bits of the
-        // HMAC) so a change of derivation, which forgets every count, is deliberate.
-        assert_eq!(k.digest(), "6213abbd6884a4636012888f626bf820");
-        let id = AttemptId::parse("6f1c0f9e-3f1e-4b8e-9a55-0c0ffee00001").unwrap().unwrap();
-        let attempt = k.attempt(&secret(), &id);
-        assert!(attempt.as_str().starts_with(&format!("portcullis:v2:{{{}}}:a:", k.digest())));
-        assert_eq!(attempt.as_str().len(), record.len() - "r".len() + "a:".len() + 16);
-        assert_eq!(k.device_epoch(), format!("portcullis:v2:{{{}}}:e", k.digest()));
-    }
-
-    #[test]
-    fn keys_carry_no_identifier_and_separate_realms() {
-        let k = key("default", "alice@example.com");
-        assert!(!k.record().contains("alice"));
-        assert_ne!(key("ab", "c"), key("a", "bc"));
-        assert_ne!(key("a", "b"), key("b", "a"));
-        let other = KeySecret::new(b"fedcba9876543210fedcba9876543210".to_vec());
-        let id = normalize(Normalization::Exact, "alice").unwrap();
-        assert_ne!(AccountKey::new(&secret(), "r", &id), AccountKey::new(&other, "r", &id));
-    }
-
-    #[test]
-    fn device_buckets_share_the_hash_tag_and_not_the_record() {
-        let k = key("default", "alice@example.com");
-        let d = k.device(&secret(), &[7; 16]);
-        assert!(d.is_device() && !k.is_device());
-        let record = d.record();
-        assert!(record.starts_with(&format!("portcullis:v2:{{{}}}:d:", k.digest())));
-        assert_eq!(record.len(), "portcullis:v2:{".len() + 32 + "}:d:".len() + 16);
-        assert_ne!(record, k.record());
-        assert_ne!(d, k.device(&secret(), &[8; 16]));
-        let id = AttemptId::parse("x").unwrap().unwrap();
-        assert_eq!(d.attempt(&secret(), &id), k.attempt(&secret(), &id));
-    }
-
-    #[test]
-    fn flow_records_share_the_hash_tag_and_not_the_record_or_attempt_ids() {
-        let k = key("default", "alice@example.com");
-        let id = AttemptId::parse("x").unwrap().unwrap();
-        let mut seen = vec![k.record()];
-        for (flow, tag) in [
-            (Flow::SecondFactor, "2f"),
-            (Flow::RecoveryCode, "rc"),
-            (Flow::PasswordReset, "pr"),
-            (Flow::VerificationResend, "vr"),
-        ] {
-            let f = k.flow(flow);
-            assert_eq!(f.record(), format!("portcullis:v2:{{{}}}:f:{tag}", k.digest()));
-            assert_eq!(f.flow_of(), Some(flow));
-            assert!(!f.is_device());
-            let attempt = f.attempt(&secret(), &id);
-            assert!(attempt.as_str().starts_with(&format!("portcullis:v2:{{{}}}:fa:", k.digest())));
-            assert_ne!(attempt, k.attempt(&secret(), &id), "{flow:?} shares the login's ids");
-            seen.push(f.record());
-            seen.push(attempt.as_str().to_owned());
-        }
-        seen.sort();
-        seen.dedup();
-        assert_eq!(seen.len(), 9, "every flow has its own record and attempt ids");
-        let login = NetworkKey::new(&secret(), "default", "ip:203.0.113.7/32");
-        let reset =
-            NetworkKey::flow(&secret(), "default", Flow::PasswordReset, "ip:203.0.113.7/32");
-        let resend =
-            NetworkKey::flow(&secret(), "default", Flow::VerificationResend, "ip:203.0.113.7/32");
-        assert!(login != reset && reset != resend && login != resend);
-    }
-
-    #[test]
-    fn network_keys_hold_no_address_and_separate_realms() {
-        let n = NetworkKey::new(&secret(), "default", "ip:203.0.113.7/32");
-        let key = n.as_key();
-        assert!(key.starts_with("portcullis:v2:{n:") && key.ends_with('}'), "{key}");
-        assert_eq!(key.len(), "portcullis:v2:{n:".len() + 32 + 1);
-        assert!(!key.contains("203") && !format!("{n:?}").contains("203"));
-        assert_eq!(n.tag(), &key["portcullis:v2:{n:".len()..][..16]);
-        assert_ne!(n, NetworkKey::new(&secret(), "other", "ip:203.0.113.7/32"));
-        assert_ne!(n, NetworkKey::new(&secret(), "default", "ip:203.0.113.8/32"));
-        // What an account's RecordAttempts hold there shares the bucket's hash tag.
-        let k = self::key("default", "alice@example.com");
-        let held = n.held_by(&k);
-        assert_eq!(held.as_str(), format!("{key}:h:{}", k.digest()));
-        assert_ne!(held, n.held_by(&self::key("default", "bob@example.com")));
-    }
-
-    #[test]
-    fn repeat_lists_share_the_hash_tag_and_separate_clients_and_buckets() {
-        let k = key("default", "alice@example.com");
-        let list = k.repeats(&secret(), "ip:203.0.113.7/32");
-        assert!(list.as_str().starts_with(&format!("portcullis:v2:{{{}}}:p:", k.digest())));
-        assert!(!list.as_str().contains("203"));
-        assert_ne!(list, k.repeats(&secret(), "ip:203.0.113.8/32"));
-        let d = k.device(&secret(), &[7; 16]);
-        assert_ne!(list, d.repeats(&secret(), "ip:203.0.113.7/32"));
-    }
-
-    #[test]
-    fn attempt_ids_are_validated() {
-        assert_eq!(AttemptId::parse(""), Ok(None));
-        assert!(AttemptId::parse(&"a".repeat(128)).unwrap().is_some());
-        assert!(AttemptId::parse(&"a".repeat(129)).is_err());
-        assert!(AttemptId::parse("has space").is_err());
-        assert!(AttemptId::parse("ünï").is_err());
-    }
-}
+mod tests;

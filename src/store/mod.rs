@@ -1,6 +1,6 @@
 //! Where the attempt records live. One trait per rule, named for it (its request and
 //! answer shapes beside it: [`attempt_count`], [`devices`], [`network_bucket`],
-//! [`repeat_list`], [`spray_window`], [`send_log`], [`breached_count`], and the
+//! [`repeat_list`], [`spray_window`], [`send_log`], [`breached_count`], [`realm_tally`], and the
 //! [`key_check`]'s shapes), and [`Store`], which a backend is when it keeps every rule;
 //! one implementation per backend, each rule's in the backend's file of that name
 //! (docs/architecture.md, "One name per rule"). Each operation is one atomic step in its
@@ -16,6 +16,7 @@ pub mod instrumented;
 pub mod key_check;
 pub mod keys;
 pub mod network_bucket;
+pub mod realm_tally;
 pub mod redis;
 pub mod repeat_list;
 pub mod send_log;
@@ -28,6 +29,7 @@ use breached_count::BreachedCountStore;
 use devices::DeviceStore;
 use error::StoreError;
 use network_bucket::NetworkBucketStore;
+use realm_tally::RealmTallyStore;
 use repeat_list::RepeatListStore;
 use send_log::SendLogStore;
 use spray_window::SprayWindowStore;
@@ -50,6 +52,7 @@ pub trait Store:
     + SprayWindowStore
     + SendLogStore
     + BreachedCountStore
+    + RealmTallyStore
     + Send
     + Sync
     + 'static

@@ -144,6 +144,10 @@ pub const SECURITY_EVENTS: &str = "portcullis_security_events_total";
 /// Counter: security events not delivered, by `reason` (`queue_full`: the writer's
 /// queue was full; `export_failed`: the OTLP export failed or timed out; `closed`).
 pub const SECURITY_EVENTS_DROPPED: &str = "portcullis_security_events_dropped_total";
+/// Counter: notes of a realm's status (docs/observability.md, "A realm's status") lost
+/// before they reached the store, by `reason` (`full`: a realm's buffer held its most
+/// members; `store`: the store refused the write).
+pub const REALM_TALLY_DROPPED: &str = "portcullis_realm_tally_dropped_total";
 // The client library's metrics are named in `portcullis_client::metrics`.
 pub use portcullis_client::metrics::{
     CLIENT_BREAKER_DENIALS, CLIENT_BREAKER_OPEN, CLIENT_EJECTIONS, CLIENT_RETRIES,
@@ -215,6 +219,7 @@ fn describe() {
     describe_counter!(LOCKOUTS, "Lockouts started, by realm");
     describe_counter!(SECURITY_EVENTS, "Security events emitted, by event");
     describe_counter!(SECURITY_EVENTS_DROPPED, "Security events not delivered, by reason");
+    describe_counter!(REALM_TALLY_DROPPED, "Realm status notes lost before the store, by reason");
     describe_counter!(
         CEILINGS_REACHED,
         "Records that reached their ceiling of consecutive failures, by realm and record"

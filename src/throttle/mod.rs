@@ -18,6 +18,7 @@ pub mod attempt_count;
 pub mod breached_count;
 pub mod flow;
 pub mod network_bucket;
+pub mod realm_tally;
 pub mod repeat_list;
 pub mod send_log;
 pub mod spray_window;

@@ -37,6 +37,7 @@ mod network;
 mod normalization;
 mod operator_verify;
 mod properties;
+mod realm_status;
 mod redis_commands;
 mod redis_credentials;
 mod redis_tls;

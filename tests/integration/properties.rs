@@ -26,9 +26,10 @@ use portcullis::store::breached_count::BreachedCountStore;
 use portcullis::store::devices::DeviceStore;
 use portcullis::store::devices::{Confirmation, DeviceConfirmation};
 use portcullis::store::error::StoreError;
-use portcullis::store::keys::{AccountKey, AttemptKey};
+use portcullis::store::keys::{AccountKey, AttemptKey, TallyKey};
 use portcullis::store::network_bucket::NetworkBucketStore;
 use portcullis::store::network_bucket::{NetworkRequest, NetworkState};
+use portcullis::store::realm_tally::{RealmTallyStore, TallyBatch, TallyLookbacks, TallyReading};
 use portcullis::store::repeat_list::RepeatListStore;
 use portcullis::store::repeat_list::RepeatNoteRequest;
 use portcullis::store::send_log::SendLogStore;
@@ -189,6 +190,20 @@ impl BreachedCountStore for CountingStore {
         &self,
         _: &portcullis::store::breached_count::BreachedNoteRequest<'_>,
     ) -> Result<u64, StoreError> {
+        Err(self.fail())
+    }
+}
+
+#[async_trait]
+impl RealmTallyStore for CountingStore {
+    async fn add_tallies(&self, _: &TallyBatch<'_>) -> Result<(), StoreError> {
+        Err(self.fail())
+    }
+    async fn read_tallies(
+        &self,
+        _: &TallyKey,
+        _: &TallyLookbacks,
+    ) -> Result<TallyReading, StoreError> {
         Err(self.fail())
     }
 }

@@ -3,6 +3,7 @@
 //! expiry.
 
 use crate::store::error::StoreError;
+use crate::throttle::realm_tally::{Ring, SLOTS};
 use crate::throttle::{MAX_STORED_COUNT, MAX_STORED_TIME_MS, Record};
 
 /// An entry as stored.
@@ -89,6 +90,19 @@ pub(super) enum Entry {
         counts: [SprayCounts; 2],
         expires_ms: u64,
     },
+    /// One kind of a realm's tally (docs/observability.md, "A realm's status";
+    /// [`Ring`]). Encoded as tag 12, the ring's latest minute, two zero words, the
+    /// expiry, then the 60 per-minute counts, two to a word.
+    Tally {
+        ring: Ring,
+        expires_ms: u64,
+    },
+    /// One member of a realm's distinct tally: the minute it was last noted. Encoded as
+    /// tag 13, the minute, two zero words, the expiry.
+    TallyMember {
+        minute: u64,
+        expires_ms: u64,
+    },
 }
 
 /// One period's spray counts of one fingerprint: how many account keys failed in it, and
@@ -110,6 +124,9 @@ pub(super) const MAX_SENDS: usize = crate::throttle::send_log::MAX_DAILY_CAP as 
 /// repeats, consecutive failures, the lockout's end.
 const RECORD_LEN: usize = 57;
 
+/// Length of an encoded [`Entry::Tally`]: tag, four words, 60 counts of 4 bytes.
+const TALLY_LEN: usize = 33 + 4 * SLOTS as usize;
+
 /// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
 pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
 
@@ -125,6 +142,8 @@ impl Entry {
             | Entry::Repeats { expires_ms, .. }
             | Entry::Sends { expires_ms, .. }
             | Entry::Breached { expires_ms, .. }
+            | Entry::Tally { expires_ms, .. }
+            | Entry::TallyMember { expires_ms, .. }
             | Entry::Used { expires_ms } => expires_ms,
             Entry::Bucket { tat_ms } => tat_ms,
         }
@@ -216,6 +235,21 @@ impl Entry {
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&tat_ms.to_le_bytes());
             }
+            Entry::Tally { ring, expires_ms } => {
+                out.push(12);
+                out.extend_from_slice(&ring.last.to_le_bytes());
+                out.extend_from_slice(&[0u8; 16]);
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+                for c in ring.counts {
+                    out.extend_from_slice(&c.to_le_bytes());
+                }
+            }
+            Entry::TallyMember { minute, expires_ms } => {
+                out.push(13);
+                out.extend_from_slice(&minute.to_le_bytes());
+                out.extend_from_slice(&[0u8; 16]);
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+            }
             Entry::SprayCount { period, counts, expires_ms } => {
                 out.push(4);
                 out.extend_from_slice(&period.to_le_bytes());
@@ -242,6 +276,7 @@ impl Entry {
             // A repeat list, a send log: the fixed words, then its fingerprints or times.
             Some(7) => tail_fits(bytes, MAX_REPEATS),
             Some(8) => tail_fits(bytes, MAX_SENDS),
+            Some(12) => bytes.len() == TALLY_LEN,
             _ => bytes.len() == 33,
         };
         if !fits {
@@ -318,6 +353,17 @@ impl Entry {
                     *t = time(4 + i)?;
                 }
                 sends(times, len, word(0), word(3)).ok_or_else(corrupt)
+            }
+            12 if word(1) == 0 && word(2) == 0 => {
+                let mut counts = [0u32; SLOTS as usize];
+                for (i, c) in counts.iter_mut().enumerate() {
+                    let at = 33 + 4 * i;
+                    *c = u32::from_le_bytes(bytes[at..at + 4].try_into().map_err(|_| corrupt())?);
+                }
+                Ok(Entry::Tally { ring: Ring { last: time(0)?, counts }, expires_ms: word(3) })
+            }
+            13 if word(1) == 0 && word(2) == 0 => {
+                Ok(Entry::TallyMember { minute: time(0)?, expires_ms: word(3) })
             }
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,

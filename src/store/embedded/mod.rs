@@ -40,6 +40,7 @@ mod devices;
 mod entry;
 mod key_check;
 mod network_bucket;
+mod realm_tally;
 mod repeat_list;
 mod send_log;
 mod spray_window;

@@ -30,6 +30,7 @@ mod info;
 mod key_check;
 mod network_bucket;
 mod pool;
+mod realm_tally;
 mod repeat_list;
 mod scripts;
 pub use scripts::RECORD_ATTEMPT_SOURCE;

@@ -26,8 +26,9 @@ macro_rules! source {
 }
 
 /// One script and its contract, as a module of its name: `FILE`, `KEYS`, `ARGV` and
-/// `REPLY` (the names, an optional one marked `?`), `Keys` and `Args` (sent in that
-/// order: the required keys or arguments, then each optional one that is `Some`),
+/// `REPLY` (the names, an optional one marked `?`, a list of keys `*`), `Keys` and `Args`
+/// (sent in that order: the required keys or arguments, then each optional one that is
+/// `Some`, then the keys of the list, for a script whose keys are a fixed family),
 /// `Reply` (read by [`Reply::parse`](self), which refuses a reply of another length), and
 /// `call`, the invocation. A script that answers bytes (`reply: bytes value`) has no
 /// `Reply` struct.
@@ -36,12 +37,13 @@ macro_rules! script {
         $(#[$doc:meta])*
         $name:ident = $file:literal {
             keys: [$($key:ident),* $(; $($okey:ident),*)?],
+            $(list_keys: $lkey:ident,)?
             argv: [$($arg:ident: $aty:ty),* $(; $($oarg:ident: $oty:ty),*)?],
             reply: [$($field:ident),+] $(,)?
         }
     ) => {
         script!(@module $(#[$doc])* $name = $file,
-            [$($key),* $(; $($okey),*)?], [$($arg: $aty),* $(; $($oarg: $oty),*)?],
+            [$($key),* $(; $($okey),*)?], [$($lkey)?], [$($arg: $aty),* $(; $($oarg: $oty),*)?],
             [$(stringify!($field)),+], {
                 /// The script's reply, by name.
                 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +77,13 @@ macro_rules! script {
         }
     ) => {
         script!(@module $(#[$doc])* $name = $file,
-            [$($key),* $(; $($okey),*)?], [$($arg: $aty),* $(; $($oarg: $oty),*)?],
+            [$($key),* $(; $($okey),*)?], [], [$($arg: $aty),* $(; $($oarg: $oty),*)?],
             [stringify!($field)], {});
     };
     (@module
         $(#[$doc:meta])* $name:ident = $file:literal,
         [$($key:ident),* $(; $($okey:ident),*)?],
+        [$($lkey:ident)?],
         [$($arg:ident: $aty:ty),* $(; $($oarg:ident: $oty:ty),*)?],
         [$($reply:expr),+], { $($reply_items:item)* }
     ) => {
@@ -98,8 +101,11 @@ macro_rules! script {
             pub(crate) const FILE: &str = $file;
             /// The keys' names, in the order they are sent (`?`: sent when given).
             #[cfg(test)]
-            pub(crate) const KEYS: &[&str] =
-                &[$(stringify!($key),)* $($(concat!(stringify!($okey), "?"),)*)?];
+            pub(crate) const KEYS: &[&str] = &[
+                $(stringify!($key),)*
+                $($(concat!(stringify!($okey), "?"),)*)?
+                $(concat!(stringify!($lkey), "*"),)?
+            ];
             /// The arguments' names, in the order they are sent (`?`: sent when given).
             #[cfg(test)]
             pub(crate) const ARGV: &[&str] =
@@ -113,6 +119,7 @@ macro_rules! script {
             pub(crate) struct Keys {
                 $(#[allow(missing_docs)] pub(crate) $key: String,)*
                 $($(#[allow(missing_docs)] pub(crate) $okey: Option<String>,)*)?
+                $(#[allow(missing_docs)] pub(crate) $lkey: Vec<String>,)?
             }
 
             /// The script's arguments, by name.
@@ -150,6 +157,9 @@ macro_rules! script {
                 $($(if let Some(key) = &keys.$okey {
                     call.key(key);
                 })*)?
+                $(for key in &keys.$lkey {
+                    call.key(key);
+                })?
                 $(call.arg(&args.$arg);)*
                 $($(if let Some(arg) = &args.$oarg {
                     call.arg(arg);
@@ -304,6 +314,53 @@ script!(
     }
 );
 
+script!(
+    /// A realm's status: add a daemon's notes to the current minute's slot.
+    realm_tally_note = "realm_tally/note.lua" {
+        keys: [labels],
+        list_keys: slots,
+        argv: [
+            counts: String,
+            locked: String,
+            ceiling: String,
+            networks: String,
+            spray: String,
+            grace: String,
+            ttl_ms: u64
+        ],
+        reply: [noted],
+    }
+);
+script!(
+    /// A realm's status: read its tally over each look-back.
+    realm_tally_read = "realm_tally/read.lua" {
+        keys: [labels],
+        list_keys: slots,
+        argv: [
+            locked_slots: u64,
+            ceiling_slots: u64,
+            networks_slots: u64,
+            spray_slots: u64,
+            grace_slots: u64,
+            count_slots: u64
+        ],
+        reply: [
+            now_ms,
+            locked,
+            ceiling,
+            networks,
+            spray,
+            grace,
+            challenges,
+            confirmed,
+            refused_2f,
+            refused_rc,
+            refused_pr,
+            refused_vr
+        ],
+    }
+);
+
 /// A script's file and its contract's names: keys, arguments, reply.
 #[cfg(test)]
 type Contract =
@@ -311,7 +368,7 @@ type Contract =
 
 /// Every script's file and contract, for the tests.
 #[cfg(test)]
-const CONTRACTS: [Contract; 13] = [
+const CONTRACTS: [Contract; 15] = [
     (record_attempt::FILE, record_attempt::KEYS, record_attempt::ARGV, record_attempt::REPLY),
     (admit::FILE, admit::KEYS, admit::ARGV, admit::REPLY),
     (refund::FILE, refund::KEYS, refund::ARGV, refund::REPLY),
@@ -325,6 +382,18 @@ const CONTRACTS: [Contract; 13] = [
     (key_check::FILE, key_check::KEYS, key_check::ARGV, key_check::REPLY),
     (send_log::FILE, send_log::KEYS, send_log::ARGV, send_log::REPLY),
     (breached_count::FILE, breached_count::KEYS, breached_count::ARGV, breached_count::REPLY),
+    (
+        realm_tally_note::FILE,
+        realm_tally_note::KEYS,
+        realm_tally_note::ARGV,
+        realm_tally_note::REPLY,
+    ),
+    (
+        realm_tally_read::FILE,
+        realm_tally_read::KEYS,
+        realm_tally_read::ARGV,
+        realm_tally_read::REPLY,
+    ),
 ];
 
 #[cfg(test)]
@@ -379,7 +448,12 @@ mod tests {
     fn every_script_file_has_a_contract_here() {
         let root = format!("{}/src/store/lua", env!("CARGO_MANIFEST_DIR"));
         let mut files = Vec::new();
-        for dir in [root.clone(), format!("{root}/attempt_count"), format!("{root}/devices")] {
+        for dir in [
+            root.clone(),
+            format!("{root}/attempt_count"),
+            format!("{root}/devices"),
+            format!("{root}/realm_tally"),
+        ] {
             for entry in std::fs::read_dir(&dir).unwrap().flatten() {
                 let path = entry.path();
                 if path.extension().is_some_and(|e| e == "lua") {

@@ -546,6 +546,7 @@ conformance!(
 
 mod ceiling;
 mod corrupt;
+mod realm_tally;
 mod repeats;
 mod send_log;
 use ceiling::{

@@ -4,6 +4,7 @@
 
 use portcullis::store::breached_count::BreachedNoteRequest;
 use portcullis::store::network_bucket::NetworkRequest;
+use portcullis::store::realm_tally::{RealmTallyStore, TallyBatch, TallyLookbacks, TallyReading};
 use portcullis::store::repeat_list::RepeatNoteRequest;
 use portcullis::store::send_log::{SendOp, SendRequest, Sent};
 use portcullis::store::spray_window::SprayNoteRequest;
@@ -22,7 +23,7 @@ use portcullis::store::breached_count::BreachedCountStore;
 use portcullis::store::devices::DeviceStore;
 use portcullis::store::devices::{Confirmation, DeviceConfirmation};
 use portcullis::store::error::StoreError;
-use portcullis::store::keys::{AccountKey, AttemptKey};
+use portcullis::store::keys::{AccountKey, AttemptKey, TallyKey};
 use portcullis::store::network_bucket::NetworkBucketStore;
 use portcullis::store::network_bucket::{NetworkOp, NetworkState};
 use portcullis::store::repeat_list::RepeatListStore;
@@ -52,6 +53,8 @@ pub enum Fault {
     NoteBreached,
     /// `accept` (a right password's clear and device epoch).
     Accept,
+    /// `add_tallies` and `read_tallies` (a realm's status).
+    Tally,
 }
 
 /// `inner`, except that the operation `fail` names is a [`StoreError`].
@@ -161,6 +164,26 @@ impl BreachedCountStore for FaultyStore {
             return Err(injected());
         }
         self.inner.note_breached(note).await
+    }
+}
+
+#[async_trait]
+impl RealmTallyStore for FaultyStore {
+    async fn add_tallies(&self, batch: &TallyBatch<'_>) -> Result<(), StoreError> {
+        if self.fail == Fault::Tally {
+            return Err(injected());
+        }
+        self.inner.add_tallies(batch).await
+    }
+    async fn read_tallies(
+        &self,
+        key: &TallyKey,
+        lookbacks: &TallyLookbacks,
+    ) -> Result<TallyReading, StoreError> {
+        if self.fail == Fault::Tally {
+            return Err(injected());
+        }
+        self.inner.read_tallies(key, lookbacks).await
     }
 }
 

@@ -165,3 +165,49 @@ class EffectiveConfigResponse(_message.Message):
     restart_pending: _containers.RepeatedScalarFieldContainer[str]
     secrets: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, settings_json: _Optional[str] = ..., settings_sha256: _Optional[str] = ..., file_sha256: _Optional[str] = ..., loaded_unix_ms: _Optional[int] = ..., restart_pending: _Optional[_Iterable[str]] = ..., secrets: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RealmStatusRequest(_message.Message):
+    __slots__ = ("realm",)
+    REALM_FIELD_NUMBER: _ClassVar[int]
+    realm: str
+    def __init__(self, realm: _Optional[str] = ...) -> None: ...
+
+class RealmStatusResponse(_message.Message):
+    __slots__ = ("accounts_locked", "lockout_minutes", "accounts_at_ceiling", "networks_throttled", "network_minutes", "sprayed_fingerprints", "spray_minutes", "challenges_issued", "devices_confirmed", "accounts_on_grace_logins", "flow_refusals", "estimate_error", "lag_seconds", "store_time_unix_ms")
+    ACCOUNTS_LOCKED_FIELD_NUMBER: _ClassVar[int]
+    LOCKOUT_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTS_AT_CEILING_FIELD_NUMBER: _ClassVar[int]
+    NETWORKS_THROTTLED_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    SPRAYED_FINGERPRINTS_FIELD_NUMBER: _ClassVar[int]
+    SPRAY_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    CHALLENGES_ISSUED_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTS_ON_GRACE_LOGINS_FIELD_NUMBER: _ClassVar[int]
+    FLOW_REFUSALS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STORE_TIME_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    accounts_locked: int
+    lockout_minutes: int
+    accounts_at_ceiling: int
+    networks_throttled: int
+    network_minutes: int
+    sprayed_fingerprints: int
+    spray_minutes: int
+    challenges_issued: int
+    devices_confirmed: int
+    accounts_on_grace_logins: int
+    flow_refusals: _containers.RepeatedCompositeFieldContainer[FlowRefusals]
+    estimate_error: float
+    lag_seconds: int
+    store_time_unix_ms: int
+    def __init__(self, accounts_locked: _Optional[int] = ..., lockout_minutes: _Optional[int] = ..., accounts_at_ceiling: _Optional[int] = ..., networks_throttled: _Optional[int] = ..., network_minutes: _Optional[int] = ..., sprayed_fingerprints: _Optional[int] = ..., spray_minutes: _Optional[int] = ..., challenges_issued: _Optional[int] = ..., devices_confirmed: _Optional[int] = ..., accounts_on_grace_logins: _Optional[int] = ..., flow_refusals: _Optional[_Iterable[_Union[FlowRefusals, _Mapping]]] = ..., estimate_error: _Optional[float] = ..., lag_seconds: _Optional[int] = ..., store_time_unix_ms: _Optional[int] = ...) -> None: ...
+
+class FlowRefusals(_message.Message):
+    __slots__ = ("flow", "refused")
+    FLOW_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    flow: _governor_pb2.Flow
+    refused: int
+    def __init__(self, flow: _Optional[_Union[_governor_pb2.Flow, str]] = ..., refused: _Optional[int] = ...) -> None: ...

@@ -69,6 +69,11 @@ class AdminStub:
                 request_serializer=portcullis_dot_v1_dot_admin__pb2.EffectiveConfigRequest.SerializeToString,
                 response_deserializer=portcullis_dot_v1_dot_admin__pb2.EffectiveConfigResponse.FromString,
                 _registered_method=True)
+        self.RealmStatus = channel.unary_unary(
+                '/portcullis.v1.Admin/RealmStatus',
+                request_serializer=portcullis_dot_v1_dot_admin__pb2.RealmStatusRequest.SerializeToString,
+                response_deserializer=portcullis_dot_v1_dot_admin__pb2.RealmStatusResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -134,6 +139,17 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RealmStatus(self, request, context):
+        """A realm's status, fleet-wide (docs/observability.md, "A realm's status"): what the
+        daemons sharing the store noted in the last hour (lockouts, ceilings, throttled
+        networks, spraying, challenges, grace logins, each flow's refusals), read from the
+        store, so every daemon answers the same. Bounded work whatever was noted: cheap to
+        poll every few seconds. Never an identifier, an address or a fingerprint.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -171,6 +187,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.EffectiveConfig,
                     request_deserializer=portcullis_dot_v1_dot_admin__pb2.EffectiveConfigRequest.FromString,
                     response_serializer=portcullis_dot_v1_dot_admin__pb2.EffectiveConfigResponse.SerializeToString,
+            ),
+            'RealmStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.RealmStatus,
+                    request_deserializer=portcullis_dot_v1_dot_admin__pb2.RealmStatusRequest.FromString,
+                    response_serializer=portcullis_dot_v1_dot_admin__pb2.RealmStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -362,6 +383,33 @@ class Admin:
             '/portcullis.v1.Admin/EffectiveConfig',
             portcullis_dot_v1_dot_admin__pb2.EffectiveConfigRequest.SerializeToString,
             portcullis_dot_v1_dot_admin__pb2.EffectiveConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RealmStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/portcullis.v1.Admin/RealmStatus',
+            portcullis_dot_v1_dot_admin__pb2.RealmStatusRequest.SerializeToString,
+            portcullis_dot_v1_dot_admin__pb2.RealmStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,216 @@
+//! A realm's tally on a store (docs/observability.md, "A realm's status"; the slots are
+//! [`crate::throttle::realm_tally`]): per realm, what happened in each of the last 60
+//! minutes, fleet-wide, so every daemon answers `Admin/RealmStatus` the same
+//! (`lua/realm_tally/` on Redis, `embedded/realm_tally.rs`).
+//!
+//! The login never waits for it: what happens is noted in this daemon's
+//! [`TallyBuffer`], and [`TallyBuffer::run`] writes the notes to the store in batches,
+//! every [`FLUSH_EVERY`] or as soon as one realm holds [`BATCH_MEMBERS`] members. A
+//! failed write loses its batch (counted), never an answer: the tally is what an
+//! operator reads, never what a login is decided on.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::error::StoreError;
+use super::keys::TallyKey;
+use crate::secret::KeySecret;
+use crate::telemetry::metrics::REALM_TALLY_DROPPED;
+use crate::throttle::realm_tally::{Counter, Distinct};
+
+/// How often a daemon writes its notes to the store at most: how far `RealmStatus` lags
+/// behind what happened.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
+
+/// Members one store call writes at most (about 17 bytes each on the wire).
+pub const BATCH_MEMBERS: usize = 1_000;
+
+/// Members one realm's tally of one kind holds between two writes; more are dropped
+/// and counted (`portcullis_realm_tally_dropped_total{reason="full"}`).
+pub const MAX_PENDING_MEMBERS: usize = 16_384;
+
+/// One write of a realm's notes ([`RealmTallyStore::add_tallies`]).
+#[derive(Debug, Clone)]
+pub struct TallyBatch<'a> {
+    /// The realm's tally.
+    pub key: &'a TallyKey,
+    /// Per [`Distinct`] tally (in [`Distinct::ALL`]'s order), the members noted: keyed
+    /// digests in hex (an account's event tag, a network's tag, a fingerprint).
+    pub members: [Vec<String>; 5],
+    /// Per [`Counter`] (in [`Counter::ALL`]'s order), the notes to add.
+    pub counts: [u64; 6],
+}
+
+/// How far back each part of a reading looks, in whole minutes (1 to 60).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TallyLookbacks {
+    /// Per [`Distinct`] tally, in [`Distinct::ALL`]'s order.
+    pub distinct: [u64; 5],
+    /// For every [`Counter`].
+    pub counts: u64,
+}
+
+/// What a realm's tally held when it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TallyReading {
+    /// Per [`Distinct`] tally, the distinct members noted in its look-back: an estimate
+    /// on Redis (HyperLogLog, standard error 0.81%), exact on the embedded store.
+    pub distinct: [u64; 5],
+    /// Per [`Counter`], the notes in the look-back.
+    pub counts: [u64; 6],
+    /// The store's clock when it was read, in ms since the Unix epoch.
+    pub now_ms: u64,
+    /// The distinct counts are exact (the embedded store), not estimates (Redis's
+    /// HyperLogLog, relative standard error [`HLL_STANDARD_ERROR`]).
+    pub exact: bool,
+}
+
+/// The relative standard error of Redis's HyperLogLog estimates (the Redis docs'
+/// `PFCOUNT`: 0.81%).
+pub const HLL_STANDARD_ERROR: f64 = 0.0081;
+
+/// A realm's tally on a store: every operation one atomic step on the store's clock.
+#[async_trait]
+pub trait RealmTallyStore: Send + Sync {
+    /// Adds `batch` to the current minute's slot of its realm (emptying the slot first
+    /// when it still holds an older minute).
+    async fn add_tallies(&self, batch: &TallyBatch<'_>) -> Result<(), StoreError>;
+
+    /// Reads the realm's tally over `lookbacks`. Never writes. Bounded work whatever was
+    /// noted: on Redis at most 60 slots of one hash and five HyperLogLogs each.
+    async fn read_tallies(
+        &self,
+        key: &TallyKey,
+        lookbacks: &TallyLookbacks,
+    ) -> Result<TallyReading, StoreError>;
+}
+
+/// One realm's notes not yet written.
+#[derive(Debug, Default)]
+struct Pending {
+    members: [HashSet<String>; 5],
+    counts: [u64; 6],
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.members.iter().all(HashSet::is_empty) && self.counts.iter().all(|&c| c == 0)
+    }
+
+    /// Takes at most [`BATCH_MEMBERS`] members and every count.
+    fn take_batch(&mut self) -> ([Vec<String>; 5], [u64; 6]) {
+        let mut left = BATCH_MEMBERS;
+        let members = std::array::from_fn(|i| {
+            let set = &mut self.members[i];
+            let take: Vec<String> = set.iter().take(left).cloned().collect();
+            for m in &take {
+                set.remove(m);
+            }
+            left -= take.len();
+            take
+        });
+        (members, std::mem::take(&mut self.counts))
+    }
+}
+
+/// This daemon's notes for the realms' tallies, until [`TallyBuffer::run`] writes them.
+/// Noting takes a lock for a hash-set insert: never a store call.
+#[derive(Debug)]
+pub struct TallyBuffer {
+    secret: KeySecret,
+    pending: Mutex<HashMap<String, Pending>>,
+    wake: tokio::sync::Notify,
+}
+
+impl TallyBuffer {
+    /// An empty buffer; realms' tally keys derived from `secret`.
+    pub fn new(secret: &KeySecret) -> Arc<Self> {
+        Arc::new(Self {
+            secret: secret.clone(),
+            pending: Mutex::new(HashMap::new()),
+            wake: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// Notes `member` (a keyed digest in hex, never an identifier or an address) in
+    /// `realm`'s `tally`.
+    pub fn distinct(&self, realm: &str, tally: Distinct, member: &str) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let set = &mut pending.entry(realm.to_owned()).or_default().members[tally.index()];
+        if set.len() >= MAX_PENDING_MEMBERS {
+            metrics::counter!(REALM_TALLY_DROPPED, "reason" => "full").increment(1);
+            return;
+        }
+        set.insert(member.to_owned());
+        if set.len() >= BATCH_MEMBERS {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Notes one occurrence of `counter` in `realm`.
+    pub fn count(&self, realm: &str, counter: Counter) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let count = &mut pending.entry(realm.to_owned()).or_default().counts[counter.index()];
+        *count = count.saturating_add(1);
+    }
+
+    /// Writes every note held now to `store`, a batch at a time; a batch the store
+    /// refuses is dropped and counted (`reason="store"`).
+    pub async fn flush(&self, store: &dyn RealmTallyStore) {
+        loop {
+            let next = {
+                let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                pending.retain(|_, p| !p.is_empty());
+                let Some((realm, p)) = pending.iter_mut().next() else { return };
+                (realm.clone(), p.take_batch())
+            };
+            let (realm, (members, counts)) = next;
+            let lost: usize = members.iter().map(Vec::len).sum::<usize>()
+                + usize::try_from(counts.iter().sum::<u64>()).unwrap_or(usize::MAX);
+            let key = TallyKey::new(&self.secret, &realm);
+            let batch = TallyBatch { key: &key, members, counts };
+            if let Err(e) = store.add_tallies(&batch).await {
+                tracing::warn!(realm, "a realm's status notes were lost: {e}");
+                metrics::counter!(REALM_TALLY_DROPPED, "reason" => "store")
+                    .increment(u64::try_from(lost).unwrap_or(u64::MAX));
+            }
+        }
+    }
+
+    /// Writes the notes to `store` every [`FLUSH_EVERY`], or as soon as a realm holds
+    /// [`BATCH_MEMBERS`] members. Runs until aborted; the daemon flushes once more at
+    /// shutdown.
+    pub async fn run(self: Arc<Self>, store: Arc<dyn RealmTallyStore>) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(FLUSH_EVERY) => {}
+                () = self.wake.notified() => {}
+            }
+            self.flush(&*store).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_takes_at_most_its_members_and_every_count() {
+        let mut p = Pending::default();
+        for i in 0..1_500 {
+            p.members[i % 2].insert(format!("{i:016x}"));
+        }
+        p.counts[3] = 7;
+        let (members, counts) = p.take_batch();
+        assert_eq!(members.iter().map(Vec::len).sum::<usize>(), BATCH_MEMBERS);
+        assert_eq!(counts[3], 7);
+        let (members, counts) = p.take_batch();
+        assert_eq!(members.iter().map(Vec::len).sum::<usize>(), 500);
+        assert_eq!(counts, [0; 6]);
+        assert!(p.is_empty());
+    }
+}
