@@ -15,19 +15,56 @@ use tonic_reflection::server::{v1, v1alpha};
 
 use super::reload::Reloader;
 use super::{Daemon, RunError, SERVICE_NAME, SHUTDOWN_GRACE};
+use crate::defence::client_network::NetworkWatch;
+use crate::defence::spray::SprayWatch;
 use crate::pb;
 use crate::store::Store;
 use crate::store::error::StoreError;
 use crate::store::key_check::KEY_SECRET_MISMATCH;
+use crate::store::realm_tally::TallyBuffer;
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::http::Readiness;
 
 /// How often the health task asks the store whether it answers.
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The periodic sweeps: spray and network episodes that ended, the CPU budget's idle
+/// memory.
+fn spawn_sweeps(
+    spray: &Arc<SprayWatch>,
+    network: &Arc<NetworkWatch>,
+    verifier: &crate::verify::Verifier,
+) {
+    spray.spawn_expiry(Duration::from_secs(10));
+    network.spawn_expiry(Duration::from_secs(10));
+    verifier.budget().spawn_memory_release(crate::verify::budget::KEPT_MEMORY_IDLE);
+}
+
 /// How long the daemon waits at shutdown for its last notes of the realms' status to
 /// reach the store.
 const FINAL_FLUSH: Duration = Duration::from_secs(2);
+
+/// The task that writes the daemon's notes of the realms' status to the store.
+struct TallyWriter {
+    task: JoinHandle<()>,
+    tally: Arc<TallyBuffer>,
+    store: Arc<dyn Store>,
+}
+
+impl TallyWriter {
+    fn spawn(tally: Arc<TallyBuffer>, store: Arc<dyn Store>) -> Self {
+        let task = tokio::spawn(tally.clone().run(store.clone()));
+        Self { task, tally, store }
+    }
+
+    /// Stops the task, and writes what the last calls noted before the daemon exits.
+    async fn finish(self) {
+        self.task.abort();
+        if tokio::time::timeout(FINAL_FLUSH, self.tally.flush(&*self.store)).await.is_err() {
+            tracing::warn!("the realms' status notes of the last calls were not all written");
+        }
+    }
+}
 
 impl Daemon {
     /// Serves until `shutdown`; see [`super::run`].
@@ -59,11 +96,8 @@ impl Daemon {
             running_config,
             tally,
         } = self;
-        let tally_task = tokio::spawn(tally.clone().run(store.clone()));
-        let tally_store = store.clone();
-        spray_watch.spawn_expiry(Duration::from_secs(10));
-        network_watch.spawn_expiry(Duration::from_secs(10));
-        verifier.budget().spawn_memory_release(crate::verify::budget::KEPT_MEMORY_IDLE);
+        spawn_sweeps(&spray_watch, &network_watch, &verifier);
+        let tally = TallyWriter::spawn(tally, store.clone());
         let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
         warn_of_open_doors(loopback, tls.as_deref(), allow_plaintext, callers.count());
         let (health, health_service) = tonic_health::server::health_reporter();
@@ -134,11 +168,7 @@ impl Daemon {
         }
         breach_watch.abort();
         signals.abort();
-        // What the last calls noted reaches the store before the daemon exits.
-        tally_task.abort();
-        if tokio::time::timeout(FINAL_FLUSH, tally.flush(&*tally_store)).await.is_err() {
-            tracing::warn!("the realms' status notes of the last calls were not all written");
-        }
+        tally.finish().await;
         Ok(served?)
     }
 }

@@ -15,7 +15,7 @@
 //!    its policy with [`crate::setting`]'s range checks (as
 //!    [`spray::SprayPolicy::checked`] and [`client_network::NetworkPolicy::checked`]),
 //!    which the realm calls; and a line in `deploy/portcullis.toml`.
-//! 2. **Keys**: its key kind in `src/store/keys.rs`, inside the account's (or its
+//! 2. **Keys**: its key kind in `src/store/keys/`, inside the account's (or its
 //!    own) Redis Cluster hash tag, with a test that pins the exact format.
 //! 3. **Pure rule**: the arithmetic in `src/throttle/<rule>.rs` (no store, time passed
 //!    in), naming the Lua script that mirrors it.

@@ -235,21 +235,7 @@ impl Entry {
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&tat_ms.to_le_bytes());
             }
-            Entry::Tally { ring, expires_ms } => {
-                out.push(12);
-                out.extend_from_slice(&ring.last.to_le_bytes());
-                out.extend_from_slice(&[0u8; 16]);
-                out.extend_from_slice(&expires_ms.to_le_bytes());
-                for c in ring.counts {
-                    out.extend_from_slice(&c.to_le_bytes());
-                }
-            }
-            Entry::TallyMember { minute, expires_ms } => {
-                out.push(13);
-                out.extend_from_slice(&minute.to_le_bytes());
-                out.extend_from_slice(&[0u8; 16]);
-                out.extend_from_slice(&expires_ms.to_le_bytes());
-            }
+            Entry::Tally { .. } | Entry::TallyMember { .. } => self.encode_tally(&mut out),
             Entry::SprayCount { period, counts, expires_ms } => {
                 out.push(4);
                 out.extend_from_slice(&period.to_le_bytes());
@@ -354,17 +340,7 @@ impl Entry {
                 }
                 sends(times, len, word(0), word(3)).ok_or_else(corrupt)
             }
-            12 if word(1) == 0 && word(2) == 0 => {
-                let mut counts = [0u32; SLOTS as usize];
-                for (i, c) in counts.iter_mut().enumerate() {
-                    let at = 33 + 4 * i;
-                    *c = u32::from_le_bytes(bytes[at..at + 4].try_into().map_err(|_| corrupt())?);
-                }
-                Ok(Entry::Tally { ring: Ring { last: time(0)?, counts }, expires_ms: word(3) })
-            }
-            13 if word(1) == 0 && word(2) == 0 => {
-                Ok(Entry::TallyMember { minute: time(0)?, expires_ms: word(3) })
-            }
+            12 | 13 if word(1) == 0 && word(2) == 0 => decode_tally(bytes, time(0)?, word(3)),
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,
                 counts: [counts(1)?, counts(3)?],
@@ -373,6 +349,37 @@ impl Entry {
             _ => Err(corrupt()),
         }
     }
+}
+
+impl Entry {
+    /// Writes a [`Entry::Tally`] or [`Entry::TallyMember`] (nothing for another entry).
+    fn encode_tally(&self, out: &mut Vec<u8>) {
+        let (tag, minute, counts, expires_ms) = match *self {
+            Entry::Tally { ring, expires_ms } => (12, ring.last, Some(ring.counts), expires_ms),
+            Entry::TallyMember { minute, expires_ms } => (13, minute, None, expires_ms),
+            _ => return,
+        };
+        out.push(tag);
+        out.extend_from_slice(&minute.to_le_bytes());
+        out.extend_from_slice(&[0u8; 16]);
+        out.extend_from_slice(&expires_ms.to_le_bytes());
+        for c in counts.iter().flatten() {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+    }
+}
+
+/// A tally's entry (tag 12, its length checked) or a member's (tag 13) of `bytes`,
+/// whose first word is `minute` and fourth `expires_ms`.
+fn decode_tally(bytes: &[u8], minute: u64, expires_ms: u64) -> Result<Entry, StoreError> {
+    if bytes[0] == 13 {
+        return Ok(Entry::TallyMember { minute, expires_ms });
+    }
+    let mut counts = [0u32; SLOTS as usize];
+    for (c, word) in counts.iter_mut().zip(bytes[33..].chunks_exact(4)) {
+        *c = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+    }
+    Ok(Entry::Tally { ring: Ring { last: minute, counts }, expires_ms })
 }
 
 /// Whether `bytes` are the 33 fixed bytes and at most `max` more words.
