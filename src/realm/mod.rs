@@ -1,8 +1,10 @@
 //! Realms: named sets of end users with their own login rules (Keycloak's term), and
 //! `[realms.NAME]`, their settings, defaults and ranges (docs/throttle.md, "The rules").
 
+mod candidate;
 mod flow_settings;
 
+pub use candidate::{Candidate, CandidateConfig};
 pub use flow_settings::{FlowsConfig, MailConfig, RecoveryCodeConfig, SecondFactorConfig};
 
 use std::collections::BTreeMap;
@@ -56,6 +58,9 @@ pub struct Realm {
     /// Accepts of a breached password answered `ACCEPT` (with `password_breached`)
     /// before the next one answers `CHANGE_REQUIRED` (docs/breach.md), 0–20.
     pub breached_grace_logins: u32,
+    /// The login policy tried in shadow beside the enforced one (docs/throttle.md,
+    /// "Trying a policy in shadow"); `None`: none.
+    pub candidate: Option<Candidate>,
 }
 
 impl Realm {
@@ -192,6 +197,11 @@ pub struct RealmConfig {
     /// fleet-wide, 0–20 (docs/breach.md).
     #[default(3)]
     pub breached_grace_logins: u32,
+    /// `[realms.NAME.candidate]`: login limits and windows evaluated in shadow beside
+    /// these, reported by `portcullis candidate-report` (docs/throttle.md, "Trying a
+    /// policy in shadow").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidateConfig>,
 }
 
 impl RealmConfig {
@@ -221,6 +231,7 @@ impl RealmConfig {
         let step_up_failures = self.step_up_failures(name, &mut problems);
         let flows = self.flows.validate(name, self.max_consecutive_failures, &mut problems);
         let grace = checked_grace_logins(name, self.breached_grace_logins, &mut problems);
+        let candidate = self.candidate.as_ref().map(|c| c.checked(name, self, &mut problems));
         let hash_target = problems.note(self.hash.validate(name, ceilings));
         if let Some(e) = problems.into_error() {
             return Err(e);
@@ -241,6 +252,7 @@ impl RealmConfig {
             step_up_failures,
             flows,
             grace,
+            candidate,
         };
         Ok(self.realm(name, parts))
     }
@@ -305,6 +317,7 @@ impl RealmConfig {
             flows: parts.flows,
             unknown_device: self.unknown_device,
             breached_grace_logins: parts.grace,
+            candidate: parts.candidate,
         }
     }
 }
@@ -320,4 +333,5 @@ struct Parts {
     step_up_failures: Option<u32>,
     flows: FlowPolicies,
     grace: u32,
+    candidate: Option<Candidate>,
 }

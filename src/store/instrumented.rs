@@ -19,9 +19,10 @@ use tracing::field::Empty;
 use super::Store;
 use super::attempt_count::{Attempt, AttemptCountStore, Counted, Inspection};
 use super::breached_count::{BreachedCountStore, BreachedNoteRequest};
+use super::candidate_report::{CandidateCounts, CandidateReportStore};
 use super::devices::{Confirmation, DeviceConfirmation, DeviceStore};
 use super::error::StoreError;
-use super::keys::{AccountKey, AttemptKey, TallyKey};
+use super::keys::{AccountKey, AttemptKey, CandidateKey, TallyKey};
 use super::network_bucket::{NetworkBucketStore, NetworkRequest, NetworkState};
 use super::realm_tally::{RealmTallyStore, TallyBatch, TallyLookbacks, TallyReading};
 use super::repeat_list::{RepeatListStore, RepeatNoteRequest};
@@ -226,6 +227,17 @@ impl RealmTallyStore for InstrumentedStore {
         lookbacks: &TallyLookbacks,
     ) -> Result<TallyReading, StoreError> {
         self.operation("status", self.inner.read_tallies(key, lookbacks)).await
+    }
+}
+
+#[async_trait]
+impl CandidateReportStore for InstrumentedStore {
+    async fn add_to_report(&self, key: &CandidateKey, counts: [u64; 5]) -> Result<(), StoreError> {
+        self.operation("candidate", self.inner.add_to_report(key, counts)).await
+    }
+
+    async fn read_report(&self, key: &CandidateKey) -> Result<CandidateCounts, StoreError> {
+        self.operation("candidate_report", self.inner.read_report(key)).await
     }
 }
 

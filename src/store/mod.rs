@@ -1,6 +1,6 @@
 //! Where the attempt records live. One trait per rule, named for it (its request and
 //! answer shapes beside it: [`attempt_count`], [`devices`], [`network_bucket`],
-//! [`repeat_list`], [`spray_window`], [`send_log`], [`breached_count`], [`realm_tally`], and the
+//! [`repeat_list`], [`spray_window`], [`send_log`], [`breached_count`], [`realm_tally`], [`candidate_report`], and the
 //! [`key_check`]'s shapes), and [`Store`], which a backend is when it keeps every rule;
 //! one implementation per backend, each rule's in the backend's file of that name
 //! (docs/architecture.md, "One name per rule"). Each operation is one atomic step in its
@@ -8,6 +8,7 @@
 
 pub mod attempt_count;
 pub mod breached_count;
+pub mod candidate_report;
 pub mod config;
 pub mod devices;
 pub mod embedded;
@@ -26,6 +27,7 @@ use async_trait::async_trait;
 
 use attempt_count::AttemptCountStore;
 use breached_count::BreachedCountStore;
+use candidate_report::CandidateReportStore;
 use devices::DeviceStore;
 use error::StoreError;
 use network_bucket::NetworkBucketStore;
@@ -53,6 +55,7 @@ pub trait Store:
     + SendLogStore
     + BreachedCountStore
     + RealmTallyStore
+    + CandidateReportStore
     + Send
     + Sync
     + 'static

@@ -16,6 +16,7 @@
 
 pub mod attempt_count;
 pub mod breached_count;
+pub mod candidate_report;
 pub mod flow;
 pub mod network_bucket;
 pub mod realm_tally;

@@ -23,10 +23,11 @@ use portcullis::store::Store;
 use portcullis::store::attempt_count::AttemptCountStore;
 use portcullis::store::attempt_count::{Attempt, Counted, Inspection};
 use portcullis::store::breached_count::BreachedCountStore;
+use portcullis::store::candidate_report::{CandidateCounts, CandidateReportStore};
 use portcullis::store::devices::DeviceStore;
 use portcullis::store::devices::{Confirmation, DeviceConfirmation};
 use portcullis::store::error::StoreError;
-use portcullis::store::keys::{AccountKey, AttemptKey, TallyKey};
+use portcullis::store::keys::{AccountKey, AttemptKey, CandidateKey, TallyKey};
 use portcullis::store::network_bucket::NetworkBucketStore;
 use portcullis::store::network_bucket::{NetworkRequest, NetworkState};
 use portcullis::store::realm_tally::{RealmTallyStore, TallyBatch, TallyLookbacks, TallyReading};
@@ -204,6 +205,16 @@ impl RealmTallyStore for CountingStore {
         _: &TallyKey,
         _: &TallyLookbacks,
     ) -> Result<TallyReading, StoreError> {
+        Err(self.fail())
+    }
+}
+
+#[async_trait]
+impl CandidateReportStore for CountingStore {
+    async fn add_to_report(&self, _: &CandidateKey, _: [u64; 5]) -> Result<(), StoreError> {
+        Err(self.fail())
+    }
+    async fn read_report(&self, _: &CandidateKey) -> Result<CandidateCounts, StoreError> {
         Err(self.fail())
     }
 }

@@ -103,6 +103,14 @@ pub(super) enum Entry {
         minute: u64,
         expires_ms: u64,
     },
+    /// A candidate policy's report (docs/throttle.md, "Trying a policy in shadow"): its
+    /// start and counts. Encoded as tag 16, the start, two zero words, the expiry, then
+    /// the five counts.
+    CandidateReport {
+        since_ms: u64,
+        counts: [u64; 5],
+        expires_ms: u64,
+    },
 }
 
 /// One period's spray counts of one fingerprint: how many account keys failed in it, and
@@ -144,6 +152,7 @@ impl Entry {
             | Entry::Breached { expires_ms, .. }
             | Entry::Tally { expires_ms, .. }
             | Entry::TallyMember { expires_ms, .. }
+            | Entry::CandidateReport { expires_ms, .. }
             | Entry::Used { expires_ms } => expires_ms,
             Entry::Bucket { tat_ms } => tat_ms,
         }
@@ -235,7 +244,9 @@ impl Entry {
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&tat_ms.to_le_bytes());
             }
-            Entry::Tally { .. } | Entry::TallyMember { .. } => self.encode_tally(&mut out),
+            Entry::Tally { .. } | Entry::TallyMember { .. } | Entry::CandidateReport { .. } => {
+                self.encode_counts(&mut out);
+            }
             Entry::SprayCount { period, counts, expires_ms } => {
                 out.push(4);
                 out.extend_from_slice(&period.to_le_bytes());
@@ -263,6 +274,7 @@ impl Entry {
             Some(7) => tail_fits(bytes, MAX_REPEATS),
             Some(8) => tail_fits(bytes, MAX_SENDS),
             Some(12) => bytes.len() == TALLY_LEN,
+            Some(16) => bytes.len() == 33 + 8 * 5,
             _ => bytes.len() == 33,
         };
         if !fits {
@@ -341,6 +353,11 @@ impl Entry {
                 sends(times, len, word(0), word(3)).ok_or_else(corrupt)
             }
             12 | 13 if word(1) == 0 && word(2) == 0 => decode_tally(bytes, time(0)?, word(3)),
+            16 if word(1) == 0 && word(2) == 0 => Ok(Entry::CandidateReport {
+                since_ms: time(0)?,
+                counts: [count(4)?, count(5)?, count(6)?, count(7)?, count(8)?],
+                expires_ms: word(3),
+            }),
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,
                 counts: [counts(1)?, counts(3)?],
@@ -352,11 +369,20 @@ impl Entry {
 }
 
 impl Entry {
-    /// Writes a [`Entry::Tally`] or [`Entry::TallyMember`] (nothing for another entry).
-    fn encode_tally(&self, out: &mut Vec<u8>) {
+    /// Writes a [`Entry::Tally`], a [`Entry::TallyMember`] or a [`Entry::CandidateReport`]
+    /// (nothing for another entry).
+    fn encode_counts(&self, out: &mut Vec<u8>) {
         let (tag, minute, counts, expires_ms) = match *self {
             Entry::Tally { ring, expires_ms } => (12, ring.last, Some(ring.counts), expires_ms),
             Entry::TallyMember { minute, expires_ms } => (13, minute, None, expires_ms),
+            Entry::CandidateReport { since_ms, counts, expires_ms } => {
+                out.push(16);
+                out.extend_from_slice(&since_ms.to_le_bytes());
+                out.extend_from_slice(&[0u8; 16]);
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+                counts.iter().for_each(|c| out.extend_from_slice(&c.to_le_bytes()));
+                return;
+            }
             _ => return,
         };
         out.push(tag);

@@ -36,6 +36,7 @@ use crate::throttle::Record;
 
 mod attempt_count;
 mod breached_count;
+mod candidate_report;
 mod devices;
 mod entry;
 mod key_check;

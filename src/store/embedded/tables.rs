@@ -54,6 +54,7 @@ impl Tables<'_, '_> {
                 | Entry::Held { .. }
                 | Entry::Tally { .. }
                 | Entry::TallyMember { .. }
+                | Entry::CandidateReport { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),

@@ -11,6 +11,8 @@
 //! portcullis:v2:{<32 hex digest>}:a:<16 hex>     one attempt_id's answer (a retry horizon)
 //! portcullis:v2:{<32 hex digest>}:d:<16 hex>     one known device's bucket (hash f, ws, st)
 //! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
+//! portcullis:v2:{<32 hex digest>}:s              the record under the realm's candidate
+//!                                                 policy (hash f, ws, st, c; lu, lr)
 //! portcullis:v2:{<32 hex digest>}:b              breached accepts of one credential
 //!                                                 ("<16 hex credential>:<count>")
 //! portcullis:v2:{<32 hex digest>}:p:<16 hex>     one client's refused-password list
@@ -22,6 +24,7 @@
 //! portcullis:v2:{n:<32 hex digest>}              a mail flow's per-network budget (same shape,
 //!                                                 its own keyed digest)
 //! portcullis:v2:{t:<16 hex realm tag>}:…         a realm's tallies (its status)
+//! portcullis:v2:{c:<16 hex>}                     a realm's report of one candidate policy
 //! portcullis:v2:key-check                        the store's key check value (one per store)
 //! ```
 //!
@@ -154,6 +157,13 @@ impl AccountKey {
             Bucket::Flow(flow) => format!("{KEY_PREFIX}{{{}}}:f:{}", self.digest, flow.key_tag()),
             Bucket::Challenge(used) => format!("{KEY_PREFIX}{{{}}}:c:{used}", self.digest),
         }
+    }
+
+    /// The account's record under the realm's candidate policy (docs/throttle.md,
+    /// "Trying a policy in shadow"): `portcullis:v2:{<digest>}:s`, a hash shaped as the
+    /// record, beside it in its hash tag.
+    pub fn candidate_record(&self) -> String {
+        format!("{KEY_PREFIX}{{{}}}:s", self.digest)
     }
 
     /// `portcullis:v2:{<digest>}:e`: the account's device epoch (docs/devices.md,
@@ -367,6 +377,35 @@ impl TallyKey {
 impl std::fmt::Debug for TallyKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TallyKey(<redacted>)")
+    }
+}
+
+/// Where one realm's report of one candidate policy lives (docs/throttle.md, "Trying a
+/// policy in shadow"): `portcullis:v2:{c:<16 hex>}`, a keyed digest of the realm name and
+/// the candidate's id, one key (its own hash tag). `Debug` shows neither part.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CandidateKey(String);
+
+impl CandidateKey {
+    /// The report of candidate `id` in `realm`.
+    pub fn new(secret: &KeySecret, realm: &str, id: &str) -> Self {
+        let mut mac = secret.mac();
+        mac.update(b"candidate-report\0");
+        update_framed(&mut mac, realm.as_bytes());
+        update_framed(&mut mac, id.as_bytes());
+        let tag = hex::encode(&mac.finalize().into_bytes()[..SUFFIX_DIGEST_BYTES]);
+        Self(format!("{KEY_PREFIX}{{c:{tag}}}"))
+    }
+
+    /// The store's key.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for CandidateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CandidateKey(<redacted>)")
     }
 }
 

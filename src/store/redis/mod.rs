@@ -23,6 +23,7 @@
 
 pub mod attempt_count;
 mod breached_count;
+mod candidate_report;
 mod cluster;
 mod devices;
 mod error;

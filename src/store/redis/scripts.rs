@@ -361,6 +361,22 @@ script!(
     }
 );
 
+script!(
+    /// A candidate policy's report: add counts, or read it.
+    candidate_report = "candidate_report.lua" {
+        keys: [report],
+        argv: [op: &'static str, counts: String, ttl_ms: u64],
+        reply: [
+            since_ms,
+            would_refuse,
+            would_allow,
+            user_locked_out,
+            step_up_added,
+            step_up_dropped
+        ],
+    }
+);
+
 /// A script's file and its contract's names: keys, arguments, reply.
 #[cfg(test)]
 type Contract =
@@ -368,7 +384,7 @@ type Contract =
 
 /// Every script's file and contract, for the tests.
 #[cfg(test)]
-const CONTRACTS: [Contract; 15] = [
+const CONTRACTS: [Contract; 16] = [
     (record_attempt::FILE, record_attempt::KEYS, record_attempt::ARGV, record_attempt::REPLY),
     (admit::FILE, admit::KEYS, admit::ARGV, admit::REPLY),
     (refund::FILE, refund::KEYS, refund::ARGV, refund::REPLY),
@@ -387,6 +403,12 @@ const CONTRACTS: [Contract; 15] = [
         realm_tally_note::KEYS,
         realm_tally_note::ARGV,
         realm_tally_note::REPLY,
+    ),
+    (
+        candidate_report::FILE,
+        candidate_report::KEYS,
+        candidate_report::ARGV,
+        candidate_report::REPLY,
     ),
     (
         realm_tally_read::FILE,

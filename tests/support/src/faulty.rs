@@ -20,10 +20,11 @@ use portcullis::store::Store;
 use portcullis::store::attempt_count::AttemptCountStore;
 use portcullis::store::attempt_count::{Attempt, Counted, Inspection};
 use portcullis::store::breached_count::BreachedCountStore;
+use portcullis::store::candidate_report::{CandidateCounts, CandidateReportStore};
 use portcullis::store::devices::DeviceStore;
 use portcullis::store::devices::{Confirmation, DeviceConfirmation};
 use portcullis::store::error::StoreError;
-use portcullis::store::keys::{AccountKey, AttemptKey, TallyKey};
+use portcullis::store::keys::{AccountKey, AttemptKey, CandidateKey, TallyKey};
 use portcullis::store::network_bucket::NetworkBucketStore;
 use portcullis::store::network_bucket::{NetworkOp, NetworkState};
 use portcullis::store::repeat_list::RepeatListStore;
@@ -184,6 +185,22 @@ impl RealmTallyStore for FaultyStore {
             return Err(injected());
         }
         self.inner.read_tallies(key, lookbacks).await
+    }
+}
+
+#[async_trait]
+impl CandidateReportStore for FaultyStore {
+    async fn add_to_report(&self, key: &CandidateKey, counts: [u64; 5]) -> Result<(), StoreError> {
+        if self.fail == Fault::Tally {
+            return Err(injected());
+        }
+        self.inner.add_to_report(key, counts).await
+    }
+    async fn read_report(&self, key: &CandidateKey) -> Result<CandidateCounts, StoreError> {
+        if self.fail == Fault::Tally {
+            return Err(injected());
+        }
+        self.inner.read_report(key).await
     }
 }
 

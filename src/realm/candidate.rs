@@ -1,0 +1,97 @@
+//! `[realms.NAME.candidate]`: a tighter (or looser) login policy evaluated in shadow
+//! beside the enforced one (docs/throttle.md, "Trying a policy in shadow"). It never
+//! changes an answer, never causes a comparison and never spends the CPU budget: each
+//! counted attempt on an account's own record is counted again on the candidate's own
+//! record, in the same store step, and what the two would have answered is reported.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::RealmConfig;
+use crate::setting::{Bound, Problems, between};
+use crate::throttle::Policy;
+
+/// `[realms.NAME.candidate]`: any of the realm's login limits and windows; an unset one
+/// is the enforced value. Ranges as for the realm's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CandidateConfig {
+    /// `max_failures`, 1–100.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_failures: Option<u32>,
+    /// `max_consecutive_failures`, 1–100.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_consecutive_failures: Option<u32>,
+    /// `lockout_duration`.
+    #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub lockout_duration: Option<Duration>,
+    /// `first_window`.
+    #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub first_window: Option<Duration>,
+    /// `max_window`.
+    #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub max_window: Option<Duration>,
+    /// `retention`.
+    #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Duration>,
+    /// `step_up_failures`, 1 – the candidate's `max_failures − 1`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_up_failures: Option<u32>,
+}
+
+/// A realm's candidate, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// The candidate's lockout rules.
+    pub policy: Policy,
+    /// Failures in the candidate's window from which it would answer `step_up`; `None`:
+    /// never.
+    pub step_up_failures: Option<u32>,
+    /// 16 hex digits naming these rules: the report is kept per candidate, so an edited
+    /// candidate starts a report of its own.
+    pub id: String,
+}
+
+impl CandidateConfig {
+    /// The candidate of realm `name`, whose enforced settings are `realm`: each unset
+    /// field the realm's, every range checked as the realm's own (errors name
+    /// `realms.NAME.candidate.FIELD`).
+    pub(super) fn checked(
+        &self,
+        name: &str,
+        realm: &RealmConfig,
+        problems: &mut Problems,
+    ) -> Candidate {
+        let mut merged = realm.clone();
+        merged.max_failures = self.max_failures.unwrap_or(realm.max_failures);
+        merged.max_consecutive_failures =
+            self.max_consecutive_failures.unwrap_or(realm.max_consecutive_failures);
+        merged.lockout_duration = self.lockout_duration.or(realm.lockout_duration);
+        merged.first_window = self.first_window.unwrap_or(realm.first_window);
+        merged.max_window = self.max_window.unwrap_or(realm.max_window);
+        merged.retention = self.retention.unwrap_or(realm.retention);
+        // The realm's step-up count only while it fits the candidate's window.
+        merged.step_up_failures =
+            self.step_up_failures.or(realm.step_up_failures.filter(|&n| n < merged.max_failures));
+        let scope = format!("{name}.candidate");
+        let policy = Policy::checked(&scope, &merged.policy_settings(), problems);
+        let step_up_failures = match merged.step_up_failures {
+            Some(n) => {
+                problems.note(between(
+                    &format!("realms.{scope}.step_up_failures"),
+                    n,
+                    Bound::fixed(1),
+                    Bound::setting("max_failures − 1", merged.max_failures.saturating_sub(1)),
+                ));
+                Some(n)
+            }
+            None => Some(merged.max_failures.saturating_sub(2).max(1))
+                .filter(|&n| n < merged.max_failures),
+        };
+        let text = format!("{policy:?} {step_up_failures:?}");
+        let id = hex::encode(&Sha256::digest(text.as_bytes())[..8]);
+        Candidate { policy, step_up_failures, id }
+    }
+}

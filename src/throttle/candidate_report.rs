@@ -1,0 +1,86 @@
+//! What a candidate policy's report counts (docs/throttle.md, "Trying a policy in
+//! shadow"): for each counted attempt on an account's own record, what the candidate
+//! would have answered beside what the enforced policy answered, and for each right
+//! password, whether the candidate would have refused it.
+
+/// One way the candidate and the enforced policy answered apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The enforced policy allowed the attempt; the candidate would have refused it.
+    WouldRefuse,
+    /// The enforced policy refused the attempt; the candidate would have allowed it.
+    WouldAllow,
+    /// The attempt the candidate would have refused was the right password (a
+    /// `Verify` that matched, or a `ClearAttempts` with `PASSWORD_VERIFIED` after it): a
+    /// real user the candidate would have locked out.
+    UserLockedOut,
+    /// The candidate would have asked for step-up where the enforced policy did not.
+    StepUpAdded,
+    /// The enforced policy asked for step-up where the candidate would not have.
+    StepUpDropped,
+}
+
+impl Outcome {
+    /// Every outcome, in the order the stores keep them.
+    pub const ALL: [Outcome; 5] = [
+        Outcome::WouldRefuse,
+        Outcome::WouldAllow,
+        Outcome::UserLockedOut,
+        Outcome::StepUpAdded,
+        Outcome::StepUpDropped,
+    ];
+
+    /// The outcome's name in the store and in metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::WouldRefuse => "would_refuse",
+            Outcome::WouldAllow => "would_allow",
+            Outcome::UserLockedOut => "user_locked_out",
+            Outcome::StepUpAdded => "step_up_added",
+            Outcome::StepUpDropped => "step_up_dropped",
+        }
+    }
+
+    /// Its index in [`Outcome::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What the candidate answered beside the enforced policy for one counted attempt:
+/// `enforced` and `candidate` allowed it or not; `step_up` each would have asked for
+/// step-up. The outcomes it adds to the report (none when they agree).
+pub fn outcomes(enforced: bool, candidate: bool, step_up: (bool, bool)) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    match (enforced, candidate) {
+        (true, false) => out.push(Outcome::WouldRefuse),
+        (false, true) => out.push(Outcome::WouldAllow),
+        _ => {}
+    }
+    match step_up {
+        (false, true) => out.push(Outcome::StepUpAdded),
+        (true, false) => out.push(Outcome::StepUpDropped),
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_difference_is_reported() {
+        assert!(outcomes(true, true, (false, false)).is_empty());
+        assert!(outcomes(false, false, (true, true)).is_empty());
+        assert_eq!(
+            outcomes(true, false, (false, true)),
+            [Outcome::WouldRefuse, Outcome::StepUpAdded]
+        );
+        assert_eq!(
+            outcomes(false, true, (true, false)),
+            [Outcome::WouldAllow, Outcome::StepUpDropped]
+        );
+        assert_eq!(Outcome::ALL.map(Outcome::index), [0, 1, 2, 3, 4]);
+    }
+}
