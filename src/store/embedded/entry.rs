@@ -89,6 +89,24 @@ pub(super) enum Entry {
         counts: [SprayCounts; 2],
         expires_ms: u64,
     },
+    /// The client networks one record's window counted attempts from (docs/throttle.md,
+    /// "Why a door is shut"): their keyed tags, bound to the window's start and expiring
+    /// with the window. Encoded as tag 12, the window start, the count, a zero word, the
+    /// expiry, then the tags.
+    Networks {
+        window_start_ms: u64,
+        tags: [u64; MAX_NETWORKS],
+        len: u8,
+        expires_ms: u64,
+    },
+    /// An account's index of its device buckets (docs/devices.md, "Lanes in Inspect"):
+    /// each device's tag and when an attempt was last counted in its bucket. Encoded as
+    /// tag 13, the count, two zero words, the expiry, then the pairs.
+    Devices {
+        lanes: [(u64, u64); MAX_DEVICE_LANES],
+        len: u8,
+        expires_ms: u64,
+    },
 }
 
 /// One period's spray counts of one fingerprint: how many account keys failed in it, and
@@ -106,9 +124,18 @@ pub(super) const MAX_REPEATS: usize = crate::throttle::repeat_list::MAX_REPEAT_L
 /// Most times an [`Entry::Sends`] holds (the highest `daily_cap`).
 pub(super) const MAX_SENDS: usize = crate::throttle::send_log::MAX_DAILY_CAP as usize;
 
+/// Most tags an [`Entry::Networks`] holds.
+pub(super) const MAX_NETWORKS: usize = crate::throttle::attempt_count::MAX_NETWORKS;
+
+/// Most devices an [`Entry::Devices`] lists.
+pub(super) const MAX_DEVICE_LANES: usize = crate::throttle::attempt_count::MAX_DEVICE_LANES;
+
 /// Length of an encoded [`Entry::Record`]: tag, failures, window start, step, expiry,
-/// repeats, consecutive failures, the lockout's end.
-const RECORD_LEN: usize = 57;
+/// repeats, consecutive failures, the lockout's end, when the door last shut.
+const RECORD_LEN: usize = 65;
+
+/// Length of a record written before the time its door shut was kept.
+const RECORD_LEN_BEFORE_SHUT_AT: usize = 57;
 
 /// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
 pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
@@ -125,6 +152,8 @@ impl Entry {
             | Entry::Repeats { expires_ms, .. }
             | Entry::Sends { expires_ms, .. }
             | Entry::Breached { expires_ms, .. }
+            | Entry::Networks { expires_ms, .. }
+            | Entry::Devices { expires_ms, .. }
             | Entry::Used { expires_ms } => expires_ms,
             Entry::Bucket { tat_ms } => tat_ms,
         }
@@ -139,12 +168,34 @@ impl Entry {
                 out.extend_from_slice(&record.window_start_ms.to_le_bytes());
                 out.extend_from_slice(&u64::from(record.step).to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
-                // Then the repeats, the consecutive failures and the lockout's end
-                // (`RECORD_LEN`); a record written before the ceiling has 33 or 41
-                // bytes (no consecutive failures, no lockout).
+                // Then the repeats, the consecutive failures, the lockout's end and when
+                // the door last shut (`RECORD_LEN`); a record written before the ceiling
+                // has 33 or 41 bytes (no consecutive failures, no lockout), one written
+                // before the shut time 57.
                 out.extend_from_slice(&record.repeats.to_le_bytes());
                 out.extend_from_slice(&record.consecutive.to_le_bytes());
                 out.extend_from_slice(&record.locked_until_ms.to_le_bytes());
+                out.extend_from_slice(&record.shut_at_ms.to_le_bytes());
+            }
+            Entry::Networks { window_start_ms, tags, len, expires_ms } => {
+                out.push(12);
+                out.extend_from_slice(&window_start_ms.to_le_bytes());
+                out.extend_from_slice(&u64::from(len).to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+                for tag in &tags[..usize::from(len).min(MAX_NETWORKS)] {
+                    out.extend_from_slice(&tag.to_le_bytes());
+                }
+            }
+            Entry::Devices { lanes, len, expires_ms } => {
+                out.push(13);
+                out.extend_from_slice(&u64::from(len).to_le_bytes());
+                out.extend_from_slice(&[0u8; 16]);
+                out.extend_from_slice(&expires_ms.to_le_bytes());
+                for (device, at) in &lanes[..usize::from(len).min(MAX_DEVICE_LANES)] {
+                    out.extend_from_slice(&device.to_le_bytes());
+                    out.extend_from_slice(&at.to_le_bytes());
+                }
             }
             Entry::Repeats { window_start_ms, fingerprints, marks, len, expires_ms } => {
                 out.push(7);
@@ -236,12 +287,14 @@ impl Entry {
             Some(4) => bytes.len() == SPRAY_COUNT_LEN,
             // Today's record, or one written before the ceiling (with or without its
             // repeats).
-            Some(1) => matches!(bytes.len(), 33 | 41 | RECORD_LEN),
+            Some(1) => matches!(bytes.len(), 33 | 41 | RECORD_LEN_BEFORE_SHUT_AT | RECORD_LEN),
             // An attempt id's answer with its binding carries one more word.
             Some(2) => matches!(bytes.len(), 33 | 41),
             // A repeat list, a send log: the fixed words, then its fingerprints or times.
             Some(7) => tail_fits(bytes, MAX_REPEATS),
             Some(8) => tail_fits(bytes, MAX_SENDS),
+            Some(12) => tail_fits(bytes, MAX_NETWORKS),
+            Some(13) => tail_fits(bytes, 2 * MAX_DEVICE_LANES) && (bytes.len() - 33) % 16 == 0,
             _ => bytes.len() == 33,
         };
         if !fits {
@@ -266,8 +319,13 @@ impl Entry {
                     window_start_ms: word(1),
                     step: u32::try_from(word(2)).map_err(|_| corrupt())?,
                     repeats: if bytes.len() > 33 { word(4) } else { 0 },
-                    consecutive: if bytes.len() == RECORD_LEN { word(5) } else { 0 },
-                    locked_until_ms: if bytes.len() == RECORD_LEN { word(6) } else { 0 },
+                    consecutive: if bytes.len() >= RECORD_LEN_BEFORE_SHUT_AT { word(5) } else { 0 },
+                    locked_until_ms: if bytes.len() >= RECORD_LEN_BEFORE_SHUT_AT {
+                        word(6)
+                    } else {
+                        0
+                    },
+                    shut_at_ms: if bytes.len() == RECORD_LEN { word(7) } else { 0 },
                 };
                 if !record.is_plausible() {
                     return Err(corrupt());
@@ -318,6 +376,38 @@ impl Entry {
                     *t = time(4 + i)?;
                 }
                 sends(times, len, word(0), word(3)).ok_or_else(corrupt)
+            }
+            12 => {
+                let len = (bytes.len() - 33) / 8;
+                let mut tags = [0u64; MAX_NETWORKS];
+                for (i, tag) in tags.iter_mut().enumerate().take(len) {
+                    *tag = word(4 + i);
+                }
+                let distinct = (1..len).all(|i| !tags[..i].contains(&tags[i]));
+                if !distinct || word(1) != len as u64 || word(2) != 0 {
+                    return Err(corrupt());
+                }
+                Ok(Entry::Networks {
+                    window_start_ms: time(0)?,
+                    tags,
+                    len: u8::try_from(len).map_err(|_| corrupt())?,
+                    expires_ms: word(3),
+                })
+            }
+            13 => {
+                let len = (bytes.len() - 33) / 16;
+                let mut lanes = [(0u64, 0u64); MAX_DEVICE_LANES];
+                for (i, lane) in lanes.iter_mut().enumerate().take(len) {
+                    *lane = (word(4 + 2 * i), time(5 + 2 * i)?);
+                }
+                if word(0) != len as u64 || word(1) != 0 || word(2) != 0 {
+                    return Err(corrupt());
+                }
+                Ok(Entry::Devices {
+                    lanes,
+                    len: u8::try_from(len).map_err(|_| corrupt())?,
+                    expires_ms: word(3),
+                })
             }
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,

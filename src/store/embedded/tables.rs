@@ -52,6 +52,8 @@ impl Tables<'_, '_> {
                 | Entry::Breached { .. }
                 | Entry::Used { .. }
                 | Entry::Held { .. }
+                | Entry::Networks { .. }
+                | Entry::Devices { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),

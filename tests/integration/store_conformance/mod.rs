@@ -232,12 +232,12 @@ async fn admit_reads_only(b: &dyn Backend) {
 async fn inspect_reads_only(b: &dyn Backend) {
     let (k, p) = (key("inspect@example.com"), policy(false));
     let store = b.store();
-    let seen = store.inspect(&k).await.unwrap();
+    let seen = store.inspect(&k, &p).await.unwrap();
     assert_eq!(seen.record, None);
     assert!(seen.now_ms > 1_600_000_000_000, "the store's clock, in ms");
     assert_eq!(b.record(&k).await, None, "inspect wrote a record");
     allowed(b, &k, &p, 6).await;
-    let seen = store.inspect(&k).await.unwrap();
+    let seen = store.inspect(&k, &p).await.unwrap();
     let record = seen.record.unwrap();
     assert_eq!((record.failures, record.step), (6, 0));
     let answer = portcullis::rpc::admin::inspection(&p, &seen);
@@ -245,14 +245,14 @@ async fn inspect_reads_only(b: &dyn Backend) {
     assert_eq!(answer.failures, 6);
     assert!((899..=900).contains(&answer.seconds_until_open), "{answer:?}");
     for _ in 0..5 {
-        store.inspect(&k).await.unwrap();
+        store.inspect(&k, &p).await.unwrap();
     }
     assert_eq!(b.record(&k).await, Some((6, 0)), "inspect changed the record");
     b.advance(&k, 10 * MIN).await;
-    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k, &p).await.unwrap());
     assert!((299..=300).contains(&answer.seconds_until_open), "{answer:?}");
     b.advance(&k, 5 * MIN).await;
-    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k, &p).await.unwrap());
     assert_eq!((answer.door, answer.failures, answer.seconds_until_open), (1, 0, 0));
 }
 
