@@ -63,8 +63,8 @@ impl AttemptCountStore for EmbeddedStore {
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        let record = key.record();
-        self.submit(true, move |t| clear(t, &record, None).map(drop)).await
+        let (record, networks) = (key.record(), key.networks());
+        self.submit(true, move |t| clear(t, &record, &networks, None).map(drop)).await
     }
 
     async fn accept(
@@ -73,8 +73,9 @@ impl AttemptCountStore for EmbeddedStore {
         account: &AccountKey,
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError> {
-        let (record, epoch) = (bucket.record(), (account.device_epoch(), epoch_ttl_ms));
-        self.submit(true, move |t| clear(t, &record, Some(&epoch))).await
+        let (record, networks) = (bucket.record(), bucket.networks());
+        let epoch = (account.device_epoch(), epoch_ttl_ms);
+        self.submit(true, move |t| clear(t, &record, &networks, Some(&epoch))).await
     }
 
     async fn inspect(&self, key: &AccountKey, policy: &Policy) -> Result<Inspection, StoreError> {
@@ -184,8 +185,9 @@ fn note_network(
             return Err(StoreError::Protocol("a network set key holds another entry".into()));
         }
     }
-    let n = usize::from(len);
-    if throttle::attempt_count::takes_network(&tags[..n], tag) {
+    let n = usize::from(len).min(MAX_NETWORKS);
+    // (The bound checked twice: a panic here would stop the writer thread.)
+    if n < MAX_NETWORKS && throttle::attempt_count::takes_network(&tags[..n], tag) {
         tags[n] = tag;
         len += 1;
     }
@@ -210,6 +212,7 @@ fn note_device_lane(
         }
     };
     throttle::attempt_count::note_device(&mut listed, device, t.now);
+    listed.truncate(MAX_DEVICE_LANES);
     let mut lanes = [(0u64, 0u64); MAX_DEVICE_LANES];
     lanes[..listed.len()].copy_from_slice(&listed);
     let len = u8::try_from(listed.len()).unwrap_or(u8::MAX);
@@ -414,15 +417,17 @@ fn keep_answer(
     t.put(key, Entry::Attempt { allowed, window_start_ms, replays: 0, binding, expires_ms })
 }
 
-/// `ClearAttempts`, or a `Verify` accept: deletes the record; an accept's `epoch`
-/// (the account's device epoch key, and how long to keep it) is read, kept so long
-/// when there is one, and answered (0 for a plain clear).
+/// `ClearAttempts`, or a `Verify` accept: deletes the record and its window's network
+/// set; an accept's `epoch` (the account's device epoch key, and how long to keep it)
+/// is read, kept so long when there is one, and answered (0 for a plain clear).
 fn clear(
     t: &mut Tables<'_, '_>,
     record: &str,
+    networks: &str,
     epoch: Option<&(String, u64)>,
 ) -> Result<u64, StoreError> {
     t.remove(record)?;
+    t.remove(networks)?;
     let Some((epoch_key, ttl_ms)) = epoch else { return Ok(0) };
     let current = t.epoch(epoch_key)?;
     if current > 0 {

@@ -431,3 +431,52 @@ fn sends(times: [u64; MAX_SENDS], len: usize, count: u64, expires_ms: u64) -> Op
     let len = u8::try_from(len).ok().filter(|&n| ordered && u64::from(n) == count)?;
     Some(Entry::Sends { times, len, expires_ms })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_written_before_the_shut_time_reads_as_unknown() {
+        let record = Record {
+            failures: 6,
+            window_start_ms: 1_800_000_000_000,
+            step: 1,
+            repeats: 2,
+            consecutive: 11,
+            locked_until_ms: 1_800_000_900_000,
+            shut_at_ms: 1_800_000_001_000,
+        };
+        let bytes = Entry::Record { record, expires_ms: 7 }.encode();
+        assert_eq!(bytes.len(), RECORD_LEN);
+        assert_eq!(Entry::decode(&bytes).unwrap(), Entry::Record { record, expires_ms: 7 });
+        // The same record as a daemon before the field wrote it: its first 57 bytes.
+        let before = Entry::decode(&bytes[..RECORD_LEN_BEFORE_SHUT_AT]).unwrap();
+        let Entry::Record { record: old, expires_ms: 7 } = before else { panic!("{before:?}") };
+        assert_eq!(old, Record { shut_at_ms: 0, ..record });
+        // A shut time no daemon writes is a store error.
+        let mut wild = bytes.clone();
+        wild[57..65].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(Entry::decode(&wild).is_err());
+    }
+
+    #[test]
+    fn network_sets_and_device_indexes_round_trip_and_refuse_what_no_daemon_writes() {
+        let mut tags = [0u64; MAX_NETWORKS];
+        tags[..3].copy_from_slice(&[5, 9, 1]);
+        let set = Entry::Networks { window_start_ms: 1000, tags, len: 3, expires_ms: 2000 };
+        let bytes = set.encode();
+        assert_eq!((bytes.len(), Entry::decode(&bytes).unwrap()), (33 + 3 * 8, set));
+        let mut twice = bytes.clone();
+        twice[41..49].copy_from_slice(&5u64.to_le_bytes());
+        assert!(Entry::decode(&twice).is_err(), "a tag listed twice");
+        let mut lanes = [(0u64, 0u64); MAX_DEVICE_LANES];
+        lanes[..2].copy_from_slice(&[(0xabc, 1000), (0xdef, 1001)]);
+        let index = Entry::Devices { lanes, len: 2, expires_ms: 3000 };
+        let bytes = index.encode();
+        assert_eq!((bytes.len(), Entry::decode(&bytes).unwrap()), (33 + 2 * 16, index));
+        assert!(Entry::decode(&bytes[..bytes.len() - 8]).is_err(), "half a pair");
+        let too_long = [&bytes[..], &[0u8; 16 * MAX_DEVICE_LANES]].concat();
+        assert!(Entry::decode(&too_long).is_err(), "more than the bound");
+    }
+}

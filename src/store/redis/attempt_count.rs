@@ -121,7 +121,8 @@ impl AttemptCountStore for RedisStore {
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        let keys = clear::Keys { record: key.record(), device_epoch: None };
+        let keys =
+            clear::Keys { record: key.record(), networks: key.networks(), device_epoch: None };
         let reply: Vec<i64> =
             self.invoke(&clear::call(&keys, &clear::Args { epoch_ttl_ms: None })).await?;
         clear::Reply::parse(&reply).map(drop)
@@ -133,8 +134,11 @@ impl AttemptCountStore for RedisStore {
         account: &AccountKey,
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError> {
-        let keys =
-            clear::Keys { record: bucket.record(), device_epoch: Some(account.device_epoch()) };
+        let keys = clear::Keys {
+            record: bucket.record(),
+            networks: bucket.networks(),
+            device_epoch: Some(account.device_epoch()),
+        };
         let args = clear::Args { epoch_ttl_ms: Some(epoch_ttl_ms) };
         let reply: Vec<i64> = self.invoke(&clear::call(&keys, &args)).await?;
         u64::try_from(clear::Reply::parse(&reply)?.epoch)

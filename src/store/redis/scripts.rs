@@ -223,7 +223,7 @@ script!(
     /// `ClearAttempts`: delete the record; `Verify`'s accept also reads (and keeps) the
     /// account's device epoch.
     clear = "attempt_count/clear.lua" {
-        keys: [record; device_epoch],
+        keys: [record, networks; device_epoch],
         argv: [; epoch_ttl_ms: u64],
         reply: [deleted, epoch],
     }

@@ -67,6 +67,9 @@ trait Backend: Send + Sync {
     async fn record(&self, key: &AccountKey) -> Option<(u64, u32)>;
     /// How long `key` (a store key) lives from now, in ms; `None` without one.
     async fn ttl_ms(&self, key: &str) -> Option<u64>;
+    /// Whether [`Backend::advance`] moves the record's stored times back (Redis, whose
+    /// clock cannot move) rather than the clock forward.
+    fn ages_records(&self) -> bool;
 }
 
 struct ManualClock(AtomicU64);
@@ -112,6 +115,9 @@ impl Backend for Embedded {
         (at != portcullis::throttle::KEPT_UNTIL_CLEARED_MS)
             .then(|| at - self.clock.0.load(Ordering::SeqCst))
     }
+    fn ages_records(&self) -> bool {
+        false
+    }
 }
 
 struct Redis {
@@ -146,6 +152,9 @@ impl Backend for Redis {
     async fn ttl_ms(&self, key: &str) -> Option<u64> {
         let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut self.server.conn()).unwrap();
         u64::try_from(ttl).ok()
+    }
+    fn ages_records(&self) -> bool {
+        true
     }
 }
 
@@ -542,16 +551,25 @@ conformance!(
     repeat_lists,
     repeat_lists_follow_the_twin,
     concurrent_new_fingerprints_allow_max_failures,
+    why_a_door_shut_from_three_networks,
+    the_network_set_restarts_with_the_window,
+    the_ceiling_shows_as_the_cause,
+    the_device_index_is_bounded,
 );
 
 mod ceiling;
 mod corrupt;
 mod repeats;
 mod send_log;
+mod why_shut;
 use ceiling::{
     a_stale_password_never_reaches_the_ceiling, confirm_device_once,
     lockout_lasts_lockout_duration, the_ceiling_holds_across_windows,
 };
 use repeats::{
     concurrent_new_fingerprints_allow_max_failures, repeat_lists, repeat_lists_follow_the_twin,
+};
+use why_shut::{
+    the_ceiling_shows_as_the_cause, the_device_index_is_bounded,
+    the_network_set_restarts_with_the_window, why_a_door_shut_from_three_networks,
 };
