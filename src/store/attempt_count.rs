@@ -35,7 +35,7 @@ pub struct Attempt<'a> {
     /// issued under so a revocation voids it (docs/devices.md). Read in the same step,
     /// for right and wrong passwords alike.
     pub read_epoch: bool,
-    /// The client network's tag ([`crate::store::keys::NetworkKey::tag`] as a number),
+    /// The client network as its window's set keeps it ([`network_tag`]),
     /// noted in the counted record's network set for its window when the attempt is
     /// counted (docs/throttle.md, "Why a door is shut"). `None` (no `client_key`, a
     /// trusted network): nothing is noted, and the count reads no set.
@@ -77,10 +77,12 @@ impl<'a> Attempt<'a> {
     }
 }
 
-/// A network key's tag ([`NetworkKey::tag`]) as the number its 16 hex digits spell, as
-/// the stores keep it.
+/// A network as a window's network set keeps it: the number the first 15 of its tag's
+/// 16 hex digits spell ([`NetworkKey::tag`]; 60 bits, so Redis keeps the set as an
+/// intset of 8-byte integers, a quarter of the memory of the same tags as text; two
+/// networks of one window share it with odds of about 2^-50).
 pub fn network_tag(network: &NetworkKey) -> u64 {
-    u64::from_str_radix(network.tag(), 16).unwrap_or(0)
+    u64::from_str_radix(&network.tag()[..15], 16).unwrap_or(0)
 }
 
 /// A device's claim on one attempt ([`Attempt::device`]).

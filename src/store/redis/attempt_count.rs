@@ -231,7 +231,7 @@ fn count_args(attempt: &Attempt<'_>, attempt_ttl_ms: u64) -> record_attempt::Arg
         max_consecutive: policy.max_consecutive_failures,
         lockout_ms: policy.lockout_ms(),
         binding: attempt.attempt_id.map_or_else(String::new, |a| a.binding_hex()),
-        network: attempt.network.map_or_else(String::new, |tag| format!("{tag:016x}")),
+        network: attempt.network.map_or_else(String::new, |tag| tag.to_string()),
         max_networks: MAX_NETWORKS,
         device_tag: attempt
             .device

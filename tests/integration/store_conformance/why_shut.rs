@@ -156,7 +156,8 @@ pub(super) async fn the_device_index_is_bounded(b: &dyn Backend) {
 }
 
 /// The keys on Redis, pinned: the account record's network set `…:r:n` and a device
-/// bucket's `…:d:<16 hex>:n` hold the networks' tags and end with the window; the
+/// bucket's `…:d:<16 hex>:n` hold the networks (60 bits of their tags, as integers)
+/// and end with the window; the
 /// index `…:dx` lists the device's tag and lives as long as the device epoch; an
 /// attempt without client_key writes no set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,8 +172,13 @@ async fn the_keys_on_redis() {
     let members = |conn: &mut redis::Connection, key: &str| -> Vec<String> {
         redis::cmd("SMEMBERS").arg(key).query(conn).unwrap()
     };
-    assert_eq!(members(&mut conn, &format!("{tag}:r:n")), [network(1).tag()]);
-    assert_eq!(members(&mut conn, &format!("{}:n", phone.record())), [network(2).tag()]);
+    // A network as the number its tag's first 15 hex digits spell: an intset.
+    let member = |n: u32| u64::from_str_radix(&network(n).tag()[..15], 16).unwrap().to_string();
+    assert_eq!(members(&mut conn, &format!("{tag}:r:n")), [member(1)]);
+    assert_eq!(members(&mut conn, &format!("{}:n", phone.record())), [member(2)]);
+    let encoding: String =
+        redis::cmd("OBJECT").arg("ENCODING").arg(format!("{tag}:r:n")).query(&mut conn).unwrap();
+    assert_eq!(encoding, "intset");
     let listed: Vec<String> =
         redis::cmd("ZRANGE").arg(format!("{tag}:dx")).arg(0).arg(-1).query(&mut conn).unwrap();
     assert_eq!(listed, [&phone.record()[format!("{tag}:d:").len()..]]);

@@ -5,7 +5,7 @@
 --
 -- contract: KEYS record, networks, device_index? | ARGV first_window_ms?, max_window_ms?, bucket_prefix? | REPLY exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until, shut_at, networks, device_lanes, device_failures
 -- KEYS[1]  record key   portcullis:v2:{<digest>}:r   (hash: f, ws, st, c; rp, lu, sa)
--- KEYS[2]  networks     <KEYS[1]>:n                  (set of 16 hex network tags)
+-- KEYS[2]  networks     <KEYS[1]>:n                  (set of networks, record_attempt.lua)
 -- and for the account's login record only:
 -- KEYS[3]  device index portcullis:v2:{<digest>}:dx  (sorted set of 16 hex device tags)
 -- ARGV[1]  first_window_ms  with KEYS[3]: the realm's windows, to tell which failures

@@ -26,7 +26,7 @@
 --                          prelude.lua, repeat_list)
 -- then, when ARGV[14] names a network (the last one or two keys):
 --                          <KEYS[1]>:n   the account record's window's networks (set of
---                                        16 hex tags)
+--                                        integers, ARGV[14])
 --                          <KEYS[2]>:n   the device bucket's, with a device token
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
@@ -50,8 +50,9 @@
 --                             replay whose binding differs from the first call's is
 --                             answered {-1} and counts nothing (the daemon answers
 --                             INVALID_ARGUMENT naming attempt_id)
--- ARGV[14] network            the client network's tag (16 hex; '' none: no set is read
---                             or written)
+-- ARGV[14] network            the client network: the first 15 hex digits of its tag as
+--                             a decimal integer (below 2^60; an intset member); '' none:
+--                             no set is read or written
 -- ARGV[15] max_networks       most tags a window's set holds (1-1000)
 -- ARGV[16] device_tag         the device bucket's tag (16 hex) with a device token; ''
 -- ARGV[17] max_devices        most devices the index lists (1-1000); the least
@@ -116,7 +117,7 @@
 --   call at T+900s     -> still shut (lu): {f=7}, refused
 --   call at T+901s     -> window over and exhausted: {f=1, ws=T+901000, st=1, c=6}
 --   the 100th allowed  -> {c=100, sa=now}: no expiry, refused from then on until cleared
--- With network 'ab12cd34ab12cd34' (ARGV[14]) each counted call above also adds the tag
+-- With network '770441458375262483' (ARGV[14]) each counted call above also adds it
 -- to KEYS[1]:n (SCARD 1), which expires at the window's end; the call at T+901s
 -- empties it first.
 -- A device token with epoch 0 while the account's epoch is 1: counted on KEYS[1],
@@ -163,8 +164,9 @@ assert(max_consecutive and max_consecutive >= 1 and max_consecutive <= 100,
 assert(lockout and lockout >= 1000 and lockout < retention, 'lockout_ms must be in 1000..retention_ms')
 assert(binding == '' or (#binding == 16 and not string.find(binding, '[^0-9a-f]')),
   'binding must be 16 hex digits or empty')
-assert(network == '' or (#network == 16 and not string.find(network, '[^0-9a-f]')),
-  'network must be 16 hex digits or empty')
+-- Kept as text (a Lua number would lose its low bits): digits, no leading zero.
+assert(network == '' or (#network <= 19 and not string.find(network, '[^0-9]')
+  and not string.find(network, '^0.')), 'network must be an integer below 2^60 or empty')
 assert(max_networks and max_networks >= 1 and max_networks <= 1000, 'max_networks must be in 1..1000')
 assert(max_devices and max_devices >= 1 and max_devices <= 1000, 'max_devices must be in 1..1000')
 local device = token_epoch >= 0
