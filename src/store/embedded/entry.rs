@@ -294,7 +294,9 @@ impl Entry {
             Some(7) => tail_fits(bytes, MAX_REPEATS),
             Some(8) => tail_fits(bytes, MAX_SENDS),
             Some(12) => tail_fits(bytes, MAX_NETWORKS),
-            Some(13) => tail_fits(bytes, 2 * MAX_DEVICE_LANES) && (bytes.len() - 33) % 16 == 0,
+            Some(13) => {
+                tail_fits(bytes, 2 * MAX_DEVICE_LANES) && (bytes.len() - 33).is_multiple_of(16)
+            }
             _ => bytes.len() == 33,
         };
         if !fits {

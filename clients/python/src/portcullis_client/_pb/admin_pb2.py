@@ -25,47 +25,49 @@ _sym_db = _symbol_database.Default()
 from . import governor_pb2 as portcullis_dot_v1_dot_governor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19portcullis/v1/admin.proto\x12\rportcullis.v1\x1a\x1cportcullis/v1/governor.proto\"\\\n\x0eInspectRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12!\n\x04\x66low\x18\x02 \x01(\x0e\x32\x13.portcullis.v1.Flow\"\x80\x02\n\x0fInspectResponse\x12&\n\x04\x64oor\x18\x01 \x01(\x0e\x32\x18.portcullis.v1.DoorState\x12\x10\n\x08\x66\x61ilures\x18\x02 \x01(\r\x12\x0c\n\x04step\x18\x03 \x01(\r\x12\x1a\n\x12seconds_until_open\x18\x04 \x01(\x04\x12\x16\n\x0ewindow_seconds\x18\x05 \x01(\x04\x12\x18\n\x10repeats_forgiven\x18\x06 \x01(\x04\x12\x1c\n\x14\x63onsecutive_failures\x18\x07 \x01(\x04\x12 \n\x18max_consecutive_failures\x18\x08 \x01(\r\x12\x17\n\x0f\x63\x65iling_reached\x18\t \x01(\x08\"\x96\x01\n\rUnlockRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12+\n\x06reason\x18\x02 \x01(\x0e\x32\x1b.portcullis.v1.UnlockReason\x12!\n\x04\x66low\x18\x03 \x01(\x0e\x32\x13.portcullis.v1.Flow\x12\x0c\n\x04note\x18\x04 \x01(\t\"\x10\n\x0eUnlockResponse\"M\n\x14RevokeDevicesRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x0c\n\x04note\x18\x02 \x01(\t\"\x17\n\x15RevokeDevicesResponse\"#\n\x12SprayStatusRequest\x12\r\n\x05realm\x18\x01 \x01(\t\"W\n\x0cSprayEpisode\x12\x15\n\rbegan_unix_ms\x18\x01 \x01(\x04\x12\x15\n\rended_unix_ms\x18\x02 \x01(\x04\x12\x19\n\x11peak_fingerprints\x18\x03 \x01(\r\"i\n\x13SprayStatusResponse\x12#\n\x1b\x66ingerprints_over_threshold\x18\x01 \x01(\r\x12-\n\x08\x65pisodes\x18\x02 \x03(\x0b\x32\x1b.portcullis.v1.SprayEpisode\":\n\x15InspectNetworkRequest\x12\r\n\x05realm\x18\x01 \x01(\t\x12\x12\n\nclient_key\x18\x02 \x01(\t\"x\n\x16InspectNetworkResponse\x12\x0e\n\x06tokens\x18\x01 \x01(\r\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\r\x12\x1a\n\x12seconds_until_full\x18\x03 \x01(\x04\x12\x0f\n\x07network\x18\x04 \x01(\t\x12\x0f\n\x07trusted\x18\x05 \x01(\x08\"H\n\x15ReleaseNetworkRequest\x12\r\n\x05realm\x18\x01 \x01(\t\x12\x12\n\nclient_key\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\"\x18\n\x16ReleaseNetworkResponse\"\x18\n\x16\x45\x66\x66\x65\x63tiveConfigRequest\"\xa0\x01\n\x17\x45\x66\x66\x65\x63tiveConfigResponse\x12\x15\n\rsettings_json\x18\x01 \x01(\t\x12\x17\n\x0fsettings_sha256\x18\x02 \x01(\t\x12\x13\n\x0b\x66ile_sha256\x18\x03 \x01(\t\x12\x16\n\x0eloaded_unix_ms\x18\x04 \x01(\x04\x12\x17\n\x0frestart_pending\x18\x05 \x03(\t\x12\x0f\n\x07secrets\x18\x06 \x03(\t*S\n\tDoorState\x12\x1a\n\x16\x44OOR_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44OOR_STATE_OPEN\x10\x01\x12\x15\n\x11\x44OOR_STATE_CLOSED\x10\x02*\x8c\x01\n\x0cUnlockReason\x12\x1d\n\x19UNLOCK_REASON_UNSPECIFIED\x10\x00\x12 \n\x1cUNLOCK_REASON_OWNER_VERIFIED\x10\x01\x12\"\n\x1eUNLOCK_REASON_ATTACK_MITIGATED\x10\x02\x12\x17\n\x13UNLOCK_REASON_OTHER\x10\x03\x32\xea\x04\n\x05\x41\x64min\x12H\n\x07Inspect\x12\x1d.portcullis.v1.InspectRequest\x1a\x1e.portcullis.v1.InspectResponse\x12\x45\n\x06Unlock\x12\x1c.portcullis.v1.UnlockRequest\x1a\x1d.portcullis.v1.UnlockResponse\x12T\n\x0bSprayStatus\x12!.portcullis.v1.SprayStatusRequest\x1a\".portcullis.v1.SprayStatusResponse\x12Z\n\rRevokeDevices\x12#.portcullis.v1.RevokeDevicesRequest\x1a$.portcullis.v1.RevokeDevicesResponse\x12]\n\x0eInspectNetwork\x12$.portcullis.v1.InspectNetworkRequest\x1a%.portcullis.v1.InspectNetworkResponse\x12]\n\x0eReleaseNetwork\x12$.portcullis.v1.ReleaseNetworkRequest\x1a%.portcullis.v1.ReleaseNetworkResponse\x12`\n\x0f\x45\x66\x66\x65\x63tiveConfig\x12%.portcullis.v1.EffectiveConfigRequest\x1a&.portcullis.v1.EffectiveConfigResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19portcullis/v1/admin.proto\x12\rportcullis.v1\x1a\x1cportcullis/v1/governor.proto\"\\\n\x0eInspectRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12!\n\x04\x66low\x18\x02 \x01(\x0e\x32\x13.portcullis.v1.Flow\"\x8d\x03\n\x0fInspectResponse\x12&\n\x04\x64oor\x18\x01 \x01(\x0e\x32\x18.portcullis.v1.DoorState\x12\x10\n\x08\x66\x61ilures\x18\x02 \x01(\r\x12\x0c\n\x04step\x18\x03 \x01(\r\x12\x1a\n\x12seconds_until_open\x18\x04 \x01(\x04\x12\x16\n\x0ewindow_seconds\x18\x05 \x01(\x04\x12\x18\n\x10repeats_forgiven\x18\x06 \x01(\x04\x12\x1c\n\x14\x63onsecutive_failures\x18\x07 \x01(\x04\x12 \n\x18max_consecutive_failures\x18\x08 \x01(\r\x12\x17\n\x0f\x63\x65iling_reached\x18\t \x01(\x08\x12\x19\n\x11\x64oor_shut_unix_ms\x18\n \x01(\x04\x12&\n\x07shut_by\x18\x0b \x01(\x0e\x32\x15.portcullis.v1.ShutBy\x12\x17\n\x0f\x64\x65vice_failures\x18\r \x01(\x04\x12\x14\n\x0c\x64\x65vice_lanes\x18\x0e \x01(\r\x12\x19\n\x11\x64istinct_networks\x18\x0f \x01(\r\"\x96\x01\n\rUnlockRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12+\n\x06reason\x18\x02 \x01(\x0e\x32\x1b.portcullis.v1.UnlockReason\x12!\n\x04\x66low\x18\x03 \x01(\x0e\x32\x13.portcullis.v1.Flow\x12\x0c\n\x04note\x18\x04 \x01(\t\"\x10\n\x0eUnlockResponse\"M\n\x14RevokeDevicesRequest\x12\'\n\x07\x61\x63\x63ount\x18\x01 \x01(\x0b\x32\x16.portcullis.v1.Account\x12\x0c\n\x04note\x18\x02 \x01(\t\"\x17\n\x15RevokeDevicesResponse\"#\n\x12SprayStatusRequest\x12\r\n\x05realm\x18\x01 \x01(\t\"W\n\x0cSprayEpisode\x12\x15\n\rbegan_unix_ms\x18\x01 \x01(\x04\x12\x15\n\rended_unix_ms\x18\x02 \x01(\x04\x12\x19\n\x11peak_fingerprints\x18\x03 \x01(\r\"i\n\x13SprayStatusResponse\x12#\n\x1b\x66ingerprints_over_threshold\x18\x01 \x01(\r\x12-\n\x08\x65pisodes\x18\x02 \x03(\x0b\x32\x1b.portcullis.v1.SprayEpisode\":\n\x15InspectNetworkRequest\x12\r\n\x05realm\x18\x01 \x01(\t\x12\x12\n\nclient_key\x18\x02 \x01(\t\"x\n\x16InspectNetworkResponse\x12\x0e\n\x06tokens\x18\x01 \x01(\r\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\r\x12\x1a\n\x12seconds_until_full\x18\x03 \x01(\x04\x12\x0f\n\x07network\x18\x04 \x01(\t\x12\x0f\n\x07trusted\x18\x05 \x01(\x08\"H\n\x15ReleaseNetworkRequest\x12\r\n\x05realm\x18\x01 \x01(\t\x12\x12\n\nclient_key\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t\"\x18\n\x16ReleaseNetworkResponse\"\x18\n\x16\x45\x66\x66\x65\x63tiveConfigRequest\"\xa0\x01\n\x17\x45\x66\x66\x65\x63tiveConfigResponse\x12\x15\n\rsettings_json\x18\x01 \x01(\t\x12\x17\n\x0fsettings_sha256\x18\x02 \x01(\t\x12\x13\n\x0b\x66ile_sha256\x18\x03 \x01(\t\x12\x16\n\x0eloaded_unix_ms\x18\x04 \x01(\x04\x12\x17\n\x0frestart_pending\x18\x05 \x03(\t\x12\x0f\n\x07secrets\x18\x06 \x03(\t*S\n\tDoorState\x12\x1a\n\x16\x44OOR_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44OOR_STATE_OPEN\x10\x01\x12\x15\n\x11\x44OOR_STATE_CLOSED\x10\x02*J\n\x06ShutBy\x12\x17\n\x13SHUT_BY_UNSPECIFIED\x10\x00\x12\x12\n\x0eSHUT_BY_WINDOW\x10\x01\x12\x13\n\x0fSHUT_BY_CEILING\x10\x02*\x8c\x01\n\x0cUnlockReason\x12\x1d\n\x19UNLOCK_REASON_UNSPECIFIED\x10\x00\x12 \n\x1cUNLOCK_REASON_OWNER_VERIFIED\x10\x01\x12\"\n\x1eUNLOCK_REASON_ATTACK_MITIGATED\x10\x02\x12\x17\n\x13UNLOCK_REASON_OTHER\x10\x03\x32\xea\x04\n\x05\x41\x64min\x12H\n\x07Inspect\x12\x1d.portcullis.v1.InspectRequest\x1a\x1e.portcullis.v1.InspectResponse\x12\x45\n\x06Unlock\x12\x1c.portcullis.v1.UnlockRequest\x1a\x1d.portcullis.v1.UnlockResponse\x12T\n\x0bSprayStatus\x12!.portcullis.v1.SprayStatusRequest\x1a\".portcullis.v1.SprayStatusResponse\x12Z\n\rRevokeDevices\x12#.portcullis.v1.RevokeDevicesRequest\x1a$.portcullis.v1.RevokeDevicesResponse\x12]\n\x0eInspectNetwork\x12$.portcullis.v1.InspectNetworkRequest\x1a%.portcullis.v1.InspectNetworkResponse\x12]\n\x0eReleaseNetwork\x12$.portcullis.v1.ReleaseNetworkRequest\x1a%.portcullis.v1.ReleaseNetworkResponse\x12`\n\x0f\x45\x66\x66\x65\x63tiveConfig\x12%.portcullis.v1.EffectiveConfigRequest\x1a&.portcullis.v1.EffectiveConfigResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'portcullis.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DOORSTATE']._serialized_start=1406
-  _globals['_DOORSTATE']._serialized_end=1489
-  _globals['_UNLOCKREASON']._serialized_start=1492
-  _globals['_UNLOCKREASON']._serialized_end=1632
+  _globals['_DOORSTATE']._serialized_start=1547
+  _globals['_DOORSTATE']._serialized_end=1630
+  _globals['_SHUTBY']._serialized_start=1632
+  _globals['_SHUTBY']._serialized_end=1706
+  _globals['_UNLOCKREASON']._serialized_start=1709
+  _globals['_UNLOCKREASON']._serialized_end=1849
   _globals['_INSPECTREQUEST']._serialized_start=74
   _globals['_INSPECTREQUEST']._serialized_end=166
   _globals['_INSPECTRESPONSE']._serialized_start=169
-  _globals['_INSPECTRESPONSE']._serialized_end=425
-  _globals['_UNLOCKREQUEST']._serialized_start=428
-  _globals['_UNLOCKREQUEST']._serialized_end=578
-  _globals['_UNLOCKRESPONSE']._serialized_start=580
-  _globals['_UNLOCKRESPONSE']._serialized_end=596
-  _globals['_REVOKEDEVICESREQUEST']._serialized_start=598
-  _globals['_REVOKEDEVICESREQUEST']._serialized_end=675
-  _globals['_REVOKEDEVICESRESPONSE']._serialized_start=677
-  _globals['_REVOKEDEVICESRESPONSE']._serialized_end=700
-  _globals['_SPRAYSTATUSREQUEST']._serialized_start=702
-  _globals['_SPRAYSTATUSREQUEST']._serialized_end=737
-  _globals['_SPRAYEPISODE']._serialized_start=739
-  _globals['_SPRAYEPISODE']._serialized_end=826
-  _globals['_SPRAYSTATUSRESPONSE']._serialized_start=828
-  _globals['_SPRAYSTATUSRESPONSE']._serialized_end=933
-  _globals['_INSPECTNETWORKREQUEST']._serialized_start=935
-  _globals['_INSPECTNETWORKREQUEST']._serialized_end=993
-  _globals['_INSPECTNETWORKRESPONSE']._serialized_start=995
-  _globals['_INSPECTNETWORKRESPONSE']._serialized_end=1115
-  _globals['_RELEASENETWORKREQUEST']._serialized_start=1117
-  _globals['_RELEASENETWORKREQUEST']._serialized_end=1189
-  _globals['_RELEASENETWORKRESPONSE']._serialized_start=1191
-  _globals['_RELEASENETWORKRESPONSE']._serialized_end=1215
-  _globals['_EFFECTIVECONFIGREQUEST']._serialized_start=1217
-  _globals['_EFFECTIVECONFIGREQUEST']._serialized_end=1241
-  _globals['_EFFECTIVECONFIGRESPONSE']._serialized_start=1244
-  _globals['_EFFECTIVECONFIGRESPONSE']._serialized_end=1404
-  _globals['_ADMIN']._serialized_start=1635
-  _globals['_ADMIN']._serialized_end=2253
+  _globals['_INSPECTRESPONSE']._serialized_end=566
+  _globals['_UNLOCKREQUEST']._serialized_start=569
+  _globals['_UNLOCKREQUEST']._serialized_end=719
+  _globals['_UNLOCKRESPONSE']._serialized_start=721
+  _globals['_UNLOCKRESPONSE']._serialized_end=737
+  _globals['_REVOKEDEVICESREQUEST']._serialized_start=739
+  _globals['_REVOKEDEVICESREQUEST']._serialized_end=816
+  _globals['_REVOKEDEVICESRESPONSE']._serialized_start=818
+  _globals['_REVOKEDEVICESRESPONSE']._serialized_end=841
+  _globals['_SPRAYSTATUSREQUEST']._serialized_start=843
+  _globals['_SPRAYSTATUSREQUEST']._serialized_end=878
+  _globals['_SPRAYEPISODE']._serialized_start=880
+  _globals['_SPRAYEPISODE']._serialized_end=967
+  _globals['_SPRAYSTATUSRESPONSE']._serialized_start=969
+  _globals['_SPRAYSTATUSRESPONSE']._serialized_end=1074
+  _globals['_INSPECTNETWORKREQUEST']._serialized_start=1076
+  _globals['_INSPECTNETWORKREQUEST']._serialized_end=1134
+  _globals['_INSPECTNETWORKRESPONSE']._serialized_start=1136
+  _globals['_INSPECTNETWORKRESPONSE']._serialized_end=1256
+  _globals['_RELEASENETWORKREQUEST']._serialized_start=1258
+  _globals['_RELEASENETWORKREQUEST']._serialized_end=1330
+  _globals['_RELEASENETWORKRESPONSE']._serialized_start=1332
+  _globals['_RELEASENETWORKRESPONSE']._serialized_end=1356
+  _globals['_EFFECTIVECONFIGREQUEST']._serialized_start=1358
+  _globals['_EFFECTIVECONFIGREQUEST']._serialized_end=1382
+  _globals['_EFFECTIVECONFIGRESPONSE']._serialized_start=1385
+  _globals['_EFFECTIVECONFIGRESPONSE']._serialized_end=1545
+  _globals['_ADMIN']._serialized_start=1852
+  _globals['_ADMIN']._serialized_end=2470
 # @@protoc_insertion_point(module_scope)
