@@ -91,7 +91,7 @@ pub(super) enum Entry {
     },
     /// The client networks one record's window counted attempts from (docs/throttle.md,
     /// "Why a door is shut"): their keyed tags, bound to the window's start and expiring
-    /// with the window. Encoded as tag 12, the window start, the count, a zero word, the
+    /// with the window. Encoded as tag 14, the window start, the count, a zero word, the
     /// expiry, then the tags.
     Networks {
         window_start_ms: u64,
@@ -101,7 +101,7 @@ pub(super) enum Entry {
     },
     /// An account's index of its device buckets (docs/devices.md, "Lanes in Inspect"):
     /// each device's tag and when an attempt was last counted in its bucket. Encoded as
-    /// tag 13, the count, two zero words, the expiry, then the pairs.
+    /// tag 15, the count, two zero words, the expiry, then the pairs.
     Devices {
         lanes: [(u64, u64); MAX_DEVICE_LANES],
         len: u8,
@@ -168,35 +168,14 @@ impl Entry {
                 out.extend_from_slice(&record.window_start_ms.to_le_bytes());
                 out.extend_from_slice(&u64::from(record.step).to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
-                // Then the repeats, the consecutive failures, the lockout's end and when
-                // the door last shut (`RECORD_LEN`); a record written before the ceiling
-                // has 33 or 41 bytes (no consecutive failures, no lockout), one written
-                // before the shut time 57.
+                // Then the repeats, consecutive failures, lockout's end, shut time
+                // (`RECORD_LEN`); older records are shorter (`decode`).
                 out.extend_from_slice(&record.repeats.to_le_bytes());
                 out.extend_from_slice(&record.consecutive.to_le_bytes());
                 out.extend_from_slice(&record.locked_until_ms.to_le_bytes());
                 out.extend_from_slice(&record.shut_at_ms.to_le_bytes());
             }
-            Entry::Networks { window_start_ms, tags, len, expires_ms } => {
-                out.push(12);
-                out.extend_from_slice(&window_start_ms.to_le_bytes());
-                out.extend_from_slice(&u64::from(len).to_le_bytes());
-                out.extend_from_slice(&0u64.to_le_bytes());
-                out.extend_from_slice(&expires_ms.to_le_bytes());
-                for tag in &tags[..usize::from(len).min(MAX_NETWORKS)] {
-                    out.extend_from_slice(&tag.to_le_bytes());
-                }
-            }
-            Entry::Devices { lanes, len, expires_ms } => {
-                out.push(13);
-                out.extend_from_slice(&u64::from(len).to_le_bytes());
-                out.extend_from_slice(&[0u8; 16]);
-                out.extend_from_slice(&expires_ms.to_le_bytes());
-                for (device, at) in &lanes[..usize::from(len).min(MAX_DEVICE_LANES)] {
-                    out.extend_from_slice(&device.to_le_bytes());
-                    out.extend_from_slice(&at.to_le_bytes());
-                }
-            }
+            Entry::Networks { .. } | Entry::Devices { .. } => self.encode_lanes(&mut out),
             Entry::Repeats { window_start_ms, fingerprints, marks, len, expires_ms } => {
                 out.push(7);
                 out.extend_from_slice(&window_start_ms.to_le_bytes());
@@ -285,18 +264,15 @@ impl Entry {
         let corrupt = || StoreError::Protocol("corrupt embedded entry".into());
         let fits = match bytes.first() {
             Some(4) => bytes.len() == SPRAY_COUNT_LEN,
-            // Today's record, or one written before the ceiling (with or without its
-            // repeats).
+            // Today's record, or one written before the ceiling (33 or 41 bytes: no
+            // consecutive failures, no lockout) or before the shut time (57).
             Some(1) => matches!(bytes.len(), 33 | 41 | RECORD_LEN_BEFORE_SHUT_AT | RECORD_LEN),
             // An attempt id's answer with its binding carries one more word.
             Some(2) => matches!(bytes.len(), 33 | 41),
             // A repeat list, a send log: the fixed words, then its fingerprints or times.
             Some(7) => tail_fits(bytes, MAX_REPEATS),
             Some(8) => tail_fits(bytes, MAX_SENDS),
-            Some(12) => tail_fits(bytes, MAX_NETWORKS),
-            Some(13) => {
-                tail_fits(bytes, 2 * MAX_DEVICE_LANES) && (bytes.len() - 33).is_multiple_of(16)
-            }
+            Some(14 | 15) => true, // `decode_lanes` checks them
             _ => bytes.len() == 33,
         };
         if !fits {
@@ -321,12 +297,8 @@ impl Entry {
                     window_start_ms: word(1),
                     step: u32::try_from(word(2)).map_err(|_| corrupt())?,
                     repeats: if bytes.len() > 33 { word(4) } else { 0 },
-                    consecutive: if bytes.len() >= RECORD_LEN_BEFORE_SHUT_AT { word(5) } else { 0 },
-                    locked_until_ms: if bytes.len() >= RECORD_LEN_BEFORE_SHUT_AT {
-                        word(6)
-                    } else {
-                        0
-                    },
+                    consecutive: if bytes.len() > 41 { word(5) } else { 0 },
+                    locked_until_ms: if bytes.len() > 41 { word(6) } else { 0 },
                     shut_at_ms: if bytes.len() == RECORD_LEN { word(7) } else { 0 },
                 };
                 if !record.is_plausible() {
@@ -379,38 +351,7 @@ impl Entry {
                 }
                 sends(times, len, word(0), word(3)).ok_or_else(corrupt)
             }
-            12 => {
-                let len = (bytes.len() - 33) / 8;
-                let mut tags = [0u64; MAX_NETWORKS];
-                for (i, tag) in tags.iter_mut().enumerate().take(len) {
-                    *tag = word(4 + i);
-                }
-                let distinct = (1..len).all(|i| !tags[..i].contains(&tags[i]));
-                if !distinct || word(1) != len as u64 || word(2) != 0 {
-                    return Err(corrupt());
-                }
-                Ok(Entry::Networks {
-                    window_start_ms: time(0)?,
-                    tags,
-                    len: u8::try_from(len).map_err(|_| corrupt())?,
-                    expires_ms: word(3),
-                })
-            }
-            13 => {
-                let len = (bytes.len() - 33) / 16;
-                let mut lanes = [(0u64, 0u64); MAX_DEVICE_LANES];
-                for (i, lane) in lanes.iter_mut().enumerate().take(len) {
-                    *lane = (word(4 + 2 * i), time(5 + 2 * i)?);
-                }
-                if word(0) != len as u64 || word(1) != 0 || word(2) != 0 {
-                    return Err(corrupt());
-                }
-                Ok(Entry::Devices {
-                    lanes,
-                    len: u8::try_from(len).map_err(|_| corrupt())?,
-                    expires_ms: word(3),
-                })
-            }
+            14 | 15 => decode_lanes(bytes),
             4 => Ok(Entry::SprayCount {
                 period: count(0)?,
                 counts: [counts(1)?, counts(3)?],
@@ -419,6 +360,73 @@ impl Entry {
             _ => Err(corrupt()),
         }
     }
+}
+
+impl Entry {
+    /// [`Entry::Networks`] (tag 14: the window start, the count, a zero word, the expiry,
+    /// then the tags) and [`Entry::Devices`] (tag 15: the count, two zero words, the
+    /// expiry, then each device's tag and time).
+    fn encode_lanes(&self, out: &mut Vec<u8>) {
+        let (tag, words, tail): (u8, [u64; 4], Vec<u64>) = match *self {
+            Entry::Networks { window_start_ms, tags, len, expires_ms } => {
+                let tail = tags[..usize::from(len).min(MAX_NETWORKS)].to_vec();
+                (14, [window_start_ms, u64::from(len), 0, expires_ms], tail)
+            }
+            Entry::Devices { lanes, len, expires_ms } => {
+                let listed = &lanes[..usize::from(len).min(MAX_DEVICE_LANES)];
+                let tail = listed.iter().flat_map(|&(device, at)| [device, at]).collect();
+                (15, [u64::from(len), 0, 0, expires_ms], tail)
+            }
+            _ => return,
+        };
+        out.push(tag);
+        for w in words.iter().chain(&tail) {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+}
+
+/// Decodes an [`Entry::Networks`] or [`Entry::Devices`]: its count agrees with its
+/// length, within the bound, its zero words zero, a network listed once, times within
+/// what a daemon writes.
+fn decode_lanes(bytes: &[u8]) -> Result<Entry, StoreError> {
+    let corrupt = || StoreError::Protocol("corrupt embedded entry".into());
+    let networks = bytes[0] == 14;
+    let (max, width) = if networks { (MAX_NETWORKS, 1) } else { (MAX_DEVICE_LANES, 2) };
+    if !tail_fits(bytes, max * width) || !((bytes.len() - 33) / 8).is_multiple_of(width) {
+        return Err(corrupt());
+    }
+    let word =
+        |i: usize| u64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().unwrap_or_default());
+    let len = (bytes.len() - 33) / 8 / width;
+    let count = u8::try_from(len).map_err(|_| corrupt())?;
+    let plain = if networks {
+        word(0) <= MAX_STORED_TIME_MS && word(1) == len as u64 && word(2) == 0
+    } else {
+        word(0) == len as u64 && word(1) == 0 && word(2) == 0
+    };
+    if !plain {
+        return Err(corrupt());
+    }
+    if networks {
+        let mut tags = [0u64; MAX_NETWORKS];
+        for (i, tag) in tags.iter_mut().enumerate().take(len) {
+            *tag = word(4 + i);
+        }
+        if (1..len).any(|i| tags[..i].contains(&tags[i])) {
+            return Err(corrupt());
+        }
+        let window_start_ms = word(0);
+        return Ok(Entry::Networks { window_start_ms, tags, len: count, expires_ms: word(3) });
+    }
+    let mut lanes = [(0u64, 0u64); MAX_DEVICE_LANES];
+    for (i, lane) in lanes.iter_mut().enumerate().take(len) {
+        *lane = (word(4 + 2 * i), word(5 + 2 * i));
+    }
+    if lanes[..len].iter().any(|&(_, at)| at > MAX_STORED_TIME_MS) {
+        return Err(corrupt());
+    }
+    Ok(Entry::Devices { lanes, len: count, expires_ms: word(3) })
 }
 
 /// Whether `bytes` are the 33 fixed bytes and at most `max` more words.
