@@ -519,7 +519,36 @@ where
                 r.max_consecutive_failures,
                 r.ceiling_reached
             );
+            say!("{}", why_shut(&r));
             Ok(open)
         }
     }
+}
+
+/// The lines of `inspect` that say why the door is shut: since when (RFC 3339 on the
+/// store's clock, `-` when open or unknown) and by what, the known-device lanes, and
+/// the distinct client networks of the window (at most 64: "64 or more").
+fn why_shut(r: &pb::InspectResponse) -> String {
+    let shut_by = match pb::ShutBy::try_from(r.shut_by) {
+        Ok(pb::ShutBy::Window) => "window",
+        Ok(pb::ShutBy::Ceiling) => "ceiling",
+        Ok(pb::ShutBy::Unspecified) if r.door == pb::DoorState::Open as i32 => "-",
+        // A closed door without a reason this build knows: shut all the same.
+        Ok(pb::ShutBy::Unspecified) | Err(_) => "unknown",
+    };
+    let shut_at = match r.door_shut_unix_ms {
+        0 => "-".to_owned(),
+        ms => humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+            .to_string(),
+    };
+    let networks = match r.distinct_networks {
+        n if n as usize >= portcullis::throttle::attempt_count::MAX_NETWORKS => {
+            format!("{n} or more")
+        }
+        n => n.to_string(),
+    };
+    format!(
+        "shut_by: {shut_by}\ndoor_shut_at: {shut_at}\ndevice_lanes: {}\ndevice_failures: {}\ndistinct_networks: {networks}",
+        r.device_lanes, r.device_failures
+    )
 }

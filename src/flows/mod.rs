@@ -164,7 +164,12 @@ impl Flows {
         attempt: &FlowAttempt<'_>,
         policy: &crate::throttle::Policy,
     ) -> Result<FlowRecorded, StoreError> {
-        let counted = self.store.count(&Attempt::new(attempt.key, attempt.attempt, policy)).await?;
+        // Its client network is noted on the flow's record for its window (Inspect's
+        // distinct_networks), named by the login throttle's tag for it.
+        let realm = attempt.realm;
+        let network = realm.network.key(&self.secret, &realm.name, attempt.client_key);
+        let counting = Attempt::new(attempt.key, attempt.attempt, policy);
+        let counted = self.store.count(&counting.from_network(network.as_ref())).await?;
         if counted.locked_now {
             let realm = attempt.realm.name.clone();
             metrics::counter!(FLOW_LOCKOUTS, "realm" => realm, "flow" => attempt.flow.as_str())
@@ -273,7 +278,7 @@ impl Flows {
                 Ok(FlowInspection::Mail(self.store.send(&request).await?))
             }
             FlowPolicy::Code(policy) => {
-                Ok(FlowInspection::Code(self.store.inspect(key).await?, *policy))
+                Ok(FlowInspection::Code(self.store.inspect(key, policy).await?, *policy))
             }
         }
     }

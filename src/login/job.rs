@@ -26,7 +26,7 @@ use crate::defence::devices::{DeviceTokens, Grant, IssueError, KnownDevice, Unkn
 use crate::defence::spray::{SprayAction, SprayWatch};
 use crate::realm::Realm;
 use crate::store::Store;
-use crate::store::attempt_count::{Attempt, DeviceClaim, RepeatClaim};
+use crate::store::attempt_count::{Attempt, DeviceClaim, RepeatClaim, network_tag};
 use crate::store::breached_count::{BREACHED_COUNT_TTL_MS, BreachedNoteRequest};
 use crate::store::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey, SprayKey};
 use crate::store::realm_tally::TallyBuffer;
@@ -282,6 +282,9 @@ impl<'a> Call<'a> {
                 .repeat
                 .map(|(list, fingerprint)| RepeatClaim { list, fingerprint: *fingerprint }),
             read_epoch: realm.unknown_device == UnknownDevice::StepUp,
+            // Noted on the counted record, a device's bucket's included (which takes no
+            // token of it).
+            network: network.as_ref().map(network_tag),
         };
         let network = if device.is_some() { None } else { network };
         let spray_check = self.spray_note(SprayNote::Check);

@@ -9,6 +9,7 @@
 use super::signals::{Turn, give_held_back, signal_failures, signals};
 use super::{Clearing, Logins, MAX_REPLAYS, Recorded, note_ceiling, note_count};
 use crate::realm::Realm;
+use crate::store::attempt_count::Attempt;
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::throttle::flow::Flow;
@@ -32,10 +33,9 @@ impl Logins {
         let store = self.store.as_ref();
         let network = realm.network.key(&self.secret, &realm.name, client_key);
         let held = network.as_ref().map(|n| n.held_by(key));
-        let (counted, turn) = tokio::join!(
-            store.record_attempt(key, attempt, &realm.policy),
-            Turn::take_held(store, realm, network, held),
-        );
+        let counting = Attempt::new(key, attempt, &realm.policy).from_network(network.as_ref());
+        let (counted, turn) =
+            tokio::join!(store.count(&counting), Turn::take_held(store, realm, network, held),);
         let counted = counted?;
         let mut turn = turn?;
         if turn.refuses(realm, &self.network_watch, &self.tally) {

@@ -9,9 +9,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::RealmConfig;
 use crate::setting::{Bound, Problems, between};
-use crate::throttle::Policy;
+use crate::throttle::{Policy, PolicySettings};
 
 /// `[realms.NAME.candidate]`: any of the realm's login limits and windows; an unset one
 /// is the enforced value. Ranges as for the realm's own.
@@ -55,29 +54,32 @@ pub struct Candidate {
 }
 
 impl CandidateConfig {
-    /// The candidate of realm `name`, whose enforced settings are `realm`: each unset
-    /// field the realm's, every range checked as the realm's own (errors name
-    /// `realms.NAME.candidate.FIELD`).
+    /// The candidate of realm `name`, whose enforced settings are `realm` and
+    /// `realm_step_up` (as written): each unset field the realm's, every range checked as
+    /// the realm's own (errors name `realms.NAME.candidate.FIELD`).
     pub(super) fn checked(
         &self,
         name: &str,
-        realm: &RealmConfig,
+        realm: &PolicySettings,
+        realm_step_up: Option<u32>,
         problems: &mut Problems,
     ) -> Candidate {
-        let mut merged = realm.clone();
-        merged.max_failures = self.max_failures.unwrap_or(realm.max_failures);
-        merged.max_consecutive_failures =
-            self.max_consecutive_failures.unwrap_or(realm.max_consecutive_failures);
-        merged.lockout_duration = self.lockout_duration.or(realm.lockout_duration);
-        merged.first_window = self.first_window.unwrap_or(realm.first_window);
-        merged.max_window = self.max_window.unwrap_or(realm.max_window);
-        merged.retention = self.retention.unwrap_or(realm.retention);
+        let merged = PolicySettings {
+            max_failures: self.max_failures.unwrap_or(realm.max_failures),
+            max_consecutive_failures: self
+                .max_consecutive_failures
+                .unwrap_or(realm.max_consecutive_failures),
+            lockout_duration: self.lockout_duration.or(realm.lockout_duration),
+            first_window: self.first_window.unwrap_or(realm.first_window),
+            max_window: self.max_window.unwrap_or(realm.max_window),
+            retention: self.retention.unwrap_or(realm.retention),
+            second_factor_required: realm.second_factor_required,
+        };
         // The realm's step-up count only while it fits the candidate's window.
-        merged.step_up_failures =
-            self.step_up_failures.or(realm.step_up_failures.filter(|&n| n < merged.max_failures));
+        let step_up = self.step_up_failures.or(realm_step_up.filter(|&n| n < merged.max_failures));
         let scope = format!("{name}.candidate");
-        let policy = Policy::checked(&scope, &merged.policy_settings(), problems);
-        let step_up_failures = match merged.step_up_failures {
+        let policy = Policy::checked(&scope, &merged, problems);
+        let step_up_failures = match step_up {
             Some(n) => {
                 problems.note(between(
                     &format!("realms.{scope}.step_up_failures"),

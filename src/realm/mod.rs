@@ -231,7 +231,9 @@ impl RealmConfig {
         let step_up_failures = self.step_up_failures(name, &mut problems);
         let flows = self.flows.validate(name, self.max_consecutive_failures, &mut problems);
         let grace = checked_grace_logins(name, self.breached_grace_logins, &mut problems);
-        let candidate = self.candidate.as_ref().map(|c| c.checked(name, self, &mut problems));
+        let candidate = self.candidate.as_ref().map(|c| {
+            c.checked(name, &self.policy_settings(), self.step_up_failures, &mut problems)
+        });
         let hash_target = problems.note(self.hash.validate(name, ceilings));
         if let Some(e) = problems.into_error() {
             return Err(e);

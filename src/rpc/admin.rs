@@ -27,8 +27,8 @@ use crate::pb::admin_server::Admin;
 use crate::pb::{
     DoorState, EffectiveConfigRequest, EffectiveConfigResponse, InspectNetworkRequest,
     InspectNetworkResponse, InspectRequest, InspectResponse, ReleaseNetworkRequest,
-    ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse, SprayStatusRequest,
-    SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
+    ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse, ShutBy,
+    SprayStatusRequest, SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
 };
 use crate::pb::{FlowRefusals, RealmStatusRequest, RealmStatusResponse};
 use crate::realm::{Realm, Realms};
@@ -130,7 +130,7 @@ impl AdminService {
         flow: Option<crate::throttle::flow::Flow>,
     ) -> Result<InspectResponse, Status> {
         let Some(flow) = flow else {
-            let read = self.store.inspect(key).await.map_err(store_unavailable)?;
+            let read = self.store.inspect(key, &realm.policy).await.map_err(store_unavailable)?;
             return Ok(inspection(&realm.policy, &read));
         };
         let read =
@@ -160,6 +160,15 @@ pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
         consecutive_failures: door.consecutive,
         max_consecutive_failures: policy.max_consecutive_failures,
         ceiling_reached: door.at_ceiling,
+        door_shut_unix_ms: door.shut.map_or(0, |s| s.at_ms),
+        shut_by: match door.shut.map(|s| s.by) {
+            None => ShutBy::Unspecified,
+            Some(throttle::attempt_count::ShutBy::Window) => ShutBy::Window,
+            Some(throttle::attempt_count::ShutBy::Ceiling) => ShutBy::Ceiling,
+        } as i32,
+        device_failures: inspection.devices.failures,
+        device_lanes: u32::try_from(inspection.devices.lanes).unwrap_or(u32::MAX),
+        distinct_networks: u32::try_from(inspection.networks).unwrap_or(u32::MAX),
     }
 }
 
@@ -177,6 +186,12 @@ pub fn mail_inspection(sent: &Sent) -> InspectResponse {
         consecutive_failures: 0,
         max_consecutive_failures: 0,
         ceiling_reached: false,
+        // A mail flow's door is its send caps: no attempt shuts it.
+        door_shut_unix_ms: 0,
+        shut_by: if sent.allowed { ShutBy::Unspecified } else { ShutBy::Window } as i32,
+        device_failures: 0,
+        device_lanes: 0,
+        distinct_networks: 0,
     }
 }
 
@@ -452,7 +467,8 @@ mod tests {
     };
 
     fn at(record: Option<Record>, now_ms: u64) -> InspectResponse {
-        inspection(&POLICY, &Inspection { record, now_ms })
+        let devices = crate::store::attempt_count::DeviceLanes { lanes: 1, failures: 2 };
+        inspection(&POLICY, &Inspection { record, now_ms, networks: 3, devices })
     }
 
     #[test]
@@ -481,5 +497,14 @@ mod tests {
             (DoorState::Closed as i32, true, 100)
         );
         assert_eq!((ceiling.max_consecutive_failures, ceiling.seconds_until_open), (100, 0));
+        // Why and since when: the ceiling, the window, nothing while open.
+        let shut_at = |r: Option<Record>| r.map(|r| Record { shut_at_ms: t - 500, ..r });
+        let ceiling = at(shut_at(r(1, 1000, 2).map(|r| Record { consecutive: 100, ..r })), t);
+        assert_eq!((ceiling.shut_by, ceiling.door_shut_unix_ms), (ShutBy::Ceiling as i32, t - 500));
+        let window = at(shut_at(r(6, 1000, 0)), t);
+        assert_eq!((window.shut_by, window.door_shut_unix_ms), (ShutBy::Window as i32, t - 500));
+        let open = at(shut_at(r(3, 1000, 0)), t);
+        assert_eq!((open.shut_by, open.door_shut_unix_ms), (ShutBy::Unspecified as i32, 0));
+        assert_eq!((open.device_lanes, open.device_failures, open.distinct_networks), (1, 2, 3));
     }
 }

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 
 use super::error::StoreError;
-use super::keys::{AccountKey, AttemptKey, RepeatKey};
+use super::keys::{AccountKey, AttemptKey, NetworkKey, RepeatKey};
 use crate::throttle::{Policy, Record};
 
 /// One attempt to count (docs/throttle.md, "The rules").
@@ -35,6 +35,11 @@ pub struct Attempt<'a> {
     /// issued under so a revocation voids it (docs/devices.md). Read in the same step,
     /// for right and wrong passwords alike.
     pub read_epoch: bool,
+    /// The client network as its window's set keeps it ([`network_tag`]),
+    /// noted in the counted record's network set for its window when the attempt is
+    /// counted (docs/throttle.md, "Why a door is shut"). `None` (no `client_key`, a
+    /// trusted network): nothing is noted, and the count reads no set.
+    pub network: Option<u64>,
 }
 
 /// One attempt's claim to be a repeat ([`Attempt::repeat`]).
@@ -62,8 +67,22 @@ impl<'a> Attempt<'a> {
             device_epoch_ttl_ms: DEFAULT_EPOCH_TTL_MS,
             repeat: None,
             read_epoch: false,
+            network: None,
         }
     }
+
+    /// This attempt with its client network's tag ([`Attempt::network`]).
+    pub fn from_network(self, network: Option<&NetworkKey>) -> Self {
+        Self { network: network.map(network_tag), ..self }
+    }
+}
+
+/// A network as a window's network set keeps it: the number the first 15 of its tag's
+/// 16 hex digits spell ([`NetworkKey::tag`]; 60 bits, so Redis keeps the set as an
+/// intset of 8-byte integers, a quarter of the memory of the same tags as text; two
+/// networks of one window share it with odds of about 2^-50).
+pub fn network_tag(network: &NetworkKey) -> u64 {
+    u64::from_str_radix(&network.tag()[..15], 16).unwrap_or(0)
 }
 
 /// A device's claim on one attempt ([`Attempt::device`]).
@@ -143,6 +162,21 @@ pub struct Inspection {
     pub record: Option<Record>,
     /// The store's clock when the record was read, in ms since the Unix epoch.
     pub now_ms: u64,
+    /// Client networks noted in the record's current window (0 once it is over), at
+    /// most [`crate::throttle::attempt_count::MAX_NETWORKS`] ("that many or more").
+    pub networks: u64,
+    /// The account's device lanes, for its login record (zero for any other).
+    pub devices: DeviceLanes,
+}
+
+/// The account's known-device lanes as `Inspect` reads them (docs/devices.md, "Lanes
+/// in Inspect"): the buckets its index lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceLanes {
+    /// Listed buckets that hold a record.
+    pub lanes: u64,
+    /// Their failures in their current windows, summed.
+    pub failures: u64,
 }
 
 /// The attempt count on a store: every operation one atomic step on the store's clock.
@@ -194,6 +228,8 @@ pub trait AttemptCountStore: Send + Sync {
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError>;
 
-    /// `portcullis.v1.Admin/Inspect`: reads the record and the store's clock. Never writes.
-    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError>;
+    /// `portcullis.v1.Admin/Inspect`: reads the record, its window's network set and,
+    /// for the account's login record, its device lanes (whose windows `policy` sets),
+    /// with the store's clock, at one instant. Never writes.
+    async fn inspect(&self, key: &AccountKey, policy: &Policy) -> Result<Inspection, StoreError>;
 }

@@ -136,8 +136,8 @@ impl AttemptCountStore for InstrumentedStore {
         self.operation("clear", self.inner.accept(bucket, account, epoch_ttl_ms)).await
     }
 
-    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
-        self.operation("inspect", self.inner.inspect(key)).await
+    async fn inspect(&self, key: &AccountKey, policy: &Policy) -> Result<Inspection, StoreError> {
+        self.operation("inspect", self.inner.inspect(key, policy)).await
     }
 }
 

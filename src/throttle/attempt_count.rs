@@ -47,6 +47,10 @@ fn count(policy: &Policy, record: Option<Record>, now_ms: u64, listed: bool) -> 
     }
     if allowed && r.failures == u64::from(policy.max_failures) {
         r.locked_until_ms = r.locked_until_ms.max(now_ms.saturating_add(policy.lockout_ms()));
+        r.shut_at_ms = now_ms;
+    }
+    if added && policy.at_ceiling(r.consecutive) {
+        r.shut_at_ms = now_ms;
     }
     AttemptOutcome { allowed, record: r, added }
 }
@@ -131,6 +135,49 @@ fn window_over(policy: &Policy, r: &Record, now_ms: u64) -> bool {
     now_ms >= window_end_ms(policy, r)
 }
 
+/// Failures `record` holds in its current window at `now_ms` (0 once the window is
+/// over, and without a record): what `Admin/Inspect` sums over an account's device
+/// lanes (`inspect.lua` mirrors it).
+pub fn window_failures(policy: &Policy, record: Option<&Record>, now_ms: u64) -> u64 {
+    record.filter(|r| !window_over(policy, r, now_ms)).map_or(0, |r| r.failures)
+}
+
+/// Whether `record` is in its current window at `now_ms` (a record, its window not
+/// over): what its window's network set is read under.
+pub fn window_current(policy: &Policy, record: Option<&Record>, now_ms: u64) -> bool {
+    record.is_some_and(|r| !window_over(policy, r, now_ms))
+}
+
+/// Most client networks a record's window notes (docs/throttle.md, "Why a door is
+/// shut"): past it no new one is noted, and `Admin/Inspect`'s `distinct_networks`
+/// reads this many as "this many or more".
+pub const MAX_NETWORKS: usize = 64;
+
+/// Whether a window's network set that holds `held` takes `tag` (the keyed tag of a
+/// counted attempt's client network): not listed yet, and below [`MAX_NETWORKS`]. A
+/// set belongs to one window: a window that restarts starts an empty one.
+pub fn takes_network(held: &[u64], tag: u64) -> bool {
+    !held.contains(&tag) && held.len() < MAX_NETWORKS
+}
+
+/// Most device buckets an account's index lists (docs/devices.md, "Lanes in
+/// Inspect"): the one least recently counted in leaves it first.
+pub const MAX_DEVICE_LANES: usize = 32;
+
+/// Notes in an account's device index (`(device tag, last counted at)`, any order) that
+/// an attempt was counted in `device`'s bucket at `now_ms`, dropping the least recently
+/// counted entries (the lowest time, then the lowest tag: Redis's sorted-set order)
+/// past [`MAX_DEVICE_LANES`].
+pub fn note_device(index: &mut Vec<(u64, u64)>, device: u64, now_ms: u64) {
+    match index.iter_mut().find(|(d, _)| *d == device) {
+        Some(entry) => entry.1 = now_ms,
+        None => index.push((device, now_ms)),
+    }
+    index.sort_by_key(|&(d, at)| (at, d));
+    let excess = index.len().saturating_sub(MAX_DEVICE_LANES);
+    index.drain(..excess);
+}
+
 /// One account key's door at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Door {
@@ -153,6 +200,27 @@ pub struct Door {
     pub window_ms: u64,
     /// Repeats forgiven in the current window (0 once it is over).
     pub repeats: u64,
+    /// Why and since when the door is shut; `None` while it is open.
+    pub shut: Option<Shut>,
+}
+
+/// Why a door is shut, and since when (docs/throttle.md, "Why a door is shut").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shut {
+    /// What holds it shut.
+    pub by: ShutBy,
+    /// Store-clock time of the attempt that shut it, in ms since the Unix epoch; 0 when
+    /// unknown (a record written before the time was kept).
+    pub at_ms: u64,
+}
+
+/// What holds a door shut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutBy {
+    /// The window is exhausted (or its lockout runs): it opens by itself.
+    Window,
+    /// The record is at its ceiling: it opens only when cleared.
+    Ceiling,
 }
 
 /// The door of `record` (none: never counted, cleared or expired) at `now_ms`, on the
@@ -169,6 +237,7 @@ pub fn door(policy: &Policy, record: Option<&Record>, now_ms: u64) -> Door {
             repeats: 0,
             consecutive: 0,
             at_ceiling: false,
+            shut: None,
         };
     };
     let window_ms = policy.window_ms(record.step);
@@ -176,6 +245,7 @@ pub fn door(policy: &Policy, record: Option<&Record>, now_ms: u64) -> Door {
     let over = now_ms >= window_end;
     let open = is_open(policy, Some(record), now_ms);
     let at_ceiling = policy.at_ceiling(record.consecutive);
+    let by = if at_ceiling { ShutBy::Ceiling } else { ShutBy::Window };
     Door {
         open,
         failures: if over { 0 } else { record.failures },
@@ -189,6 +259,7 @@ pub fn door(policy: &Policy, record: Option<&Record>, now_ms: u64) -> Door {
         repeats: if over { 0 } else { record.repeats },
         consecutive: record.consecutive,
         at_ceiling,
+        shut: (!open).then_some(Shut { by, at_ms: record.shut_at_ms }),
     }
 }
 
@@ -401,5 +472,49 @@ mod tests {
             (ceiling.open, ceiling.at_ceiling, ceiling.seconds_until_open),
             (false, true, 0)
         );
+    }
+
+    #[test]
+    fn the_door_says_when_it_shut_and_why() {
+        let p = Policy { max_consecutive_failures: 7, ..defaults() };
+        let mut rec = None;
+        for t in 1..=6u64 {
+            rec = Some(attempt(&p, rec, t * 1000).record);
+        }
+        let shut = rec.unwrap();
+        assert_eq!(shut.shut_at_ms, 5000, "the fifth exhausted the window; the sixth was refused");
+        let seen = door(&p, Some(&shut), 6000);
+        assert_eq!(seen.shut, Some(Shut { by: ShutBy::Window, at_ms: 5000 }));
+        // Open again: no reason given.
+        assert_eq!(door(&p, Some(&shut), 5000 + 15 * MIN).shut, None);
+        // Two more in the next window reach the ceiling of 7: shut by it, at the 7th.
+        let mut rec = Some(shut);
+        for t in [20 * MIN, 20 * MIN + 1000] {
+            rec = Some(attempt(&p, rec, t).record);
+        }
+        let full = rec.unwrap();
+        assert_eq!(full.consecutive, 7);
+        let seen = door(&p, Some(&full), 30 * MIN);
+        assert_eq!(seen.shut, Some(Shut { by: ShutBy::Ceiling, at_ms: 20 * MIN + 1000 }));
+        assert_eq!(window_failures(&p, Some(&full), 30 * MIN), 2);
+        assert_eq!(window_failures(&p, Some(&full), 20 * MIN + 30 * MIN), 0, "window over");
+    }
+
+    #[test]
+    fn network_sets_and_device_indexes_are_bounded() {
+        let held: Vec<u64> = (0..MAX_NETWORKS as u64).collect();
+        assert!(!takes_network(&held, 1000), "full: no new network");
+        assert!(!takes_network(&held[..3], 2), "listed already");
+        assert!(takes_network(&held[..3], 1000));
+        let mut index = Vec::new();
+        for d in 0..(MAX_DEVICE_LANES as u64 + 2) {
+            note_device(&mut index, d, 100 + d);
+        }
+        assert_eq!(index.len(), MAX_DEVICE_LANES);
+        assert!(!index.iter().any(|&(d, _)| d < 2), "the two least recently counted left");
+        note_device(&mut index, 2, 10_000);
+        note_device(&mut index, 99, 10_001);
+        assert!(index.iter().any(|&(d, _)| d == 2), "a device counted again stays");
+        assert!(!index.iter().any(|&(d, _)| d == 3));
     }
 }

@@ -190,6 +190,11 @@ pub struct Record {
     /// Store-clock time before which the door stays shut, in ms since the Unix epoch
     /// (0: none): the attempt that shut the door set it `lockout_duration` ahead.
     pub locked_until_ms: u64,
+    /// Store-clock time of the latest attempt that shut the door, in ms since the Unix
+    /// epoch (0: none, or a record written before it was kept): the one that exhausted
+    /// its window or brought the record to its ceiling. What `Admin/Inspect` answers as
+    /// `door_shut_unix_ms` while the door is shut.
+    pub shut_at_ms: u64,
 }
 
 /// The answer to one counted attempt.
@@ -214,6 +219,7 @@ impl Record {
             && self.consecutive <= MAX_STORED_COUNT
             && self.window_start_ms <= MAX_STORED_TIME_MS
             && self.locked_until_ms <= MAX_STORED_TIME_MS
+            && self.shut_at_ms <= MAX_STORED_TIME_MS
             && self.step <= MAX_STORED_STEP
     }
 }

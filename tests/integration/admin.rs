@@ -58,6 +58,7 @@ realms = ["*"]
     let (code, out) = operator(&daemon, &ops_token, &["inspect"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("door: open") && out.contains("failures: 0"), "{out}");
+    assert!(out.contains("shut_by: -\ndoor_shut_at: -"), "{out}");
 
     let mut gw = caller(daemon.addr, None, Some(GATEWAY_TOKEN)).await.unwrap();
     for _ in 0..6 {
@@ -72,6 +73,10 @@ realms = ["*"]
     let seconds: u64 =
         out.lines().find_map(|l| l.strip_prefix("seconds_until_open: ")).unwrap().parse().unwrap();
     assert!((890..=900).contains(&seconds), "{out}");
+    // Why: the window, since the fifth attempt (RFC 3339 on the store's clock); no device
+    // lane; no network (the gateway sent no client_key).
+    assert!(out.contains("shut_by: window") && out.contains("door_shut_at: 20"), "{out}");
+    assert!(out.contains("device_lanes: 0\ndevice_failures: 0\ndistinct_networks: 0"), "{out}");
 
     // A gateway may not use the operator service, nor an operator the Governor.
     let (code, out) = operator(&daemon, &gw_token, &["unlock", "--reason", "owner-verified"]);

@@ -38,6 +38,11 @@ async fn every_scripts_keys_hash_to_one_slot() {
         }
         // The slot is the hash tag's alone: the identifier's braces never reach a key.
         assert_eq!(keyslot(node, &record), keyslot(node, &format!("{{{}}}", key.digest())));
+        // The window's networks and the device index with it (docs/throttle.md, "Why a
+        // door is shut").
+        for other in [key.networks(), key.device_index().0, key.device(&secret, b"n").networks()] {
+            assert_eq!(keyslot(node, &record), keyslot(node, &other), "{identifier:?}");
+        }
     }
     // The spray script's five keys share the fingerprint's hash tag, whatever the
     // password holds.
@@ -60,6 +65,21 @@ async fn every_scripts_keys_hash_to_one_slot() {
         let r = c.verify("exact", identifier, b"{a}:{b}", "", "client").await.unwrap();
         assert_eq!(r.verdict(), portcullis::pb::Verdict::Reject);
     }
+    // Inspect reads the device buckets the account's index lists: keys the script builds
+    // from the index, in the account's hash tag, so on its node.
+    let hash = portcullis::verify::hash::StoredHash::generate(
+        b"right",
+        &portcullis::verify::hash::HashParams::Bcrypt { cost: 4 },
+    )
+    .unwrap();
+    let accept = c.verify("exact", "{user}:1", b"right", hash.as_str(), "client").await.unwrap();
+    let token = accept.device_token;
+    c.verify_with_device("exact", "{user}:1", b"wrong", hash.as_str(), "client", &token)
+        .await
+        .unwrap();
+    let mut ops = caller(daemon.addr, None, None).await.unwrap();
+    let seen = ops.inspect("exact", "{user}:1").await.unwrap();
+    assert_eq!((seen.device_lanes, seen.device_failures, seen.distinct_networks), (1, 1, 0));
     daemon.shutdown().await;
 }
 

@@ -60,3 +60,4 @@ mod tls_refusals;
 mod tls_reload;
 mod verify;
 mod verify_exits;
+mod why_shut;

@@ -139,7 +139,7 @@ impl AttemptCountStore for CountingStore {
     async fn accept(&self, _: &AccountKey, _: &AccountKey, _: u64) -> Result<u64, StoreError> {
         Err(self.fail())
     }
-    async fn inspect(&self, _: &AccountKey) -> Result<Inspection, StoreError> {
+    async fn inspect(&self, _: &AccountKey, _: &Policy) -> Result<Inspection, StoreError> {
         Err(self.fail())
     }
 }

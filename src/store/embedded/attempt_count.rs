@@ -6,10 +6,10 @@
 use async_trait::async_trait;
 
 use super::EmbeddedStore;
-use super::entry::Entry;
+use super::entry::{Entry, MAX_DEVICE_LANES, MAX_NETWORKS};
 use super::repeat_list;
 use super::tables::Tables;
-use crate::store::attempt_count::{Attempt, AttemptCountStore, Counted, Inspection};
+use crate::store::attempt_count::{Attempt, AttemptCountStore, Counted, DeviceLanes, Inspection};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::throttle::repeat_list::RepeatMatch;
@@ -37,6 +37,14 @@ impl AttemptCountStore for EmbeddedStore {
             policy: *attempt.policy,
             repeat: attempt.repeat.map(|r| (r.list.as_str().to_owned(), r.fingerprint)),
             read_epoch: attempt.read_epoch,
+            networks: attempt.network.map(|tag| {
+                let device = attempt.device.map(|d| d.bucket.networks());
+                (key.networks(), device, tag)
+            }),
+            device_index: attempt.device.map(|d| {
+                let (index, _, tag) = d.bucket.device_index();
+                (index, tag.and_then(|t| u64::from_str_radix(t, 16).ok()).unwrap_or(0))
+            }),
         };
         self.submit(true, move |t| op.apply(t)).await
     }
@@ -55,8 +63,8 @@ impl AttemptCountStore for EmbeddedStore {
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        let record = key.record();
-        self.submit(true, move |t| clear(t, &record, None).map(drop)).await
+        let (record, networks) = (key.record(), key.networks());
+        self.submit(true, move |t| clear(t, &record, &networks, None).map(drop)).await
     }
 
     async fn accept(
@@ -65,14 +73,17 @@ impl AttemptCountStore for EmbeddedStore {
         account: &AccountKey,
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError> {
-        let (record, epoch) = (bucket.record(), (account.device_epoch(), epoch_ttl_ms));
-        self.submit(true, move |t| clear(t, &record, Some(&epoch))).await
+        let (record, networks) = (bucket.record(), bucket.networks());
+        let epoch = (account.device_epoch(), epoch_ttl_ms);
+        self.submit(true, move |t| clear(t, &record, &networks, Some(&epoch))).await
     }
 
-    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
-        let record = key.record();
-        self.submit(false, move |t| Ok(Inspection { record: t.record(&record)?, now_ms: t.now }))
-            .await
+    async fn inspect(&self, key: &AccountKey, policy: &Policy) -> Result<Inspection, StoreError> {
+        let (record, networks, policy) = (key.record(), key.networks(), *policy);
+        let login = !key.is_device() && key.flow_of().is_none();
+        let (index, prefix, _) = key.device_index();
+        let lanes = login.then_some((index, prefix));
+        self.submit(false, move |t| inspect(t, &record, &networks, lanes.as_ref(), &policy)).await
     }
 }
 
@@ -94,6 +105,11 @@ struct Count {
     /// Answer the account's device epoch without a device claim
     /// ([`Attempt::read_epoch`]).
     read_epoch: bool,
+    /// The account record's network set, the device bucket's (with a device claim),
+    /// and the client network's tag ([`Attempt::network`]).
+    networks: Option<(String, Option<String>, u64)>,
+    /// The account's device index and the device's tag, with a device claim.
+    device_index: Option<(String, u64)>,
 }
 
 impl Count {
@@ -121,8 +137,124 @@ impl Count {
             return Ok(with_epoch(r));
         }
         let device_ttl_ms = trusted.then_some(self.epoch_ttl_ms);
-        count(t, counted, current, (policy, repeat_claim), device_ttl_ms, id).map(with_epoch)
+        let answer = count(t, counted, current, (policy, repeat_claim), device_ttl_ms, id)?;
+        self.note_lanes(t, current.as_ref(), counted, trusted)?;
+        Ok(with_epoch(answer))
     }
+
+    /// After a count on `counted` (whose record was `before`): its client network in
+    /// the counted record's set, and a device's bucket in the account's index
+    /// (record_attempt.lua's last steps).
+    fn note_lanes(
+        &self,
+        t: &mut Tables<'_, '_>,
+        before: Option<&Record>,
+        counted: &str,
+        trusted: bool,
+    ) -> Result<(), StoreError> {
+        let Some(after) = t.record(counted)? else { return Ok(()) };
+        if let Some((account_set, device_set, tag)) = &self.networks {
+            let set = if trusted { device_set.as_deref() } else { Some(account_set.as_str()) };
+            if let Some(set) = set {
+                let fresh = before.is_none_or(|r| r.window_start_ms != after.window_start_ms);
+                note_network(t, set, *tag, fresh, &self.policy, &after)?;
+            }
+        }
+        if let (true, Some((index, device))) = (trusted, &self.device_index) {
+            note_device_lane(t, index, *device, self.epoch_ttl_ms)?;
+        }
+        Ok(())
+    }
+}
+
+/// Notes `tag` in the window's network set at `set` (emptied first when the window is
+/// `fresh`: a new record, or one whose window restarted), kept until the window ends.
+fn note_network(
+    t: &mut Tables<'_, '_>,
+    set: &str,
+    tag: u64,
+    fresh: bool,
+    policy: &Policy,
+    record: &Record,
+) -> Result<(), StoreError> {
+    let (mut tags, mut len) = ([0u64; MAX_NETWORKS], 0u8);
+    match t.get(set)? {
+        Some(Entry::Networks { tags: held, len: n, .. }) if !fresh => (tags, len) = (held, n),
+        Some(Entry::Networks { .. }) | None => {}
+        Some(_) => {
+            return Err(StoreError::Protocol("a network set key holds another entry".into()));
+        }
+    }
+    let n = usize::from(len).min(MAX_NETWORKS);
+    // (The bound checked twice: a panic here would stop the writer thread.)
+    if n < MAX_NETWORKS && throttle::attempt_count::takes_network(&tags[..n], tag) {
+        tags[n] = tag;
+        len += 1;
+    }
+    let ends = throttle::attempt_count::window_end_ms(policy, record).max(t.now + 1);
+    let window_start_ms = record.window_start_ms;
+    t.put(set, Entry::Networks { window_start_ms, tags, len, expires_ms: ends })
+}
+
+/// Notes in the account's device index at `index` that an attempt was counted in
+/// `device`'s bucket now, keeping it `ttl_ms` (as long as the device epoch).
+fn note_device_lane(
+    t: &mut Tables<'_, '_>,
+    index: &str,
+    device: u64,
+    ttl_ms: u64,
+) -> Result<(), StoreError> {
+    let mut listed = match t.get(index)? {
+        Some(Entry::Devices { lanes, len, .. }) => lanes[..usize::from(len)].to_vec(),
+        None => Vec::new(),
+        Some(_) => {
+            return Err(StoreError::Protocol("a device index key holds another entry".into()));
+        }
+    };
+    throttle::attempt_count::note_device(&mut listed, device, t.now);
+    listed.truncate(MAX_DEVICE_LANES);
+    let mut lanes = [(0u64, 0u64); MAX_DEVICE_LANES];
+    lanes[..listed.len()].copy_from_slice(&listed);
+    let len = u8::try_from(listed.len()).unwrap_or(u8::MAX);
+    t.put(index, Entry::Devices { lanes, len, expires_ms: t.now.saturating_add(ttl_ms) })
+}
+
+/// `Inspect`'s read (inspect.lua): the record, its window's networks and, with `lanes`
+/// (the account's device index and a bucket's key before its tag), the device lanes.
+fn inspect(
+    t: &mut Tables<'_, '_>,
+    record: &str,
+    networks: &str,
+    lanes: Option<&(String, String)>,
+    policy: &Policy,
+) -> Result<Inspection, StoreError> {
+    let (now, found) = (t.now, t.record(record)?);
+    let held = match t.get(networks)? {
+        Some(Entry::Networks { len, .. }) => u64::from(len),
+        None => 0,
+        Some(_) => {
+            return Err(StoreError::Protocol("a network set key holds another entry".into()));
+        }
+    };
+    let current = throttle::attempt_count::window_current(policy, found.as_ref(), now);
+    let mut devices = DeviceLanes::default();
+    if let Some((index, prefix)) = lanes {
+        let listed = match t.get(index)? {
+            Some(Entry::Devices { lanes, len, .. }) => lanes[..usize::from(len)].to_vec(),
+            None => Vec::new(),
+            Some(_) => {
+                return Err(StoreError::Protocol("a device index key holds another entry".into()));
+            }
+        };
+        for (device, _) in listed {
+            if let Some(bucket) = t.record(&format!("{prefix}{device:016x}"))? {
+                devices.lanes += 1;
+                devices.failures +=
+                    throttle::attempt_count::window_failures(policy, Some(&bucket), now);
+            }
+        }
+    }
+    Ok(Inspection { record: found, now_ms: now, networks: if current { held } else { 0 }, devices })
 }
 
 /// Where an attempt id's answer is kept, its request binding, and for how long.
@@ -285,15 +417,17 @@ fn keep_answer(
     t.put(key, Entry::Attempt { allowed, window_start_ms, replays: 0, binding, expires_ms })
 }
 
-/// `ClearAttempts`, or a `Verify` accept: deletes the record; an accept's `epoch`
-/// (the account's device epoch key, and how long to keep it) is read, kept so long
-/// when there is one, and answered (0 for a plain clear).
+/// `ClearAttempts`, or a `Verify` accept: deletes the record and its window's network
+/// set; an accept's `epoch` (the account's device epoch key, and how long to keep it)
+/// is read, kept so long when there is one, and answered (0 for a plain clear).
 fn clear(
     t: &mut Tables<'_, '_>,
     record: &str,
+    networks: &str,
     epoch: Option<&(String, u64)>,
 ) -> Result<u64, StoreError> {
     t.remove(record)?;
+    t.remove(networks)?;
     let Some((epoch_key, ttl_ms)) = epoch else { return Ok(0) };
     let current = t.epoch(epoch_key)?;
     if current > 0 {

@@ -55,6 +55,8 @@ impl Tables<'_, '_> {
                 | Entry::Tally { .. }
                 | Entry::TallyMember { .. }
                 | Entry::CandidateReport { .. }
+                | Entry::Networks { .. }
+                | Entry::Devices { .. }
                 | Entry::Epoch { .. },
             ) => Err(StoreError::Protocol("a record key holds another entry".into())),
             None => Ok(None),

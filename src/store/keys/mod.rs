@@ -13,6 +13,7 @@
 //! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
 //! portcullis:v2:{<32 hex digest>}:s              the record under the realm's candidate
 //!                                                 policy (hash f, ws, st, c; lu, lr)
+//! …:dx the device buckets' index (≤ 32 tags); <a record's key>:n its window's networks (≤ 64)
 //! portcullis:v2:{<32 hex digest>}:b              breached accepts of one credential
 //!                                                 ("<16 hex credential>:<count>")
 //! portcullis:v2:{<32 hex digest>}:p:<16 hex>     one client's refused-password list
@@ -39,10 +40,8 @@
 
 use hmac::Mac;
 
-use crate::secret::update_framed;
-
 use crate::normalize::NormalizedIdentifier;
-use crate::secret::KeySecret;
+use crate::secret::{KeySecret, update_framed};
 use crate::throttle::flow::{Flow, FlowRules};
 
 /// Prefix of every key; the version changes when the layout does (v2: the compact
@@ -64,12 +63,9 @@ const SUFFIX_DIGEST_BYTES: usize = 8;
 /// The store's name for one account key (realm, normalized identifier): a keyed digest
 /// (128 bits), in lowercase hex, used as the Redis Cluster hash tag.
 ///
-/// A key may also name one known device's bucket of that account
-/// ([`AccountKey::device`]): the same hash tag, so an operation on it stays single-slot,
-/// and a record of its own, so the device is counted apart from untrusted clients.
-///
-/// A key may also name one of the account's flows ([`AccountKey::flow`]): the same hash
-/// tag, a record of its own (docs/flows.md).
+/// A key may also name one known device's bucket of that account ([`AccountKey::device`])
+/// or one of its flows ([`AccountKey::flow`], docs/flows.md): the same hash tag, so an
+/// operation on it stays single-slot, and a record of its own, counted apart.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct AccountKey {
     /// Hex digest of (realm, normalized identifier): the hash tag (32 hex).
@@ -194,6 +190,20 @@ impl AccountKey {
     /// Whether this key names a device bucket rather than the account's record.
     pub fn is_device(&self) -> bool {
         matches!(self.bucket, Bucket::Device(_))
+    }
+
+    /// The account's device lanes (docs/devices.md, "Lanes in Inspect"): its index `…:dx`
+    /// (device tags by last count), a bucket's key before its tag `…:d:`, and this key's
+    /// tag when it names a bucket (its key's 16 hex end).
+    pub fn device_index(&self) -> (String, String, Option<&str>) {
+        let tag = format!("{KEY_PREFIX}{{{}}}", self.digest);
+        let device = if let Bucket::Device(d) = &self.bucket { Some(d.as_str()) } else { None };
+        (format!("{tag}:dx"), format!("{tag}:d:"), device)
+    }
+
+    /// `<record>:n`: its window's client networks (docs/throttle.md, "Why a door is shut").
+    pub fn networks(&self) -> String {
+        format!("{}:n", self.record())
     }
 
     /// `portcullis:v2:{<digest>}:a:<16 hex>`: the stored answer of one `attempt_id`, in

@@ -6,9 +6,10 @@ use async_trait::async_trait;
 
 use super::scripts::{admit, clear, inspect, record_attempt, refund};
 use super::{RedisStore, repeat_list};
-use crate::store::attempt_count::{Attempt, AttemptCountStore, Counted, Inspection};
+use crate::store::attempt_count::{Attempt, AttemptCountStore, Counted, DeviceLanes, Inspection};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
+use crate::throttle::attempt_count::{self, MAX_DEVICE_LANES, MAX_NETWORKS};
 use crate::throttle::{Policy, Record};
 
 #[async_trait]
@@ -33,12 +34,20 @@ impl AttemptCountStore for RedisStore {
         let (key, policy) = (attempt.key, attempt.policy);
         let device_epoch_key =
             (attempt.device.is_some() || attempt.read_epoch).then(|| key.device_epoch());
+        // The network sets: the account record's, and the device bucket's (the script
+        // picks the one of the record it counts in).
+        let networks = attempt.network.map(|_| key.networks());
+        let device_networks =
+            attempt.network.and(attempt.device).map(|claim| claim.bucket.networks());
         let keys = record_attempt::Keys {
             record: key.record(),
             device_bucket: attempt.device.map(|claim| claim.bucket.record()),
             device_epoch: device_epoch_key,
+            device_index: attempt.device.map(|_| key.device_index().0),
             attempt: attempt.attempt_id.map(|a| a.as_str().to_owned()),
             repeat_list: attempt.repeat.map(|r| r.list.as_str().to_owned()),
+            networks,
+            device_networks,
         };
         let args = count_args(attempt, self.attempt_ttl_ms);
         let call = record_attempt::call(&keys, &args);
@@ -112,7 +121,8 @@ impl AttemptCountStore for RedisStore {
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        let keys = clear::Keys { record: key.record(), device_epoch: None };
+        let keys =
+            clear::Keys { record: key.record(), networks: key.networks(), device_epoch: None };
         let reply: Vec<i64> =
             self.invoke(&clear::call(&keys, &clear::Args { epoch_ttl_ms: None })).await?;
         clear::Reply::parse(&reply).map(drop)
@@ -124,18 +134,33 @@ impl AttemptCountStore for RedisStore {
         account: &AccountKey,
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError> {
-        let keys =
-            clear::Keys { record: bucket.record(), device_epoch: Some(account.device_epoch()) };
+        let keys = clear::Keys {
+            record: bucket.record(),
+            networks: bucket.networks(),
+            device_epoch: Some(account.device_epoch()),
+        };
         let args = clear::Args { epoch_ttl_ms: Some(epoch_ttl_ms) };
         let reply: Vec<i64> = self.invoke(&clear::call(&keys, &args)).await?;
         u64::try_from(clear::Reply::parse(&reply)?.epoch)
             .map_err(|_| StoreError::Protocol("clear: negative device epoch".into()))
     }
 
-    /// One `attempt_count/inspect.lua` call (read only).
-    async fn inspect(&self, key: &AccountKey) -> Result<Inspection, StoreError> {
-        let call = inspect::call(&inspect::Keys { record: key.record() }, &inspect::Args {});
-        let reply: Vec<i64> = self.invoke(&call).await?;
+    /// One `attempt_count/inspect.lua` call (read only); for the account's login record
+    /// it reads the device lanes too.
+    async fn inspect(&self, key: &AccountKey, policy: &Policy) -> Result<Inspection, StoreError> {
+        let login = !key.is_device() && key.flow_of().is_none();
+        let (index, bucket_prefix, _) = key.device_index();
+        let keys = inspect::Keys {
+            record: key.record(),
+            networks: key.networks(),
+            device_index: login.then_some(index),
+        };
+        let args = inspect::Args {
+            first_window_ms: login.then(|| policy.window_ms(0)),
+            max_window_ms: login.then(|| policy.window_ms(policy.max_step())),
+            bucket_prefix: login.then_some(bucket_prefix),
+        };
+        let reply: Vec<i64> = self.invoke(&inspect::call(&keys, &args)).await?;
         let inspect::Reply {
             exists,
             failures,
@@ -145,6 +170,10 @@ impl AttemptCountStore for RedisStore {
             repeats,
             consecutive,
             locked_until,
+            shut_at,
+            networks,
+            device_lanes,
+            device_failures,
         } = inspect::Reply::parse(&reply)?;
         let field = |v: i64, name: &str| {
             u64::try_from(v).map_err(|_| StoreError::Protocol(format!("inspect: negative {name}")))
@@ -159,10 +188,23 @@ impl AttemptCountStore for RedisStore {
                 repeats: field(repeats, "repeats")?,
                 consecutive: field(consecutive, "consecutive")?,
                 locked_until_ms: field(locked_until, "locked until")?,
+                shut_at_ms: field(shut_at, "shut at")?,
             }),
             other => return Err(StoreError::Protocol(format!("inspect exists={other}"))),
         };
-        Ok(Inspection { record, now_ms: field(now_ms, "time")? })
+        let now_ms = field(now_ms, "time")?;
+        // The set expires with its window; read as 0 once the window is over, as the
+        // embedded store, whichever comes first.
+        let current = attempt_count::window_current(policy, record.as_ref(), now_ms);
+        Ok(Inspection {
+            record,
+            now_ms,
+            networks: if current { field(networks, "networks")? } else { 0 },
+            devices: DeviceLanes {
+                lanes: field(device_lanes, "device lanes")?,
+                failures: field(device_failures, "device failures")?,
+            },
+        })
     }
 }
 
@@ -189,6 +231,13 @@ fn count_args(attempt: &Attempt<'_>, attempt_ttl_ms: u64) -> record_attempt::Arg
         max_consecutive: policy.max_consecutive_failures,
         lockout_ms: policy.lockout_ms(),
         binding: attempt.attempt_id.map_or_else(String::new, |a| a.binding_hex()),
+        network: attempt.network.map_or_else(String::new, |tag| tag.to_string()),
+        max_networks: MAX_NETWORKS,
+        device_tag: attempt
+            .device
+            .and_then(|d| d.bucket.device_index().2.map(str::to_owned))
+            .unwrap_or_default(),
+        max_devices: MAX_DEVICE_LANES,
     }
 }
 

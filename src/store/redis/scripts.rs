@@ -178,7 +178,16 @@ script!(
     /// `RecordAttempt`: count one attempt (`device_bucket` and `device_epoch` for a
     /// device's attempt, `device_epoch` alone when the account's epoch is asked for).
     record_attempt = "attempt_count/record_attempt.lua" {
-        keys: [record; device_bucket, device_epoch, attempt, repeat_list],
+        keys: [
+            record;
+            device_bucket,
+            device_epoch,
+            device_index,
+            attempt,
+            repeat_list,
+            networks,
+            device_networks
+        ],
         argv: [
             max_failures: u32,
             first_window_ms: u64,
@@ -192,7 +201,11 @@ script!(
             fingerprint: String,
             max_consecutive: u32,
             lockout_ms: u64,
-            binding: String
+            binding: String,
+            network: String,
+            max_networks: usize,
+            device_tag: String,
+            max_devices: usize
         ],
         reply: [
             allowed, failures, step, window_start_ms, replays, trusted, repeat,
@@ -220,17 +233,21 @@ script!(
     /// `ClearAttempts`: delete the record; `Verify`'s accept also reads (and keeps) the
     /// account's device epoch.
     clear = "attempt_count/clear.lua" {
-        keys: [record; device_epoch],
+        keys: [record, networks; device_epoch],
         argv: [; epoch_ttl_ms: u64],
         reply: [deleted, epoch],
     }
 );
 script!(
-    /// Admin `Inspect`: read a record and the store's clock (read only).
+    /// Admin `Inspect`: read a record, its window's networks, the account's device
+    /// lanes and the store's clock (read only).
     inspect = "attempt_count/inspect.lua" {
-        keys: [record],
-        argv: [],
-        reply: [exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until],
+        keys: [record, networks; device_index],
+        argv: [; first_window_ms: u64, max_window_ms: u64, bucket_prefix: String],
+        reply: [
+            exists, failures, window_start_ms, step, now_ms, repeats, consecutive,
+            locked_until, shut_at, networks, device_lanes, device_failures
+        ],
     }
 );
 script!(

@@ -16,7 +16,7 @@ pub(super) async fn lockout_lasts_lockout_duration(b: &dyn Backend) {
     assert_eq!(allowed(b, &k, &p, 4).await, [true; 4]);
     b.advance(&k, 2000).await;
     assert!(!store.is_open(&k, &p).await.unwrap(), "open a second after the window's end");
-    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k, &p).await.unwrap());
     assert!((897..=899).contains(&answer.seconds_until_open), "{answer:?}");
     assert!(!store.record_attempt(&k, None, &p).await.unwrap().allowed);
     b.advance(&k, 15 * MIN - 1000).await;
@@ -43,7 +43,7 @@ pub(super) async fn the_ceiling_holds_across_windows(b: &dyn Backend) {
     // 5 + 3 allowed: the eighth reached the ceiling; the ninth and tenth were refused.
     assert_eq!(reached.iter().filter(|r| **r).count(), 1);
     assert!(reached[7]);
-    let seen = store.inspect(&k).await.unwrap();
+    let seen = store.inspect(&k, &p).await.unwrap();
     assert_eq!(seen.record.unwrap().consecutive, 8);
     let answer = portcullis::rpc::admin::inspection(&p, &seen);
     assert!(answer.ceiling_reached && answer.door == portcullis::pb::DoorState::Closed as i32);
@@ -56,11 +56,11 @@ pub(super) async fn the_ceiling_holds_across_windows(b: &dyn Backend) {
     // shut. A refund of an allowed one gives one back.
     let ws = refused.window_start_ms;
     store.refund(&k, None, ws, false).await.unwrap();
-    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().consecutive, 8);
+    assert_eq!(store.inspect(&k, &p).await.unwrap().record.unwrap().consecutive, 8);
     assert!(!store.is_open(&k, &p).await.unwrap(), "a refund of a refusal reopened the ceiling");
     store.record_attempt(&k, None, &p).await.unwrap();
     store.refund(&k, None, ws, true).await.unwrap();
-    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().consecutive, 7);
+    assert_eq!(store.inspect(&k, &p).await.unwrap().record.unwrap().consecutive, 7);
     assert!(store.is_open(&k, &p).await.unwrap());
     assert!(store.record_attempt(&k, None, &p).await.unwrap().reached_ceiling);
     store.clear(&k).await.unwrap();
@@ -149,9 +149,9 @@ pub(super) async fn a_stale_password_never_reaches_the_ceiling(b: &dyn Backend) 
         assert!(!again.consecutive_added && !again.reached_ceiling, "window {window}");
         assert_eq!(again.failures, 1, "window {window}: counted in its window");
     }
-    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().consecutive, 1);
+    assert_eq!(store.inspect(&k, &p).await.unwrap().record.unwrap().consecutive, 1);
     // A new password is a new guess.
     let new = attempt(0xf00d).await;
     assert!(new.allowed && new.consecutive_added);
-    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().consecutive, 2);
+    assert_eq!(store.inspect(&k, &p).await.unwrap().record.unwrap().consecutive, 2);
 }

@@ -28,7 +28,7 @@ async fn every_read_fails(store: &dyn Store, k: &AccountKey, what: &str) {
     let p = policy(false);
     assert!(store.record_attempt(k, None, &p).await.is_err(), "record_attempt over {what}");
     assert!(store.is_open(k, &p).await.is_err(), "admit over {what}");
-    assert!(store.inspect(k).await.is_err(), "inspect over {what}");
+    assert!(store.inspect(k, &p).await.is_err(), "inspect over {what}");
     let refund = store.refund(k, None, 1_800_000_000_000, true).await;
     assert!(refund.is_err(), "refund over {what}");
 }
@@ -77,7 +77,7 @@ async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
     let k = key("corrupt-list@example.com");
     let list = k.repeats(&secret(), "ip:203.0.113.7/32");
     store.record_attempt(&k, None, &policy(false)).await.unwrap();
-    let ws = store.inspect(&k).await.unwrap().record.unwrap().window_start_ms;
+    let ws = store.inspect(&k, &policy(false)).await.unwrap().record.unwrap().window_start_ms;
     let mut bad_lists: Vec<String> =
         ["garbage", "x|,aa11,", "99999999999999999999|,aa11,", "-1|,aa11,"]
             .map(String::from)

@@ -67,6 +67,9 @@ trait Backend: Send + Sync {
     async fn record(&self, key: &AccountKey) -> Option<(u64, u32)>;
     /// How long `key` (a store key) lives from now, in ms; `None` without one.
     async fn ttl_ms(&self, key: &str) -> Option<u64>;
+    /// Whether [`Backend::advance`] moves the record's stored times back (Redis, whose
+    /// clock cannot move) rather than the clock forward.
+    fn ages_records(&self) -> bool;
 }
 
 struct ManualClock(AtomicU64);
@@ -112,6 +115,9 @@ impl Backend for Embedded {
         (at != portcullis::throttle::KEPT_UNTIL_CLEARED_MS)
             .then(|| at - self.clock.0.load(Ordering::SeqCst))
     }
+    fn ages_records(&self) -> bool {
+        false
+    }
 }
 
 struct Redis {
@@ -146,6 +152,9 @@ impl Backend for Redis {
     async fn ttl_ms(&self, key: &str) -> Option<u64> {
         let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut self.server.conn()).unwrap();
         u64::try_from(ttl).ok()
+    }
+    fn ages_records(&self) -> bool {
+        true
     }
 }
 
@@ -232,12 +241,12 @@ async fn admit_reads_only(b: &dyn Backend) {
 async fn inspect_reads_only(b: &dyn Backend) {
     let (k, p) = (key("inspect@example.com"), policy(false));
     let store = b.store();
-    let seen = store.inspect(&k).await.unwrap();
+    let seen = store.inspect(&k, &p).await.unwrap();
     assert_eq!(seen.record, None);
     assert!(seen.now_ms > 1_600_000_000_000, "the store's clock, in ms");
     assert_eq!(b.record(&k).await, None, "inspect wrote a record");
     allowed(b, &k, &p, 6).await;
-    let seen = store.inspect(&k).await.unwrap();
+    let seen = store.inspect(&k, &p).await.unwrap();
     let record = seen.record.unwrap();
     assert_eq!((record.failures, record.step), (6, 0));
     let answer = portcullis::rpc::admin::inspection(&p, &seen);
@@ -245,14 +254,14 @@ async fn inspect_reads_only(b: &dyn Backend) {
     assert_eq!(answer.failures, 6);
     assert!((899..=900).contains(&answer.seconds_until_open), "{answer:?}");
     for _ in 0..5 {
-        store.inspect(&k).await.unwrap();
+        store.inspect(&k, &p).await.unwrap();
     }
     assert_eq!(b.record(&k).await, Some((6, 0)), "inspect changed the record");
     b.advance(&k, 10 * MIN).await;
-    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k, &p).await.unwrap());
     assert!((299..=300).contains(&answer.seconds_until_open), "{answer:?}");
     b.advance(&k, 5 * MIN).await;
-    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k).await.unwrap());
+    let answer = portcullis::rpc::admin::inspection(&p, &store.inspect(&k, &p).await.unwrap());
     assert_eq!((answer.door, answer.failures, answer.seconds_until_open), (1, 0, 0));
 }
 
@@ -542,6 +551,10 @@ conformance!(
     repeat_lists,
     repeat_lists_follow_the_twin,
     concurrent_new_fingerprints_allow_max_failures,
+    why_a_door_shut_from_three_networks,
+    the_network_set_restarts_with_the_window,
+    the_ceiling_shows_as_the_cause,
+    the_device_index_is_bounded,
 );
 
 mod ceiling;
@@ -549,10 +562,15 @@ mod corrupt;
 mod realm_tally;
 mod repeats;
 mod send_log;
+mod why_shut;
 use ceiling::{
     a_stale_password_never_reaches_the_ceiling, confirm_device_once,
     lockout_lasts_lockout_duration, the_ceiling_holds_across_windows,
 };
 use repeats::{
     concurrent_new_fingerprints_allow_max_failures, repeat_lists, repeat_lists_follow_the_twin,
+};
+use why_shut::{
+    the_ceiling_shows_as_the_cause, the_device_index_is_bounded,
+    the_network_set_restarts_with_the_window, why_a_door_shut_from_three_networks,
 };

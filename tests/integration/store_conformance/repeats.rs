@@ -19,7 +19,7 @@ async fn count(b: &dyn Backend, k: &AccountKey, list: &RepeatKey, fingerprint: u
 }
 
 pub(super) async fn repeat_lists(b: &dyn Backend) {
-    let store = b.store();
+    let (store, p) = (b.store(), policy(false));
     let k = key("repeat@example.com");
     let phone = k.repeats(&secret(), "ip:203.0.113.7/32");
     let other = k.repeats(&secret(), "ip:198.51.100.1/32");
@@ -76,7 +76,7 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
     assert!(rearmed.repeat && !rearmed.recheck, "a note did not re-arm the entry");
     assert!(count(b, &k, &phone, 0xaa11).await.recheck);
     assert_eq!(b.record(&k).await, Some((1, 0)), "a repeat was counted");
-    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().repeats, 6);
+    assert_eq!(store.inspect(&k, &p).await.unwrap().record.unwrap().repeats, 6);
     // On another client's list the same fingerprint is a new guess.
     assert!(!count(b, &k, &other, 0xaa11).await.repeat);
     assert_eq!(b.record(&k).await, Some((2, 0)));
@@ -132,7 +132,7 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
     let later = count(b, &k, &phone, 0xaa11).await;
     assert!(!later.repeat && later.allowed);
     assert_eq!(later.failures, 1);
-    assert_eq!(store.inspect(&k).await.unwrap().record.unwrap().repeats, 0);
+    assert_eq!(store.inspect(&k, &p).await.unwrap().record.unwrap().repeats, 0);
 }
 
 /// Repeats never loosen the atomic limit: 50 concurrent counts of fingerprints noted on
@@ -217,7 +217,7 @@ async fn the_stored_list_marks_a_forgiven_entry_on_redis() {
     let list = k.repeats(&secret(), "ip:203.0.113.7/32");
     let p = policy(false);
     store.count(&Attempt::new(&k, None, &p)).await.unwrap();
-    let ws = store.inspect(&k).await.unwrap().record.unwrap().window_start_ms;
+    let ws = store.inspect(&k, &p).await.unwrap().record.unwrap().window_start_ms;
     let mut text = || -> String { redis::cmd("GET").arg(list.as_str()).query(&mut conn).unwrap() };
     store
         .note_repeat(&RepeatNoteRequest {

@@ -29,11 +29,18 @@ pub fn read_record(conn: &mut redis::Connection, key: &str) -> Option<(u64, u64,
 pub fn age_record(conn: &mut redis::Connection, key: &str, ms: u64) {
     let ws: u64 = redis::cmd("HGET").arg(key).arg("ws").query(conn).unwrap();
     let _: () = redis::cmd("HSET").arg(key).arg("ws").arg(ws - ms).query(conn).unwrap();
-    // The end of a lockout set by an attempt (absent: none) moves with it.
-    let lu: Option<u64> = redis::cmd("HGET").arg(key).arg("lu").query(conn).unwrap();
-    if let Some(lu) = lu {
-        let _: () =
-            redis::cmd("HSET").arg(key).arg("lu").arg(lu.saturating_sub(ms)).query(conn).unwrap();
+    // The end of a lockout set by an attempt and when the door shut (absent: none) move
+    // with it.
+    for field in ["lu", "sa"] {
+        let at: Option<u64> = redis::cmd("HGET").arg(key).arg(field).query(conn).unwrap();
+        if let Some(at) = at {
+            let _: () = redis::cmd("HSET")
+                .arg(key)
+                .arg(field)
+                .arg(at.saturating_sub(ms))
+                .query(conn)
+                .unwrap();
+        }
     }
 }
 

@@ -100,8 +100,8 @@ impl AttemptCountStore for FaultyStore {
         }
         self.inner.accept(b, k, ttl).await
     }
-    async fn inspect(&self, k: &AccountKey) -> Result<Inspection, StoreError> {
-        self.inner.inspect(k).await
+    async fn inspect(&self, k: &AccountKey, p: &Policy) -> Result<Inspection, StoreError> {
+        self.inner.inspect(k, p).await
     }
 }
 

@@ -1,30 +1,33 @@
 -- clear.lua: forget one account key's record (a verified password, or a completed
 -- password reset; docs/throttle.md), or a known device's bucket after its match.
 -- Stored attempt_id answers are kept, so a retried call still gets its first answer
--- (within the retry horizon).
+-- (within the retry horizon). The record's window's network set goes with it (a
+-- record counted afresh starts a window of its own).
 --
--- contract: KEYS record, device_epoch? | ARGV epoch_ttl_ms? | REPLY deleted, epoch
+-- contract: KEYS record, networks, device_epoch? | ARGV epoch_ttl_ms? | REPLY deleted, epoch
 -- KEYS[1]  the record   portcullis:v2:{<digest>}:r (or a device bucket :d:<16 hex>)
--- KEYS[2]  optional     portcullis:v2:{<digest>}:e, the account's device epoch: given
+-- KEYS[2]  its networks <KEYS[1]>:n (record_attempt.lua)
+-- KEYS[3]  optional     portcullis:v2:{<digest>}:e, the account's device epoch: given
 --                       by Verify's accept, which issues a device token under it
--- ARGV[1]  epoch_ttl_ms  with KEYS[2] only: how long the epoch is kept from now (the
+-- ARGV[1]  epoch_ttl_ms  with KEYS[3] only: how long the epoch is kept from now (the
 --                        new token's device_token_ttl plus clock skew)
 --
 -- Returns {deleted (1|0), epoch}: epoch is the account's device epoch (0 when it has
--- none, or without KEYS[2]), kept for ARGV[1] more when it exists.
--- Example: {f=6, ws=T, st=1}, no KEYS[2] -> deleted, returns {1, 0}; the next attempt
--- starts at step 0. With KEYS[2] holding "2" -> returns {1, 2}.
+-- none, or without KEYS[3]), kept for ARGV[1] more when it exists.
+-- Example: {f=6, ws=T, st=1}, no KEYS[3] -> deleted, returns {1, 0}; the next attempt
+-- starts at step 0. With KEYS[3] holding "2" -> returns {1, 2}.
 
-assert(#KEYS == 1 or #KEYS == 2, 'clear takes one or two keys')
+assert(#KEYS == 2 or #KEYS == 3, 'clear takes two or three keys')
 local deleted = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2])
 local epoch = 0
-if KEYS[2] then
+if KEYS[3] then
   local ttl = tonumber(ARGV[1])
   assert(ttl and ttl >= 1000, 'epoch_ttl_ms must be >= 1000')
-  local held = redis.call('GET', KEYS[2])
+  local held = redis.call('GET', KEYS[3])
   if held then
     epoch = stored(held, MAX_COUNT, 'device epoch')
-    redis.call('PEXPIRE', KEYS[2], ttl)
+    redis.call('PEXPIRE', KEYS[3], ttl)
   end
 end
 return {deleted, epoch}

@@ -3,16 +3,18 @@
 -- src/throttle/attempt_count.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
 -- conformance tests hold the two together).
 --
--- contract: KEYS record, device_bucket?, device_epoch?, attempt?, repeat_list? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added
--- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st, c; rp, lu)
+-- contract: KEYS record, device_bucket?, device_epoch?, device_index?, attempt?, repeat_list?, networks?, device_networks? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding, network, max_networks, device_tag, max_devices | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added
+-- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st, c; rp, lu, sa)
 -- and only for an attempt that carries a device token (ARGV[7] >= 0):
--- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st, c; rp, lu)
+-- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st, c; rp, lu, sa)
 -- KEYS[3]  device epoch    portcullis:v2:{<digest>}:e          (string; absent: 0)
+-- KEYS[4]  device index    portcullis:v2:{<digest>}:dx         (sorted set: device tag ->
+--                          store time of the latest attempt counted in its bucket)
 -- or, for an attempt without a device token that asks for the epoch (ARGV[7] = -2: a
 -- step-up realm's Verify, whose challenge carries it):
 -- KEYS[2]  device epoch    portcullis:v2:{<digest>}:e
 -- then, when the gateway sent an attempt_id:
--- KEYS[2..4]               portcullis:v2:{<digest>}:a:<16 hex>
+-- KEYS[2..5]               portcullis:v2:{<digest>}:a:<16 hex>
 --                          "<allowed>:<window_start_ms>:<replays>:<binding>" of the
 --                          first call (an answer stored before bindings has no
 --                          ":<binding>" and answers any request)
@@ -22,6 +24,10 @@
 --                          newest first, '*': already forgiven once without a
 --                          comparison (repeat_list.lua writes it, this script marks it;
 --                          prelude.lua, repeat_list)
+-- then, when ARGV[14] names a network (the last one or two keys):
+--                          <KEYS[1]>:n   the account record's window's networks (set of
+--                                        integers, ARGV[14])
+--                          <KEYS[2]>:n   the device bucket's, with a device token
 -- ARGV[1]  max_failures       (1-100)
 -- ARGV[2]  first_window_ms
 -- ARGV[3]  max_window_ms
@@ -44,11 +50,27 @@
 --                             replay whose binding differs from the first call's is
 --                             answered {-1} and counts nothing (the daemon answers
 --                             INVALID_ARGUMENT naming attempt_id)
+-- ARGV[14] network            the client network: the first 15 hex digits of its tag as
+--                             a decimal integer (below 2^60; an intset member); '' none:
+--                             no set is read or written
+-- ARGV[15] max_networks       most tags a window's set holds (1-1000)
+-- ARGV[16] device_tag         the device bucket's tag (16 hex) with a device token; ''
+-- ARGV[17] max_devices        most devices the index lists (1-1000); the least
+--                             recently counted leaves first
 --
 -- Record fields: f failures in the window, ws window start, st step, rp repeats
 -- forgiven in the window, c consecutive failures (attempts allowed since the record was
--- last cleared), lu the time before which the door stays shut (absent: none). The
+-- last cleared), lu the time before which the door stays shut (absent: none), sa the
+-- time of the latest attempt that shut the door (absent: none; written only then). The
 -- window lasts until max(ws + window(st), lu) (src/throttle/attempt_count.rs::window_end_ms).
+--
+-- Why a door is shut (docs/throttle.md; src/throttle/attempt_count.rs::takes_network and
+-- ::note_device): the attempt that exhausts its window or brings the record to its
+-- ceiling sets sa = now. A counted attempt with a network (not a replay, not a
+-- forgiven repeat) adds its tag to the counted record's set, which a restarted window
+-- (or a new record) empties first, which takes no tag past max_networks, and which
+-- expires when the window ends. An attempt counted in a device's bucket lists the
+-- device in the account's index, kept as long as the device epoch (epoch_ttl_ms).
 --
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
 -- repeat (0|1|2), consecutive, epoch, added (1|0)}; epoch is the account's device epoch
@@ -89,11 +111,15 @@
 -- '', 100, 900000), store time T, no device, one key:
 --   no record          -> record {f=1, ws=T, st=0, c=1}, PTTL 86400000,
 --                         returns {1, 1, 0, T, 0, 0, 0, 1, 0, 1}
---   5th call at T+1s   -> {f=5, c=5, lu=T+901000}: exhausted, the door shut till T+901s
+--   5th call at T+1s   -> {f=5, c=5, lu=T+901000, sa=T+1000}: exhausted, the door shut
+--                         till T+901s
 --   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0, 5, 0, 0}  (door closed)
 --   call at T+900s     -> still shut (lu): {f=7}, refused
 --   call at T+901s     -> window over and exhausted: {f=1, ws=T+901000, st=1, c=6}
---   the 100th allowed  -> {c=100}: no expiry, refused from then on until cleared
+--   the 100th allowed  -> {c=100, sa=now}: no expiry, refused from then on until cleared
+-- With network '770441458375262483' (ARGV[14]) each counted call above also adds it
+-- to KEYS[1]:n (SCARD 1), which expires at the window's end; the call at T+901s
+-- empties it first.
 -- A device token with epoch 0 while the account's epoch is 1: counted on KEYS[1],
 -- trusted 0. With fingerprint 'ab12cd34' and the list "T|,ee55,ab12cd34," at T+3s and
 -- {f=4}: not counted, {rp=1}, the list "T|,ab12cd34*,ee55,", returns
@@ -118,6 +144,10 @@ local fingerprint = ARGV[10] or ''
 local max_consecutive = tonumber(ARGV[11])
 local lockout = tonumber(ARGV[12])
 local binding = ARGV[13] or ''
+local network = ARGV[14] or ''
+local max_networks = tonumber(ARGV[15])
+local device_tag = ARGV[16] or ''
+local max_devices = tonumber(ARGV[17])
 assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
 assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
 assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
@@ -134,18 +164,32 @@ assert(max_consecutive and max_consecutive >= 1 and max_consecutive <= 100,
 assert(lockout and lockout >= 1000 and lockout < retention, 'lockout_ms must be in 1000..retention_ms')
 assert(binding == '' or (#binding == 16 and not string.find(binding, '[^0-9a-f]')),
   'binding must be 16 hex digits or empty')
+-- Kept as text (a Lua number would lose its low bits): digits, no leading zero.
+assert(network == '' or (#network <= 19 and not string.find(network, '[^0-9]')
+  and not string.find(network, '^0.')), 'network must be an integer below 2^60 or empty')
+assert(max_networks and max_networks >= 1 and max_networks <= 1000, 'max_networks must be in 1..1000')
+assert(max_devices and max_devices >= 1 and max_devices <= 1000, 'max_devices must be in 1..1000')
 local device = token_epoch >= 0
+assert(device == (#device_tag == 16 and not string.find(device_tag, '[^0-9a-f]')),
+  'device_tag must be 16 hex digits with a device token, else empty')
+-- The keys: the fixed ones, then the optional attempt id, the repeat list and the
+-- network sets, in that order.
 local fixed = 1
-if device then fixed = 3 elseif token_epoch == -2 then fixed = 2 end
-local list_key = nil
-if fingerprint ~= '' then
-  list_key = KEYS[#KEYS]
-  fixed = fixed + 1
+if device then fixed = 4 elseif token_epoch == -2 then fixed = 2 end
+local tail = 0
+if fingerprint ~= '' then tail = tail + 1 end
+if network ~= '' then
+  tail = tail + 1
+  if device then tail = tail + 1 end
 end
-assert(#KEYS == fixed or #KEYS == fixed + 1, 'record_attempt: wrong number of keys')
-local attempt_key = nil
-if #KEYS == fixed + 1 then
-  if list_key then attempt_key = KEYS[#KEYS - 1] else attempt_key = KEYS[#KEYS] end
+assert(#KEYS == fixed + tail or #KEYS == fixed + tail + 1, 'record_attempt: wrong number of keys')
+local at = fixed + 1
+local attempt_key, list_key, networks_key, device_networks_key = nil, nil, nil, nil
+if #KEYS == fixed + tail + 1 then attempt_key, at = KEYS[at], at + 1 end
+if fingerprint ~= '' then list_key, at = KEYS[at], at + 1 end
+if network ~= '' then
+  networks_key = KEYS[at]
+  if device then device_networks_key = KEYS[at + 1] end
 end
 
 -- Where the attempt is counted: a device's bucket only under the account's current
@@ -159,6 +203,7 @@ if device then
   end
   if token_epoch == epoch then
     record, trusted = KEYS[2], 1
+    networks_key = device_networks_key
   end
 elseif token_epoch == -2 then
   local held = redis.call('GET', KEYS[2])
@@ -233,6 +278,8 @@ if rec[1] and list_key then
     end
   end
 end
+-- A new record or a new window: the networks of the one before are not this one's.
+local restarted = not rec[1] or now >= window_end
 if now >= window_end then
   if rec[4] then redis.call('HDEL', record, 'rp') end
   if failures >= max_failures and escalate == 1 then
@@ -252,6 +299,10 @@ if failures <= max_failures and consecutive < max_consecutive then
   end
   if failures == max_failures then
     locked_until = math.max(locked_until, now + lockout)
+    redis.call('HSET', record, 'sa', string.format('%d', now))
+  end
+  if added == 1 and consecutive >= max_consecutive then
+    redis.call('HSET', record, 'sa', string.format('%d', now))
   end
 end
 
@@ -275,6 +326,24 @@ elseif consecutive == 0 and step == 0 and (failures < max_failures or escalate =
   redis.call('PEXPIRE', record, ends - now)
 else
   redis.call('PEXPIRE', record, retention)
+end
+
+if networks_key then
+  if restarted then redis.call('DEL', networks_key) end
+  -- SADD of a listed tag adds nothing; a full set takes no new one.
+  if redis.call('SCARD', networks_key) < max_networks then
+    redis.call('SADD', networks_key, network)
+  end
+  local ends = math.max(ws + math.min(first_window * (2 ^ step), max_window), locked_until)
+  redis.call('PEXPIRE', networks_key, math.max(ends - now, 1))
+end
+if trusted == 1 then
+  redis.call('ZADD', KEYS[4], now, device_tag)
+  local devices = redis.call('ZCARD', KEYS[4])
+  if devices > max_devices then
+    redis.call('ZREMRANGEBYRANK', KEYS[4], 0, devices - max_devices - 1)
+  end
+  redis.call('PEXPIRE', KEYS[4], epoch_ttl)
 end
 
 if attempt_key then

@@ -14,6 +14,12 @@ class DoorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DOOR_STATE_OPEN: _ClassVar[DoorState]
     DOOR_STATE_CLOSED: _ClassVar[DoorState]
 
+class ShutBy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHUT_BY_UNSPECIFIED: _ClassVar[ShutBy]
+    SHUT_BY_WINDOW: _ClassVar[ShutBy]
+    SHUT_BY_CEILING: _ClassVar[ShutBy]
+
 class UnlockReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     UNLOCK_REASON_UNSPECIFIED: _ClassVar[UnlockReason]
@@ -23,6 +29,9 @@ class UnlockReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 DOOR_STATE_UNSPECIFIED: DoorState
 DOOR_STATE_OPEN: DoorState
 DOOR_STATE_CLOSED: DoorState
+SHUT_BY_UNSPECIFIED: ShutBy
+SHUT_BY_WINDOW: ShutBy
+SHUT_BY_CEILING: ShutBy
 UNLOCK_REASON_UNSPECIFIED: UnlockReason
 UNLOCK_REASON_OWNER_VERIFIED: UnlockReason
 UNLOCK_REASON_ATTACK_MITIGATED: UnlockReason
@@ -37,7 +46,7 @@ class InspectRequest(_message.Message):
     def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., flow: _Optional[_Union[_governor_pb2.Flow, str]] = ...) -> None: ...
 
 class InspectResponse(_message.Message):
-    __slots__ = ("door", "failures", "step", "seconds_until_open", "window_seconds", "repeats_forgiven", "consecutive_failures", "max_consecutive_failures", "ceiling_reached")
+    __slots__ = ("door", "failures", "step", "seconds_until_open", "window_seconds", "repeats_forgiven", "consecutive_failures", "max_consecutive_failures", "ceiling_reached", "door_shut_unix_ms", "shut_by", "device_failures", "device_lanes", "distinct_networks")
     DOOR_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +56,11 @@ class InspectResponse(_message.Message):
     CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
     MAX_CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
     CEILING_REACHED_FIELD_NUMBER: _ClassVar[int]
+    DOOR_SHUT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    SHUT_BY_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_LANES_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_NETWORKS_FIELD_NUMBER: _ClassVar[int]
     door: DoorState
     failures: int
     step: int
@@ -56,7 +70,12 @@ class InspectResponse(_message.Message):
     consecutive_failures: int
     max_consecutive_failures: int
     ceiling_reached: bool
-    def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., max_consecutive_failures: _Optional[int] = ..., ceiling_reached: _Optional[bool] = ...) -> None: ...
+    door_shut_unix_ms: int
+    shut_by: ShutBy
+    device_failures: int
+    device_lanes: int
+    distinct_networks: int
+    def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., max_consecutive_failures: _Optional[int] = ..., ceiling_reached: _Optional[bool] = ..., door_shut_unix_ms: _Optional[int] = ..., shut_by: _Optional[_Union[ShutBy, str]] = ..., device_failures: _Optional[int] = ..., device_lanes: _Optional[int] = ..., distinct_networks: _Optional[int] = ...) -> None: ...
 
 class UnlockRequest(_message.Message):
     __slots__ = ("account", "reason", "flow", "note")
