@@ -100,6 +100,11 @@ enum Command {
     /// each flow's refusals. Read from the store, so every daemon answers the same.
     /// Exit status: 0 done, 2 error.
     Status(cli::operator::RealmArgs),
+    /// Operator: what the realm's candidate policy ([realms.NAME.candidate]) would have
+    /// done beside the enforced one since it was loaded (portcullis.v1.Admin/CandidateReport):
+    /// attempts it would have refused, real users among them, guesses it would have
+    /// stopped. Exit status: 0 done, 1 no candidate in the realm, 2 error.
+    CandidateReport(cli::operator::RealmArgs),
     /// Operator: the configuration the daemon runs, as JSON (portcullis.v1.Admin/EffectiveConfig):
     /// every setting with its default, the file's SHA-256 and load time, the sections
     /// pending a restart; secrets named, never shown. Exit status: 0 done, 2 error.
@@ -163,6 +168,7 @@ fn main() -> ExitCode {
             }
             Command::SprayStatus(args) => cli::operator::spray_status(args).await,
             Command::Status(args) => cli::operator::status(args).await,
+            Command::CandidateReport(args) => cli::operator::candidate_report(args).await,
             Command::ConfigDump(args) => cli::operator::config_dump(args).await,
             Command::InspectNetwork(args) => cli::network_ops::network(args, false).await,
             Command::ReleaseNetwork(args) => cli::network_ops::network(args, true).await,

@@ -10,9 +10,10 @@ use crate::defence::client_network::NetworkPolicy;
 use crate::realm::Realm;
 use crate::secret::KeySecret;
 use crate::store::Store;
+use crate::store::candidate_report::CandidateCounts;
 use crate::store::error::StoreError;
-use crate::store::keys::TallyKey;
 use crate::store::keys::{AccountKey, NetworkKey};
+use crate::store::keys::{CandidateKey, TallyKey};
 use crate::store::network_bucket::{NetworkOp, NetworkRequest, NetworkState};
 use crate::store::realm_tally::{TallyLookbacks, TallyReading};
 use crate::throttle::flow::Flow;
@@ -150,4 +151,19 @@ pub async fn realm_status(
     let key = TallyKey::new(secret, &realm.name);
     let reading = store.read_tallies(&key, &lookbacks).await?;
     Ok(RealmStatus { reading, lookbacks })
+}
+
+/// `Admin/CandidateReport`: the report of `realm`'s candidate policy as the store holds
+/// it, and the candidate's id; `None` when the realm has no candidate.
+///
+/// # Errors
+/// The store's error.
+pub async fn candidate_report(
+    store: &dyn Store,
+    secret: &KeySecret,
+    realm: &Realm,
+) -> Result<Option<(String, CandidateCounts)>, StoreError> {
+    let Some(candidate) = &realm.candidate else { return Ok(None) };
+    let key = CandidateKey::new(secret, &realm.name, &candidate.id);
+    Ok(Some((candidate.id.clone(), store.read_report(&key).await?)))
 }

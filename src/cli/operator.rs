@@ -1,5 +1,6 @@
 //! The operator client: `admit`, `attempt`, `clear` (`portcullis.v1.Governor`) and
-//! `inspect`, `unlock`, `revoke-devices`, `spray-status`, `status`, `config-dump`
+//! `inspect`, `unlock`, `revoke-devices`, `spray-status`, `status`, `candidate-report`,
+//! `config-dump`
 //! (`portcullis.v1.Admin`). Exit status: 0 allow (or done), 1 deny, 2 error; any error
 //! is an error, never an allow.
 
@@ -424,6 +425,51 @@ async fn status_call(args: RealmArgs) -> Result<(), Box<dyn std::error::Error>> 
         say!("refused {name}: {} (last 60 min)", f.refused);
     }
     Ok(())
+}
+
+/// `candidate-report`: what the realm's candidate policy would have done beside the
+/// enforced one since it was first noted (`Admin/CandidateReport`), one `name: value`
+/// line each. Exit 0, 1 when the realm has no candidate, 2 on an error.
+pub async fn candidate_report(args: RealmArgs) -> ExitCode {
+    let daemon = args.daemon.shown();
+    match candidate_report_call(args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("portcullis: {}", super::output::report(&*e, &daemon));
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn candidate_report_call(args: RealmArgs) -> Result<bool, Box<dyn std::error::Error>> {
+    let (channel, bearer) = args.daemon.connect().await?;
+    let mut client = AdminClient::with_interceptor(channel, bearer);
+    let realm = args.realm;
+    let request = pb::CandidateReportRequest { realm: realm.clone() };
+    let r = client.candidate_report(request).await?.into_inner();
+    if !r.loaded {
+        say!("realm {realm} has no candidate policy ([realms.{realm}.candidate])");
+        return Ok(false);
+    }
+    let since = if r.since_unix_ms == 0 {
+        "nothing counted yet".to_owned()
+    } else {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(r.since_unix_ms);
+        humantime::format_rfc3339_seconds(at).to_string()
+    };
+    say!(
+        "candidate: {} (since {since}; up to {} s behind the calls)",
+        r.candidate_id,
+        r.lag_seconds
+    );
+    say!("login would_refuse: {} (the enforced policy allowed them)", r.would_refuse);
+    say!("login users_locked_out: {} (of those, the right password)", r.users_locked_out);
+    say!("login guesses_stopped: {} (of those, no right password)", r.guesses_stopped);
+    say!("login would_allow: {} (the enforced policy refused them)", r.would_allow);
+    say!("step_up added: {}", r.step_up_added);
+    say!("step_up dropped: {}", r.step_up_dropped);
+    Ok(true)
 }
 
 /// `config-dump`'s flags: only how to reach the daemon.

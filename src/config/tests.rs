@@ -452,3 +452,27 @@ fn the_running_configuration_shows_no_secret() {
         assert!(verify[key].is_u64(), "{key}: {verify}");
     }
 }
+
+#[test]
+fn a_candidate_takes_the_realms_values_and_is_checked_as_they_are() {
+    let s = from_toml("[realms.r]\nmax_failures = 6\n[realms.r.candidate]\nmax_failures = 3\n")
+        .unwrap();
+    let realm = s.realms.get("r").unwrap();
+    let candidate = realm.candidate.as_ref().expect("a candidate");
+    assert_eq!((realm.policy.max_failures, candidate.policy.max_failures), (6, 3));
+    assert_eq!(candidate.policy.first_window, realm.policy.first_window, "unset: the realm's");
+    assert_eq!(realm.step_up_failures, Some(4));
+    assert_eq!(candidate.step_up_failures, Some(1), "the candidate's own default");
+    assert_eq!(candidate.id.len(), 16);
+    let again = from_toml("[realms.r]\n[realms.r.candidate]\nmax_failures = 3\n").unwrap();
+    let other = from_toml("[realms.r]\n[realms.r.candidate]\nmax_failures = 4\n").unwrap();
+    let id = |s: &Settings| s.realms.get("r").unwrap().candidate.as_ref().unwrap().id.clone();
+    assert_ne!(id(&again), id(&other), "other rules, another report");
+    assert!(from_toml("[realms.r]\n").unwrap().realms.get("r").unwrap().candidate.is_none());
+    let e = err("[realms.r]\n[realms.r.candidate]\nmax_failures = 0\n");
+    assert!(e.contains("realms.r.candidate.max_failures"), "{e}");
+    let e = err("[realms.r]\n[realms.r.candidate]\nmax_failures = 3\nstep_up_failures = 3\n");
+    assert!(e.contains("realms.r.candidate.step_up_failures"), "{e}");
+    let e = err("[realms.r]\n[realms.r.candidate]\nnetwork_capacity = 3\n");
+    assert!(e.contains("network_capacity"), "not yet a candidate's: {e}");
+}

@@ -18,7 +18,8 @@ use zeroize::Zeroizing;
 use super::settle::{End, Held};
 use super::signals::{Turn, signal_failures, signals};
 use super::{
-    LoginError, LoginRequest, LoginVerdict, Logins, note_ceiling, note_count, note_verdict,
+    LoginError, LoginRequest, LoginVerdict, Logins, note_ceiling, note_count, note_right_password,
+    note_verdict,
 };
 use crate::defence::breach::BreachList;
 use crate::defence::client_network::NetworkWatch;
@@ -285,6 +286,7 @@ impl<'a> Call<'a> {
             // Noted on the counted record, a device's bucket's included (which takes no
             // token of it).
             network: network.as_ref().map(network_tag),
+            candidate: realm.candidate.as_ref().map(|c| &c.policy),
         };
         let network = if device.is_some() { None } else { network };
         let spray_check = self.spray_note(SprayNote::Check);
@@ -397,6 +399,8 @@ impl<'a> Call<'a> {
         let grant = Grant { realm: &realm.name, account: self.key, stored_hash };
         let signals = signals(realm, pass.suspected, 0, pass.flagged);
         let event = |kind| SecurityEvent::of_account(kind, &realm.name, self.key.event_tag());
+        let shadow = held.counted.shadow;
+        note_right_password(realm, self.tally, shadow.is_some_and(|s| !s.allowed));
         if compared.breached {
             metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
         }

@@ -52,6 +52,7 @@ use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{
     ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, VERDICTS,
 };
+use crate::throttle::candidate_report::{self, Outcome};
 use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::verify::budget::{Aborted, Refusal};
 use crate::verify::{Comparison, Verifier};
@@ -324,6 +325,16 @@ pub fn note_count(
 ) {
     let decision = if allowed { "allow" } else { "deny" };
     metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
+    if let (Some(shadow), Some(candidate)) = (counted.shadow, &realm.candidate) {
+        let steps = |n: Option<u32>, failures: u64| n.is_some_and(|n| failures >= u64::from(n));
+        let step_up = (
+            steps(realm.step_up_failures, counted.failures),
+            steps(candidate.step_up_failures, shadow.failures),
+        );
+        for outcome in candidate_report::outcomes(allowed, shadow.allowed, step_up) {
+            tally.candidate(&realm.name, &candidate.id, outcome);
+        }
+    }
     let record = if key.is_device() { "device" } else { "account" };
     if !counted.locked_now {
         return;
@@ -340,6 +351,16 @@ pub fn note_count(
     } else {
         tracing::warn!(realm = %realm.name, "lockout: an account key used up its window");
         metrics::counter!(LOCKOUTS, "realm" => realm.name.clone()).increment(1);
+    }
+}
+
+/// A right password was presented (a `Verify` that matched, a `ClearAttempts` after a
+/// verified password); `candidate_refused`: the attempt was one the realm's candidate
+/// policy would have refused, so it would have locked this real user out
+/// (docs/throttle.md, "Trying a policy in shadow").
+pub fn note_right_password(realm: &Realm, tally: &TallyBuffer, candidate_refused: bool) {
+    if let (true, Some(candidate)) = (candidate_refused, &realm.candidate) {
+        tally.candidate(&realm.name, &candidate.id, Outcome::UserLockedOut);
     }
 }
 

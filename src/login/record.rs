@@ -6,6 +6,7 @@
 //! none is (the attempt was denied, or its token already given back). A gateway that
 //! sends no `client_key` gets no network throttle.
 
+use super::note_right_password;
 use super::signals::{Turn, give_held_back, signal_failures, signals};
 use super::{Clearing, Logins, MAX_REPLAYS, Recorded, note_ceiling, note_count};
 use crate::realm::Realm;
@@ -33,7 +34,9 @@ impl Logins {
         let store = self.store.as_ref();
         let network = realm.network.key(&self.secret, &realm.name, client_key);
         let held = network.as_ref().map(|n| n.held_by(key));
-        let counting = Attempt::new(key, attempt, &realm.policy).from_network(network.as_ref());
+        let counting = Attempt::new(key, attempt, &realm.policy)
+            .from_network(network.as_ref())
+            .with_candidate(realm.candidate.as_ref().map(|c| &c.policy));
         let (counted, turn) =
             tokio::join!(store.count(&counting), Turn::take_held(store, realm, network, held),);
         let counted = counted?;
@@ -95,7 +98,7 @@ impl Logins {
             let (codes, backups) = (key.flow(Flow::SecondFactor), key.flow(Flow::RecoveryCode));
             let (second_factor, recovery_code) =
                 tokio::join!(store.clear(&codes), store.clear(&backups));
-            second_factor.and(recovery_code)
+            second_factor.and(recovery_code).map(drop)
         };
         let network = verified_from.and_then(|c| realm.network.key(&self.secret, &realm.name, c));
         let give_back = async {
@@ -105,7 +108,11 @@ impl Logins {
             }
         };
         let (cleared, given, codes) = tokio::join!(store.clear(key), give_back, codes);
-        cleared?;
+        // The password verified after an attempt the candidate would have refused: a
+        // real user it would have locked out.
+        if cleared? && matches!(clearing, Clearing::Verified(_)) {
+            note_right_password(realm, &self.tally, true);
+        }
         codes?;
         given
     }

@@ -25,12 +25,15 @@ use crate::auth::Authorization;
 use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
+    CandidateReportRequest, CandidateReportResponse, FlowRefusals, RealmStatusRequest,
+    RealmStatusResponse,
+};
+use crate::pb::{
     DoorState, EffectiveConfigRequest, EffectiveConfigResponse, InspectNetworkRequest,
     InspectNetworkResponse, InspectRequest, InspectResponse, ReleaseNetworkRequest,
     ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse, ShutBy,
     SprayStatusRequest, SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
 };
-use crate::pb::{FlowRefusals, RealmStatusRequest, RealmStatusResponse};
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
@@ -41,9 +44,11 @@ use crate::flows::{FlowInspection, Flows};
 use crate::operator_rules::{self, NetworkView, Unlocked};
 use crate::store::Store;
 use crate::store::attempt_count::Inspection;
+use crate::store::candidate_report::CandidateCounts;
 use crate::store::network_bucket::NetworkOp;
 use crate::store::realm_tally::{FLUSH_EVERY, HLL_STANDARD_ERROR};
 use crate::store::send_log::Sent;
+use crate::throttle::candidate_report::Outcome;
 use crate::throttle::flow::{FlowKind, FlowRules};
 use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::throttle::send_log::CAP_WINDOW_MS;
@@ -413,6 +418,40 @@ impl Admin for AdminService {
             .map_err(store_unavailable)?;
         tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: realm status");
         Ok(Response::new(realm_status(&status)))
+    }
+
+    async fn candidate_report(
+        &self,
+        request: Request<CandidateReportRequest>,
+    ) -> Result<Response<CandidateReportResponse>, Status> {
+        let caller = caller(request.extensions());
+        let realm = named_realm(&self.realms, &request.get_ref().realm, request.extensions())?;
+        let report = operator_rules::candidate_report(self.store.as_ref(), &self.secret, realm)
+            .await
+            .map_err(store_unavailable)?;
+        tracing::info!(target: AUDIT_TARGET, caller = %caller, realm = %realm.name, "admin: candidate report");
+        Ok(Response::new(candidate_report(report)))
+    }
+}
+
+/// The wire's `CandidateReportResponse` of a candidate's id and report (`None`: the
+/// realm has no candidate).
+fn candidate_report(report: Option<(String, CandidateCounts)>) -> CandidateReportResponse {
+    let Some((candidate_id, CandidateCounts { since_ms, counts })) = report else {
+        return CandidateReportResponse::default();
+    };
+    let count = |o: Outcome| counts[o.index()];
+    CandidateReportResponse {
+        loaded: true,
+        candidate_id,
+        since_unix_ms: since_ms,
+        would_refuse: count(Outcome::WouldRefuse),
+        would_allow: count(Outcome::WouldAllow),
+        users_locked_out: count(Outcome::UserLockedOut),
+        guesses_stopped: count(Outcome::WouldRefuse).saturating_sub(count(Outcome::UserLockedOut)),
+        step_up_added: count(Outcome::StepUpAdded),
+        step_up_dropped: count(Outcome::StepUpDropped),
+        lag_seconds: u32::try_from(FLUSH_EVERY.as_secs()).unwrap_or(u32::MAX),
     }
 }
 

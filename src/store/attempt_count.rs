@@ -40,6 +40,10 @@ pub struct Attempt<'a> {
     /// counted (docs/throttle.md, "Why a door is shut"). `None` (no `client_key`, a
     /// trusted network): nothing is noted, and the count reads no set.
     pub network: Option<u64>,
+    /// The realm's candidate policy (docs/throttle.md, "Trying a policy in shadow"): an
+    /// attempt counted on the account's own record is counted on its candidate record
+    /// too, in the same step, under these rules ([`Counted::shadow`]). `None`: none.
+    pub candidate: Option<&'a Policy>,
 }
 
 /// One attempt's claim to be a repeat ([`Attempt::repeat`]).
@@ -68,7 +72,13 @@ impl<'a> Attempt<'a> {
             repeat: None,
             read_epoch: false,
             network: None,
+            candidate: None,
         }
+    }
+
+    /// This attempt with the realm's candidate policy ([`Attempt::candidate`]).
+    pub fn with_candidate(self, candidate: Option<&'a Policy>) -> Self {
+        Self { candidate, ..self }
     }
 
     /// This attempt with its client network's tag ([`Attempt::network`]).
@@ -136,6 +146,20 @@ pub struct Counted {
     /// password its client was refused with): a refund gives one back only then
     /// ([`AttemptCountStore::refund`]'s `allowed`).
     pub consecutive_added: bool,
+    /// What the candidate policy answered ([`Attempt::candidate`]), when the attempt was
+    /// counted on the account's own record under one; `None` otherwise (no candidate, a
+    /// replay, a forgiven repeat, a device's bucket).
+    pub shadow: Option<Shadow>,
+}
+
+/// What a candidate policy answered for one counted attempt (docs/throttle.md, "Trying a
+/// policy in shadow").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shadow {
+    /// The candidate would have allowed the attempt.
+    pub allowed: bool,
+    /// Attempts in the candidate's window after this one: its step-up signal.
+    pub failures: u64,
 }
 
 impl Counted {
@@ -215,7 +239,12 @@ pub trait AttemptCountStore: Send + Sync {
 
     /// `ClearAttempts`: deletes the record (a login record, a device bucket, or a flow's
     /// record: `ClearFlow` and the operator's `Unlock`).
-    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError>;
+    ///
+    /// The account's candidate record goes too (docs/throttle.md, "Trying a policy in
+    /// shadow"). Answers whether the last attempt counted on it was one the enforced
+    /// policy allowed and the candidate would have refused: after a verified password,
+    /// a real user the candidate would have locked out.
+    async fn clear(&self, key: &AccountKey) -> Result<bool, StoreError>;
 
     /// `Verify`'s match: deletes `bucket`'s record (the account's, or the known device's)
     /// and answers `account`'s device epoch (0 until an operator first revokes its

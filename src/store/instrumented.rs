@@ -123,7 +123,7 @@ impl AttemptCountStore for InstrumentedStore {
         self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms, allowed)).await
     }
 
-    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
+    async fn clear(&self, key: &AccountKey) -> Result<bool, StoreError> {
         self.operation("clear", self.inner.clear(key)).await
     }
 

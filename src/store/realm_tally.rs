@@ -15,10 +15,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::candidate_report::CandidateReportStore;
 use super::error::StoreError;
-use super::keys::TallyKey;
+use super::keys::{CandidateKey, TallyKey};
 use crate::secret::KeySecret;
-use crate::telemetry::metrics::REALM_TALLY_DROPPED;
+use crate::telemetry::metrics::{CANDIDATE_OUTCOMES, REALM_TALLY_DROPPED};
+use crate::throttle::candidate_report::Outcome;
 use crate::throttle::realm_tally::{Counter, Distinct};
 
 /// How often a daemon writes its notes to the store at most: how far `RealmStatus` lags
@@ -122,6 +124,9 @@ impl Pending {
 pub struct TallyBuffer {
     secret: KeySecret,
     pending: Mutex<HashMap<String, Pending>>,
+    /// Per realm and candidate id, the outcomes of its report not yet written
+    /// (`crate::store::candidate_report`).
+    reports: Mutex<HashMap<(String, String), [u64; 5]>>,
     wake: tokio::sync::Notify,
 }
 
@@ -131,6 +136,7 @@ impl TallyBuffer {
         Arc::new(Self {
             secret: secret.clone(),
             pending: Mutex::new(HashMap::new()),
+            reports: Mutex::new(HashMap::new()),
             wake: tokio::sync::Notify::new(),
         })
     }
@@ -157,9 +163,27 @@ impl TallyBuffer {
         *count = count.saturating_add(1);
     }
 
+    /// Notes one `outcome` of candidate `id`'s report in `realm` (and its metric).
+    pub fn candidate(&self, realm: &str, id: &str, outcome: Outcome) {
+        metrics::counter!(CANDIDATE_OUTCOMES, "realm" => realm.to_owned(), "outcome" => outcome.name())
+            .increment(1);
+        let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = reports.entry((realm.to_owned(), id.to_owned())).or_default();
+        counts[outcome.index()] = counts[outcome.index()].saturating_add(1);
+    }
+
     /// Writes every note held now to `store`, a batch at a time; a batch the store
     /// refuses is dropped and counted (`reason="store"`).
-    pub async fn flush(&self, store: &dyn RealmTallyStore) {
+    pub async fn flush<S: RealmTallyStore + CandidateReportStore + ?Sized>(&self, store: &S) {
+        let reports = std::mem::take(&mut *self.reports.lock().unwrap_or_else(|e| e.into_inner()));
+        for ((realm, id), counts) in reports {
+            let key = CandidateKey::new(&self.secret, &realm, &id);
+            if let Err(e) = store.add_to_report(&key, counts).await {
+                tracing::warn!(realm, "a candidate policy's report lost some counts: {e}");
+                metrics::counter!(REALM_TALLY_DROPPED, "reason" => "store")
+                    .increment(counts.iter().sum());
+            }
+        }
         loop {
             let next = {
                 let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -183,7 +207,10 @@ impl TallyBuffer {
     /// Writes the notes to `store` every [`FLUSH_EVERY`], or as soon as a realm holds
     /// [`BATCH_MEMBERS`] members. Runs until aborted; the daemon flushes once more at
     /// shutdown.
-    pub async fn run(self: Arc<Self>, store: Arc<dyn RealmTallyStore>) {
+    pub async fn run<S: RealmTallyStore + CandidateReportStore + ?Sized>(
+        self: Arc<Self>,
+        store: Arc<S>,
+    ) {
         loop {
             tokio::select! {
                 () = tokio::time::sleep(FLUSH_EVERY) => {}

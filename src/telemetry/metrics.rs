@@ -148,6 +148,10 @@ pub const SECURITY_EVENTS_DROPPED: &str = "portcullis_security_events_dropped_to
 /// before they reached the store, by `reason` (`full`: a realm's buffer held its most
 /// members; `store`: the store refused the write).
 pub const REALM_TALLY_DROPPED: &str = "portcullis_realm_tally_dropped_total";
+/// Counter: where a realm's candidate policy and the enforced one answered apart, by
+/// `realm` and `outcome` (`would_refuse`, `would_allow`, `user_locked_out`,
+/// `step_up_added`, `step_up_dropped`; docs/throttle.md, "Trying a policy in shadow").
+pub const CANDIDATE_OUTCOMES: &str = "portcullis_candidate_outcomes_total";
 // The client library's metrics are named in `portcullis_client::metrics`.
 pub use portcullis_client::metrics::{
     CLIENT_BREAKER_DENIALS, CLIENT_BREAKER_OPEN, CLIENT_EJECTIONS, CLIENT_RETRIES,
@@ -220,6 +224,10 @@ fn describe() {
     describe_counter!(SECURITY_EVENTS, "Security events emitted, by event");
     describe_counter!(SECURITY_EVENTS_DROPPED, "Security events not delivered, by reason");
     describe_counter!(REALM_TALLY_DROPPED, "Realm status notes lost before the store, by reason");
+    describe_counter!(
+        CANDIDATE_OUTCOMES,
+        "Attempts where the candidate policy and the enforced one answered apart, by realm and outcome"
+    );
     describe_counter!(
         CEILINGS_REACHED,
         "Records that reached their ceiling of consecutive failures, by realm and record"

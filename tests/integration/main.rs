@@ -8,6 +8,7 @@
 
 mod admin;
 mod breach;
+mod candidate;
 mod ceiling;
 mod client;
 mod client_conformance;

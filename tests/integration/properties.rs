@@ -133,7 +133,7 @@ impl AttemptCountStore for CountingStore {
     ) -> Result<(), StoreError> {
         Err(self.fail())
     }
-    async fn clear(&self, _: &AccountKey) -> Result<(), StoreError> {
+    async fn clear(&self, _: &AccountKey) -> Result<bool, StoreError> {
         Err(self.fail())
     }
     async fn accept(&self, _: &AccountKey, _: &AccountKey, _: u64) -> Result<u64, StoreError> {

@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 
 use super::EmbeddedStore;
+use super::candidate_report::{forget_candidate, shadow};
 use super::entry::{Entry, MAX_DEVICE_LANES, MAX_NETWORKS};
 use super::repeat_list;
 use super::tables::Tables;
@@ -45,6 +46,7 @@ impl AttemptCountStore for EmbeddedStore {
                 let (index, _, tag) = d.bucket.device_index();
                 (index, tag.and_then(|t| u64::from_str_radix(t, 16).ok()).unwrap_or(0))
             }),
+            candidate: attempt.candidate.and_then(|p| Some((key.candidate_record()?, *p))),
         };
         self.submit(true, move |t| op.apply(t)).await
     }
@@ -62,9 +64,13 @@ impl AttemptCountStore for EmbeddedStore {
             .await
     }
 
-    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        let (record, networks) = (key.record(), key.networks());
-        self.submit(true, move |t| clear(t, &record, &networks, None).map(drop)).await
+    async fn clear(&self, key: &AccountKey) -> Result<bool, StoreError> {
+        let (record, networks, candidate) = (key.record(), key.networks(), key.candidate_record());
+        self.submit(true, move |t| {
+            clear(t, &record, &networks, None)?;
+            candidate.map_or(Ok(false), |c| forget_candidate(t, &c))
+        })
+        .await
     }
 
     async fn accept(
@@ -74,8 +80,15 @@ impl AttemptCountStore for EmbeddedStore {
         epoch_ttl_ms: u64,
     ) -> Result<u64, StoreError> {
         let (record, networks) = (bucket.record(), bucket.networks());
-        let epoch = (account.device_epoch(), epoch_ttl_ms);
-        self.submit(true, move |t| clear(t, &record, &networks, Some(&epoch))).await
+        let (epoch, candidate) =
+            ((account.device_epoch(), epoch_ttl_ms), bucket.candidate_record());
+        self.submit(true, move |t| {
+            if let Some(c) = &candidate {
+                forget_candidate(t, c)?;
+            }
+            clear(t, &record, &networks, Some(&epoch))
+        })
+        .await
     }
 
     async fn inspect(&self, key: &AccountKey, policy: &Policy) -> Result<Inspection, StoreError> {
@@ -110,6 +123,9 @@ struct Count {
     networks: Option<(String, Option<String>, u64)>,
     /// The account's device index and the device's tag, with a device claim.
     device_index: Option<(String, u64)>,
+    /// The account's candidate record and the realm's candidate policy
+    /// ([`Attempt::candidate`]).
+    candidate: Option<(String, Policy)>,
 }
 
 impl Count {
@@ -137,9 +153,16 @@ impl Count {
             return Ok(with_epoch(r));
         }
         let device_ttl_ms = trusted.then_some(self.epoch_ttl_ms);
-        let answer = count(t, counted, current, (policy, repeat_claim), device_ttl_ms, id)?;
+        let (answer, listed) =
+            count(t, counted, current, (policy, repeat_claim), device_ttl_ms, id)?;
         self.note_lanes(t, current.as_ref(), counted, trusted)?;
-        Ok(with_epoch(answer))
+        let shadow = match &self.candidate {
+            Some((key, candidate)) if !trusted => {
+                Some(shadow(t, key, candidate, listed, answer.allowed)?)
+            }
+            _ => None,
+        };
+        Ok(Counted { shadow, ..with_epoch(answer) })
     }
 
     /// After a count on `counted` (whose record was `before`): its client network in
@@ -314,6 +337,7 @@ fn replay(t: &mut Tables<'_, '_>, id: AttemptId<'_>) -> Result<Option<Counted>, 
         reached_ceiling: false,
         epoch: 0,
         consecutive_added: false,
+        shadow: None,
     }))
 }
 
@@ -355,6 +379,7 @@ fn repeat(
         reached_ceiling: false,
         epoch: 0,
         consecutive_added: false,
+        shadow: None,
     }))
 }
 
@@ -370,7 +395,7 @@ fn count(
     (policy, repeat): (&Policy, Option<&(String, u64)>),
     device_ttl_ms: Option<u64>,
     id: AttemptId<'_>,
-) -> Result<Counted, StoreError> {
+) -> Result<(Counted, bool), StoreError> {
     let now = t.now;
     let trusted = device_ttl_ms.is_some();
     let listed = match (current, repeat) {
@@ -389,7 +414,7 @@ fn count(
         };
     t.put(counted, Entry::Record { record: out.record, expires_ms })?;
     keep_answer(t, id, out.allowed, out.record.window_start_ms)?;
-    Ok(Counted {
+    let counted = Counted {
         allowed: out.allowed,
         locked_now: out.locked_now(policy),
         failures: out.record.failures,
@@ -401,7 +426,9 @@ fn count(
         reached_ceiling: out.reached_ceiling(policy),
         epoch: 0,
         consecutive_added: out.added,
-    })
+        shadow: None,
+    };
+    Ok((counted, listed))
 }
 
 /// Keeps a first call's answer under its attempt id, if it has one.

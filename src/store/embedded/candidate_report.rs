@@ -1,14 +1,18 @@
-//! Candidate reports in the embedded store (`lua/candidate_report.lua` on Redis): one
-//! entry per report, its start and its counts.
+//! A candidate policy in the embedded store: its reports (`lua/candidate_report.lua` on
+//! Redis), one entry per report, its start and its counts; and the account's record
+//! under the candidate, counted beside the enforced one (`record_attempt.lua`'s
+//! `shadow`) and forgotten with it (`clear.lua`).
 
 use async_trait::async_trait;
 
 use super::EmbeddedStore;
 use super::entry::Entry;
 use super::tables::Tables;
+use crate::store::attempt_count::Shadow;
 use crate::store::candidate_report::{CandidateCounts, CandidateReportStore, REPORT_TTL_MS};
 use crate::store::error::StoreError;
 use crate::store::keys::CandidateKey;
+use crate::throttle::{self, Policy};
 
 #[async_trait]
 impl CandidateReportStore for EmbeddedStore {
@@ -42,4 +46,46 @@ fn held(t: &Tables<'_, '_>, key: &str) -> Result<CandidateCounts, StoreError> {
         None => Ok(CandidateCounts::default()),
         Some(_) => Err(StoreError::Protocol("a candidate report key holds another entry".into())),
     }
+}
+
+/// The attempt counted on the candidate record at `key` under `policy` (`listed`: a stale
+/// repeat, which adds no consecutive failure), as `record_attempt.lua`'s `shadow`; its
+/// mark `<key>:lr` says whether the enforced policy allowed it (`enforced`) and the
+/// candidate would not have.
+pub(super) fn shadow(
+    t: &mut Tables<'_, '_>,
+    key: &str,
+    policy: &Policy,
+    listed: bool,
+    enforced: bool,
+) -> Result<Shadow, StoreError> {
+    let (now, current) = (t.now, t.record(key)?);
+    let out = if listed {
+        throttle::attempt_count::attempt_listed(policy, current, now)
+    } else {
+        throttle::attempt_count::attempt(policy, current, now)
+    };
+    let expires_ms = throttle::attempt_count::expiry_ms(policy, &out.record, now);
+    t.put(key, Entry::Record { record: out.record, expires_ms })?;
+    let mark = format!("{key}:lr");
+    if enforced && !out.allowed {
+        t.put(&mark, Entry::Used { expires_ms })?;
+    } else {
+        t.remove(&mark)?;
+    }
+    Ok(Shadow { allowed: out.allowed, failures: out.record.failures })
+}
+
+/// Deletes the candidate record at `key` and its mark; answers whether the mark said
+/// the last attempt was one the candidate would have refused.
+pub(super) fn forget_candidate(t: &mut Tables<'_, '_>, key: &str) -> Result<bool, StoreError> {
+    let mark = format!("{key}:lr");
+    let refused = match t.get(&mark)? {
+        Some(Entry::Used { .. }) => true,
+        None => false,
+        Some(_) => return Err(StoreError::Protocol("a candidate mark holds another entry".into())),
+    };
+    t.remove(key)?;
+    t.remove(&mark)?;
+    Ok(refused)
 }

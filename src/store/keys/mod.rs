@@ -157,9 +157,10 @@ impl AccountKey {
 
     /// The account's record under the realm's candidate policy (docs/throttle.md,
     /// "Trying a policy in shadow"): `portcullis:v2:{<digest>}:s`, a hash shaped as the
-    /// record, beside it in its hash tag.
-    pub fn candidate_record(&self) -> String {
-        format!("{KEY_PREFIX}{{{}}}:s", self.digest)
+    /// record, beside it in its hash tag. `None` for a device's bucket, a flow's record or
+    /// a challenge: only the account's own record has a candidate.
+    pub fn candidate_record(&self) -> Option<String> {
+        matches!(self.bucket, Bucket::Account).then(|| format!("{KEY_PREFIX}{{{}}}:s", self.digest))
     }
 
     /// `portcullis:v2:{<digest>}:e`: the account's device epoch (docs/devices.md,

@@ -6,7 +6,9 @@ use async_trait::async_trait;
 
 use super::scripts::{admit, clear, inspect, record_attempt, refund};
 use super::{RedisStore, repeat_list};
-use crate::store::attempt_count::{Attempt, AttemptCountStore, Counted, DeviceLanes, Inspection};
+use crate::store::attempt_count::{
+    Attempt, AttemptCountStore, Counted, DeviceLanes, Inspection, Shadow,
+};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::throttle::attempt_count::{self, MAX_DEVICE_LANES, MAX_NETWORKS};
@@ -48,6 +50,7 @@ impl AttemptCountStore for RedisStore {
             repeat_list: attempt.repeat.map(|r| r.list.as_str().to_owned()),
             networks,
             device_networks,
+            candidate: attempt.candidate.and_then(|_| key.candidate_record()),
         };
         let args = count_args(attempt, self.attempt_ttl_ms);
         let call = record_attempt::call(&keys, &args);
@@ -66,6 +69,8 @@ impl AttemptCountStore for RedisStore {
             consecutive,
             epoch,
             added,
+            shadow,
+            shadow_failures,
         } = record_attempt::Reply::parse(&reply)?;
         let flag = |v: i64, name: &str| match v {
             1 => Ok(true),
@@ -90,6 +95,14 @@ impl AttemptCountStore for RedisStore {
             window_start_ms: number(window_start_ms, "window start")?,
             epoch: number(epoch, "device epoch")?,
             consecutive_added: flag(added, "added")?,
+            shadow: match shadow {
+                -1 => None,
+                _ if keys.candidate.is_none() => None,
+                v => Some(Shadow {
+                    allowed: flag(v, "shadow")?,
+                    failures: number(shadow_failures, "shadow failures")?,
+                }),
+            },
             replays: number(replays, "replay count")?,
             trusted: flag(trusted, "trusted")? && attempt.device.is_some(),
             // 1: forgiven without a comparison; 2: a repeat to compare (record_attempt.lua).
@@ -120,12 +133,16 @@ impl AttemptCountStore for RedisStore {
         Ok(())
     }
 
-    async fn clear(&self, key: &AccountKey) -> Result<(), StoreError> {
-        let keys =
-            clear::Keys { record: key.record(), networks: key.networks(), device_epoch: None };
+    async fn clear(&self, key: &AccountKey) -> Result<bool, StoreError> {
+        let keys = clear::Keys {
+            record: key.record(),
+            networks: key.networks(),
+            device_epoch: None,
+            candidate: key.candidate_record(),
+        };
         let reply: Vec<i64> =
             self.invoke(&clear::call(&keys, &clear::Args { epoch_ttl_ms: None })).await?;
-        clear::Reply::parse(&reply).map(drop)
+        Ok(clear::Reply::parse(&reply)?.candidate_refused == 1)
     }
 
     async fn accept(
@@ -138,6 +155,7 @@ impl AttemptCountStore for RedisStore {
             record: bucket.record(),
             networks: bucket.networks(),
             device_epoch: Some(account.device_epoch()),
+            candidate: bucket.candidate_record(),
         };
         let args = clear::Args { epoch_ttl_ms: Some(epoch_ttl_ms) };
         let reply: Vec<i64> = self.invoke(&clear::call(&keys, &args)).await?;
@@ -238,7 +256,26 @@ fn count_args(attempt: &Attempt<'_>, attempt_ttl_ms: u64) -> record_attempt::Arg
             .and_then(|d| d.bucket.device_index().2.map(str::to_owned))
             .unwrap_or_default(),
         max_devices: MAX_DEVICE_LANES,
+        candidate: attempt
+            .candidate
+            .filter(|_| attempt.key.candidate_record().is_some())
+            .map_or_else(String::new, candidate_text),
     }
+}
+
+/// A candidate policy as `record_attempt.lua`'s ARGV `candidate`: `max_failures,
+/// first_window_ms,max_window_ms,retention_ms,max_step,max_consecutive,lockout_ms`.
+fn candidate_text(p: &Policy) -> String {
+    format!(
+        "{},{},{},{},{},{},{}",
+        p.max_failures,
+        p.window_ms(0),
+        p.window_ms(p.max_step()),
+        p.retention_ms(),
+        p.max_step(),
+        p.max_consecutive_failures,
+        p.lockout_ms()
+    )
 }
 
 /// The arguments `RecordAttempt` sends to `record_attempt.lua` for an untrusted attempt

@@ -186,7 +186,8 @@ script!(
             attempt,
             repeat_list,
             networks,
-            device_networks
+            device_networks,
+            candidate
         ],
         argv: [
             max_failures: u32,
@@ -205,11 +206,12 @@ script!(
             network: String,
             max_networks: usize,
             device_tag: String,
-            max_devices: usize
+            max_devices: usize,
+            candidate: String
         ],
         reply: [
             allowed, failures, step, window_start_ms, replays, trusted, repeat,
-            consecutive, epoch, added
+            consecutive, epoch, added, shadow, shadow_failures
         ],
     }
 );
@@ -233,9 +235,9 @@ script!(
     /// `ClearAttempts`: delete the record; `Verify`'s accept also reads (and keeps) the
     /// account's device epoch.
     clear = "attempt_count/clear.lua" {
-        keys: [record, networks; device_epoch],
+        keys: [record, networks; device_epoch, candidate],
         argv: [; epoch_ttl_ms: u64],
-        reply: [deleted, epoch],
+        reply: [deleted, epoch, candidate_refused],
     }
 );
 script!(

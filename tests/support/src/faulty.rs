@@ -88,7 +88,7 @@ impl AttemptCountStore for FaultyStore {
     ) -> Result<(), StoreError> {
         self.inner.refund(k, id, window_start_ms, allowed).await
     }
-    async fn clear(&self, k: &AccountKey) -> Result<(), StoreError> {
+    async fn clear(&self, k: &AccountKey) -> Result<bool, StoreError> {
         if self.fail == Fault::FlowClear && k.flow_of().is_some() {
             return Err(injected());
         }

@@ -3,7 +3,7 @@
 -- src/throttle/attempt_count.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
 -- conformance tests hold the two together).
 --
--- contract: KEYS record, device_bucket?, device_epoch?, device_index?, attempt?, repeat_list?, networks?, device_networks? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding, network, max_networks, device_tag, max_devices | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added
+-- contract: KEYS record, device_bucket?, device_epoch?, device_index?, attempt?, repeat_list?, networks?, device_networks?, candidate? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding, network, max_networks, device_tag, max_devices, candidate | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added, shadow, shadow_failures
 -- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st, c; rp, lu, sa)
 -- and only for an attempt that carries a device token (ARGV[7] >= 0):
 -- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st, c; rp, lu, sa)
@@ -57,6 +57,13 @@
 -- ARGV[16] device_tag         the device bucket's tag (16 hex) with a device token; ''
 -- ARGV[17] max_devices        most devices the index lists (1-1000); the least
 --                             recently counted leaves first
+-- ARGV[18] candidate          the realm's candidate policy (docs/throttle.md, "Trying a
+--                             policy in shadow"), '' for none, else seven whole numbers
+--                             'max_failures,first_window_ms,max_window_ms,retention_ms,
+--                             max_step,max_consecutive,lockout_ms' (escalate as ARGV[5]);
+--                             its record is the last key, portcullis:v2:{<digest>}:s
+--                             (hash f, ws, st, c, lu; lr: 1 when the last attempt counted
+--                             was allowed but the candidate would have refused it)
 --
 -- Record fields: f failures in the window, ws window start, st step, rp repeats
 -- forgiven in the window, c consecutive failures (attempts allowed since the record was
@@ -75,7 +82,10 @@
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
 -- repeat (0|1|2), consecutive, epoch, added (1|0)}; epoch is the account's device epoch
 -- as read (0 when it has none, or when it was not read: ARGV[7] = -1); added is 1 when
--- this call added a consecutive failure (a refund gives one back only then).
+-- this call added a consecutive failure (a refund gives one back only then); shadow is
+-- what the candidate answered when the attempt was counted on the account's own record
+-- (1 allowed, 0 refused; -1: no candidate, or not counted: a replay, a forgiven repeat,
+-- a device's bucket) and shadow_failures its window's count after it (0 with -1).
 -- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle/attempt_count.rs::forgive and
 -- src/throttle/repeat_list.rs::RepeatList::claim): the fingerprint is on the client's list
 -- for the counted record's current window. It is not counted: allowed while failures <
@@ -148,6 +158,7 @@ local network = ARGV[14] or ''
 local max_networks = tonumber(ARGV[15])
 local device_tag = ARGV[16] or ''
 local max_devices = tonumber(ARGV[17])
+local candidate = ARGV[18] or ''
 assert(max_failures and max_failures >= 1, 'max_failures must be >= 1')
 assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
 assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
@@ -169,6 +180,23 @@ assert(network == '' or (#network <= 19 and not string.find(network, '[^0-9]')
   and not string.find(network, '^0.')), 'network must be an integer below 2^60 or empty')
 assert(max_networks and max_networks >= 1 and max_networks <= 1000, 'max_networks must be in 1..1000')
 assert(max_devices and max_devices >= 1 and max_devices <= 1000, 'max_devices must be in 1..1000')
+-- The candidate's rules, checked as the enforced ones.
+local cand = nil
+if candidate ~= '' then
+  local v = {}
+  for n in string.gmatch(candidate, '[^,]+') do v[#v + 1] = tonumber(n) end
+  assert(#v == 7, 'candidate must hold seven numbers')
+  cand = {max = v[1], first = v[2], max_window = v[3], retention = v[4], max_step = v[5],
+    max_c = v[6], lockout = v[7]}
+  assert(cand.max and cand.max >= 1 and cand.max <= 100, 'candidate max_failures must be in 1..100')
+  assert(cand.first and cand.first >= 1000, 'candidate first_window_ms must be >= 1000')
+  assert(cand.max_window and cand.max_window >= cand.first, 'candidate max_window_ms must be >= first_window_ms')
+  assert(cand.retention and cand.retention > cand.max_window, 'candidate retention_ms must be > max_window_ms')
+  assert(cand.max_step and cand.max_step >= 0 and cand.max_step < 64, 'candidate max_step must be in 0..63')
+  assert(cand.max_c and cand.max_c >= 1 and cand.max_c <= 100, 'candidate max_consecutive must be in 1..100')
+  assert(cand.lockout and cand.lockout >= 1000 and cand.lockout < cand.retention,
+    'candidate lockout_ms must be in 1000..retention_ms')
+end
 local device = token_epoch >= 0
 assert(device == (#device_tag == 16 and not string.find(device_tag, '[^0-9a-f]')),
   'device_tag must be 16 hex digits with a device token, else empty')
@@ -182,9 +210,12 @@ if network ~= '' then
   tail = tail + 1
   if device then tail = tail + 1 end
 end
+if cand then tail = tail + 1 end
 assert(#KEYS == fixed + tail or #KEYS == fixed + tail + 1, 'record_attempt: wrong number of keys')
 local at = fixed + 1
 local attempt_key, list_key, networks_key, device_networks_key = nil, nil, nil, nil
+local candidate_key = nil
+if cand then candidate_key = KEYS[#KEYS] end
 if #KEYS == fixed + tail + 1 then attempt_key, at = KEYS[at], at + 1 end
 if fingerprint ~= '' then list_key, at = KEYS[at], at + 1 end
 if network ~= '' then
@@ -222,8 +253,46 @@ if attempt_key then
     end
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays) .. ':' .. bound, 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch, 0}
+    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch, 0, -1, 0}
   end
+end
+
+-- shadow(key, now, listed): the attempt counted on the candidate's record under the
+-- candidate's rules, as the enforced rules count it below (no repeats, no devices: a
+-- listed stale repeat adds no consecutive failure here either). Returns allowed (1|0)
+-- and the window's count after it.
+local function shadow(key, now, listed)
+  local rec = redis.call('HMGET', key, 'f', 'ws', 'st', 'c', 'lu')
+  local f, ws, st, c, lu = 0, now, 0, 0, 0
+  if rec[1] then
+    f = stored(rec[1], MAX_COUNT, 'candidate record')
+    ws = stored(rec[2], MAX_TIME_MS, 'candidate record')
+    st = stored(rec[3], MAX_STEP, 'candidate record')
+    if rec[4] then c = stored(rec[4], MAX_COUNT, 'candidate record') end
+    if rec[5] then lu = stored(rec[5], MAX_TIME_MS, 'candidate record') end
+  end
+  local ends = math.max(ws + math.min(cand.first * (2 ^ st), cand.max_window), lu)
+  if now >= ends then
+    if f >= cand.max and escalate == 1 then st = math.min(st + 1, cand.max_step) end
+    f, ws = 0, now
+  end
+  f = f + 1
+  local ok = 0
+  if f <= cand.max and c < cand.max_c then
+    ok = 1
+    if not listed then c = c + 1 end
+    if f == cand.max then lu = math.max(lu, now + cand.lockout) end
+  end
+  redis.call('HSET', key, 'f', string.format('%d', f), 'ws', string.format('%d', ws),
+    'st', string.format('%d', st), 'c', string.format('%d', c), 'lu', string.format('%d', lu))
+  if c >= cand.max_c then
+    redis.call('PERSIST', key)
+  elseif c == 0 and st == 0 and (f < cand.max or escalate == 0) then
+    redis.call('PEXPIRE', key, math.max(ws + cand.first, lu) - now)
+  else
+    redis.call('PEXPIRE', key, cand.retention)
+  end
+  return ok, f
 end
 
 local t = redis.call('TIME')
@@ -274,7 +343,7 @@ if rec[1] and list_key then
         redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:'
           .. binding, 'PX', attempt_ttl)
       end
-      return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch, 0}
+      return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch, 0, -1, 0}
     end
   end
 end
@@ -346,8 +415,17 @@ if trusted == 1 then
   redis.call('PEXPIRE', KEYS[4], epoch_ttl)
 end
 
+local shadowed, shadow_failures = -1, 0
+if candidate_key and trusted == 0 then
+  shadowed, shadow_failures = shadow(candidate_key, now, listed)
+  local refused = 0
+  if allowed == 1 and shadowed == 0 then refused = 1 end
+  redis.call('HSET', candidate_key, 'lr', refused)
+end
+
 if attempt_key then
   redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:' .. binding,
     'PX', attempt_ttl)
 end
-return {allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch, added}
+return {allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch, added, shadowed,
+  shadow_failures}

@@ -230,3 +230,33 @@ class FlowRefusals(_message.Message):
     flow: _governor_pb2.Flow
     refused: int
     def __init__(self, flow: _Optional[_Union[_governor_pb2.Flow, str]] = ..., refused: _Optional[int] = ...) -> None: ...
+
+class CandidateReportRequest(_message.Message):
+    __slots__ = ("realm",)
+    REALM_FIELD_NUMBER: _ClassVar[int]
+    realm: str
+    def __init__(self, realm: _Optional[str] = ...) -> None: ...
+
+class CandidateReportResponse(_message.Message):
+    __slots__ = ("loaded", "candidate_id", "since_unix_ms", "would_refuse", "would_allow", "users_locked_out", "guesses_stopped", "step_up_added", "step_up_dropped", "lag_seconds")
+    LOADED_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    SINCE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    WOULD_REFUSE_FIELD_NUMBER: _ClassVar[int]
+    WOULD_ALLOW_FIELD_NUMBER: _ClassVar[int]
+    USERS_LOCKED_OUT_FIELD_NUMBER: _ClassVar[int]
+    GUESSES_STOPPED_FIELD_NUMBER: _ClassVar[int]
+    STEP_UP_ADDED_FIELD_NUMBER: _ClassVar[int]
+    STEP_UP_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    loaded: bool
+    candidate_id: str
+    since_unix_ms: int
+    would_refuse: int
+    would_allow: int
+    users_locked_out: int
+    guesses_stopped: int
+    step_up_added: int
+    step_up_dropped: int
+    lag_seconds: int
+    def __init__(self, loaded: _Optional[bool] = ..., candidate_id: _Optional[str] = ..., since_unix_ms: _Optional[int] = ..., would_refuse: _Optional[int] = ..., would_allow: _Optional[int] = ..., users_locked_out: _Optional[int] = ..., guesses_stopped: _Optional[int] = ..., step_up_added: _Optional[int] = ..., step_up_dropped: _Optional[int] = ..., lag_seconds: _Optional[int] = ...) -> None: ...

@@ -74,6 +74,11 @@ class AdminStub:
                 request_serializer=portcullis_dot_v1_dot_admin__pb2.RealmStatusRequest.SerializeToString,
                 response_deserializer=portcullis_dot_v1_dot_admin__pb2.RealmStatusResponse.FromString,
                 _registered_method=True)
+        self.CandidateReport = channel.unary_unary(
+                '/portcullis.v1.Admin/CandidateReport',
+                request_serializer=portcullis_dot_v1_dot_admin__pb2.CandidateReportRequest.SerializeToString,
+                response_deserializer=portcullis_dot_v1_dot_admin__pb2.CandidateReportResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -150,6 +155,15 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CandidateReport(self, request, context):
+        """What the realm's candidate policy ([realms.NAME.candidate]) would have done beside
+        the enforced one since it was first noted, fleet-wide from the store
+        (docs/throttle.md, "Trying a policy in shadow"). Counts only: never an identifier.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -192,6 +206,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.RealmStatus,
                     request_deserializer=portcullis_dot_v1_dot_admin__pb2.RealmStatusRequest.FromString,
                     response_serializer=portcullis_dot_v1_dot_admin__pb2.RealmStatusResponse.SerializeToString,
+            ),
+            'CandidateReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.CandidateReport,
+                    request_deserializer=portcullis_dot_v1_dot_admin__pb2.CandidateReportRequest.FromString,
+                    response_serializer=portcullis_dot_v1_dot_admin__pb2.CandidateReportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -410,6 +429,33 @@ class Admin:
             '/portcullis.v1.Admin/RealmStatus',
             portcullis_dot_v1_dot_admin__pb2.RealmStatusRequest.SerializeToString,
             portcullis_dot_v1_dot_admin__pb2.RealmStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CandidateReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/portcullis.v1.Admin/CandidateReport',
+            portcullis_dot_v1_dot_admin__pb2.CandidateReportRequest.SerializeToString,
+            portcullis_dot_v1_dot_admin__pb2.CandidateReportResponse.FromString,
             options,
             channel_credentials,
             insecure,

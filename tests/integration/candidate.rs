@@ -1,0 +1,173 @@
+//! A candidate policy in shadow (`[realms.NAME.candidate]`, `Admin/CandidateReport`,
+//! `portcullis candidate-report`; docs/throttle.md, "Trying a policy in shadow"): a
+//! replayed login log of right and wrong passwords of many accounts, some from one
+//! network, run against the enforced policy (five failures a window) and a tighter
+//! candidate (three): the report's numbers equal a count by hand from the log, on the
+//! embedded store through `Verify`, and on Redis through `RecordAttempt` and
+//! `ClearAttempts` across two daemons. The candidate never changes an answer.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use portcullis::pb::{CandidateReportRequest, CandidateReportResponse, Decision, Verdict};
+use portcullis_test_support::*;
+
+/// The enforced policy is the defaults (five a window, step-up from three); the
+/// candidate allows three a window (and so, by default, steps up from one). Every
+/// attempt counts (no repeat list), and comparisons are cheap.
+const REALMS: &str = r#"
+[realms.shadowed]
+hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
+repeat_list_length = 0
+[realms.shadowed.candidate]
+max_failures = 3
+"#;
+
+const RIGHT: &str = "right-password-2026";
+
+/// The log: each account's attempts (true: the right password), replayed one attempt
+/// of each account in turn; six more accounts fail once each from one network.
+fn log() -> Vec<(String, bool, &'static str)> {
+    let (w, r) = (false, true);
+    let accounts: Vec<(&str, Vec<bool>)> = vec![
+        ("alice@example.com", vec![w, w, w, w, r]),
+        ("bob@example.com", vec![w, w, w, w, w, w, w]),
+        ("carol@example.com", vec![w, w, r]),
+        ("dave@example.com", vec![w, w, w, r, w, w, w, w]),
+    ];
+    let mut out = Vec::new();
+    for turn in 0..8 {
+        for (who, attempts) in &accounts {
+            if let Some(&right) = attempts.get(turn) {
+                out.push(((*who).to_owned(), right, "198.51.100.7"));
+            }
+        }
+    }
+    for n in 0..6 {
+        out.push((format!("shared{n}@example.com"), false, "203.0.113.50"));
+    }
+    out
+}
+
+/// The report by hand: per account, the attempt's number in its window; the enforced
+/// policy allows the first five, the candidate the first three; a right password the
+/// enforced policy allowed starts the account over; step-up from three (enforced) and
+/// from one (the candidate).
+const STEP_UP: (u64, u64) = (3, 1);
+fn by_hand(log: &[(String, bool, &str)]) -> [u64; 5] {
+    let mut n = std::collections::HashMap::<&str, u64>::new();
+    let [mut refuse, mut allow, mut locked_out, mut added, mut dropped] = [0; 5];
+    for (who, right, _) in log {
+        let k = n.entry(who.as_str()).or_default();
+        *k += 1;
+        let (enforced, candidate) = (*k <= 5, *k <= 3);
+        if enforced && !candidate {
+            refuse += 1;
+            locked_out += u64::from(*right);
+        }
+        allow += u64::from(!enforced && candidate);
+        let (enforced_step, candidate_step) = (*k >= STEP_UP.0, *k >= STEP_UP.1);
+        added += u64::from(candidate_step && !enforced_step);
+        dropped += u64::from(enforced_step && !candidate_step);
+        if *right && enforced {
+            *k = 0;
+        }
+    }
+    [refuse, allow, locked_out, added, dropped]
+}
+
+fn numbers(r: &CandidateReportResponse) -> [u64; 5] {
+    [r.would_refuse, r.would_allow, r.users_locked_out, r.step_up_added, r.step_up_dropped]
+}
+
+async fn report(daemon: &DaemonProcess, realm: &str) -> CandidateReportResponse {
+    let mut c = caller(daemon.addr, None, None).await.unwrap();
+    let request = CandidateReportRequest { realm: realm.into() };
+    c.admin.candidate_report(request).await.unwrap().into_inner()
+}
+
+/// The report once it holds `want` (the daemons write every 2 s), or after 20 s.
+async fn report_when(daemon: &DaemonProcess, want: [u64; 5]) -> CandidateReportResponse {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = report(daemon, "shadowed").await;
+        if numbers(&r) == want || Instant::now() > deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_log_reports_by_hand_through_verify_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon =
+        DaemonProcess::spawn(&TestConfig::embedded(&dir.path().join("d")).extra(REALMS).toml());
+    let hash = bcrypt::hash(RIGHT, 4).unwrap();
+    let mut c = daemon.client().await;
+    let log = log();
+    for (i, (who, right, network)) in log.iter().enumerate() {
+        let password = if *right { RIGHT.to_owned() } else { format!("wrong-{i}") };
+        let r = c.verify("shadowed", who, password.as_bytes(), &hash, network).await.unwrap();
+        // The enforced policy decides: a right password within five is accepted.
+        let accepted = r.verdict == Verdict::Accept as i32;
+        assert_eq!(accepted, *right, "{who}'s attempt {i}: {r:?}");
+    }
+    let want = by_hand(&log);
+    assert_eq!(want, [6, 0, 2, 16, 0], "the log as counted by hand");
+    let r = report_when(&daemon, want).await;
+    assert_eq!(numbers(&r), want, "{r:?}");
+    assert!(r.loaded && r.candidate_id.len() == 16 && r.since_unix_ms > 0, "{r:?}");
+    assert_eq!(r.guesses_stopped, 4, "six refused, two of them right");
+    assert!(daemon.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_log_reports_by_hand_across_two_daemons_on_redis() {
+    let redis = RedisServer::start();
+    let config = TestConfig::redis(&redis.url()).extra(REALMS).toml();
+    let daemons = [DaemonProcess::spawn(&config), DaemonProcess::spawn(&config)];
+    let mut clients = [daemons[0].client().await, daemons[1].client().await];
+    let log = log();
+    for (i, (who, right, network)) in log.iter().enumerate() {
+        let c = &mut clients[i % 2];
+        let decision = c.attempt_from("shadowed", who, network).await.unwrap();
+        // The gateway compares the password itself and reports a match to the other
+        // daemon.
+        if *right && decision.decision == Decision::Allow as i32 {
+            let verified = 1;
+            clients[(i + 1) % 2].clear_from("shadowed", who, verified, network).await.unwrap();
+        }
+    }
+    let want = by_hand(&log);
+    let r = report_when(&daemons[0], want).await;
+    assert_eq!(numbers(&r), want, "{r:?}");
+    let other = report(&daemons[1], "shadowed").await;
+    assert_eq!(numbers(&other), want, "both daemons read the store");
+    assert_eq!((other.candidate_id, other.since_unix_ms), (r.candidate_id, r.since_unix_ms));
+
+    // `portcullis candidate-report` prints it; a realm without a candidate exits 1.
+    let run = |realm: &str| {
+        Command::new(daemon_binary())
+            .args([
+                "candidate-report",
+                "--realm",
+                realm,
+                "--addr",
+                &format!("http://{}", daemons[1].addr),
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("shadowed");
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(printed.contains("login users_locked_out: 2"), "{printed}");
+    assert!(printed.contains("login guesses_stopped: 4"), "{printed}");
+    assert!(!printed.contains("example.com"), "{printed}");
+    let none = run("default");
+    assert_eq!(none.status.code(), Some(1), "{}", String::from_utf8_lossy(&none.stdout));
+    for d in daemons {
+        assert!(d.terminate().await.success());
+    }
+}
