@@ -25,7 +25,9 @@
 //! the same script straight on Redis, and the repository's own HTTP/2 load generator
 //! (`own h2 load tool` rows: h2load's way, C connections × S streams, one pre-encoded
 //! gRPC frame POSTed per call, every answer's `grpc-status` checked) drives the real
-//! `portcullis` binary (a separate process, on the same Redis) with one hot account,
+//! `portcullis` binary (a separate process, on the same Redis; once more with a
+//! candidate policy in the realm, to show what evaluating it in shadow costs) with one
+//! hot account,
 //! every call counted, at 64 and 16 calls in flight, on a runtime of its own; the table
 //! prints each rate's ratio to the `EVALSHA` figure of the same run. Nothing outside the
 //! repository is needed besides `redis-server` and `redis-benchmark`.
@@ -372,6 +374,11 @@ const H2_LOAD_THREADS: usize = 1;
 const EVALSHA_REQUESTS: u64 = 300_000;
 const EVALSHA_CLIENTS: usize = 64;
 
+/// A candidate policy for the realm the load-tool rows count in (docs/throttle.md,
+/// "Trying a policy in shadow"): its row against the row without one is what a
+/// candidate costs.
+const CANDIDATE: &str = "[realms.default.candidate]\nmax_failures = 3\n";
+
 /// The load-tool rows, and notes (skips, the load tool's own lines). Blocking: the load
 /// tool runs on a runtime of its own, so this runs outside any.
 fn tool_rows(
@@ -397,6 +404,11 @@ fn tool_rows(
         (
             "own h2 load tool: RecordAttempt, daemon process, Redis",
             common::TestConfig::redis(&redis.url()).extra(store_toml).toml() + &server,
+        ),
+        (
+            "own h2 load tool: RecordAttempt with a candidate, daemon process, Redis",
+            common::TestConfig::redis(&redis.url()).extra(store_toml).extra(CANDIDATE).toml()
+                + &server,
         ),
         (
             "own h2 load tool: RecordAttempt, daemon process, embedded store",

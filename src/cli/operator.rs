@@ -573,7 +573,8 @@ where
 
 /// The lines of `inspect` that say why the door is shut: since when (RFC 3339 on the
 /// store's clock, `-` when open or unknown) and by what, the known-device lanes, and
-/// the distinct client networks of the window (at most 64: "64 or more").
+/// the distinct client networks of the window (at most 64: "64 or more"); in a realm
+/// with a candidate policy, the door it would show (`candidate_door: open|closed`).
 fn why_shut(r: &pb::InspectResponse) -> String {
     let shut_by = match pb::ShutBy::try_from(r.shut_by) {
         Ok(pb::ShutBy::Window) => "window",
@@ -593,8 +594,13 @@ fn why_shut(r: &pb::InspectResponse) -> String {
         }
         n => n.to_string(),
     };
+    let candidate = match pb::DoorState::try_from(r.candidate_door) {
+        Ok(pb::DoorState::Unspecified) => "",
+        Ok(pb::DoorState::Open) => "\ncandidate_door: open",
+        Ok(pb::DoorState::Closed) | Err(_) => "\ncandidate_door: closed",
+    };
     format!(
-        "shut_by: {shut_by}\ndoor_shut_at: {shut_at}\ndevice_lanes: {}\ndevice_failures: {}\ndistinct_networks: {networks}",
+        "shut_by: {shut_by}\ndoor_shut_at: {shut_at}\ndevice_lanes: {}\ndevice_failures: {}\ndistinct_networks: {networks}{candidate}",
         r.device_lanes, r.device_failures
     )
 }

@@ -136,7 +136,17 @@ impl AdminService {
     ) -> Result<InspectResponse, Status> {
         let Some(flow) = flow else {
             let read = self.store.inspect(key, &realm.policy).await.map_err(store_unavailable)?;
-            return Ok(inspection(&realm.policy, &read));
+            let candidate = realm.candidate.as_ref().map(|c| {
+                let open = throttle::attempt_count::is_open(
+                    &c.policy,
+                    read.candidate.as_ref(),
+                    read.now_ms,
+                );
+                if open { DoorState::Open } else { DoorState::Closed }
+            });
+            let answer = inspection(&realm.policy, &read);
+            let candidate_door = candidate.unwrap_or(DoorState::Unspecified) as i32;
+            return Ok(InspectResponse { candidate_door, ..answer });
         };
         let read =
             self.flows.inspect(realm, &key.flow(flow), flow).await.map_err(store_unavailable)?;
@@ -174,6 +184,7 @@ pub fn inspection(policy: &Policy, inspection: &Inspection) -> InspectResponse {
         device_failures: inspection.devices.failures,
         device_lanes: u32::try_from(inspection.devices.lanes).unwrap_or(u32::MAX),
         distinct_networks: u32::try_from(inspection.networks).unwrap_or(u32::MAX),
+        candidate_door: DoorState::Unspecified as i32,
     }
 }
 
@@ -197,6 +208,7 @@ pub fn mail_inspection(sent: &Sent) -> InspectResponse {
         device_failures: 0,
         device_lanes: 0,
         distinct_networks: 0,
+        candidate_door: DoorState::Unspecified as i32,
     }
 }
 
@@ -507,7 +519,7 @@ mod tests {
 
     fn at(record: Option<Record>, now_ms: u64) -> InspectResponse {
         let devices = crate::store::attempt_count::DeviceLanes { lanes: 1, failures: 2 };
-        inspection(&POLICY, &Inspection { record, now_ms, networks: 3, devices })
+        inspection(&POLICY, &Inspection { record, now_ms, networks: 3, devices, candidate: None })
     }
 
     #[test]

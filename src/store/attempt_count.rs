@@ -191,6 +191,9 @@ pub struct Inspection {
     pub networks: u64,
     /// The account's device lanes, for its login record (zero for any other).
     pub devices: DeviceLanes,
+    /// The account's record under the realm's candidate policy (docs/throttle.md,
+    /// "Trying a policy in shadow"), for its login record; `None` without one.
+    pub candidate: Option<Record>,
 }
 
 /// The account's known-device lanes as `Inspect` reads them (docs/devices.md, "Lanes

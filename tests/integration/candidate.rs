@@ -9,7 +9,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use portcullis::pb::{CandidateReportRequest, CandidateReportResponse, Decision, Verdict};
+use portcullis::pb::{
+    CandidateReportRequest, CandidateReportResponse, Decision, DoorState, InspectRequest, Verdict,
+};
 use portcullis_test_support::*;
 
 /// The enforced policy is the defaults (five a window, step-up from three); the
@@ -119,6 +121,20 @@ async fn a_replayed_log_reports_by_hand_through_verify_on_the_embedded_store() {
     assert_eq!(numbers(&r), want, "{r:?}");
     assert!(r.loaded && r.candidate_id.len() == 16 && r.since_unix_ms > 0, "{r:?}");
     assert_eq!(r.guesses_stopped, 4, "six refused, two of them right");
+    // Inspect: dave's four failures since his last login leave the enforced door open
+    // and the candidate's shut; bob's seven shut both; carol's login opened both.
+    let mut admin = caller(daemon.addr, None, None).await.unwrap().admin;
+    let mut doors = Vec::new();
+    for who in ["dave@example.com", "bob@example.com", "carol@example.com"] {
+        let request = InspectRequest { account: account("shadowed", who), flow: 0 };
+        let r = admin.inspect(request).await.unwrap().into_inner();
+        doors.push((r.door, r.candidate_door));
+    }
+    let (open, closed) = (DoorState::Open as i32, DoorState::Closed as i32);
+    assert_eq!(doors, [(open, closed), (closed, closed), (open, open)]);
+    let request = InspectRequest { account: account("default", "dave@example.com"), flow: 0 };
+    let r = admin.inspect(request).await.unwrap().into_inner();
+    assert_eq!(r.candidate_door, DoorState::Unspecified as i32, "no candidate in the realm");
     assert!(daemon.terminate().await.success());
 }
 
@@ -145,6 +161,11 @@ async fn a_replayed_log_reports_by_hand_across_two_daemons_on_redis() {
     let other = report(&daemons[1], "shadowed").await;
     assert_eq!(numbers(&other), want, "both daemons read the store");
     assert_eq!((other.candidate_id, other.since_unix_ms), (r.candidate_id, r.since_unix_ms));
+    let mut admin = caller(daemons[1].addr, None, None).await.unwrap().admin;
+    let request = InspectRequest { account: account("shadowed", "dave@example.com"), flow: 0 };
+    let dave = admin.inspect(request).await.unwrap().into_inner();
+    let doors = (DoorState::Open as i32, DoorState::Closed as i32);
+    assert_eq!((dave.door, dave.candidate_door), doors, "open, and shut under the candidate");
 
     // `portcullis candidate-report` prints it; a realm without a candidate exits 1.
     let run = |realm: &str| {

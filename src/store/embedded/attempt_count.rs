@@ -96,7 +96,12 @@ impl AttemptCountStore for EmbeddedStore {
         let login = !key.is_device() && key.flow_of().is_none();
         let (index, prefix, _) = key.device_index();
         let lanes = login.then_some((index, prefix));
-        self.submit(false, move |t| inspect(t, &record, &networks, lanes.as_ref(), &policy)).await
+        let candidate = key.candidate_record();
+        self.submit(false, move |t| {
+            let sets = (networks.as_str(), lanes.as_ref(), candidate.as_deref());
+            inspect(t, &record, sets, &policy)
+        })
+        .await
     }
 }
 
@@ -247,8 +252,7 @@ fn note_device_lane(
 fn inspect(
     t: &mut Tables<'_, '_>,
     record: &str,
-    networks: &str,
-    lanes: Option<&(String, String)>,
+    (networks, lanes, candidate): (&str, Option<&(String, String)>, Option<&str>),
     policy: &Policy,
 ) -> Result<Inspection, StoreError> {
     let (now, found) = (t.now, t.record(record)?);
@@ -277,7 +281,12 @@ fn inspect(
             }
         }
     }
-    Ok(Inspection { record: found, now_ms: now, networks: if current { held } else { 0 }, devices })
+    let candidate = match candidate {
+        Some(key) => t.record(key)?,
+        None => None,
+    };
+    let networks = if current { held } else { 0 };
+    Ok(Inspection { record: found, now_ms: now, networks, devices, candidate })
 }
 
 /// Where an attempt id's answer is kept, its request binding, and for how long.

@@ -172,6 +172,7 @@ impl AttemptCountStore for RedisStore {
             record: key.record(),
             networks: key.networks(),
             device_index: login.then_some(index),
+            candidate: key.candidate_record(),
         };
         let args = inspect::Args {
             first_window_ms: login.then(|| policy.window_ms(0)),
@@ -192,6 +193,12 @@ impl AttemptCountStore for RedisStore {
             networks,
             device_lanes,
             device_failures,
+            candidate_exists,
+            candidate_failures,
+            candidate_window_start_ms,
+            candidate_step,
+            candidate_consecutive,
+            candidate_locked_until,
         } = inspect::Reply::parse(&reply)?;
         let field = |v: i64, name: &str| {
             u64::try_from(v).map_err(|_| StoreError::Protocol(format!("inspect: negative {name}")))
@@ -221,6 +228,19 @@ impl AttemptCountStore for RedisStore {
             devices: DeviceLanes {
                 lanes: field(device_lanes, "device lanes")?,
                 failures: field(device_failures, "device failures")?,
+            },
+            candidate: match candidate_exists {
+                0 => None,
+                1 => Some(Record {
+                    failures: field(candidate_failures, "candidate failures")?,
+                    window_start_ms: field(candidate_window_start_ms, "candidate window")?,
+                    step: u32::try_from(candidate_step)
+                        .map_err(|_| StoreError::Protocol("inspect: step out of range".into()))?,
+                    consecutive: field(candidate_consecutive, "candidate consecutive")?,
+                    locked_until_ms: field(candidate_locked_until, "candidate lockout")?,
+                    ..Record::default()
+                }),
+                other => return Err(StoreError::Protocol(format!("inspect candidate={other}"))),
             },
         })
     }

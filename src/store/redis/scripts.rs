@@ -244,11 +244,13 @@ script!(
     /// Admin `Inspect`: read a record, its window's networks, the account's device
     /// lanes and the store's clock (read only).
     inspect = "attempt_count/inspect.lua" {
-        keys: [record, networks; device_index],
+        keys: [record, networks; device_index, candidate],
         argv: [; first_window_ms: u64, max_window_ms: u64, bucket_prefix: String],
         reply: [
             exists, failures, window_start_ms, step, now_ms, repeats, consecutive,
-            locked_until, shut_at, networks, device_lanes, device_failures
+            locked_until, shut_at, networks, device_lanes, device_failures, candidate_exists,
+            candidate_failures, candidate_window_start_ms, candidate_step,
+            candidate_consecutive, candidate_locked_until
         ],
     }
 );

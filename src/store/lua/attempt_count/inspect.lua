@@ -3,18 +3,22 @@
 -- (src/rpc/admin.rs derives door state, time to reopen and why it is shut from them
 -- with src/throttle/attempt_count.rs). Reads, never writes.
 --
--- contract: KEYS record, networks, device_index? | ARGV first_window_ms?, max_window_ms?, bucket_prefix? | REPLY exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until, shut_at, networks, device_lanes, device_failures
+-- contract: KEYS record, networks, device_index?, candidate? | ARGV first_window_ms?, max_window_ms?, bucket_prefix? | REPLY exists, failures, window_start_ms, step, now_ms, repeats, consecutive, locked_until, shut_at, networks, device_lanes, device_failures, candidate_exists, candidate_failures, candidate_window_start_ms, candidate_step, candidate_consecutive, candidate_locked_until
 -- KEYS[1]  record key   portcullis:v2:{<digest>}:r   (hash: f, ws, st, c; rp, lu, sa)
 -- KEYS[2]  networks     <KEYS[1]>:n                  (set of networks, record_attempt.lua)
 -- and for the account's login record only:
 -- KEYS[3]  device index portcullis:v2:{<digest>}:dx  (sorted set of 16 hex device tags)
+-- KEYS[4]  candidate    portcullis:v2:{<digest>}:s   the record under the realm's candidate
+--                       policy (record_attempt.lua), when the realm has one
 -- ARGV[1]  first_window_ms  with KEYS[3]: the realm's windows, to tell which failures
 -- ARGV[2]  max_window_ms    of a device bucket are in its current window
 -- ARGV[3]  bucket_prefix    with KEYS[3]: portcullis:v2:{<digest>}:d: (a bucket's key
 --                           is it and the tag: the same hash tag as KEYS[1], one slot)
 --
 -- Returns {exists, failures, window_start_ms, step, now_ms, repeats, consecutive,
--- locked_until_ms, shut_at_ms, networks, device_lanes, device_failures}; exists is 1 or
+-- locked_until_ms, shut_at_ms, networks, device_lanes, device_failures, then the
+-- candidate record's exists, failures, window start, step, consecutive failures and
+-- lockout end (all 0 without one)}; exists is 1 or
 -- 0 (then the record fields are 0). networks is the set's size as stored (the daemon
 -- reads it as 0 once the record's window is over); device_lanes counts the listed
 -- buckets that hold a record, device_failures sums their failures in their current
@@ -28,9 +32,9 @@
 --
 -- A script so the records and Redis TIME are read at one instant.
 
-assert(#KEYS == 2 or #KEYS == 3, 'inspect takes two or three keys')
+assert(#KEYS >= 2 and #KEYS <= 4, 'inspect takes two to four keys')
 local first_window, max_window, prefix = 0, 0, ''
-if #KEYS == 3 then
+if #KEYS >= 3 then
   first_window, max_window, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] or ''
   assert(first_window and first_window >= 1000, 'first_window_ms must be >= 1000')
   assert(max_window and max_window >= first_window, 'max_window_ms must be >= first_window_ms')
@@ -42,7 +46,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- The device lanes: each bucket the index lists, read as admit.lua reads a record.
 local lanes, device_failures = 0, 0
-if #KEYS == 3 then
+if #KEYS >= 3 then
   for _, tag in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
     if #tag ~= 16 or string.find(tag, '[^0-9a-f]') then error('corrupt device index') end
     local b = redis.call('HMGET', prefix .. tag, 'f', 'ws', 'st', 'lu')
@@ -60,9 +64,20 @@ if #KEYS == 3 then
   end
 end
 
+-- The candidate record (KEYS[4], with the device index: only a login record has one).
+local cand = {0, 0, 0, 0, 0, 0}
+if KEYS[4] then
+  local c = redis.call('HMGET', KEYS[4], 'f', 'ws', 'st', 'c', 'lu')
+  if c[1] then
+    cand = {1, stored(c[1], MAX_COUNT, 'candidate record'),
+      stored(c[2], MAX_TIME_MS, 'candidate record'), stored(c[3], MAX_STEP, 'candidate record'),
+      stored(c[4] or 0, MAX_COUNT, 'candidate record'), stored(c[5] or 0, MAX_TIME_MS, 'candidate record')}
+  end
+end
+
 local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st', 'rp', 'c', 'lu', 'sa')
 if not rec[1] then
-  return {0, 0, 0, 0, now, 0, 0, 0, 0, 0, lanes, device_failures}
+  return {0, 0, 0, 0, now, 0, 0, 0, 0, 0, lanes, device_failures, unpack(cand)}
 end
 local failures = stored(rec[1], MAX_COUNT, 'record')
 local ws = stored(rec[2], MAX_TIME_MS, 'record')
@@ -75,4 +90,4 @@ if rec[6] then locked_until = stored(rec[6], MAX_TIME_MS, 'record') end
 if rec[7] then shut_at = stored(rec[7], MAX_TIME_MS, 'record') end
 local networks = redis.call('SCARD', KEYS[2])
 return {1, failures, ws, step, now, repeats, consecutive, locked_until, shut_at, networks, lanes,
-  device_failures}
+  device_failures, unpack(cand)}

@@ -46,7 +46,7 @@ class InspectRequest(_message.Message):
     def __init__(self, account: _Optional[_Union[_governor_pb2.Account, _Mapping]] = ..., flow: _Optional[_Union[_governor_pb2.Flow, str]] = ...) -> None: ...
 
 class InspectResponse(_message.Message):
-    __slots__ = ("door", "failures", "step", "seconds_until_open", "window_seconds", "repeats_forgiven", "consecutive_failures", "max_consecutive_failures", "ceiling_reached", "door_shut_unix_ms", "shut_by", "device_failures", "device_lanes", "distinct_networks")
+    __slots__ = ("door", "failures", "step", "seconds_until_open", "window_seconds", "repeats_forgiven", "consecutive_failures", "max_consecutive_failures", "ceiling_reached", "door_shut_unix_ms", "shut_by", "candidate_door", "device_failures", "device_lanes", "distinct_networks")
     DOOR_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class InspectResponse(_message.Message):
     CEILING_REACHED_FIELD_NUMBER: _ClassVar[int]
     DOOR_SHUT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     SHUT_BY_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_DOOR_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FAILURES_FIELD_NUMBER: _ClassVar[int]
     DEVICE_LANES_FIELD_NUMBER: _ClassVar[int]
     DISTINCT_NETWORKS_FIELD_NUMBER: _ClassVar[int]
@@ -72,10 +73,11 @@ class InspectResponse(_message.Message):
     ceiling_reached: bool
     door_shut_unix_ms: int
     shut_by: ShutBy
+    candidate_door: DoorState
     device_failures: int
     device_lanes: int
     distinct_networks: int
-    def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., max_consecutive_failures: _Optional[int] = ..., ceiling_reached: _Optional[bool] = ..., door_shut_unix_ms: _Optional[int] = ..., shut_by: _Optional[_Union[ShutBy, str]] = ..., device_failures: _Optional[int] = ..., device_lanes: _Optional[int] = ..., distinct_networks: _Optional[int] = ...) -> None: ...
+    def __init__(self, door: _Optional[_Union[DoorState, str]] = ..., failures: _Optional[int] = ..., step: _Optional[int] = ..., seconds_until_open: _Optional[int] = ..., window_seconds: _Optional[int] = ..., repeats_forgiven: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., max_consecutive_failures: _Optional[int] = ..., ceiling_reached: _Optional[bool] = ..., door_shut_unix_ms: _Optional[int] = ..., shut_by: _Optional[_Union[ShutBy, str]] = ..., candidate_door: _Optional[_Union[DoorState, str]] = ..., device_failures: _Optional[int] = ..., device_lanes: _Optional[int] = ..., distinct_networks: _Optional[int] = ...) -> None: ...
 
 class UnlockRequest(_message.Message):
     __slots__ = ("account", "reason", "flow", "note")
