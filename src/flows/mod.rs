@@ -103,11 +103,11 @@ pub struct FlowAttempt<'a> {
 }
 
 /// What the operator's `Inspect` reads of a flow's record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FlowInspection {
     /// A code flow's record and the store's clock (read as the login's), and the
     /// flow's throttle that reads them.
-    Code(Inspection, crate::throttle::Policy),
+    Code(Box<Inspection>, crate::throttle::Policy),
     /// A mail flow's send log, read without a send.
     Mail(Sent),
 }
@@ -278,7 +278,7 @@ impl Flows {
                 Ok(FlowInspection::Mail(self.store.send(&request).await?))
             }
             FlowPolicy::Code(policy) => {
-                Ok(FlowInspection::Code(self.store.inspect(key, policy).await?, *policy))
+                Ok(FlowInspection::Code(Box::new(self.store.inspect(key, policy).await?), *policy))
             }
         }
     }
