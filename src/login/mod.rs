@@ -342,13 +342,11 @@ pub fn note_count(
     let started =
         SecurityEvent::of_account(EventKind::LockoutStarted, &realm.name, key.event_tag());
     emit(started.record(record));
-    if !key.is_device() {
-        tally.distinct(&realm.name, Distinct::Locked, &key.event_tag());
-    }
     if key.is_device() {
         tracing::warn!(realm = %realm.name, "device lockout: a known device used up its window");
         metrics::counter!(DEVICE_LOCKOUTS, "realm" => realm.name.clone()).increment(1);
     } else {
+        tally.distinct(&realm.name, Distinct::Locked, &key.event_tag());
         tracing::warn!(realm = %realm.name, "lockout: an account key used up its window");
         metrics::counter!(LOCKOUTS, "realm" => realm.name.clone()).increment(1);
     }

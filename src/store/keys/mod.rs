@@ -12,7 +12,7 @@
 //! portcullis:v2:{<32 hex digest>}:d:<16 hex>     one known device's bucket (hash f, ws, st)
 //! portcullis:v2:{<32 hex digest>}:e              the account's device epoch
 //! portcullis:v2:{<32 hex digest>}:s              the record under the realm's candidate
-//!                                                 policy (hash f, ws, st, c; lu, lr)
+//!                                                 policy ("f,ws,st,c,lu,lr")
 //! …:dx the device buckets' index (≤ 32 tags); <a record's key>:n its window's networks (≤ 64)
 //! portcullis:v2:{<32 hex digest>}:b              breached accepts of one credential
 //!                                                 ("<16 hex credential>:<count>")
@@ -156,9 +156,11 @@ impl AccountKey {
     }
 
     /// The account's record under the realm's candidate policy (docs/throttle.md,
-    /// "Trying a policy in shadow"): `portcullis:v2:{<digest>}:s`, a hash shaped as the
-    /// record, beside it in its hash tag. `None` for a device's bucket, a flow's record or
-    /// a challenge: only the account's own record has a candidate.
+    /// "Trying a policy in shadow"): `portcullis:v2:{<digest>}:s`, beside it in its hash
+    /// tag: one string `"<f>,<ws>,<st>,<c>,<lu>,<lr>"` on Redis (read, and written with
+    /// its expiry, in one command each), a record entry on the embedded store. `None` for
+    /// a device's bucket, a flow's record or a challenge: only the account's own record
+    /// has a candidate.
     pub fn candidate_record(&self) -> Option<String> {
         matches!(self.bucket, Bucket::Account).then(|| format!("{KEY_PREFIX}{{{}}}:s", self.digest))
     }

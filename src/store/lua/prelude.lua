@@ -17,6 +17,20 @@ end
 -- Bounds of stored values (src/throttle/mod.rs, MAX_STORED_*): failures and replays, a
 -- time in ms (about the year 5138), a step.
 local MAX_COUNT, MAX_TIME_MS, MAX_STEP = 1e12, 1e14, 63
+-- candidate_record(held): an account's record under its realm's candidate policy as
+-- record_attempt.lua writes it (one string, so one GET reads it and one SET ... PX
+-- writes it with its expiry): "<f>,<ws>,<st>,<c>,<lu>,<lr>", failures, window start,
+-- step, consecutive failures, lockout end, and lr 1 when the last attempt counted was
+-- one the enforced policy allowed and the candidate would have refused. Returns the six
+-- numbers; anything else is 'corrupt candidate record'.
+-- Example: "3,1800000000000,0,3,1800000900000,1" -> 3, 1800000000000, 0, 3, 1800000900000, 1
+local function candidate_record(held)
+  local f, ws, st, c, lu, lr = string.match(held, '^(%d+),(%d+),(%d+),(%d+),(%d+),([01])$')
+  if not f then error('corrupt candidate record') end
+  return stored(f, MAX_COUNT, 'candidate record'), stored(ws, MAX_TIME_MS, 'candidate record'),
+    stored(st, MAX_STEP, 'candidate record'), stored(c, MAX_COUNT, 'candidate record'),
+    stored(lu, MAX_TIME_MS, 'candidate record'), tonumber(lr)
+end
 -- repeat_list(held): a client's refused-password list as repeat_list.lua and
 -- record_attempt.lua write it (src/throttle/repeat_list.rs is the same list in Rust):
 -- "<window_start_ms>|,<entry>,<entry>," newest first, each entry a fingerprint of 4-16

@@ -29,7 +29,8 @@ local epoch_key, candidate_key = nil, nil
 if ARGV[1] then epoch_key, candidate_key = KEYS[3], KEYS[4] else candidate_key = KEYS[3] end
 local refused = 0
 if candidate_key then
-  if redis.call('HGET', candidate_key, 'lr') == '1' then refused = 1 end
+  local held = redis.call('GET', candidate_key)
+  if held then refused = select(6, candidate_record(held)) end
   redis.call('DEL', candidate_key)
 end
 local epoch = 0

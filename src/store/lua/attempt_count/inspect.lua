@@ -67,11 +67,10 @@ end
 -- The candidate record (KEYS[4], with the device index: only a login record has one).
 local cand = {0, 0, 0, 0, 0, 0}
 if KEYS[4] then
-  local c = redis.call('HMGET', KEYS[4], 'f', 'ws', 'st', 'c', 'lu')
-  if c[1] then
-    cand = {1, stored(c[1], MAX_COUNT, 'candidate record'),
-      stored(c[2], MAX_TIME_MS, 'candidate record'), stored(c[3], MAX_STEP, 'candidate record'),
-      stored(c[4] or 0, MAX_COUNT, 'candidate record'), stored(c[5] or 0, MAX_TIME_MS, 'candidate record')}
+  local held = redis.call('GET', KEYS[4])
+  if held then
+    local f, ws, st, c, lu = candidate_record(held)
+    cand = {1, f, ws, st, c, lu}
   end
 end
 

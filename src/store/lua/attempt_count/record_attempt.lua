@@ -62,8 +62,8 @@
 --                             'max_failures,first_window_ms,max_window_ms,retention_ms,
 --                             max_step,max_consecutive,lockout_ms' (escalate as ARGV[5]);
 --                             its record is the last key, portcullis:v2:{<digest>}:s
---                             (hash f, ws, st, c, lu; lr: 1 when the last attempt counted
---                             was allowed but the candidate would have refused it)
+--                             (a string, prelude.lua's candidate_record: one GET and one
+--                             SET ... PX a count)
 --
 -- Record fields: f failures in the window, ws window start, st step, rp repeats
 -- forgiven in the window, c consecutive failures (attempts allowed since the record was
@@ -261,16 +261,10 @@ end
 -- candidate's rules, as the enforced rules count it below (no repeats, no devices: a
 -- listed stale repeat adds no consecutive failure here either). Returns allowed (1|0)
 -- and the window's count after it.
-local function shadow(key, now, listed)
-  local rec = redis.call('HMGET', key, 'f', 'ws', 'st', 'c', 'lu')
+local function shadow(key, now, listed, enforced)
+  local held = redis.call('GET', key)
   local f, ws, st, c, lu = 0, now, 0, 0, 0
-  if rec[1] then
-    f = stored(rec[1], MAX_COUNT, 'candidate record')
-    ws = stored(rec[2], MAX_TIME_MS, 'candidate record')
-    st = stored(rec[3], MAX_STEP, 'candidate record')
-    if rec[4] then c = stored(rec[4], MAX_COUNT, 'candidate record') end
-    if rec[5] then lu = stored(rec[5], MAX_TIME_MS, 'candidate record') end
-  end
+  if held then f, ws, st, c, lu = candidate_record(held) end
   local ends = math.max(ws + math.min(cand.first * (2 ^ st), cand.max_window), lu)
   if now >= ends then
     if f >= cand.max and escalate == 1 then st = math.min(st + 1, cand.max_step) end
@@ -283,14 +277,15 @@ local function shadow(key, now, listed)
     if not listed then c = c + 1 end
     if f == cand.max then lu = math.max(lu, now + cand.lockout) end
   end
-  redis.call('HSET', key, 'f', string.format('%d', f), 'ws', string.format('%d', ws),
-    'st', string.format('%d', st), 'c', string.format('%d', c), 'lu', string.format('%d', lu))
+  local lr = 0
+  if enforced == 1 and ok == 0 then lr = 1 end
+  local text = string.format('%d,%d,%d,%d,%d,%d', f, ws, st, c, lu, lr)
   if c >= cand.max_c then
-    redis.call('PERSIST', key)
+    redis.call('SET', key, text)
   elseif c == 0 and st == 0 and (f < cand.max or escalate == 0) then
-    redis.call('PEXPIRE', key, math.max(ws + cand.first, lu) - now)
+    redis.call('SET', key, text, 'PX', math.max(ws + cand.first, lu) - now)
   else
-    redis.call('PEXPIRE', key, cand.retention)
+    redis.call('SET', key, text, 'PX', cand.retention)
   end
   return ok, f
 end
@@ -417,10 +412,7 @@ end
 
 local shadowed, shadow_failures = -1, 0
 if candidate_key and trusted == 0 then
-  shadowed, shadow_failures = shadow(candidate_key, now, listed)
-  local refused = 0
-  if allowed == 1 and shadowed == 0 then refused = 1 end
-  redis.call('HSET', candidate_key, 'lr', refused)
+  shadowed, shadow_failures = shadow(candidate_key, now, listed, allowed)
 end
 
 if attempt_key then
