@@ -293,3 +293,78 @@ async fn a_challenge_a_confirmed_device_and_a_key_secret_adoption_arrive_once() 
     assert_eq!((adopted["caller"].as_str(), adopted["note"].as_str()), ("cli:oncall", "CHG-7"));
     assert!(!format!("{received:?}").contains(who));
 }
+
+/// A breached password's grace logins and the change it then requires, and a daemon
+/// started with another key secret on the same Redis (it refuses to serve): each
+/// occurrence once, naming no one; the grace logins also in the realm's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breached_accepts_a_change_required_and_a_key_secret_refusal_arrive_once() {
+    use std::io::Write;
+
+    use portcullis::defence::breach::build::{BuildOptions, build};
+    use portcullis::pb::{RealmStatusRequest, Verdict};
+    use sha1::Digest;
+    const BREACHED: &str = "Summer2026!";
+    let (receiver, endpoint) = start_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus.txt");
+    let mut out = std::fs::File::create(&corpus).unwrap();
+    for p in [BREACHED, "password1", "letmein"] {
+        write!(out, "{}:3\r\n", hex::encode_upper(sha1::Sha1::digest(p.as_bytes()))).unwrap();
+    }
+    drop(out);
+    let filter = dir.path().join("breach.filter");
+    build(&corpus, &filter, &BuildOptions::default()).unwrap();
+    let redis = RedisServer::start();
+    let breach = format!("[breach]\nfilter_file = {:?}\n", filter.to_str().unwrap());
+    let config = TestConfig::redis(&redis.url()).extra(&breach).toml();
+    let otlp = ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", endpoint.as_str());
+    let daemon = DaemonProcess::spawn_with_env(&config, &[otlp]);
+    let mut c = daemon.client().await;
+    let hash = bcrypt::hash(BREACHED, 4).unwrap();
+    let mut verdicts = Vec::new();
+    for _ in 0..4 {
+        let r =
+            c.verify("fast", "grace@example.com", BREACHED.as_bytes(), &hash, "192.0.2.9").await;
+        verdicts.push(r.unwrap().verdict());
+    }
+    // Three grace logins (the default), then a change is required.
+    assert_eq!(
+        verdicts,
+        [Verdict::Accept, Verdict::Accept, Verdict::Accept, Verdict::ChangeRequired]
+    );
+    // Another key secret on the same store: that daemon refuses, and says so once.
+    let other_secret = ("PORTCULLIS_KEY_SECRET", "another-secret-0123456789abcdef01234567");
+    let refusing = DaemonProcess::spawn_with_env(&config, &[otlp, other_secret]);
+
+    let expected: BTreeMap<&str, usize> = [
+        ("portcullis.password.breached_accepted", 3),
+        ("portcullis.password.change_required", 1),
+        ("portcullis.key_secret.refused", 1),
+    ]
+    .into();
+    let received = settled(&receiver, expected.values().sum()).await;
+    let mut counted: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in &received {
+        *counted.entry(name.as_str()).or_default() += 1;
+    }
+    assert_eq!(counted, expected, "{received:#?}");
+    let all = format!("{received:?}");
+    for secret in ["grace@", BREACHED, SECRET, "another-secret"] {
+        assert!(!all.contains(secret), "{secret} in {all}");
+    }
+    // The realm's status counts the account on grace logins once.
+    let mut ops = caller(daemon.addr, None, None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let on_grace = loop {
+        let request = RealmStatusRequest { realm: "fast".into() };
+        let s = ops.admin.realm_status(request).await.unwrap().into_inner();
+        if s.accounts_on_grace_logins > 0 || Instant::now() > deadline {
+            break s.accounts_on_grace_logins;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(on_grace, 1);
+    refusing.kill();
+    assert!(daemon.terminate().await.success());
+}
