@@ -53,6 +53,29 @@ pub struct Candidate {
     pub id: String,
 }
 
+/// `realms.SCOPE.step_up_failures` as written (`value`), checked against `max_failures`
+/// (1 – `max_failures − 1`), or its default: `max_failures − 2` (at least 1), none when
+/// that is not below `max_failures`. The rule of a realm and of its candidate alike.
+pub(super) fn checked_step_up(
+    scope: &str,
+    value: Option<u32>,
+    max_failures: u32,
+    problems: &mut Problems,
+) -> Option<u32> {
+    match value {
+        Some(n) => {
+            problems.note(between(
+                &format!("realms.{scope}.step_up_failures"),
+                n,
+                Bound::fixed(1),
+                Bound::setting("max_failures − 1", max_failures.saturating_sub(1)),
+            ));
+            Some(n)
+        }
+        None => Some(max_failures.saturating_sub(2).max(1)).filter(|&n| n < max_failures),
+    }
+}
+
 impl CandidateConfig {
     /// The candidate of realm `name`, whose enforced settings are `realm` and
     /// `realm_step_up` (as written): each unset field the realm's, every range checked as
@@ -79,19 +102,7 @@ impl CandidateConfig {
         let step_up = self.step_up_failures.or(realm_step_up.filter(|&n| n < merged.max_failures));
         let scope = format!("{name}.candidate");
         let policy = Policy::checked(&scope, &merged, problems);
-        let step_up_failures = match step_up {
-            Some(n) => {
-                problems.note(between(
-                    &format!("realms.{scope}.step_up_failures"),
-                    n,
-                    Bound::fixed(1),
-                    Bound::setting("max_failures − 1", merged.max_failures.saturating_sub(1)),
-                ));
-                Some(n)
-            }
-            None => Some(merged.max_failures.saturating_sub(2).max(1))
-                .filter(|&n| n < merged.max_failures),
-        };
+        let step_up_failures = checked_step_up(&scope, step_up, merged.max_failures, problems);
         let text = format!("{policy:?} {step_up_failures:?}");
         let id = hex::encode(&Sha256::digest(text.as_bytes())[..8]);
         Candidate { policy, step_up_failures, id }

@@ -20,7 +20,7 @@ use crate::defence::devices::{UnknownDevice, checked_token_ttl};
 use crate::defence::repeats::RepeatPolicy;
 use crate::defence::spray::{SprayAction, SprayPolicy};
 use crate::normalize::Normalization;
-use crate::setting::{Bound, ConfigError, Problems, between};
+use crate::setting::{ConfigError, Problems};
 use crate::throttle::breached_count::checked_grace_logins;
 use crate::throttle::flow::FlowPolicies;
 use crate::throttle::{Policy, PolicySettings};
@@ -259,23 +259,9 @@ impl RealmConfig {
         Ok(self.realm(name, parts))
     }
 
-    /// `step_up_failures`, checked, or its default: `max_failures − 2` (at least 1), none
-    /// when that is not below `max_failures`.
+    /// `step_up_failures`, checked, or its default ([`candidate::checked_step_up`]).
     fn step_up_failures(&self, name: &str, problems: &mut Problems) -> Option<u32> {
-        match self.step_up_failures {
-            Some(n) => {
-                problems.note(between(
-                    &format!("realms.{name}.step_up_failures"),
-                    n,
-                    Bound::fixed(1),
-                    Bound::setting("max_failures − 1", self.max_failures.saturating_sub(1)),
-                ));
-                Some(n)
-            }
-            None => {
-                Some(self.max_failures.saturating_sub(2).max(1)).filter(|&n| n < self.max_failures)
-            }
-        }
+        candidate::checked_step_up(name, self.step_up_failures, self.max_failures, problems)
     }
 
     /// The lockout rules' settings as written.

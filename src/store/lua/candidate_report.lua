@@ -23,13 +23,7 @@ assert(op == 'add' or op == 'read', 'op must be add or read')
 local ttl = tonumber(ARGV[3])
 assert(ttl and ttl >= 1000, 'ttl_ms must be >= 1000')
 if op == 'add' then
-  local counts = {}
-  for n in string.gmatch(ARGV[2], '[^,]+') do
-    local v = tonumber(n)
-    assert(v and v >= 0 and v % 1 == 0 and v <= MAX_COUNT, 'counts must be whole numbers')
-    counts[#counts + 1] = v
-  end
-  assert(#counts == #FIELDS, 'counts must hold five numbers')
+  local counts = counts_of(ARGV[2], #FIELDS)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('HSETNX', KEYS[1], 'since', string.format('%d', now))

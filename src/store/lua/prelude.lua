@@ -17,6 +17,18 @@ end
 -- Bounds of stored values (src/throttle/mod.rs, MAX_STORED_*): failures and replays, a
 -- time in ms (about the year 5138), a step.
 local MAX_COUNT, MAX_TIME_MS, MAX_STEP = 1e12, 1e14, 63
+-- counts_of(text, n): the n whole numbers (0 to MAX_COUNT) of a daemon's
+-- comma-separated argument ('2,0,1'), or the script fails naming it.
+local function counts_of(text, n)
+  local counts = {}
+  for v in string.gmatch(text, '[^,]+') do
+    local c = tonumber(v)
+    assert(c and c >= 0 and c % 1 == 0 and c <= MAX_COUNT, 'counts must be whole numbers')
+    counts[#counts + 1] = c
+  end
+  assert(#counts == n, 'counts must hold ' .. n .. ' numbers')
+  return counts
+end
 -- candidate_record(held): an account's record under its realm's candidate policy as
 -- record_attempt.lua writes it (one string, so one GET reads it and one SET ... PX
 -- writes it with its expiry): "<f>,<ws>,<st>,<c>,<lu>,<lr>", failures, window start,

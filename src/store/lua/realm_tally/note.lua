@@ -39,13 +39,7 @@ local COUNTERS = {'challenges', 'confirmed', 'refused_2f', 'refused_rc', 'refuse
 assert(#KEYS == 1 + SLOTS * PER_SLOT, 'realm_tally note: wrong number of keys')
 local ttl = tonumber(ARGV[7])
 assert(ttl and ttl >= 60000, 'ttl_ms must be >= 60000')
-local counts = {}
-for n in string.gmatch(ARGV[1], '[^,]+') do
-  local v = tonumber(n)
-  assert(v and v >= 0 and v % 1 == 0 and v <= MAX_COUNT, 'counts must be whole numbers')
-  counts[#counts + 1] = v
-end
-assert(#counts == #COUNTERS, 'counts must hold six numbers')
+local counts = counts_of(ARGV[1], #COUNTERS)
 local members = {}
 for d = 1, PER_SLOT - 1 do
   local list = {}
