@@ -26,9 +26,7 @@
 //! (`own h2 load tool` rows: h2load's way, C connections × S streams, one pre-encoded
 //! gRPC frame POSTed per call, every answer's `grpc-status` checked) drives the real
 //! `portcullis` binary (a separate process, on the same Redis; once more with a
-//! candidate policy in the realm, to show what evaluating it in shadow costs) with one
-//! hot account,
-//! every call counted, at 64 and 16 calls in flight, on a runtime of its own; the table
+//! candidate policy in the realm, what it costs) with one hot account, every call counted, at 64 and 16 calls in flight, on a runtime of its own; the table
 //! prints each rate's ratio to the `EVALSHA` figure of the same run. Nothing outside the
 //! repository is needed besides `redis-server` and `redis-benchmark`.
 //! `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
@@ -86,19 +84,6 @@ const STORE_WAIT_PATH: &str = "store: key + RedisStore, wait_replicas = 1 (one r
 /// `store.wait_timeout` of the WAIT row.
 const WAIT_TIMEOUT: Duration = Duration::from_millis(100);
 
-/// Waits until `replica` reports its link to the master up.
-fn wait_for_sync(replica: &common::RedisServer) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let info: String =
-            redis::cmd("INFO").arg("replication").query(&mut replica.conn()).unwrap_or_default();
-        if info.contains("master_link_status:up") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the bench replica never synced");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 const GRPC_PATH: &str = "gRPC: RecordAttempt via the daemon";
 const EMBEDDED_PATH: &str = "gRPC: RecordAttempt via the daemon, embedded store";
 
@@ -374,9 +359,7 @@ const H2_LOAD_THREADS: usize = 1;
 const EVALSHA_REQUESTS: u64 = 300_000;
 const EVALSHA_CLIENTS: usize = 64;
 
-/// A candidate policy for the realm the load-tool rows count in (docs/throttle.md,
-/// "Trying a policy in shadow"): its row against the row without one is what a
-/// candidate costs.
+/// A candidate for the load-tool rows' realm: what one costs (docs/throttle.md).
 const CANDIDATE: &str = "[realms.default.candidate]\nmax_failures = 3\n";
 
 /// The load-tool rows, and notes (skips, the load tool's own lines). Blocking: the load
@@ -456,7 +439,7 @@ fn main() -> ExitCode {
         .arg(redis.port)
         .query(&mut replica.conn())
         .expect("REPLICAOF");
-    wait_for_sync(&replica);
+    support::wait_for_sync(&replica);
     let waiting = Arc::new(StoreContext {
         store: RedisStore::open(&RedisSettings {
             wait_replicas: 1,

@@ -167,8 +167,8 @@ fn main() -> ExitCode {
                 cli::operator::operate(op, Op::RevokeDevices(note.note)).await
             }
             Command::SprayStatus(args) => cli::operator::spray_status(args).await,
-            Command::Status(args) => cli::operator::status(args).await,
-            Command::CandidateReport(args) => cli::operator::candidate_report(args).await,
+            Command::Status(args) => cli::reports::status(args).await,
+            Command::CandidateReport(args) => cli::reports::candidate_report(args).await,
             Command::ConfigDump(args) => cli::operator::config_dump(args).await,
             Command::InspectNetwork(args) => cli::network_ops::network(args, false).await,
             Command::ReleaseNetwork(args) => cli::network_ops::network(args, true).await,

@@ -1,6 +1,6 @@
 //! The commands of the binary besides the dispatch: serving the daemon, the operator
 //! client (its network commands in [`network_ops`], `verify` and `check-password` in
-//! [`password_ops`]), the health probe, the breach filter's
+//! [`password_ops`], a realm's reports in [`reports`]), the health probe, the breach filter's
 //! builder ([`breach`]). Each command's arguments live with it.
 
 /// `println!` for the operator commands, quiet on a closed pipe ([`output::say`]).
@@ -17,4 +17,5 @@ pub mod network_ops;
 pub mod operator;
 pub mod output;
 pub mod password_ops;
+pub mod reports;
 pub mod serve_command;

@@ -47,20 +47,20 @@ const FINAL_FLUSH: Duration = Duration::from_secs(2);
 /// The task that writes the daemon's notes of the realms' status to the store.
 struct TallyWriter {
     task: JoinHandle<()>,
-    tally: Arc<TallyBuffer>,
-    store: Arc<dyn Store>,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl TallyWriter {
     fn spawn(tally: Arc<TallyBuffer>, store: Arc<dyn Store>) -> Self {
-        let task = tokio::spawn(tally.clone().run(store.clone()));
-        Self { task, tally, store }
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        Self { task: tokio::spawn(tally.run(store, stopped)), stop }
     }
 
-    /// Stops the task, and writes what the last calls noted before the daemon exits.
+    /// Stops the task once its write in flight is done, and lets it write what the last
+    /// calls noted, for [`FINAL_FLUSH`] at most, before the daemon exits.
     async fn finish(self) {
-        self.task.abort();
-        if tokio::time::timeout(FINAL_FLUSH, self.tally.flush(&*self.store)).await.is_err() {
+        let _ = self.stop.send(true);
+        if tokio::time::timeout(FINAL_FLUSH, self.task).await.is_err() {
             tracing::warn!("the realms' status notes of the last calls were not all written");
         }
     }

@@ -336,6 +336,14 @@ pub fn note_count(
         }
     }
     let record = if key.is_device() { "device" } else { "account" };
+    // The realm's status counts the account when the attempt shut its door (the one
+    // that used up the window), as Inspect's door_shut_unix_ms does.
+    let shut = counted.added()
+        && counted.allowed
+        && counted.failures == u64::from(realm.policy.max_failures);
+    if shut && !key.is_device() {
+        tally.distinct(&realm.name, Distinct::Locked, &key.event_tag());
+    }
     if !counted.locked_now {
         return;
     }
@@ -346,7 +354,6 @@ pub fn note_count(
         tracing::warn!(realm = %realm.name, "device lockout: a known device used up its window");
         metrics::counter!(DEVICE_LOCKOUTS, "realm" => realm.name.clone()).increment(1);
     } else {
-        tally.distinct(&realm.name, Distinct::Locked, &key.event_tag());
         tracing::warn!(realm = %realm.name, "lockout: an account key used up its window");
         metrics::counter!(LOCKOUTS, "realm" => realm.name.clone()).increment(1);
     }

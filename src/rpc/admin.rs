@@ -115,11 +115,10 @@ fn named_realm<'r>(
     if realm.is_empty() {
         return Err(Status::invalid_argument("realm is required"));
     }
-    let Some(found) = realms.get(realm) else {
-        return Err(Status::invalid_argument("realm is not a configured realm"));
-    };
+    // The caller's realms first: a caller limited to some realms learns nothing of
+    // which other names are configured.
     crate::auth::check_realm(extensions, realm)?;
-    Ok(found)
+    realms.get(realm).ok_or_else(|| Status::invalid_argument("realm is not a configured realm"))
 }
 
 impl AdminService {

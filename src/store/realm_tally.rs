@@ -172,10 +172,13 @@ impl TallyBuffer {
         counts[outcome.index()] = counts[outcome.index()].saturating_add(1);
     }
 
-    /// Writes every note held now to `store`, a batch at a time; a batch the store
-    /// refuses is dropped and counted (`reason="store"`).
+    /// Writes every note held now to `store`, a batch at a time, and returns: notes made
+    /// meanwhile wait for the next flush, so one busy realm never keeps the others (or
+    /// the candidates' reports) from being written. A batch the store refuses is
+    /// dropped and counted (`reason="store"`).
     pub async fn flush<S: RealmTallyStore + CandidateReportStore + ?Sized>(&self, store: &S) {
         let reports = std::mem::take(&mut *self.reports.lock().unwrap_or_else(|e| e.into_inner()));
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         for ((realm, id), counts) in reports {
             let key = CandidateKey::new(&self.secret, &realm, &id);
             if let Err(e) = store.add_to_report(&key, counts).await {
@@ -184,39 +187,40 @@ impl TallyBuffer {
                     .increment(counts.iter().sum());
             }
         }
-        loop {
-            let next = {
-                let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-                pending.retain(|_, p| !p.is_empty());
-                let Some((realm, p)) = pending.iter_mut().next() else { return };
-                (realm.clone(), p.take_batch())
-            };
-            let (realm, (members, counts)) = next;
-            let lost: usize = members.iter().map(Vec::len).sum::<usize>()
-                + usize::try_from(counts.iter().sum::<u64>()).unwrap_or(usize::MAX);
+        for (realm, mut notes) in pending {
             let key = TallyKey::new(&self.secret, &realm);
-            let batch = TallyBatch { key: &key, members, counts };
-            if let Err(e) = store.add_tallies(&batch).await {
-                tracing::warn!(realm, "a realm's status notes were lost: {e}");
-                metrics::counter!(REALM_TALLY_DROPPED, "reason" => "store")
-                    .increment(u64::try_from(lost).unwrap_or(u64::MAX));
+            while !notes.is_empty() {
+                let (members, counts) = notes.take_batch();
+                let lost =
+                    members.iter().map(Vec::len).sum::<usize>() as u64 + counts.iter().sum::<u64>();
+                let batch = TallyBatch { key: &key, members, counts };
+                if let Err(e) = store.add_tallies(&batch).await {
+                    tracing::warn!(realm, "a realm's status notes were lost: {e}");
+                    metrics::counter!(REALM_TALLY_DROPPED, "reason" => "store").increment(lost);
+                }
             }
         }
     }
 
     /// Writes the notes to `store` every [`FLUSH_EVERY`], or as soon as a realm holds
-    /// [`BATCH_MEMBERS`] members. Runs until aborted; the daemon flushes once more at
-    /// shutdown.
+    /// [`BATCH_MEMBERS`] members of one kind, until `stop` turns true; then writes what
+    /// is left once more and returns (never dropped mid-batch: the daemon awaits it at
+    /// shutdown).
     pub async fn run<S: RealmTallyStore + CandidateReportStore + ?Sized>(
         self: Arc<Self>,
         store: Arc<S>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         loop {
-            tokio::select! {
-                () = tokio::time::sleep(FLUSH_EVERY) => {}
-                () = self.wake.notified() => {}
-            }
+            let stopping = tokio::select! {
+                () = tokio::time::sleep(FLUSH_EVERY) => false,
+                () = self.wake.notified() => false,
+                changed = stop.changed() => changed.is_err() || *stop.borrow(),
+            };
             self.flush(&*store).await;
+            if stopping {
+                return;
+            }
         }
     }
 }
@@ -224,6 +228,58 @@ impl TallyBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::candidate_report::CandidateCounts;
+
+    /// A store that records the realms written and, while realm "a" is written, notes
+    /// more in realm "a": a busy realm.
+    struct Busy {
+        buffer: Arc<TallyBuffer>,
+        written: Mutex<Vec<TallyKey>>,
+    }
+
+    #[async_trait]
+    impl RealmTallyStore for Busy {
+        async fn add_tallies(&self, batch: &TallyBatch<'_>) -> Result<(), StoreError> {
+            self.written.lock().unwrap().push(batch.key.clone());
+            self.buffer.count("a", Counter::Challenges);
+            Ok(())
+        }
+        async fn read_tallies(
+            &self,
+            _: &TallyKey,
+            _: &TallyLookbacks,
+        ) -> Result<TallyReading, StoreError> {
+            Err(StoreError::Closed)
+        }
+    }
+
+    #[async_trait]
+    impl CandidateReportStore for Busy {
+        async fn add_to_report(&self, _: &CandidateKey, _: [u64; 5]) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn read_report(&self, _: &CandidateKey) -> Result<CandidateCounts, StoreError> {
+            Err(StoreError::Closed)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flush_writes_what_it_found_and_returns_though_a_realm_stays_busy() {
+        let secret = KeySecret::new(b"0123456789abcdef0123456789abcdef".to_vec());
+        let buffer = TallyBuffer::new(&secret);
+        for realm in ["a", "b", "c"] {
+            buffer.count(realm, Counter::Confirmed);
+        }
+        let store = Busy { buffer: buffer.clone(), written: Mutex::new(Vec::new()) };
+        buffer.flush(&store).await;
+        let written = store.written.lock().unwrap().clone();
+        assert_eq!(written.len(), 3, "each realm once, the busy one's new notes left for later");
+        for realm in ["a", "b", "c"] {
+            assert!(written.contains(&TallyKey::new(&secret, realm)), "{realm} written");
+        }
+        let left = buffer.pending.lock().unwrap();
+        assert_eq!(left.len(), 1, "what realm a noted meanwhile waits: {left:?}");
+    }
 
     #[test]
     fn a_batch_takes_at_most_its_members_and_every_count() {

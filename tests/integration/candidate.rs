@@ -192,3 +192,56 @@ async fn a_replayed_log_reports_by_hand_across_two_daemons_on_redis() {
         assert!(d.terminate().await.success());
     }
 }
+
+/// The enforced policy of the store-level checks below, and a candidate whose ceiling
+/// is two.
+fn policies() -> (portcullis::throttle::Policy, portcullis::throttle::Policy) {
+    let enforced = portcullis::throttle::Policy {
+        max_failures: 5,
+        max_consecutive_failures: 100,
+        lockout_duration: Duration::from_secs(900),
+        first_window: Duration::from_secs(900),
+        max_window: Duration::from_secs(3600),
+        retention: Duration::from_secs(86400),
+        second_factor_required: false,
+    };
+    (enforced, portcullis::throttle::Policy { max_consecutive_failures: 2, ..enforced })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_record_never_outlives_its_retention_and_a_corrupt_one_counts_nothing() {
+    use portcullis::normalize::{Normalization, normalize};
+    use portcullis::store::attempt_count::{Attempt, AttemptCountStore};
+    use portcullis::store::keys::AccountKey;
+    use portcullis::store::redis::RedisStore;
+    let redis = RedisServer::start();
+    let store = RedisStore::new(&redis.url(), Duration::from_secs(5), 4).unwrap();
+    let secret = portcullis::secret::KeySecret::new(SECRET.as_bytes().to_vec());
+    let id = |who: &str| normalize(Normalization::Email, who).unwrap();
+    let (enforced, candidate) = policies();
+    let key = AccountKey::new(&secret, "default", &id("ceiling@example.com"));
+    let shadow = key.candidate_record().unwrap();
+    let attempt = Attempt::new(&key, None, &enforced).with_candidate(Some(&candidate));
+    for _ in 0..3 {
+        store.count(&attempt).await.unwrap();
+    }
+    let mut conn = redis.conn();
+    let ttl: i64 = redis::cmd("PTTL").arg(&shadow).query(&mut conn).unwrap();
+    assert!(ttl > 86_000_000, "at the candidate's ceiling, kept for its retention: {ttl}");
+
+    // A candidate record edited by hand: the count fails before anything is written,
+    // and a clear goes through all the same.
+    let other = AccountKey::new(&secret, "default", &id("corrupt@example.com"));
+    let shadow = other.candidate_record().unwrap();
+    let _: () = redis::cmd("SET").arg(&shadow).arg("not,a,record").query(&mut conn).unwrap();
+    let attempt = Attempt::new(&other, None, &enforced).with_candidate(Some(&candidate));
+    assert!(store.count(&attempt).await.is_err(), "a corrupt candidate record counted");
+    let exists: i64 = redis::cmd("EXISTS").arg(other.record()).query(&mut conn).unwrap();
+    assert_eq!(exists, 0, "the enforced count was written before the failure");
+    let _: () = redis::cmd("DEL").arg(&shadow).query(&mut conn).unwrap();
+    let _: () = redis::cmd("HSET").arg(&shadow).arg("f").arg("1").query(&mut conn).unwrap();
+    assert!(!store.clear(&other).await.unwrap(), "a clear reads nothing from it");
+    let exists: i64 = redis::cmd("EXISTS").arg(&shadow).query(&mut conn).unwrap();
+    assert_eq!(exists, 0, "and deletes it");
+    store.count(&attempt).await.unwrap();
+}

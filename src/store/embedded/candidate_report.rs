@@ -65,7 +65,10 @@ pub(super) fn shadow(
     } else {
         throttle::attempt_count::attempt(policy, current, now)
     };
-    let expires_ms = throttle::attempt_count::expiry_ms(policy, &out.record, now);
+    // At its ceiling too a candidate record decides nothing: it is kept for the
+    // candidate's retention after its last attempt, never until cleared.
+    let expires_ms = throttle::attempt_count::expiry_ms(policy, &out.record, now)
+        .min(now.saturating_add(policy.retention_ms()));
     t.put(key, Entry::Record { record: out.record, expires_ms })?;
     let mark = format!("{key}:lr");
     if enforced && !out.allowed {
@@ -77,14 +80,11 @@ pub(super) fn shadow(
 }
 
 /// Deletes the candidate record at `key` and its mark; answers whether the mark said
-/// the last attempt was one the candidate would have refused.
+/// the last attempt was one the candidate would have refused. A clear always goes
+/// through: a mark it cannot read is deleted all the same and reports nothing.
 pub(super) fn forget_candidate(t: &mut Tables<'_, '_>, key: &str) -> Result<bool, StoreError> {
     let mark = format!("{key}:lr");
-    let refused = match t.get(&mark)? {
-        Some(Entry::Used { .. }) => true,
-        None => false,
-        Some(_) => return Err(StoreError::Protocol("a candidate mark holds another entry".into())),
-    };
+    let refused = matches!(t.get(&mark), Ok(Some(Entry::Used { .. })));
     t.remove(key)?;
     t.remove(&mark)?;
     Ok(refused)

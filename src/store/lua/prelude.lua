@@ -39,9 +39,10 @@ end
 local function candidate_record(held)
   local f, ws, st, c, lu, lr = string.match(held, '^(%d+),(%d+),(%d+),(%d+),(%d+),([01])$')
   if not f then error('corrupt candidate record') end
-  return stored(f, MAX_COUNT, 'candidate record'), stored(ws, MAX_TIME_MS, 'candidate record'),
-    stored(st, MAX_STEP, 'candidate record'), stored(c, MAX_COUNT, 'candidate record'),
-    stored(lu, MAX_TIME_MS, 'candidate record'), tonumber(lr)
+  return stored(f, MAX_COUNT, 'candidate record'),
+    stored(ws, MAX_TIME_MS, 'candidate record'), stored(st, MAX_STEP, 'candidate record'),
+    stored(c, MAX_COUNT, 'candidate record'), stored(lu, MAX_TIME_MS, 'candidate record'),
+    tonumber(lr)
 end
 -- repeat_list(held): a client's refused-password list as repeat_list.lua and
 -- record_attempt.lua write it (src/throttle/repeat_list.rs is the same list in Rust):

@@ -1,6 +1,22 @@
-//! Helpers the benches share: percentiles, and what Redis's `INFO` says.
+//! Helpers the benches share: percentiles, what Redis's `INFO` says, a replica's sync.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::RedisServer;
+
+/// Waits until `replica` reports its link to the master up (at most 10 s).
+pub fn wait_for_sync(replica: &RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String =
+            redis::cmd("INFO").arg("replication").query(&mut replica.conn()).unwrap_or_default();
+        if info.contains("master_link_status:up") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the bench replica never synced");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// Nearest-rank percentile, in per mille (500 = p50, 999 = p99.9), of sorted `values`
 /// (zero when there are none).

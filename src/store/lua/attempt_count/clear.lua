@@ -29,8 +29,13 @@ local epoch_key, candidate_key = nil, nil
 if ARGV[1] then epoch_key, candidate_key = KEYS[3], KEYS[4] else candidate_key = KEYS[3] end
 local refused = 0
 if candidate_key then
-  local held = redis.call('GET', candidate_key)
-  if held then refused = select(6, candidate_record(held)) end
+  -- A clear always goes through: a candidate record it cannot read (edited by hand,
+  -- another type) is deleted all the same and reports nothing.
+  local ok, held = pcall(redis.call, 'GET', candidate_key)
+  if ok and held then
+    local parsed, lr = pcall(function() return select(6, candidate_record(held)) end)
+    if parsed and lr == 1 then refused = 1 end
+  end
   redis.call('DEL', candidate_key)
 end
 local epoch = 0

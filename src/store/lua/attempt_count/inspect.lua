@@ -14,6 +14,11 @@
 -- ARGV[2]  max_window_ms    of a device bucket are in its current window
 -- ARGV[3]  bucket_prefix    with KEYS[3]: portcullis:v2:{<digest>}:d: (a bucket's key
 --                           is it and the tag: the same hash tag as KEYS[1], one slot)
+--                           The bucket keys are built here, not declared: the one
+--                           exception to declaring every key, for a read-only operator
+--                           call (declaring them would take a second round trip to read
+--                           the index first). They share KEYS[1]'s slot; while that slot
+--                           is being migrated, a bucket already moved reads as absent.
 --
 -- Returns {exists, failures, window_start_ms, step, now_ms, repeats, consecutive,
 -- locked_until_ms, shut_at_ms, networks, device_lanes, device_failures, then the
@@ -47,6 +52,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The device lanes: each bucket the index lists, read as admit.lua reads a record.
 local lanes, device_failures = 0, 0
 if #KEYS >= 3 then
+  -- At most 32 listed (record_attempt.lua's max_devices): more is not a daemon's index.
+  if redis.call('ZCARD', KEYS[3]) > 32 then error('corrupt device index') end
   for _, tag in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
     if #tag ~= 16 or string.find(tag, '[^0-9a-f]') then error('corrupt device index') end
     local b = redis.call('HMGET', prefix .. tag, 'f', 'ws', 'st', 'lu')
@@ -87,6 +94,7 @@ local consecutive, locked_until, shut_at = 0, 0, 0
 if rec[5] then consecutive = stored(rec[5], MAX_COUNT, 'record') end
 if rec[6] then locked_until = stored(rec[6], MAX_TIME_MS, 'record') end
 if rec[7] then shut_at = stored(rec[7], MAX_TIME_MS, 'record') end
-local networks = redis.call('SCARD', KEYS[2])
+-- At most 64 (record_attempt.lua's max_networks): more reads as 64, "64 or more".
+local networks = math.min(redis.call('SCARD', KEYS[2]), 64)
 return {1, failures, ws, step, now, repeats, consecutive, locked_until, shut_at, networks, lanes,
   device_failures, unpack(cand)}

@@ -257,14 +257,14 @@ if attempt_key then
   end
 end
 
--- shadow(key, now, listed): the attempt counted on the candidate's record under the
+-- shadow(key, now, held, listed, enforced): the attempt counted on the candidate's
+-- record (held: its fields as read before anything was written, nil for none) under the
 -- candidate's rules, as the enforced rules count it below (no repeats, no devices: a
 -- listed stale repeat adds no consecutive failure here either). Returns allowed (1|0)
 -- and the window's count after it.
-local function shadow(key, now, listed, enforced)
-  local held = redis.call('GET', key)
+local function shadow(key, now, held, listed, enforced)
   local f, ws, st, c, lu = 0, now, 0, 0, 0
-  if held then f, ws, st, c, lu = candidate_record(held) end
+  if held then f, ws, st, c, lu = held[1], held[2], held[3], held[4], held[5] end
   local ends = math.max(ws + math.min(cand.first * (2 ^ st), cand.max_window), lu)
   if now >= ends then
     if f >= cand.max and escalate == 1 then st = math.min(st + 1, cand.max_step) end
@@ -280,11 +280,11 @@ local function shadow(key, now, listed, enforced)
   local lr = 0
   if enforced == 1 and ok == 0 then lr = 1 end
   local text = string.format('%d,%d,%d,%d,%d,%d', f, ws, st, c, lu, lr)
-  if c >= cand.max_c then
-    redis.call('SET', key, text)
-  elseif c == 0 and st == 0 and (f < cand.max or escalate == 0) then
+  if c == 0 and st == 0 and (f < cand.max or escalate == 0) then
     redis.call('SET', key, text, 'PX', math.max(ws + cand.first, lu) - now)
   else
+    -- At its ceiling too: a candidate record decides nothing, so it is never kept
+    -- until cleared, only for the candidate's retention after its last attempt.
     redis.call('SET', key, text, 'PX', cand.retention)
   end
   return ok, f
@@ -292,6 +292,14 @@ end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The candidate's record, read and checked before anything is written: a corrupt one
+-- fails the call with nothing counted (and a clear deletes it).
+local shadow_held = nil
+if candidate_key and trusted == 0 then
+  local text = redis.call('GET', candidate_key)
+  if text then shadow_held = {candidate_record(text)} end
+end
 
 local rec = redis.call('HMGET', record, 'f', 'ws', 'st', 'rp', 'c', 'lu')
 local failures, ws, step, repeats, consecutive, locked_until = 0, now, 0, 0, 0, 0
@@ -412,7 +420,7 @@ end
 
 local shadowed, shadow_failures = -1, 0
 if candidate_key and trusted == 0 then
-  shadowed, shadow_failures = shadow(candidate_key, now, listed, allowed)
+  shadowed, shadow_failures = shadow(candidate_key, now, shadow_held, listed, allowed)
 end
 
 if attempt_key then

@@ -58,6 +58,15 @@ local slot = minute % SLOTS
 -- KEYS[base + 1] is the slot's counters, KEYS[base + 1 + d] its d-th distinct tally.
 local base = 1 + slot * PER_SLOT
 local label = string.format('%d', minute)
+-- The labels a daemon writes are 60 slots (0-59) naming their minute: any other field
+-- or value (edited in by hand) is dropped here, so the next read answers again.
+local labels = redis.call('HGETALL', KEYS[1])
+for i = 1, #labels, 2 do
+  local s, m = tonumber(labels[i]), tonumber(labels[i + 1])
+  local fine = s and m and s % 1 == 0 and s >= 0 and s < SLOTS and tostring(s) == labels[i]
+    and m % 1 == 0 and m >= 0 and m <= MAX_TIME_MS
+  if not fine then redis.call('HDEL', KEYS[1], labels[i]) end
+end
 if redis.call('HGET', KEYS[1], tostring(slot)) ~= label then
   for i = 1, PER_SLOT do redis.call('DEL', KEYS[base + i]) end
   redis.call('HSET', KEYS[1], tostring(slot), label)
