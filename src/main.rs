@@ -101,7 +101,7 @@ enum Command {
     /// Exit status: 0 done, 2 error.
     Status(cli::operator::RealmArgs),
     /// Operator: what the realm's candidate policy ([realms.NAME.candidate]) would have
-    /// done beside the enforced one since it was loaded (portcullis.v1.Admin/CandidateReport):
+    /// done beside the enforced one since its first count (portcullis.v1.Admin/CandidateReport):
     /// attempts it would have refused, real users among them, guesses it would have
     /// stopped. Exit status: 0 done, 1 no candidate in the realm, 2 error.
     CandidateReport(cli::operator::RealmArgs),

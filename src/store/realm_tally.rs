@@ -165,8 +165,13 @@ impl TallyBuffer {
 
     /// Notes one `outcome` of candidate `id`'s report in `realm` (and its metric).
     pub fn candidate(&self, realm: &str, id: &str, outcome: Outcome) {
-        metrics::counter!(CANDIDATE_OUTCOMES, "realm" => realm.to_owned(), "outcome" => outcome.name())
-            .increment(1);
+        metrics::counter!(
+            CANDIDATE_OUTCOMES,
+            "realm" => realm.to_owned(),
+            "candidate" => id.to_owned(),
+            "outcome" => outcome.name()
+        )
+        .increment(1);
         let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
         let counts = reports.entry((realm.to_owned(), id.to_owned())).or_default();
         counts[outcome.index()] = counts[outcome.index()].saturating_add(1);

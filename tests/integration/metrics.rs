@@ -175,6 +175,7 @@ async fn a_scripted_run_shows_exactly_its_counts() {
                     "rpc",
                     "code",
                     "event",
+                    "candidate",
                     "le",
                     "quantile"
                 ]
