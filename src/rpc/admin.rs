@@ -25,14 +25,11 @@ use crate::auth::Authorization;
 use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
-    CandidateReportRequest, CandidateReportResponse, FlowRefusals, RealmStatusRequest,
-    RealmStatusResponse,
-};
-use crate::pb::{
-    DoorState, EffectiveConfigRequest, EffectiveConfigResponse, InspectNetworkRequest,
-    InspectNetworkResponse, InspectRequest, InspectResponse, ReleaseNetworkRequest,
-    ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse, ShutBy,
-    SprayStatusRequest, SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
+    CandidateReportRequest, CandidateReportResponse, DoorState, EffectiveConfigRequest,
+    EffectiveConfigResponse, FlowRefusals, InspectNetworkRequest, InspectNetworkResponse,
+    InspectRequest, InspectResponse, RealmStatusRequest, RealmStatusResponse,
+    ReleaseNetworkRequest, ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse,
+    ShutBy, SprayStatusRequest, SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;
@@ -115,10 +112,13 @@ fn named_realm<'r>(
     if realm.is_empty() {
         return Err(Status::invalid_argument("realm is required"));
     }
-    // The caller's realms first: a caller limited to some realms learns nothing of
-    // which other names are configured.
+    // A bad realm is a bad argument, for every caller (as `account.realm` is on the
+    // Governor): realm names are configuration, not secrets.
+    let found = realms
+        .get(realm)
+        .ok_or_else(|| Status::invalid_argument("realm is not a configured realm"))?;
     crate::auth::check_realm(extensions, realm)?;
-    realms.get(realm).ok_or_else(|| Status::invalid_argument("realm is not a configured realm"))
+    Ok(found)
 }
 
 impl AdminService {
