@@ -350,6 +350,23 @@ fn with_effective(
         let lockout = humantime::format_duration(realm.policy.lockout_duration).to_string();
         shown.insert("lockout_duration".into(), lockout.into());
         shown.insert("step_up_failures".into(), realm.step_up_failures.into());
+        // The candidate as it runs: every value it takes, inherited ones filled in, and
+        // the id its report is kept under (`portcullis candidate-report`).
+        if let Some(candidate) = &realm.candidate {
+            let p = &candidate.policy;
+            let text = |d: std::time::Duration| humantime::format_duration(d).to_string();
+            let effective = serde_json::json!({
+                "id": candidate.id,
+                "max_failures": p.max_failures,
+                "max_consecutive_failures": p.max_consecutive_failures,
+                "lockout_duration": text(p.lockout_duration),
+                "first_window": text(p.first_window),
+                "max_window": text(p.max_window),
+                "retention": text(p.retention),
+                "step_up_failures": candidate.step_up_failures,
+            });
+            shown.insert("candidate".into(), effective);
+        }
     }
     if let Some(breach) = settings.get_mut("breach").and_then(Value::as_object_mut) {
         breach.entry("filter_file").or_insert(Value::Null);

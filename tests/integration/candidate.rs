@@ -121,6 +121,19 @@ async fn a_replayed_log_reports_by_hand_through_verify_on_the_embedded_store() {
     assert_eq!(numbers(&r), want, "{r:?}");
     assert!(r.loaded && r.candidate_id.len() == 16 && r.since_unix_ms > 0, "{r:?}");
     assert_eq!(r.guesses_stopped, 4, "six refused, two of them right");
+    // `portcullis config-dump` shows the candidate as it runs, and the id of its report.
+    let out = Command::new(daemon_binary())
+        .args(["config-dump", "--addr", &format!("http://{}", daemon.addr)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dump: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = &dump["settings"]["realms"]["shadowed"]["candidate"];
+    assert_eq!(shown["id"], r.candidate_id.as_str(), "{shown}");
+    assert_eq!(
+        (shown["max_failures"].as_u64(), shown["first_window"].as_str()),
+        (Some(3), Some("15m"))
+    );
     // Inspect: dave's four failures since his last login leave the enforced door open
     // and the candidate's shut; bob's seven shut both; carol's login opened both.
     let mut admin = caller(daemon.addr, None, None).await.unwrap().admin;
