@@ -21,15 +21,15 @@
 //! commands per call (`INFO commandstats`), which say where the daemon's overhead goes.
 //!
 //! Then load tools outside the in-process client (`load_tools`, `h2_load` in
-//! `tests/support`): `redis-benchmark` (shipped with `redis-server`) runs `EVALSHA` of
-//! the same script straight on Redis, and the repository's own HTTP/2 load generator
-//! (`own h2 load tool` rows: h2load's way, C connections × S streams, one pre-encoded
-//! gRPC frame POSTed per call, every answer's `grpc-status` checked) drives the real
-//! `portcullis` binary (a separate process, on the same Redis; once more with a
-//! candidate policy in the realm, what it costs) with one hot account, every call counted, at 64 and 16 calls in flight, on a runtime of its own; the table
-//! prints each rate's ratio to the `EVALSHA` figure of the same run. Nothing outside the
-//! repository is needed besides `redis-server` and `redis-benchmark`.
-//! `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
+//! `tests/support`): `redis-benchmark` (shipped with `redis-server`) runs `EVALSHA` of the
+//! same script straight on Redis, and the repository's own HTTP/2 load generator (`own h2
+//! load tool` rows: h2load's way, C connections × S streams, one pre-encoded gRPC frame
+//! POSTed per call, every answer's `grpc-status` checked) drives the real `portcullis`
+//! binary (a separate process, on the same Redis; once more with a candidate policy in the
+//! realm, what it costs) with one hot account, every call counted, at 64 and 16 calls in
+//! flight, on a runtime of its own; the table prints each rate's ratio to the `EVALSHA`
+//! figure of the same run. Nothing outside the repository is needed besides `redis-server`
+//! and `redis-benchmark`. `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
 //!
 //! `PORTCULLIS_BENCH_STORE_TOML`, if set, is added to the daemon's `[store]` table
 //! (for example `pool_size = 64`), to try store settings without editing anything.

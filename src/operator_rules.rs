@@ -1,10 +1,10 @@
 //! What the operators' calls do to the store (docs/security.md, the Admin service), in
-//! domain types: what `Unlock` clears for each reason, what `RevokeDevices` raises, and
-//! a client network's bucket as `InspectNetwork` reads it and `ReleaseNetwork` fills
-//! it, and a realm's status as `RealmStatus` reads it. `crate::rpc::admin` only translates: it validates the request, calls one of
-//! these, logs the use for the audit and builds the answer. Every store failure is the
-//! caller's `StoreError` (a deny: the operator sees `UNAVAILABLE`), never a partial
-//! answer.
+//! domain types: what `Unlock` clears for each reason, what `RevokeDevices` raises, and a
+//! client network's bucket as `InspectNetwork` reads it and `ReleaseNetwork` fills it, and
+//! a realm's status as `RealmStatus` reads it. `crate::rpc::admin` only translates: it
+//! validates the request, calls one of these, logs the use for the audit and builds the
+//! answer. Every store failure is the caller's `StoreError` (a deny: the operator sees
+//! `UNAVAILABLE`), never a partial answer.
 
 use crate::defence::client_network::NetworkPolicy;
 use crate::realm::Realm;

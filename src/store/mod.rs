@@ -1,10 +1,10 @@
-//! Where the attempt records live. One trait per rule, named for it (its request and
-//! answer shapes beside it: [`attempt_count`], [`devices`], [`network_bucket`],
-//! [`repeat_list`], [`spray_window`], [`send_log`], [`breached_count`], [`realm_tally`], [`candidate_report`], and the
-//! [`key_check`]'s shapes), and [`Store`], which a backend is when it keeps every rule;
-//! one implementation per backend, each rule's in the backend's file of that name
-//! (docs/architecture.md, "One name per rule"). Each operation is one atomic step in its
-//! store (a Lua script on Redis), on the store's clock.
+//! Where the attempt records live. One trait per rule, named for it (its request and answer
+//! shapes beside it: [`attempt_count`], [`devices`], [`network_bucket`], [`repeat_list`],
+//! [`spray_window`], [`send_log`], [`breached_count`], [`realm_tally`],
+//! [`candidate_report`], and the [`key_check`]'s shapes), and [`Store`], which a backend is
+//! when it keeps every rule; one implementation per backend, each rule's in the backend's
+//! file of that name (docs/architecture.md, "One name per rule"). Each operation is one
+//! atomic step in its store (a Lua script on Redis), on the store's clock.
 
 pub mod attempt_count;
 pub mod breached_count;
