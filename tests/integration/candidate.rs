@@ -258,3 +258,35 @@ async fn a_candidate_record_never_outlives_its_retention_and_a_corrupt_one_count
     assert_eq!(exists, 0, "and deletes it");
     store.count(&attempt).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_candidate_record_counts_nothing_on_the_embedded_store_either() {
+    use portcullis::normalize::{Normalization, normalize};
+    use portcullis::store::attempt_count::{Attempt, AttemptCountStore};
+    use portcullis::store::embedded::{EmbeddedStore, SystemClock};
+    use portcullis::store::keys::AccountKey;
+    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        EmbeddedStore::open(dir.path(), Duration::from_secs(5), std::sync::Arc::new(SystemClock))
+            .unwrap()
+    };
+    let secret = portcullis::secret::KeySecret::new(SECRET.as_bytes().to_vec());
+    let id = normalize(Normalization::Email, "corrupt@example.com").unwrap();
+    let key = AccountKey::new(&secret, "default", &id);
+    drop(open());
+    {
+        let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        let shadow = key.candidate_record().unwrap();
+        txn.open_table(ENTRIES).unwrap().insert(shadow.as_str(), &[1u8, 0, 0][..]).unwrap();
+        txn.commit().unwrap();
+    }
+    let store = open();
+    let (enforced, candidate) = policies();
+    let attempt = Attempt::new(&key, None, &enforced).with_candidate(Some(&candidate));
+    assert!(store.count(&attempt).await.is_err(), "a corrupt candidate record counted");
+    assert_eq!(store.record(&key).await.unwrap(), None, "the enforced count was written");
+    assert!(!store.clear(&key).await.unwrap(), "a clear goes through and reads nothing");
+    assert!(store.count(&attempt).await.unwrap().allowed, "counted afresh after the clear");
+}

@@ -152,6 +152,11 @@ impl Count {
         if let Some(replay) = replay(t, id)? {
             return Ok(with_epoch(replay));
         }
+        // The candidate's record, read (and checked) before anything is written, as
+        // record_attempt.lua does: a corrupt one fails the call with nothing counted.
+        if let (Some((key, _)), false) = (&self.candidate, trusted) {
+            t.record(key)?;
+        }
         let current = t.record(counted)?;
         let (policy, repeat_claim) = (&self.policy, self.repeat.as_ref());
         if let Some(r) = repeat(t, counted, current, repeat_claim, policy, trusted, id)? {
