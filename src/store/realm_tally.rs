@@ -118,6 +118,15 @@ impl Pending {
     }
 }
 
+/// `realm`'s notes in `pending`, made on its first note: a throttled network notes on
+/// every refused attempt, so the realm's name is not copied each time.
+fn of_realm<'p>(pending: &'p mut HashMap<String, Pending>, realm: &str) -> Option<&'p mut Pending> {
+    if !pending.contains_key(realm) {
+        pending.insert(realm.to_owned(), Pending::default());
+    }
+    pending.get_mut(realm)
+}
+
 /// This daemon's notes for the realms' tallies, until [`TallyBuffer::run`] writes them.
 /// Noting takes a lock for a hash-set insert: never a store call.
 #[derive(Debug)]
@@ -145,7 +154,8 @@ impl TallyBuffer {
     /// `realm`'s `tally`.
     pub fn distinct(&self, realm: &str, tally: Distinct, member: &str) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let set = &mut pending.entry(realm.to_owned()).or_default().members[tally.index()];
+        let Some(notes) = of_realm(&mut pending, realm) else { return };
+        let set = &mut notes.members[tally.index()];
         if set.len() >= MAX_PENDING_MEMBERS {
             metrics::counter!(REALM_TALLY_DROPPED, "reason" => "full").increment(1);
             return;
@@ -159,7 +169,8 @@ impl TallyBuffer {
     /// Notes one occurrence of `counter` in `realm`.
     pub fn count(&self, realm: &str, counter: Counter) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let count = &mut pending.entry(realm.to_owned()).or_default().counts[counter.index()];
+        let Some(notes) = of_realm(&mut pending, realm) else { return };
+        let count = &mut notes.counts[counter.index()];
         *count = count.saturating_add(1);
     }
 

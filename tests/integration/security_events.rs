@@ -100,6 +100,15 @@ async fn settled(receiver: &Receiver, want: usize) -> Vec<Received> {
     receiver.0.lock().unwrap().clone()
 }
 
+/// How many of each event name arrived.
+fn by_name(received: &[Received]) -> BTreeMap<&str, usize> {
+    let mut counted = BTreeMap::new();
+    for (name, _) in received {
+        *counted.entry(name.as_str()).or_default() += 1;
+    }
+    counted
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_occurrence_arrives_once_in_the_schema_and_names_no_one() {
     let (receiver, endpoint) = start_receiver().await;
@@ -165,11 +174,7 @@ async fn each_occurrence_arrives_once_in_the_schema_and_names_no_one() {
     ]
     .into();
     let received = settled(&receiver, expected.values().sum()).await;
-    let mut counted: BTreeMap<&str, usize> = BTreeMap::new();
-    for (name, _) in &received {
-        *counted.entry(name.as_str()).or_default() += 1;
-    }
-    assert_eq!(counted, expected, "{received:#?}");
+    assert_eq!(by_name(&received), expected, "{received:#?}");
 
     for (name, attributes) in &received {
         assert_eq!(attributes["event.schema"], "portcullis.security_event/1", "{name}");
@@ -344,11 +349,7 @@ async fn breached_accepts_a_change_required_and_a_key_secret_refusal_arrive_once
     ]
     .into();
     let received = settled(&receiver, expected.values().sum()).await;
-    let mut counted: BTreeMap<&str, usize> = BTreeMap::new();
-    for (name, _) in &received {
-        *counted.entry(name.as_str()).or_default() += 1;
-    }
-    assert_eq!(counted, expected, "{received:#?}");
+    assert_eq!(by_name(&received), expected, "{received:#?}");
     let all = format!("{received:?}");
     for secret in ["grace@", BREACHED, SECRET, "another-secret"] {
         assert!(!all.contains(secret), "{secret} in {all}");
