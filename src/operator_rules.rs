@@ -9,6 +9,7 @@
 use crate::defence::client_network::NetworkPolicy;
 use crate::realm::Realm;
 use crate::secret::KeySecret;
+use crate::throttle::candidate_report::Defence;
 use crate::store::Store;
 use crate::store::candidate_report::CandidateCounts;
 use crate::store::error::StoreError;
@@ -153,8 +154,19 @@ pub async fn realm_status(
     Ok(RealmStatus { reading, lookbacks })
 }
 
+/// A realm's candidate policy and its report as the store holds it.
+#[derive(Debug, Clone)]
+pub struct CandidateReading {
+    /// The candidate's id (16 hex digits).
+    pub id: String,
+    /// The defences it is tried in ([`crate::realm::Candidate::defences`]).
+    pub defences: Vec<Defence>,
+    /// Its report.
+    pub report: CandidateCounts,
+}
+
 /// `Admin/CandidateReport`: the report of `realm`'s candidate policy as the store holds
-/// it, and the candidate's id; `None` when the realm has no candidate.
+/// it; `None` when the realm has no candidate.
 ///
 /// # Errors
 /// The store's error.
@@ -162,8 +174,9 @@ pub async fn candidate_report(
     store: &dyn Store,
     secret: &KeySecret,
     realm: &Realm,
-) -> Result<Option<(String, CandidateCounts)>, StoreError> {
+) -> Result<Option<CandidateReading>, StoreError> {
     let Some(candidate) = &realm.candidate else { return Ok(None) };
     let key = CandidateKey::new(secret, &realm.name, &candidate.id);
-    Ok(Some((candidate.id.clone(), store.read_report(&key).await?)))
+    let report = store.read_report(&key).await?;
+    Ok(Some(CandidateReading { id: candidate.id.clone(), defences: candidate.defences(), report }))
 }

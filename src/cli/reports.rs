@@ -92,5 +92,12 @@ async fn candidate_report_call(args: RealmArgs) -> Result<bool, Box<dyn std::err
     say!("login would_allow: {} (the enforced policy refused them)", r.would_allow);
     say!("step_up added: {}", r.step_up_added);
     say!("step_up dropped: {}", r.step_up_dropped);
+    for line in r.defences.iter().filter(|l| l.defence != "login") {
+        let d = &line.defence;
+        say!("{d} would_refuse: {} (the enforced policy allowed them)", line.would_refuse);
+        say!("{d} users_locked_out: {} (of those, the right answer)", line.users_locked_out);
+        say!("{d} guesses_stopped: {} (of those, no right answer)", line.guesses_stopped);
+        say!("{d} would_allow: {} (the enforced policy refused them)", line.would_allow);
+    }
     Ok(true)
 }

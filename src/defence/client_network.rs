@@ -109,22 +109,7 @@ impl NetworkPolicy {
     pub fn checked(realm: &str, settings: &NetworkSettings<'_>, problems: &mut Problems) -> Self {
         let key = |field: &str| format!("realms.{realm}.{field}");
         let s = settings;
-        problems.note(check(&key("network_capacity"), s.capacity, 1..=1_000_000));
-        let month = Duration::from_secs(30 * 24 * 3600);
-        let period = s.refill_period;
-        problems.note(check(
-            &key("network_refill_period"),
-            period,
-            Duration::from_secs(60)..=month,
-        ));
-        // (Guarded: a capacity of 0 is reported above, not divided by.)
-        let interval_ms = crate::throttle::duration_ms(period) / u64::from(s.capacity.max(1));
-        if interval_ms == 0 {
-            problems.note::<()>(Err(ConfigError::invalid(
-                key("network_refill_period"),
-                "must be at least network_capacity milliseconds (one token back a millisecond)",
-            )));
-        }
+        let bucket = checked_bucket(realm, s.capacity, s.refill_period, problems);
         problems.note(check(&key("network_ipv4_prefix"), s.ipv4_prefix, 8..=32));
         problems.note(check(&key("network_ipv6_prefix"), s.ipv6_prefix, 16..=128));
         problems.note(check(&key("trusted_networks"), s.trusted.len(), 0..=MAX_TRUSTED_NETWORKS));
@@ -134,13 +119,42 @@ impl NetworkPolicy {
             }
         }
         NetworkPolicy {
-            bucket: BucketPolicy { capacity: s.capacity, interval_ms },
+            bucket,
             action: s.action,
             ipv4_prefix: s.ipv4_prefix,
             ipv6_prefix: s.ipv6_prefix,
             trusted: s.trusted.iter().map(IpNet::trunc).collect(),
         }
     }
+}
+
+/// The bucket of `realms.SCOPE.network_capacity` tokens refilled over
+/// `realms.SCOPE.network_refill_period`, checked: capacity 1–1,000,000, period 60 s – 30
+/// days and at least one millisecond a token. The rule of a realm and of its candidate
+/// alike (`SCOPE`: `NAME` or `NAME.candidate`); each problem is noted in `problems`.
+pub fn checked_bucket(
+    scope: &str,
+    capacity: u32,
+    refill_period: Duration,
+    problems: &mut Problems,
+) -> BucketPolicy {
+    let key = |field: &str| format!("realms.{scope}.{field}");
+    problems.note(check(&key("network_capacity"), capacity, 1..=1_000_000));
+    let month = Duration::from_secs(30 * 24 * 3600);
+    problems.note(check(
+        &key("network_refill_period"),
+        refill_period,
+        Duration::from_secs(60)..=month,
+    ));
+    // (Guarded: a capacity of 0 is reported above, not divided by.)
+    let interval_ms = crate::throttle::duration_ms(refill_period) / u64::from(capacity.max(1));
+    if interval_ms == 0 {
+        problems.note::<()>(Err(ConfigError::invalid(
+            key("network_refill_period"),
+            "must be at least network_capacity milliseconds (one token back a millisecond)",
+        )));
+    }
+    BucketPolicy { capacity, interval_ms }
 }
 
 /// Where a `client_key` is throttled: a network of addresses, or the key itself.

@@ -36,6 +36,7 @@ use crate::store::spray_window::{SprayNote, SprayNoteRequest};
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{BREACHED_ACCEPTS, REPEATS, TRUSTED_CALLS};
 use crate::throttle::breached_count;
+use crate::throttle::candidate_report::Defence;
 use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::verify::budget::{Aborted, Lane, Refusal, Ticket};
 use crate::verify::{Comparison, Outcome};
@@ -400,7 +401,7 @@ impl<'a> Call<'a> {
         let signals = signals(realm, pass.suspected, 0, pass.flagged);
         let event = |kind| SecurityEvent::of_account(kind, &realm.name, self.key.event_tag());
         let shadow = held.counted.shadow;
-        note_right_password(realm, self.tally, shadow.is_some_and(|s| !s.allowed));
+        note_right_password(realm, self.tally, Defence::Login, shadow.is_some_and(|s| !s.allowed));
         if compared.breached {
             metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
         }

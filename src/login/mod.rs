@@ -52,7 +52,7 @@ use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{
     ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, VERDICTS,
 };
-use crate::throttle::candidate_report::{self, Outcome};
+use crate::throttle::candidate_report::{self, Defence, Outcome};
 use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::verify::budget::{Aborted, Refusal};
 use crate::verify::{Comparison, Verifier};
@@ -332,7 +332,7 @@ pub fn note_count(
             steps(candidate.step_up_failures, shadow.failures),
         );
         for outcome in candidate_report::outcomes(allowed, shadow.allowed, step_up) {
-            tally.candidate(&realm.name, &candidate.id, outcome);
+            tally.candidate(&realm.name, &candidate.id, Defence::Login, outcome);
         }
     }
     let record = if key.is_device() { "device" } else { "account" };
@@ -359,13 +359,18 @@ pub fn note_count(
     }
 }
 
-/// A right password was presented (a `Verify` that matched, a `ClearAttempts` after a
-/// verified password); `candidate_refused`: the attempt was one the realm's candidate
-/// policy would have refused, so it would have locked this real user out
-/// (docs/throttle.md, "Trying a policy in shadow").
-pub fn note_right_password(realm: &Realm, tally: &TallyBuffer, candidate_refused: bool) {
+/// A right password (or code) was presented (a `Verify` that matched, a `ClearAttempts`
+/// after a verified password, a `ClearFlow`); `candidate_refused`: the attempt was one
+/// the realm's candidate policy would have refused in `defence`, so it would have shut
+/// this real user out (docs/throttle.md, "Trying a policy in shadow").
+pub fn note_right_password(
+    realm: &Realm,
+    tally: &TallyBuffer,
+    defence: Defence,
+    candidate_refused: bool,
+) {
     if let (true, Some(candidate)) = (candidate_refused, &realm.candidate) {
-        tally.candidate(&realm.name, &candidate.id, Outcome::UserLockedOut);
+        tally.candidate(&realm.name, &candidate.id, defence, Outcome::UserLockedOut);
     }
 }
 

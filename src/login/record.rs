@@ -13,6 +13,7 @@ use crate::realm::Realm;
 use crate::store::attempt_count::Attempt;
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
+use crate::throttle::candidate_report::Defence;
 use crate::throttle::flow::Flow;
 
 impl Logins {
@@ -111,7 +112,7 @@ impl Logins {
         // The password verified after an attempt the candidate would have refused: a
         // real user it would have locked out.
         if cleared? && matches!(clearing, Clearing::Verified(_)) {
-            note_right_password(realm, &self.tally, true);
+            note_right_password(realm, &self.tally, Defence::Login, true);
         }
         codes?;
         given

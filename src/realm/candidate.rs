@@ -1,19 +1,24 @@
-//! `[realms.NAME.candidate]`: a tighter (or looser) login policy evaluated in shadow
-//! beside the enforced one (docs/throttle.md, "Trying a policy in shadow"). It never
-//! changes an answer, never causes a comparison and never spends the CPU budget: each
-//! counted attempt on an account's own record is counted again on the candidate's own
-//! record, in the same store step, and what the two would have answered is reported.
+//! `[realms.NAME.candidate]`: a tighter (or looser) policy evaluated in shadow beside
+//! the enforced one (docs/throttle.md, "Trying a policy in shadow"). It never changes an
+//! answer, never causes a comparison and never spends the CPU budget: each counted
+//! attempt on an account's own record is counted again on the candidate's own record,
+//! each token taken from a client network's bucket is taken again from the candidate's
+//! bucket of that network, in the same store step, and what the two would have answered
+//! is reported per defence.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::defence::client_network::checked_bucket;
 use crate::setting::{Bound, Problems, between};
+use crate::throttle::candidate_report::Defence;
+use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::{Policy, PolicySettings};
 
-/// `[realms.NAME.candidate]`: any of the realm's login limits and windows; an unset one
-/// is the enforced value. Ranges as for the realm's own.
+/// `[realms.NAME.candidate]`: any of the realm's login limits and windows and its network
+/// bucket's size; an unset one is the enforced value. Ranges as for the realm's own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CandidateConfig {
@@ -38,6 +43,12 @@ pub struct CandidateConfig {
     /// `step_up_failures`, 1 – the candidate's `max_failures − 1`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_up_failures: Option<u32>,
+    /// `network_capacity`, 1–1,000,000 tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_capacity: Option<u32>,
+    /// `network_refill_period`, 1 min – 30 days.
+    #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub network_refill_period: Option<Duration>,
 }
 
 /// A realm's candidate, checked.
@@ -48,6 +59,10 @@ pub struct Candidate {
     /// Failures in the candidate's window from which it would answer `step_up`; `None`:
     /// never.
     pub step_up_failures: Option<u32>,
+    /// The client network's bucket under the candidate (docs/throttle.md, "Per client
+    /// network"); `None` when the candidate sets neither `network_capacity` nor
+    /// `network_refill_period`: the network is then not tried in shadow.
+    pub network: Option<BucketPolicy>,
     /// 16 hex digits naming these rules: the report is kept per candidate, so an edited
     /// candidate starts a report of its own.
     pub id: String,
@@ -77,14 +92,15 @@ pub(super) fn checked_step_up(
 }
 
 impl CandidateConfig {
-    /// The candidate of realm `name`, whose enforced settings are `realm` and
-    /// `realm_step_up` (as written): each unset field the realm's, every range checked as
-    /// the realm's own (errors name `realms.NAME.candidate.FIELD`).
+    /// The candidate of realm `name`, whose enforced settings are `realm`,
+    /// `realm_step_up` and `network` (`network_capacity`, `network_refill_period`; as
+    /// written): each unset field the realm's, every range checked as the realm's own
+    /// (errors name `realms.NAME.candidate.FIELD`).
     pub(super) fn checked(
         &self,
         name: &str,
-        realm: &PolicySettings,
-        realm_step_up: Option<u32>,
+        (realm, realm_step_up): (&PolicySettings, Option<u32>),
+        network: (u32, Duration),
         problems: &mut Problems,
     ) -> Candidate {
         let merged = PolicySettings {
@@ -103,8 +119,34 @@ impl CandidateConfig {
         let scope = format!("{name}.candidate");
         let policy = Policy::checked(&scope, &merged, problems);
         let step_up_failures = checked_step_up(&scope, step_up, merged.max_failures, problems);
-        let text = format!("{policy:?} {step_up_failures:?}");
+        let tried = self.network_capacity.is_some() || self.network_refill_period.is_some();
+        let network = tried.then(|| {
+            let capacity = self.network_capacity.unwrap_or(network.0);
+            let period = self.network_refill_period.unwrap_or(network.1);
+            checked_bucket(&scope, capacity, period, problems)
+        });
+        // The network's part is named only when set, so a candidate written before it
+        // keeps its id (and its report).
+        let mut text = format!("{policy:?} {step_up_failures:?}");
+        if let Some(bucket) = &network {
+            text.push_str(&format!(" {bucket:?}"));
+        }
         let id = hex::encode(&Sha256::digest(text.as_bytes())[..8]);
-        Candidate { policy, step_up_failures, id }
+        Candidate { policy, step_up_failures, network, id }
+    }
+}
+
+impl Candidate {
+    /// The defences this candidate is tried in, in the report's order: the login always,
+    /// the network when it sets the bucket's size.
+    pub fn defences(&self) -> Vec<Defence> {
+        Defence::ALL
+            .into_iter()
+            .filter(|d| match d {
+                Defence::Login => true,
+                Defence::Network => self.network.is_some(),
+                Defence::Flow(_) => false,
+            })
+            .collect()
     }
 }

@@ -232,7 +232,9 @@ impl RealmConfig {
         let flows = self.flows.validate(name, self.max_consecutive_failures, &mut problems);
         let grace = checked_grace_logins(name, self.breached_grace_logins, &mut problems);
         let candidate = self.candidate.as_ref().map(|c| {
-            c.checked(name, &self.policy_settings(), self.step_up_failures, &mut problems)
+            let login = (&self.policy_settings(), self.step_up_failures);
+            let network = (self.network_capacity, self.network_refill_period);
+            c.checked(name, login, network, &mut problems)
         });
         let hash_target = problems.note(self.hash.validate(name, ceilings));
         if let Some(e) = problems.into_error() {

@@ -25,7 +25,7 @@ use crate::auth::Authorization;
 use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
-    CandidateReportRequest, CandidateReportResponse, DoorState, EffectiveConfigRequest,
+    CandidateDefenceReport, CandidateReportRequest, CandidateReportResponse, DoorState, EffectiveConfigRequest,
     EffectiveConfigResponse, FlowRefusals, InspectNetworkRequest, InspectNetworkResponse,
     InspectRequest, InspectResponse, RealmStatusRequest, RealmStatusResponse,
     ReleaseNetworkRequest, ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse,
@@ -41,11 +41,10 @@ use crate::flows::{FlowInspection, Flows};
 use crate::operator_rules::{self, NetworkView, Unlocked};
 use crate::store::Store;
 use crate::store::attempt_count::Inspection;
-use crate::store::candidate_report::CandidateCounts;
 use crate::store::network_bucket::NetworkOp;
 use crate::store::realm_tally::{FLUSH_EVERY, HLL_STANDARD_ERROR};
 use crate::store::send_log::Sent;
-use crate::throttle::candidate_report::Outcome;
+use crate::throttle::candidate_report::{Defence, Outcome};
 use crate::throttle::flow::{FlowKind, FlowRules};
 use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::throttle::send_log::CAP_WINDOW_MS;
@@ -445,24 +444,38 @@ impl Admin for AdminService {
     }
 }
 
-/// The wire's `CandidateReportResponse` of a candidate's id and report (`None`: the
-/// realm has no candidate).
-fn candidate_report(report: Option<(String, CandidateCounts)>) -> CandidateReportResponse {
-    let Some((candidate_id, CandidateCounts { since_ms, counts })) = report else {
+/// The wire's `CandidateReportResponse` of a candidate's report (`None`: the realm has
+/// no candidate).
+fn candidate_report(reading: Option<operator_rules::CandidateReading>) -> CandidateReportResponse {
+    let Some(operator_rules::CandidateReading { id, defences, report }) = reading else {
         return CandidateReportResponse::default();
     };
-    let count = |o: Outcome| counts[o.index()];
+    let line = |defence: Defence| {
+        let counts = report.counts[defence.index()];
+        let count = |o: Outcome| counts[o.index()];
+        CandidateDefenceReport {
+            defence: defence.name().to_owned(),
+            would_refuse: count(Outcome::WouldRefuse),
+            would_allow: count(Outcome::WouldAllow),
+            users_locked_out: count(Outcome::UserLockedOut),
+            guesses_stopped: count(Outcome::WouldRefuse)
+                .saturating_sub(count(Outcome::UserLockedOut)),
+        }
+    };
+    let login = report.counts[Defence::Login.index()];
+    let l = line(Defence::Login);
     CandidateReportResponse {
         loaded: true,
-        candidate_id,
-        since_unix_ms: since_ms,
-        would_refuse: count(Outcome::WouldRefuse),
-        would_allow: count(Outcome::WouldAllow),
-        users_locked_out: count(Outcome::UserLockedOut),
-        guesses_stopped: count(Outcome::WouldRefuse).saturating_sub(count(Outcome::UserLockedOut)),
-        step_up_added: count(Outcome::StepUpAdded),
-        step_up_dropped: count(Outcome::StepUpDropped),
+        candidate_id: id,
+        since_unix_ms: report.since_ms,
+        would_refuse: l.would_refuse,
+        would_allow: l.would_allow,
+        users_locked_out: l.users_locked_out,
+        guesses_stopped: l.guesses_stopped,
+        step_up_added: login[Outcome::StepUpAdded.index()],
+        step_up_dropped: login[Outcome::StepUpDropped.index()],
         lag_seconds: u32::try_from(FLUSH_EVERY.as_secs()).unwrap_or(u32::MAX),
+        defences: defences.into_iter().map(line).collect(),
     }
 }
 

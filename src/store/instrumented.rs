@@ -22,6 +22,7 @@ use super::breached_count::{BreachedCountStore, BreachedNoteRequest};
 use super::candidate_report::{CandidateCounts, CandidateReportStore};
 use super::devices::{Confirmation, DeviceConfirmation, DeviceStore};
 use super::error::StoreError;
+use crate::throttle::candidate_report::ReportCounts;
 use super::keys::{AccountKey, AttemptKey, CandidateKey, TallyKey};
 use super::network_bucket::{NetworkBucketStore, NetworkRequest, NetworkState};
 use super::realm_tally::{RealmTallyStore, TallyBatch, TallyLookbacks, TallyReading};
@@ -232,7 +233,11 @@ impl RealmTallyStore for InstrumentedStore {
 
 #[async_trait]
 impl CandidateReportStore for InstrumentedStore {
-    async fn add_to_report(&self, key: &CandidateKey, counts: [u64; 5]) -> Result<(), StoreError> {
+    async fn add_to_report(
+        &self,
+        key: &CandidateKey,
+        counts: &ReportCounts,
+    ) -> Result<(), StoreError> {
         self.operation("candidate", self.inner.add_to_report(key, counts)).await
     }
 

@@ -20,7 +20,7 @@ use super::error::StoreError;
 use super::keys::{CandidateKey, TallyKey};
 use crate::secret::KeySecret;
 use crate::telemetry::metrics::{CANDIDATE_OUTCOMES, REALM_TALLY_DROPPED};
-use crate::throttle::candidate_report::Outcome;
+use crate::throttle::candidate_report::{Defence, Outcome, ReportCounts};
 use crate::throttle::realm_tally::{Counter, Distinct};
 
 /// How often a daemon writes its notes to the store at most: how far `RealmStatus` lags
@@ -135,7 +135,7 @@ pub struct TallyBuffer {
     pending: Mutex<HashMap<String, Pending>>,
     /// Per realm and candidate id, the outcomes of its report not yet written
     /// (`crate::store::candidate_report`).
-    reports: Mutex<HashMap<(String, String), [u64; 5]>>,
+    reports: Mutex<HashMap<(String, String), ReportCounts>>,
     wake: tokio::sync::Notify,
 }
 
@@ -174,18 +174,21 @@ impl TallyBuffer {
         *count = count.saturating_add(1);
     }
 
-    /// Notes one `outcome` of candidate `id`'s report in `realm` (and its metric).
-    pub fn candidate(&self, realm: &str, id: &str, outcome: Outcome) {
+    /// Notes one `outcome` of `defence` in candidate `id`'s report in `realm` (and its
+    /// metric).
+    pub fn candidate(&self, realm: &str, id: &str, defence: Defence, outcome: Outcome) {
         metrics::counter!(
             CANDIDATE_OUTCOMES,
             "realm" => realm.to_owned(),
             "candidate" => id.to_owned(),
+            "defence" => defence.name(),
             "outcome" => outcome.name()
         )
         .increment(1);
         let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
         let counts = reports.entry((realm.to_owned(), id.to_owned())).or_default();
-        counts[outcome.index()] = counts[outcome.index()].saturating_add(1);
+        let count = &mut counts[defence.index()][outcome.index()];
+        *count = count.saturating_add(1);
     }
 
     /// Writes every note held now to `store`, a batch at a time, and returns: notes made
@@ -197,10 +200,10 @@ impl TallyBuffer {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         for ((realm, id), counts) in reports {
             let key = CandidateKey::new(&self.secret, &realm, &id);
-            if let Err(e) = store.add_to_report(&key, counts).await {
+            if let Err(e) = store.add_to_report(&key, &counts).await {
                 tracing::warn!(realm, "a candidate policy's report lost some counts: {e}");
                 metrics::counter!(REALM_TALLY_DROPPED, "reason" => "store")
-                    .increment(counts.iter().sum());
+                    .increment(counts.iter().flatten().sum());
             }
         }
         for (realm, mut notes) in pending {
@@ -271,7 +274,7 @@ mod tests {
 
     #[async_trait]
     impl CandidateReportStore for Busy {
-        async fn add_to_report(&self, _: &CandidateKey, _: [u64; 5]) -> Result<(), StoreError> {
+        async fn add_to_report(&self, _: &CandidateKey, _: &ReportCounts) -> Result<(), StoreError> {
             Ok(())
         }
         async fn read_report(&self, _: &CandidateKey) -> Result<CandidateCounts, StoreError> {

@@ -1,7 +1,56 @@
 //! What a candidate policy's report counts (docs/throttle.md, "Trying a policy in
-//! shadow"): for each counted attempt on an account's own record, what the candidate
-//! would have answered beside what the enforced policy answered, and for each right
-//! password, whether the candidate would have refused it.
+//! shadow"): per defence (the login's own record, the client network's bucket, each
+//! flow), for each counted attempt, what the candidate would have answered beside what
+//! the enforced policy answered, and for each right password (or code), whether the
+//! candidate would have refused it.
+
+use super::flow::Flow;
+
+/// Where a candidate's outcome was decided: each has a line of its own in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Defence {
+    /// The account's own record (the login's limits and windows, step-up).
+    Login,
+    /// The client network's bucket of the login (`network_capacity`,
+    /// `network_refill_period`).
+    Network,
+    /// A flow's own limits (its record, its send log or its network budget).
+    Flow(Flow),
+}
+
+/// How many defences a report has a line for: [`Defence::ALL`]'s length.
+pub const DEFENCES: usize = 6;
+
+/// A report's counts: per defence (in [`Defence::ALL`]'s order), per outcome (in
+/// [`Outcome::ALL`]'s).
+pub type ReportCounts = [[u64; 5]; DEFENCES];
+
+impl Defence {
+    /// Every defence, in the order the report keeps them.
+    pub const ALL: [Defence; DEFENCES] = [
+        Defence::Login,
+        Defence::Network,
+        Defence::Flow(Flow::SecondFactor),
+        Defence::Flow(Flow::RecoveryCode),
+        Defence::Flow(Flow::PasswordReset),
+        Defence::Flow(Flow::VerificationResend),
+    ];
+
+    /// The defence's name in the report, the store and metrics (`login`, `network`, or
+    /// the flow's name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Defence::Login => "login",
+            Defence::Network => "network",
+            Defence::Flow(flow) => flow.as_str(),
+        }
+    }
+
+    /// Its index in [`Defence::ALL`].
+    pub fn index(self) -> usize {
+        Defence::ALL.iter().position(|&d| d == self).unwrap_or(0)
+    }
+}
 
 /// One way the candidate and the enforced policy answered apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,5 +131,18 @@ mod tests {
             [Outcome::WouldAllow, Outcome::StepUpDropped]
         );
         assert_eq!(Outcome::ALL.map(Outcome::index), [0, 1, 2, 3, 4]);
+        assert_eq!(Defence::ALL.map(Defence::index), [0, 1, 2, 3, 4, 5]);
+        let names = Defence::ALL.map(Defence::name);
+        assert_eq!(
+            names,
+            [
+                "login",
+                "network",
+                "second_factor",
+                "recovery_code",
+                "password_reset",
+                "verification_resend"
+            ]
+        );
     }
 }

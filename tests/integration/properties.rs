@@ -36,6 +36,7 @@ use portcullis::store::repeat_list::RepeatNoteRequest;
 use portcullis::store::send_log::SendLogStore;
 use portcullis::store::spray_window::SprayNoteRequest;
 use portcullis::store::spray_window::SprayWindowStore;
+use portcullis::throttle::candidate_report::ReportCounts;
 use portcullis::throttle::{self, Policy};
 use portcullis::verify::hash::{Ceilings, StoredHash};
 use proptest::prelude::*;
@@ -211,7 +212,7 @@ impl RealmTallyStore for CountingStore {
 
 #[async_trait]
 impl CandidateReportStore for CountingStore {
-    async fn add_to_report(&self, _: &CandidateKey, _: [u64; 5]) -> Result<(), StoreError> {
+    async fn add_to_report(&self, _: &CandidateKey, _: &ReportCounts) -> Result<(), StoreError> {
         Err(self.fail())
     }
     async fn read_report(&self, _: &CandidateKey) -> Result<CandidateCounts, StoreError> {

@@ -12,18 +12,23 @@ use crate::store::attempt_count::Shadow;
 use crate::store::candidate_report::{CandidateCounts, CandidateReportStore, REPORT_TTL_MS};
 use crate::store::error::StoreError;
 use crate::store::keys::CandidateKey;
+use crate::throttle::candidate_report::ReportCounts;
 use crate::throttle::{self, Policy};
 
 #[async_trait]
 impl CandidateReportStore for EmbeddedStore {
-    async fn add_to_report(&self, key: &CandidateKey, counts: [u64; 5]) -> Result<(), StoreError> {
-        let key = key.as_str().to_owned();
+    async fn add_to_report(
+        &self,
+        key: &CandidateKey,
+        counts: &ReportCounts,
+    ) -> Result<(), StoreError> {
+        let (key, counts) = (key.as_str().to_owned(), *counts);
         self.submit(true, move |t| {
             let held = held(t, &key)?;
             let since_ms = if held.since_ms == 0 { t.now } else { held.since_ms };
             let mut sum = held.counts;
-            for (s, c) in sum.iter_mut().zip(counts) {
-                *s = s.saturating_add(c).min(crate::throttle::MAX_STORED_COUNT);
+            for (s, c) in sum.iter_mut().flatten().zip(counts.iter().flatten()) {
+                *s = s.saturating_add(*c).min(crate::throttle::MAX_STORED_COUNT);
             }
             let expires_ms = t.now.saturating_add(REPORT_TTL_MS);
             t.put(&key, Entry::CandidateReport { since_ms, counts: sum, expires_ms })

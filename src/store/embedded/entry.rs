@@ -3,6 +3,7 @@
 //! expiry.
 
 use crate::store::error::StoreError;
+use crate::throttle::candidate_report::{DEFENCES, ReportCounts};
 use crate::throttle::realm_tally::{Ring, SLOTS};
 use crate::throttle::{MAX_STORED_COUNT, MAX_STORED_TIME_MS, Record};
 
@@ -105,10 +106,11 @@ pub(super) enum Entry {
     },
     /// A candidate policy's report (docs/throttle.md, "Trying a policy in shadow"): its
     /// start and counts. Encoded as tag 16, the start, two zero words, the expiry, then
-    /// the five counts.
+    /// the counts, five per defence; one written before the report had a line per
+    /// defence holds only the login's five.
     CandidateReport {
         since_ms: u64,
-        counts: [u64; 5],
+        counts: ReportCounts,
         expires_ms: u64,
     },
     /// The client networks one record's window counted attempts from (docs/throttle.md,
@@ -161,6 +163,11 @@ const RECORD_LEN_BEFORE_SHUT_AT: usize = 57;
 
 /// Length of an encoded [`Entry::Tally`]: tag, four words, 60 counts of 4 bytes.
 const TALLY_LEN: usize = 33 + 4 * SLOTS as usize;
+/// A candidate report's length: 33 bytes of tag, start and expiry, then five counts per
+/// defence.
+const CANDIDATE_REPORT_LEN: usize = 33 + 8 * 5 * DEFENCES;
+/// A candidate report written before it had a line per defence: the login's five.
+const CANDIDATE_REPORT_LOGIN_LEN: usize = 33 + 8 * 5;
 
 /// Length of an encoded [`Entry::SprayCount`]: tag, period, four counts, expiry.
 pub(super) const SPRAY_COUNT_LEN: usize = 1 + 8 * 6;
@@ -295,7 +302,7 @@ impl Entry {
             Some(7) => tail_fits(bytes, MAX_REPEATS),
             Some(8) => tail_fits(bytes, MAX_SENDS),
             Some(12) => bytes.len() == TALLY_LEN,
-            Some(16) => bytes.len() == 33 + 8 * 5,
+            Some(16) => matches!(bytes.len(), CANDIDATE_REPORT_LOGIN_LEN | CANDIDATE_REPORT_LEN),
             Some(14 | 15) => true, // `decode_lanes` checks them
             _ => bytes.len() == 33,
         };
@@ -401,7 +408,7 @@ impl Entry {
                 out.extend_from_slice(&since_ms.to_le_bytes());
                 out.extend_from_slice(&[0u8; 16]);
                 out.extend_from_slice(&expires_ms.to_le_bytes());
-                counts.iter().for_each(|c| out.extend_from_slice(&c.to_le_bytes()));
+                counts.iter().flatten().for_each(|c| out.extend_from_slice(&c.to_le_bytes()));
                 return;
             }
             _ => return,
@@ -470,7 +477,11 @@ fn decode_counts(bytes: &[u8]) -> Result<Entry, StoreError> {
     if word(1) != 0 || word(2) != 0 || word(0) > MAX_STORED_TIME_MS {
         return Err(corrupt());
     }
-    let counts = [count(4)?, count(5)?, count(6)?, count(7)?, count(8)?];
+    let mut counts = ReportCounts::default();
+    let words = (bytes.len() - 33) / 8;
+    for (i, c) in counts.iter_mut().flatten().take(words).enumerate() {
+        *c = count(4 + i)?;
+    }
     Ok(Entry::CandidateReport { since_ms: word(0), counts, expires_ms: word(3) })
 }
 

@@ -386,7 +386,7 @@ script!(
     /// A candidate policy's report: add counts, or read it.
     candidate_report = "candidate_report.lua" {
         keys: [report],
-        argv: [op: &'static str, counts: String, ttl_ms: u64],
+        argv: [op: &'static str, defence: &'static str, counts: String, ttl_ms: u64],
         reply: [
             since_ms,
             would_refuse,

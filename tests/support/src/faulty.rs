@@ -32,6 +32,7 @@ use portcullis::store::send_log::SendLogStore;
 use portcullis::store::spray_window::SprayNote;
 use portcullis::store::spray_window::SprayWindowStore;
 use portcullis::throttle::Policy;
+use portcullis::throttle::candidate_report::ReportCounts;
 
 /// The operation a [`FaultyStore`] fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +191,11 @@ impl RealmTallyStore for FaultyStore {
 
 #[async_trait]
 impl CandidateReportStore for FaultyStore {
-    async fn add_to_report(&self, key: &CandidateKey, counts: [u64; 5]) -> Result<(), StoreError> {
+    async fn add_to_report(
+        &self,
+        key: &CandidateKey,
+        counts: &ReportCounts,
+    ) -> Result<(), StoreError> {
         if self.fail == Fault::Tally {
             return Err(injected());
         }
