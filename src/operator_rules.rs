@@ -9,7 +9,6 @@
 use crate::defence::client_network::NetworkPolicy;
 use crate::realm::Realm;
 use crate::secret::KeySecret;
-use crate::throttle::candidate_report::Defence;
 use crate::store::Store;
 use crate::store::candidate_report::CandidateCounts;
 use crate::store::error::StoreError;
@@ -17,6 +16,7 @@ use crate::store::keys::{AccountKey, NetworkKey};
 use crate::store::keys::{CandidateKey, TallyKey};
 use crate::store::network_bucket::{NetworkOp, NetworkRequest, NetworkState};
 use crate::store::realm_tally::{TallyLookbacks, TallyReading};
+use crate::throttle::candidate_report::Defence;
 use crate::throttle::flow::Flow;
 use crate::throttle::realm_tally::{SLOTS, lookback_slots};
 

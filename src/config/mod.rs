@@ -355,7 +355,7 @@ fn with_effective(
         if let Some(candidate) = &realm.candidate {
             let p = &candidate.policy;
             let text = |d: std::time::Duration| humantime::format_duration(d).to_string();
-            let effective = serde_json::json!({
+            let mut effective = serde_json::json!({
                 "id": candidate.id,
                 "max_failures": p.max_failures,
                 "max_consecutive_failures": p.max_consecutive_failures,
@@ -365,6 +365,11 @@ fn with_effective(
                 "retention": text(p.retention),
                 "step_up_failures": candidate.step_up_failures,
             });
+            if let (Some(b), Some(shown)) = (&candidate.network, effective.as_object_mut()) {
+                let period = std::time::Duration::from_millis(b.burst_ms());
+                shown.insert("network_capacity".into(), b.capacity.into());
+                shown.insert("network_refill_period".into(), text(period).into());
+            }
             shown.insert("candidate".into(), effective);
         }
     }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::normalize::Normalization;
 use crate::store::redis::settings::{RedisSettings, RedisShape};
+use crate::throttle::candidate_report::Defence;
 use crate::verify::hash::{Algorithm, HashParams, Prf};
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef";
@@ -473,6 +474,17 @@ fn a_candidate_takes_the_realms_values_and_is_checked_as_they_are() {
     assert!(e.contains("realms.r.candidate.max_failures"), "{e}");
     let e = err("[realms.r]\n[realms.r.candidate]\nmax_failures = 3\nstep_up_failures = 3\n");
     assert!(e.contains("realms.r.candidate.step_up_failures"), "{e}");
-    let e = err("[realms.r]\n[realms.r.candidate]\nnetwork_capacity = 3\n");
-    assert!(e.contains("network_capacity"), "not yet a candidate's: {e}");
+    let e = err("[realms.r]\n[realms.r.candidate]\nnetwork_capacity = 0\n");
+    assert!(e.contains("realms.r.candidate.network_capacity"), "{e}");
+    let e = err("[realms.r]\n[realms.r.candidate]\nnetwork_refill_period = \"1s\"\n");
+    assert!(e.contains("realms.r.candidate.network_refill_period"), "{e}");
+    assert_eq!(candidate.network, None, "no network value set: not tried in shadow");
+    let with_network =
+        "[realms.r]\n[realms.r.candidate]\nmax_failures = 3\nnetwork_capacity = 10\n";
+    let s = from_toml(with_network).unwrap();
+    let c = s.realms.get("r").unwrap().candidate.clone().unwrap();
+    let period = s.realms.get("r").unwrap().network.bucket.burst_ms();
+    assert_eq!(c.network.map(|b| (b.capacity, b.burst_ms())), Some((10, period)));
+    assert_eq!(c.defences(), [Defence::Login, Defence::Network]);
+    assert_ne!(c.id, id(&again), "the network's rules name the candidate too");
 }

@@ -25,11 +25,12 @@ use crate::auth::Authorization;
 use crate::defence::spray::SprayWatch;
 use crate::pb::admin_server::Admin;
 use crate::pb::{
-    CandidateDefenceReport, CandidateReportRequest, CandidateReportResponse, DoorState, EffectiveConfigRequest,
-    EffectiveConfigResponse, FlowRefusals, InspectNetworkRequest, InspectNetworkResponse,
-    InspectRequest, InspectResponse, RealmStatusRequest, RealmStatusResponse,
-    ReleaseNetworkRequest, ReleaseNetworkResponse, RevokeDevicesRequest, RevokeDevicesResponse,
-    ShutBy, SprayStatusRequest, SprayStatusResponse, UnlockReason, UnlockRequest, UnlockResponse,
+    CandidateDefenceReport, CandidateReportRequest, CandidateReportResponse, DoorState,
+    EffectiveConfigRequest, EffectiveConfigResponse, FlowRefusals, InspectNetworkRequest,
+    InspectNetworkResponse, InspectRequest, InspectResponse, RealmStatusRequest,
+    RealmStatusResponse, ReleaseNetworkRequest, ReleaseNetworkResponse, RevokeDevicesRequest,
+    RevokeDevicesResponse, ShutBy, SprayStatusRequest, SprayStatusResponse, UnlockReason,
+    UnlockRequest, UnlockResponse,
 };
 use crate::realm::{Realm, Realms};
 use crate::secret::KeySecret;

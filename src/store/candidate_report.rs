@@ -30,8 +30,11 @@ pub trait CandidateReportStore: Send + Sync {
     /// it 30 days after this write. Each defence's line is added on its own (one script
     /// call each on Redis, the lines with counts only): a store error may leave some
     /// lines added and others not.
-    async fn add_to_report(&self, key: &CandidateKey, counts: &ReportCounts)
-    -> Result<(), StoreError>;
+    async fn add_to_report(
+        &self,
+        key: &CandidateKey,
+        counts: &ReportCounts,
+    ) -> Result<(), StoreError>;
 
     /// The report at `key` (all zero when none was written). Never writes.
     async fn read_report(&self, key: &CandidateKey) -> Result<CandidateCounts, StoreError>;

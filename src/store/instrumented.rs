@@ -22,7 +22,6 @@ use super::breached_count::{BreachedCountStore, BreachedNoteRequest};
 use super::candidate_report::{CandidateCounts, CandidateReportStore};
 use super::devices::{Confirmation, DeviceConfirmation, DeviceStore};
 use super::error::StoreError;
-use crate::throttle::candidate_report::ReportCounts;
 use super::keys::{AccountKey, AttemptKey, CandidateKey, TallyKey};
 use super::network_bucket::{NetworkBucketStore, NetworkRequest, NetworkState};
 use super::realm_tally::{RealmTallyStore, TallyBatch, TallyLookbacks, TallyReading};
@@ -32,6 +31,7 @@ use super::spray_window::{SprayNoteRequest, SprayWindowStore};
 use crate::telemetry::episodes::RefusalEpisodes;
 use crate::telemetry::metrics::{STORE_ERRORS, STORE_SECONDS};
 use crate::throttle::Policy;
+use crate::throttle::candidate_report::ReportCounts;
 
 /// A [`Store`] with spans, metrics and refusal episodes around another.
 pub struct InstrumentedStore {

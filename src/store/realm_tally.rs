@@ -274,7 +274,11 @@ mod tests {
 
     #[async_trait]
     impl CandidateReportStore for Busy {
-        async fn add_to_report(&self, _: &CandidateKey, _: &ReportCounts) -> Result<(), StoreError> {
+        async fn add_to_report(
+            &self,
+            _: &CandidateKey,
+            _: &ReportCounts,
+        ) -> Result<(), StoreError> {
             Ok(())
         }
         async fn read_report(&self, _: &CandidateKey) -> Result<CandidateCounts, StoreError> {
