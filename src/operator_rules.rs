@@ -96,7 +96,8 @@ pub enum NetworkView {
 }
 
 /// `Admin/InspectNetwork` (`NetworkOp::Peek`, writes nothing) or `Admin/ReleaseNetwork`
-/// (`NetworkOp::Release`, fills the bucket) on the network of `client_key` in `realm`.
+/// (`NetworkOp::Release`, fills the bucket, and the realm's candidate bucket of the
+/// network with it) on the network of `client_key` in `realm`.
 ///
 /// # Errors
 /// The store's error.
@@ -111,7 +112,9 @@ pub async fn network(
     let Some(key) = policy.key(secret, &realm.name, client_key) else {
         return Ok(NetworkView::Trusted);
     };
-    let request = NetworkRequest { key: &key, op, policy: &policy.bucket, held: None };
+    let candidate = realm.candidate.as_ref().and_then(|c| c.network.as_ref());
+    let candidate = candidate.filter(|_| op == NetworkOp::Release);
+    let request = NetworkRequest { key: &key, op, policy: &policy.bucket, held: None, candidate };
     let state = store.network(&request).await?;
     Ok(NetworkView::Bucket(key, state))
 }

@@ -212,6 +212,7 @@ impl Flows {
             op: NetworkOp::Take,
             policy: &policy.network,
             held: None,
+            candidate: None,
         });
         let request = SendRequest {
             log: attempt.key,

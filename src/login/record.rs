@@ -105,16 +105,17 @@ impl Logins {
         let give_back = async {
             match &network {
                 Some(n) => give_held_back(store, realm, n, &n.held_by(key)).await,
-                None => Ok(()),
+                None => Ok(false),
             }
         };
         let (cleared, given, codes) = tokio::join!(store.clear(key), give_back, codes);
         // The password verified after an attempt the candidate would have refused: a
-        // real user it would have locked out.
-        if cleared? && matches!(clearing, Clearing::Verified(_)) {
-            note_right_password(realm, &self.tally, Defence::Login, true);
-        }
-        codes?;
-        given
+        // real user it would have locked out (on the account's record, or at its
+        // network's bucket).
+        let (verified, cleared, given) =
+            (matches!(clearing, Clearing::Verified(_)), cleared?, given?);
+        note_right_password(realm, &self.tally, Defence::Login, verified && cleared);
+        note_right_password(realm, &self.tally, Defence::Network, verified && given);
+        codes
     }
 }

@@ -18,6 +18,8 @@ use crate::store::network_bucket::NetworkOp;
 use crate::store::network_bucket::NetworkRequest;
 use crate::store::realm_tally::TallyBuffer;
 use crate::telemetry::metrics::STEP_UPS;
+use crate::throttle::candidate_report::{self, Defence};
+use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::realm_tally::Distinct;
 
 /// What every answer of a counted attempt carries besides its verdict (the wire's
@@ -96,12 +98,21 @@ pub struct Turn {
     /// `RecordAttempt`'s turn: the token is noted as held by the account
     /// ([`NetworkKey::held_by`]), for a later `ClearAttempts` to give back.
     held: Option<HeldKey>,
+    /// Whether the realm's candidate bucket took a token for this attempt, and holds it
+    /// (docs/throttle.md, "Trying a policy in shadow"); `None`: no candidate for the
+    /// network, or no turn.
+    shadow: Option<bool>,
+}
+
+/// The realm's candidate bucket for its client networks, if it tries one.
+fn candidate_bucket(realm: &Realm) -> Option<&BucketPolicy> {
+    realm.candidate.as_ref().and_then(|c| c.network.as_ref())
 }
 
 impl Turn {
     /// An attempt the network throttle does not apply to.
     pub fn exempt() -> Self {
-        Self { key: None, taken: false, held: None }
+        Self { key: None, taken: false, held: None, shadow: None }
     }
 
     /// Takes a token of `key`'s bucket (nothing when `key` is `None`).
@@ -118,7 +129,8 @@ impl Turn {
 
     /// As [`Turn::take`], noting a token taken as held by `held` (`RecordAttempt`'s
     /// account), in the same store operation: only what is noted there can be given
-    /// back by [`give_held_back`].
+    /// back by [`give_held_back`]. The realm's candidate bucket is tried in the same
+    /// operation.
     ///
     /// # Errors
     /// The store's error: the attempt is then denied (fail closed).
@@ -135,9 +147,10 @@ impl Turn {
                 op: NetworkOp::Take,
                 policy: &realm.network.bucket,
                 held: held.as_ref(),
+                candidate: candidate_bucket(realm),
             })
             .await?;
-        Ok(Self { key: Some(key), taken: state.taken, held })
+        Ok(Self { key: Some(key), taken: state.taken, held, shadow: state.shadow })
     }
 
     /// The bucket had no token: the network is throttled.
@@ -145,9 +158,16 @@ impl Turn {
         self.key.is_some() && !self.taken
     }
 
-    /// Notes a throttled attempt in the watch (its episode, its metric) and the realm's
-    /// status, and answers whether the realm refuses it (`reject`) rather than flags it.
+    /// Notes what the realm's candidate bucket did beside the enforced one in its
+    /// report (`would_refuse`, `would_allow` of the network), then a throttled attempt in
+    /// the watch (its episode, its metric) and the realm's status, and answers whether
+    /// the realm refuses it (`reject`) rather than flags it.
     pub fn refuses(&self, realm: &Realm, watch: &NetworkWatch, tally: &TallyBuffer) -> bool {
+        if let (Some(shadow), Some(candidate)) = (self.shadow, &realm.candidate) {
+            for outcome in candidate_report::outcomes(self.taken, shadow, (false, false)) {
+                tally.candidate(&realm.name, &candidate.id, Defence::Network, outcome);
+            }
+        }
         let Some(key) = self.key.as_ref().filter(|_| !self.taken) else { return false };
         watch.throttled(&realm.name, key, &realm.network);
         tally.distinct(&realm.name, Distinct::Networks, key.tag());
@@ -159,23 +179,37 @@ impl Turn {
         self.throttled() && realm.network.action == NetworkAction::Flag
     }
 
+    /// The attempt was the right password: when the enforced bucket took a token for it
+    /// and the candidate's refused, a real user the candidate would have shut out
+    /// (the network's `users_locked_out`).
+    pub fn note_right_password(&self, realm: &Realm, tally: &TallyBuffer) {
+        let refused = self.taken && self.shadow == Some(false);
+        super::note_right_password(realm, tally, Defence::Network, refused);
+    }
+
     /// Gives the token back: the attempt was no failed comparison. Nothing when none
-    /// was taken.
+    /// was taken. The candidate's bucket gets back what it took for the attempt (with
+    /// a held count, what the count says); when only the candidate's took one, only
+    /// it, and only without a held count (with one, the enforced count of the account
+    /// may hold other attempts' tokens: the candidate's stays spent, the safe side).
     ///
     /// # Errors
     /// The store's error (the caller denies; the token stays spent, the safe side).
     pub async fn give_back(&mut self, store: &dyn Store, realm: &Realm) -> Result<(), StoreError> {
-        if let Some(key) = self.key.as_ref().filter(|_| self.taken) {
-            store
-                .network(&NetworkRequest {
-                    key,
-                    op: NetworkOp::GiveBack,
-                    policy: &realm.network.bucket,
-                    held: self.held.as_ref(),
-                })
-                .await?;
-            self.taken = false;
-        }
+        let Some(key) = self.key.as_ref() else { return Ok(()) };
+        let shadow_took = self.shadow == Some(true);
+        let (op, candidate) = match (self.taken, shadow_took, &self.held) {
+            (true, _, Some(_)) => (NetworkOp::GiveBack, candidate_bucket(realm)),
+            (true, true, None) => (NetworkOp::GiveBack, candidate_bucket(realm)),
+            (true, false, None) => (NetworkOp::GiveBack, None),
+            (false, true, None) => (NetworkOp::GiveShadow, candidate_bucket(realm)),
+            (false, _, _) => return Ok(()),
+        };
+        let policy = &realm.network.bucket;
+        let held = self.held.as_ref();
+        store.network(&NetworkRequest { key, op, policy, held, candidate }).await?;
+        self.taken = false;
+        self.shadow = self.shadow.map(|_| false);
         Ok(())
     }
 }
@@ -183,7 +217,9 @@ impl Turn {
 /// Gives back one token of `key`'s bucket that a `RecordAttempt` of the account (`held`)
 /// took and still holds; nothing when it holds none (its attempt was denied, a replay,
 /// or already given back). One store operation: the count and the bucket change
-/// together.
+/// together, the realm's candidate bucket with them. Answers whether the token given
+/// back was one the candidate's bucket had refused (the network's cue for a real user
+/// the candidate would have shut out).
 ///
 /// # Errors
 /// The store's error (the caller answers `UNAVAILABLE`; the token stays spent).
@@ -192,14 +228,15 @@ pub async fn give_held_back(
     realm: &Realm,
     key: &NetworkKey,
     held: &HeldKey,
-) -> Result<(), StoreError> {
-    store
+) -> Result<bool, StoreError> {
+    let state = store
         .network(&NetworkRequest {
             key,
             op: NetworkOp::GiveBack,
             policy: &realm.network.bucket,
             held: Some(held),
+            candidate: candidate_bucket(realm),
         })
-        .await
-        .map(drop)
+        .await?;
+    Ok(state.shadow == Some(true))
 }

@@ -15,7 +15,12 @@ pub enum NetworkOp {
     /// Takes one token, if there is one (before a comparison that may fail).
     Take,
     /// Gives one token back (the attempt it was taken for compared nothing or matched).
+    /// With a candidate and a held count, the candidate's bucket gets back what the
+    /// account's attempts hold of it.
     GiveBack,
+    /// Gives one token back to the candidate's bucket only, without a held count: the
+    /// enforced bucket took none for the attempt, the candidate's did.
+    GiveShadow,
     /// Reads the bucket; writes nothing (`Admin/InspectNetwork`).
     Peek,
     /// Fills the bucket (`Admin/ReleaseNetwork`).
@@ -28,6 +33,7 @@ impl NetworkOp {
         match self {
             NetworkOp::Take => "take",
             NetworkOp::GiveBack => "give",
+            NetworkOp::GiveShadow => "give_shadow",
             NetworkOp::Peek => "peek",
             NetworkOp::Release => "release",
         }
@@ -43,6 +49,13 @@ pub struct NetworkState {
     pub tokens: u32,
     /// Milliseconds until the bucket is full again (0: full).
     pub full_in_ms: u64,
+    /// What the candidate's bucket did ([`NetworkRequest::candidate`]; `None` without
+    /// one): for a [`NetworkOp::Take`], whether it took a token; for a
+    /// [`NetworkOp::GiveBack`] with a held count, whether the give met an attempt the
+    /// enforced bucket took and the candidate's refused (its cue for a real user the
+    /// candidate would have shut out, when the give is for a verified password);
+    /// `Some(false)` for every other operation.
+    pub shadow: Option<bool>,
 }
 
 /// One operation on a client network's token bucket ([`NetworkBucketStore::network`]).
@@ -59,6 +72,11 @@ pub struct NetworkRequest<'a> {
     /// (and takes it off), so `ClearAttempts` gives back only what an attempt took.
     /// `None`: the caller knows it holds the token (`Verify`, the flows, operators).
     pub held: Option<&'a HeldKey>,
+    /// The realm's candidate bucket (docs/throttle.md, "Trying a policy in shadow"): the
+    /// operation runs again on the network's candidate bucket (and the held count's
+    /// candidate part), in the same store step; never changes what the enforced bucket
+    /// answers. `None`: no candidate for the network.
+    pub candidate: Option<&'a BucketPolicy>,
 }
 
 /// Client networks' token buckets on a store.

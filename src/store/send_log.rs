@@ -140,8 +140,13 @@ pub fn give_back_later<S: NetworkBucketStore + ?Sized + 'static>(
 ) {
     let (key, policy) = (take.key.clone(), *take.policy);
     tokio::spawn(async move {
-        let give_back =
-            NetworkRequest { key: &key, op: NetworkOp::GiveBack, policy: &policy, held: None };
+        let give_back = NetworkRequest {
+            key: &key,
+            op: NetworkOp::GiveBack,
+            policy: &policy,
+            held: None,
+            candidate: None,
+        };
         let _ = store.network(&give_back).await;
     });
 }

@@ -59,10 +59,12 @@ pub(super) enum Entry {
     },
     /// Tokens of a network's bucket that `RecordAttempt`s of one account hold
     /// (docs/throttle.md, "Per client network"): what a `ClearAttempts` may give back.
-    /// Expires with the bucket's TAT. Encoded as tag 10, the count, two zero words, the
-    /// expiry.
+    /// Expires with the bucket's TAT. The candidate's part (`<held>:s`) also counts the
+    /// attempts its bucket refused (`refused`; 0 for the enforced count). Encoded as tag
+    /// 10, the count, the refused count, a zero word, the expiry.
     Held {
         count: u64,
+        refused: u64,
         expires_ms: u64,
     },
     /// A mail flow's send log (docs/flows.md; `crate::throttle::send_log`): send times,
@@ -267,10 +269,10 @@ impl Entry {
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
-            Entry::Held { count, expires_ms } => {
+            Entry::Held { count, refused, expires_ms } => {
                 out.push(10);
                 out.extend_from_slice(&count.to_le_bytes());
-                out.extend_from_slice(&0u64.to_le_bytes());
+                out.extend_from_slice(&refused.to_le_bytes());
                 out.extend_from_slice(&0u64.to_le_bytes());
                 out.extend_from_slice(&expires_ms.to_le_bytes());
             }
@@ -348,7 +350,9 @@ impl Entry {
             }),
             3 => Ok(Entry::Spray { failed: count(0)?, expires_ms: word(3) }),
             5 => Ok(Entry::Epoch { epoch: count(0)?, expires_ms: word(3) }),
-            10 => Ok(Entry::Held { count: count(0)?, expires_ms: word(3) }),
+            10 if word(2) == 0 => {
+                Ok(Entry::Held { count: count(0)?, refused: count(1)?, expires_ms: word(3) })
+            }
             11 if (0..3).all(|i| word(i) == 0) => Ok(Entry::Used { expires_ms: word(3) }),
             9 => Ok(Entry::Breached { credential: word(0), count: count(1)?, expires_ms: word(3) }),
             6 if word(0) == word(3) => Ok(Entry::Bucket { tat_ms: time(0)? }),

@@ -470,6 +470,12 @@ impl NetworkKey {
         HeldKey(format!("{}:h:{}", self.as_key(), account.digest()))
     }
 
+    /// `portcullis:v2:{n:<32 hex>}:s`: the network's bucket under the realm's candidate
+    /// policy (docs/throttle.md, "Trying a policy in shadow"), in the same hash tag.
+    pub fn candidate_bucket(&self) -> String {
+        format!("{}:s", self.as_key())
+    }
+
     /// The first 16 hex digits of the digest: what log lines and `Admin/InspectNetwork`
     /// name a network by, so an operator can match the two without any address being
     /// logged.
@@ -493,6 +499,12 @@ impl HeldKey {
     /// The key as the store names it.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// `<held>:s`: the candidate's part of the held count (`network_bucket.lua`), in
+    /// the same hash tag.
+    pub fn candidate(&self) -> String {
+        format!("{}:s", self.0)
     }
 }
 

@@ -290,9 +290,9 @@ script!(
 script!(
     /// The throttle per client network: take, give back, read or release a bucket.
     network_bucket = "network_bucket.lua" {
-        keys: [bucket; held],
-        argv: [op: &'static str, capacity: u32, interval_ms: u64],
-        reply: [taken, tokens, full_in_ms],
+        keys: [bucket; held, shadow, shadow_held],
+        argv: [op: &'static str, capacity: u32, interval_ms: u64, candidate: String],
+        reply: [taken, tokens, full_in_ms, shadow],
     }
 );
 script!(

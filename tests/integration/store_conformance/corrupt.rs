@@ -99,7 +99,9 @@ async fn values_a_daemon_never_writes_are_store_errors_on_redis() {
     for bad in ["-1", "1.5", "nan", "lots", "1e20"] {
         let _: () = redis::cmd("SET").arg(n.as_key()).arg(bad).query(&mut conn).unwrap();
         for op in [NetworkOp::Take, NetworkOp::Peek, NetworkOp::GiveBack] {
-            let r = store.network(&NetworkRequest { key: &n, op, policy: &p, held: None }).await;
+            let r = store
+                .network(&NetworkRequest { key: &n, op, policy: &p, held: None, candidate: None })
+                .await;
             assert!(r.is_err(), "{op:?} over {bad}: {r:?}");
         }
     }
@@ -201,7 +203,13 @@ async fn values_a_daemon_never_writes_are_store_errors_on_the_embedded_store() {
         for op in [NetworkOp::Take, NetworkOp::Peek, NetworkOp::GiveBack] {
             assert!(
                 store
-                    .network(&NetworkRequest { key: &n, op, policy: &p, held: None })
+                    .network(&NetworkRequest {
+                        key: &n,
+                        op,
+                        policy: &p,
+                        held: None,
+                        candidate: None
+                    })
                     .await
                     .is_err(),
                 "{op:?} over {what}"

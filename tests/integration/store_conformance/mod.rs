@@ -16,7 +16,7 @@ use portcullis::normalize::{Normalization, normalize};
 use portcullis::secret::KeySecret;
 use portcullis::store::Store;
 use portcullis::store::embedded::{Clock, EmbeddedStore};
-use portcullis::store::keys::{AccountKey, AttemptId, NetworkKey};
+use portcullis::store::keys::{AccountKey, AttemptId, HeldKey, NetworkKey};
 use portcullis::store::network_bucket::NetworkOp;
 use portcullis::store::redis::RedisStore;
 use portcullis::store::spray_window::SprayNote;
@@ -454,7 +454,10 @@ async fn network_buckets(b: &dyn Backend) {
         let store = store.clone();
         let key = key.clone();
         async move {
-            store.network(&NetworkRequest { key: &key, op, policy: &p, held: None }).await.unwrap()
+            store
+                .network(&NetworkRequest { key: &key, op, policy: &p, held: None, candidate: None })
+                .await
+                .unwrap()
         }
     };
     let peek = op(&n, NetworkOp::Peek).await;
@@ -493,7 +496,13 @@ async fn concurrent_takes_stop_at_capacity(b: &dyn Backend) {
         let (store, n) = (store.clone(), n.clone());
         tokio::spawn(async move {
             store
-                .network(&NetworkRequest { key: &n, op: NetworkOp::Take, policy: &p, held: None })
+                .network(&NetworkRequest {
+                    key: &n,
+                    op: NetworkOp::Take,
+                    policy: &p,
+                    held: None,
+                    candidate: None,
+                })
                 .await
                 .unwrap()
                 .taken
@@ -555,10 +564,13 @@ conformance!(
     the_network_set_restarts_with_the_window,
     the_ceiling_shows_as_the_cause,
     the_device_index_is_bounded,
+    a_candidate_bucket_counts_beside_the_network,
+    a_looser_candidate_takes_what_the_network_refuses,
 );
 
 mod ceiling;
 mod corrupt;
+mod network_candidate;
 mod realm_tally;
 mod repeats;
 mod send_log;
@@ -566,6 +578,9 @@ mod why_shut;
 use ceiling::{
     a_stale_password_never_reaches_the_ceiling, confirm_device_once,
     lockout_lasts_lockout_duration, the_ceiling_holds_across_windows,
+};
+use network_candidate::{
+    a_candidate_bucket_counts_beside_the_network, a_looser_candidate_takes_what_the_network_refuses,
 };
 use repeats::{
     concurrent_new_fingerprints_allow_max_failures, repeat_lists, repeat_lists_follow_the_twin,

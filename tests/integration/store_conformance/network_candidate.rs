@@ -1,0 +1,104 @@
+//! A realm's candidate bucket for a client network (`network_bucket.lua` with a
+//! candidate; the embedded store's `network_bucket`): taken and given back beside the
+//! enforced bucket in the same operation, never changing what the enforced bucket
+//! answers; the held count's candidate part meets an attempt the candidate refused
+//! before it gives back one of the candidate's tokens.
+
+use super::*;
+
+/// An hour a token: no refill during the test on Redis's real clock.
+const HOUR: u64 = 3_600_000;
+
+pub(super) async fn a_candidate_bucket_counts_beside_the_network(b: &dyn Backend) {
+    let store = b.store();
+    let enforced = BucketPolicy { capacity: 3, interval_ms: HOUR };
+    let tighter = BucketPolicy { capacity: 1, interval_ms: HOUR };
+    let n = NetworkKey::new(&secret(), "default", "ip:198.51.100.7/32");
+    let held = n.held_by(&key("someone@example.com"));
+    let call = |op: NetworkOp, held: Option<&HeldKey>, candidate: Option<&BucketPolicy>| {
+        let (store, n, held) = (store.clone(), n.clone(), held.cloned());
+        let candidate = candidate.copied();
+        async move {
+            let request = NetworkRequest {
+                key: &n,
+                op,
+                policy: &enforced,
+                held: held.as_ref(),
+                candidate: candidate.as_ref(),
+            };
+            store.network(&request).await.unwrap()
+        }
+    };
+    let with = Some(&tighter);
+    // Two attempts of one account: the candidate's bucket takes the first and refuses
+    // the second; the enforced bucket takes both and answers as without a candidate.
+    let first = call(NetworkOp::Take, Some(&held), with).await;
+    assert_eq!((first.taken, first.tokens, first.shadow), (true, 2, Some(true)));
+    let second = call(NetworkOp::Take, Some(&held), with).await;
+    assert_eq!((second.taken, second.tokens, second.shadow), (true, 1, Some(false)));
+    assert!(near(b.ttl_ms(&n.candidate_bucket()).await, HOUR), "the candidate's bucket owes");
+    assert!(near(b.ttl_ms(&held.candidate()).await, 2 * HOUR), "kept while either owes");
+    // The first give meets the attempt the candidate refused: the enforced token comes
+    // back, the candidate's stays spent.
+    let back = call(NetworkOp::GiveBack, Some(&held), with).await;
+    assert_eq!((back.tokens, back.shadow), (2, Some(true)));
+    assert!(near(b.ttl_ms(&n.candidate_bucket()).await, HOUR));
+    // The second gives back the candidate's own token: both buckets full, nothing kept.
+    let back = call(NetworkOp::GiveBack, Some(&held), with).await;
+    assert_eq!((back.tokens, back.full_in_ms, back.shadow), (3, 0, Some(false)));
+    for gone in [n.as_key(), n.candidate_bucket(), held.as_str().to_owned(), held.candidate()] {
+        assert_eq!(b.ttl_ms(&gone).await, None, "{gone} outlived its debt");
+    }
+    // Nothing held: a give changes neither bucket.
+    let nothing = call(NetworkOp::GiveBack, Some(&held), with).await;
+    assert_eq!((nothing.tokens, nothing.shadow), (3, Some(false)));
+    assert_eq!(b.ttl_ms(&n.candidate_bucket()).await, None);
+
+    // Without a held count (Verify): the caller gives back what each bucket took; a
+    // give to the candidate's bucket alone leaves the enforced one as it is.
+    let took = call(NetworkOp::Take, None, with).await;
+    assert_eq!(took.shadow, Some(true));
+    let refused = call(NetworkOp::Take, None, with).await;
+    assert_eq!((refused.taken, refused.shadow), (true, Some(false)));
+    let shadow_only = call(NetworkOp::GiveShadow, None, with).await;
+    assert_eq!((shadow_only.tokens, shadow_only.shadow), (1, Some(false)), "enforced untouched");
+    assert_eq!(b.ttl_ms(&n.candidate_bucket()).await, None, "the candidate's token came back");
+    // A release fills both.
+    assert_eq!(call(NetworkOp::Take, None, with).await.shadow, Some(true));
+    let released = call(NetworkOp::Release, None, with).await;
+    assert_eq!((released.tokens, released.full_in_ms), (3, 0));
+    assert_eq!(b.ttl_ms(&n.candidate_bucket()).await, None, "the candidate's bucket released");
+    // Without a candidate nothing is said of one, and its keys are never touched.
+    let plain = call(NetworkOp::Take, Some(&held), None).await;
+    assert_eq!((plain.taken, plain.shadow), (true, None));
+    assert_eq!(b.ttl_ms(&n.candidate_bucket()).await, None);
+    assert_eq!(b.ttl_ms(&held.candidate()).await, None);
+}
+
+/// The candidate's bucket empty, the enforced one not: the candidate refuses; the
+/// enforced bucket empty, the candidate's not: the candidate takes (its `would_allow`).
+pub(super) async fn a_looser_candidate_takes_what_the_network_refuses(b: &dyn Backend) {
+    let store = b.store();
+    let enforced = BucketPolicy { capacity: 1, interval_ms: HOUR };
+    let looser = BucketPolicy { capacity: 2, interval_ms: HOUR };
+    let n = NetworkKey::new(&secret(), "default", "key:looser");
+    let take = || {
+        let (store, n) = (store.clone(), n.clone());
+        async move {
+            let request = NetworkRequest {
+                key: &n,
+                op: NetworkOp::Take,
+                policy: &enforced,
+                held: None,
+                candidate: Some(&looser),
+            };
+            store.network(&request).await.unwrap()
+        }
+    };
+    let first = take().await;
+    assert_eq!((first.taken, first.shadow), (true, Some(true)));
+    let second = take().await;
+    assert_eq!((second.taken, second.shadow), (false, Some(true)), "the candidate would allow");
+    let third = take().await;
+    assert_eq!((third.taken, third.shadow), (false, Some(false)), "both empty now");
+}
