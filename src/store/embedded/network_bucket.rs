@@ -26,7 +26,10 @@ impl NetworkBucketStore for EmbeddedStore {
             // The candidate's part is read (and checked) before anything is written, as
             // `network_bucket.lua` does: a corrupt one changes nothing.
             let shadow = match shadow {
-                Some(s) => Some((held_count(t, s.held.as_deref())?, s)),
+                Some(s) => {
+                    network(t, &s.bucket, NetworkOp::Peek, &s.policy)?;
+                    Some((held_count(t, s.held.as_deref())?, s))
+                }
                 None => None,
             };
             let enforced = if op == NetworkOp::GiveShadow { NetworkOp::Peek } else { op };

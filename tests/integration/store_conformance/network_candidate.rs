@@ -102,3 +102,78 @@ pub(super) async fn a_looser_candidate_takes_what_the_network_refuses(b: &dyn Ba
     let third = take().await;
     assert_eq!((third.taken, third.shadow), (false, Some(false)), "both empty now");
 }
+
+/// A take with a candidate over `bad`: a store error, and the enforced bucket and its
+/// held count untouched (the candidate's keys are read before anything is written).
+async fn a_take_fails_and_writes_nothing(
+    b: &dyn Backend,
+    n: &NetworkKey,
+    held: &HeldKey,
+    bad: &str,
+) {
+    let request = NetworkRequest {
+        key: n,
+        op: NetworkOp::Take,
+        policy: &BucketPolicy { capacity: 3, interval_ms: HOUR },
+        held: Some(held),
+        candidate: Some(&BucketPolicy { capacity: 1, interval_ms: HOUR }),
+    };
+    let r = b.store().network(&request).await;
+    assert!(r.is_err(), "a take over {bad}: {r:?}");
+    assert_eq!(b.ttl_ms(&n.as_key()).await, None, "the enforced bucket was written over {bad}");
+    assert_eq!(b.ttl_ms(held.as_str()).await, None, "the held count was written over {bad}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_candidate_bucket_or_held_count_is_a_store_error_on_redis() {
+    let b = Redis::new();
+    let n = NetworkKey::new(&secret(), "default", "key:corrupt-candidate");
+    let held = n.held_by(&key("someone@example.com"));
+    let mut conn = b.server.conn();
+    for bad in ["-1", "1.5", "lots", "1e20"] {
+        let _: () = redis::cmd("SET").arg(n.candidate_bucket()).arg(bad).query(&mut conn).unwrap();
+        a_take_fails_and_writes_nothing(&b, &n, &held, bad).await;
+    }
+    let _: () = redis::cmd("DEL").arg(n.candidate_bucket()).query(&mut conn).unwrap();
+    for bad in ["1", "1,", "-1,0", "1,x", "1,2,3", "1e20,0"] {
+        let _: () = redis::cmd("SET").arg(held.candidate()).arg(bad).query(&mut conn).unwrap();
+        a_take_fails_and_writes_nothing(&b, &n, &held, bad).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_candidate_bucket_or_held_count_is_a_store_error_on_the_embedded_store() {
+    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
+    let n = NetworkKey::new(&secret(), "default", "key:corrupt-candidate");
+    let held = n.held_by(&key("someone@example.com"));
+    // Entries as the embedded store encodes them: a tag, then four little-endian words.
+    let entry = |tag: u8, words: [u64; 4]| {
+        let mut bytes = vec![tag];
+        words.iter().for_each(|w| bytes.extend_from_slice(&w.to_le_bytes()));
+        bytes
+    };
+    let far = 1_900_000_000_000;
+    for (key, what, bytes) in [
+        (
+            n.candidate_bucket(),
+            "a bucket whose TAT is not its expiry",
+            entry(6, [far, 0, 0, far + 1]),
+        ),
+        (n.candidate_bucket(), "a held count where a bucket belongs", entry(10, [1, 0, 0, far])),
+        (held.candidate(), "a refused count past the bound", entry(10, [1, u64::MAX, 0, far])),
+        (held.candidate(), "a third word", entry(10, [1, 0, 7, far])),
+        (held.candidate(), "a bucket where a held count belongs", entry(6, [far, 0, 0, far])),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(ENTRIES).unwrap().insert(key.as_str(), bytes.as_slice()).unwrap();
+            txn.commit().unwrap();
+        }
+        let clock = Arc::new(ManualClock(AtomicU64::new(1_800_000_000_000)));
+        let store = EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
+        let b = Embedded { store: Arc::new(store), clock, _dir: dir };
+        a_take_fails_and_writes_nothing(&b, &n, &held, what).await;
+    }
+}
