@@ -9,6 +9,7 @@
 mod admin;
 mod breach;
 mod candidate;
+mod candidate_network;
 mod ceiling;
 mod client;
 mod client_conformance;
