@@ -240,7 +240,7 @@ class CandidateReportRequest(_message.Message):
     def __init__(self, realm: _Optional[str] = ...) -> None: ...
 
 class CandidateReportResponse(_message.Message):
-    __slots__ = ("loaded", "candidate_id", "since_unix_ms", "would_refuse", "would_allow", "users_locked_out", "guesses_stopped", "step_up_added", "step_up_dropped", "lag_seconds")
+    __slots__ = ("loaded", "candidate_id", "since_unix_ms", "would_refuse", "would_allow", "users_locked_out", "guesses_stopped", "step_up_added", "step_up_dropped", "lag_seconds", "defences")
     LOADED_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
     SINCE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
@@ -251,6 +251,7 @@ class CandidateReportResponse(_message.Message):
     STEP_UP_ADDED_FIELD_NUMBER: _ClassVar[int]
     STEP_UP_DROPPED_FIELD_NUMBER: _ClassVar[int]
     LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DEFENCES_FIELD_NUMBER: _ClassVar[int]
     loaded: bool
     candidate_id: str
     since_unix_ms: int
@@ -261,4 +262,19 @@ class CandidateReportResponse(_message.Message):
     step_up_added: int
     step_up_dropped: int
     lag_seconds: int
-    def __init__(self, loaded: _Optional[bool] = ..., candidate_id: _Optional[str] = ..., since_unix_ms: _Optional[int] = ..., would_refuse: _Optional[int] = ..., would_allow: _Optional[int] = ..., users_locked_out: _Optional[int] = ..., guesses_stopped: _Optional[int] = ..., step_up_added: _Optional[int] = ..., step_up_dropped: _Optional[int] = ..., lag_seconds: _Optional[int] = ...) -> None: ...
+    defences: _containers.RepeatedCompositeFieldContainer[CandidateDefenceReport]
+    def __init__(self, loaded: _Optional[bool] = ..., candidate_id: _Optional[str] = ..., since_unix_ms: _Optional[int] = ..., would_refuse: _Optional[int] = ..., would_allow: _Optional[int] = ..., users_locked_out: _Optional[int] = ..., guesses_stopped: _Optional[int] = ..., step_up_added: _Optional[int] = ..., step_up_dropped: _Optional[int] = ..., lag_seconds: _Optional[int] = ..., defences: _Optional[_Iterable[_Union[CandidateDefenceReport, _Mapping]]] = ...) -> None: ...
+
+class CandidateDefenceReport(_message.Message):
+    __slots__ = ("defence", "would_refuse", "would_allow", "users_locked_out", "guesses_stopped")
+    DEFENCE_FIELD_NUMBER: _ClassVar[int]
+    WOULD_REFUSE_FIELD_NUMBER: _ClassVar[int]
+    WOULD_ALLOW_FIELD_NUMBER: _ClassVar[int]
+    USERS_LOCKED_OUT_FIELD_NUMBER: _ClassVar[int]
+    GUESSES_STOPPED_FIELD_NUMBER: _ClassVar[int]
+    defence: str
+    would_refuse: int
+    would_allow: int
+    users_locked_out: int
+    guesses_stopped: int
+    def __init__(self, defence: _Optional[str] = ..., would_refuse: _Optional[int] = ..., would_allow: _Optional[int] = ..., users_locked_out: _Optional[int] = ..., guesses_stopped: _Optional[int] = ...) -> None: ...
