@@ -402,7 +402,7 @@ impl<'a> Call<'a> {
         let event = |kind| SecurityEvent::of_account(kind, &realm.name, self.key.event_tag());
         let shadow = held.counted.shadow;
         note_right_password(realm, self.tally, Defence::Login, shadow.is_some_and(|s| !s.allowed));
-        held.turn.note_right_password(realm, self.tally);
+        note_right_password(realm, self.tally, Defence::Network, held.turn.candidate_refused());
         if compared.breached {
             metrics::counter!(BREACHED_ACCEPTS, "realm" => realm.name.clone()).increment(1);
         }

@@ -179,12 +179,11 @@ impl Turn {
         self.throttled() && realm.network.action == NetworkAction::Flag
     }
 
-    /// The attempt was the right password: when the enforced bucket took a token for it
-    /// and the candidate's refused, a real user the candidate would have shut out
-    /// (the network's `users_locked_out`).
-    pub fn note_right_password(&self, realm: &Realm, tally: &TallyBuffer) {
-        let refused = self.taken && self.shadow == Some(false);
-        super::note_right_password(realm, tally, Defence::Network, refused);
+    /// The enforced bucket took a token for the attempt and the candidate's refused it:
+    /// if the attempt is the right password, a real user the candidate would have shut
+    /// out (the network's `users_locked_out`).
+    pub fn candidate_refused(&self) -> bool {
+        self.taken && self.shadow == Some(false)
     }
 
     /// Gives the token back: the attempt was no failed comparison. Nothing when none

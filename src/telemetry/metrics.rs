@@ -149,7 +149,8 @@ pub const SECURITY_EVENTS_DROPPED: &str = "portcullis_security_events_dropped_to
 /// members; `store`: the store refused the write).
 pub const REALM_TALLY_DROPPED: &str = "portcullis_realm_tally_dropped_total";
 /// Counter: where a realm's candidate policy and the enforced one answered apart, by
-/// `realm`, `candidate` (its id, 16 hex: one per configured candidate) and `outcome`
+/// `realm`, `candidate` (its id, 16 hex: one per configured candidate), `defence`
+/// (`login`, `network`, a flow's name) and `outcome`
 /// (`would_refuse`, `would_allow`, `user_locked_out`, `step_up_added`, `step_up_dropped`;
 /// docs/throttle.md, "Trying a policy in shadow").
 pub const CANDIDATE_OUTCOMES: &str = "portcullis_candidate_outcomes_total";

@@ -176,6 +176,7 @@ async fn a_scripted_run_shows_exactly_its_counts() {
                     "code",
                     "event",
                     "candidate",
+                    "defence",
                     "le",
                     "quantile"
                 ]
