@@ -9,7 +9,7 @@
 mod admin;
 mod breach;
 mod candidate;
-mod candidate_network;
+mod candidate_defences;
 mod ceiling;
 mod client;
 mod client_conformance;

@@ -47,6 +47,10 @@ impl AttemptCountStore for EmbeddedStore {
                 (index, tag.and_then(|t| u64::from_str_radix(t, 16).ok()).unwrap_or(0))
             }),
             candidate: attempt.candidate.and_then(|p| Some((key.candidate_record()?, *p))),
+            device_candidate: attempt
+                .candidate
+                .and(attempt.device)
+                .and_then(|claim| claim.bucket.candidate_record()),
         };
         self.submit(true, move |t| op.apply(t)).await
     }
@@ -131,6 +135,9 @@ struct Count {
     /// The account's candidate record and the realm's candidate policy
     /// ([`Attempt::candidate`]).
     candidate: Option<(String, Policy)>,
+    /// The device bucket's candidate record, with a device claim and a candidate: used
+    /// in the account's place when the attempt is counted in the device's bucket.
+    device_candidate: Option<String>,
 }
 
 impl Count {
@@ -152,9 +159,14 @@ impl Count {
         if let Some(replay) = replay(t, id)? {
             return Ok(with_epoch(replay));
         }
-        // The candidate's record, read (and checked) before anything is written, as
-        // record_attempt.lua does: a corrupt one fails the call with nothing counted.
-        if let (Some((key, _)), false) = (&self.candidate, trusted) {
+        // The candidate's record of the counted record, read (and checked) before
+        // anything is written, as record_attempt.lua does: a corrupt one fails the call
+        // with nothing counted.
+        let candidate = self.candidate.as_ref().and_then(|(account, policy)| {
+            let key = if trusted { self.device_candidate.as_ref()? } else { account };
+            Some((key, policy))
+        });
+        if let Some((key, _)) = candidate {
             t.record(key)?;
         }
         let current = t.record(counted)?;
@@ -166,11 +178,9 @@ impl Count {
         let (answer, listed) =
             count(t, counted, current, (policy, repeat_claim), device_ttl_ms, id)?;
         self.note_lanes(t, current.as_ref(), counted, trusted)?;
-        let shadow = match &self.candidate {
-            Some((key, candidate)) if !trusted => {
-                Some(shadow(t, key, candidate, listed, answer.allowed)?)
-            }
-            _ => None,
+        let shadow = match candidate {
+            Some((key, policy)) => Some(shadow(t, key, policy, listed, answer.allowed)?),
+            None => None,
         };
         Ok(Counted { shadow, ..with_epoch(answer) })
     }

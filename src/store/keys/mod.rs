@@ -158,11 +158,16 @@ impl AccountKey {
     /// The account's record under the realm's candidate policy (docs/throttle.md,
     /// "Trying a policy in shadow"): `portcullis:v2:{<digest>}:s`, beside it in its hash
     /// tag: one string `"<f>,<ws>,<st>,<c>,<lu>,<lr>"` on Redis (read, and written with
-    /// its expiry, in one command each), a record entry on the embedded store. `None` for
-    /// a device's bucket, a flow's record or a challenge: only the account's own record
-    /// has a candidate.
+    /// its expiry, in one command each), a record entry on the embedded store. A known
+    /// device's bucket has its own beside it, `…:d:<16 hex>:s` (the candidate's limits
+    /// are the login's, for each device as for the account). `None` for a flow's record
+    /// or a challenge.
     pub fn candidate_record(&self) -> Option<String> {
-        matches!(self.bucket, Bucket::Account).then(|| format!("{KEY_PREFIX}{{{}}}:s", self.digest))
+        match &self.bucket {
+            Bucket::Account => Some(format!("{KEY_PREFIX}{{{}}}:s", self.digest)),
+            Bucket::Device(_) => Some(format!("{}:s", self.record())),
+            Bucket::Flow(_) | Bucket::Challenge(_) => None,
+        }
     }
 
     /// `portcullis:v2:{<digest>}:e`: the account's device epoch (docs/devices.md,

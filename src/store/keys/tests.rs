@@ -50,6 +50,10 @@ fn device_buckets_share_the_hash_tag_and_not_the_record() {
     assert_ne!(d, k.device(&secret(), &[8; 16]));
     let id = AttemptId::parse("x").unwrap().unwrap();
     assert_eq!(d.attempt(&secret(), &id), k.attempt(&secret(), &id));
+    // Each has its candidate record beside it, in the same hash tag.
+    let (own, device) = (k.candidate_record().unwrap(), d.candidate_record().unwrap());
+    assert_eq!(device, format!("{record}:s"));
+    assert!(own.starts_with(&format!("portcullis:v2:{{{}}}:", k.digest())) && own != device);
 }
 
 #[test]

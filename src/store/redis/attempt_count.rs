@@ -51,6 +51,10 @@ impl AttemptCountStore for RedisStore {
             networks,
             device_networks,
             candidate: attempt.candidate.and_then(|_| key.candidate_record()),
+            device_candidate: attempt
+                .candidate
+                .and(attempt.device)
+                .and_then(|claim| claim.bucket.candidate_record()),
         };
         let args = count_args(attempt, self.attempt_ttl_ms);
         let call = record_attempt::call(&keys, &args);

@@ -187,7 +187,8 @@ script!(
             repeat_list,
             networks,
             device_networks,
-            candidate
+            candidate,
+            device_candidate
         ],
         argv: [
             max_failures: u32,

@@ -3,7 +3,7 @@
 -- src/throttle/attempt_count.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
 -- conformance tests hold the two together).
 --
--- contract: KEYS record, device_bucket?, device_epoch?, device_index?, attempt?, repeat_list?, networks?, device_networks?, candidate? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding, network, max_networks, device_tag, max_devices, candidate | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added, shadow, shadow_failures
+-- contract: KEYS record, device_bucket?, device_epoch?, device_index?, attempt?, repeat_list?, networks?, device_networks?, candidate?, device_candidate? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding, network, max_networks, device_tag, max_devices, candidate | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added, shadow, shadow_failures
 -- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st, c; rp, lu, sa)
 -- and only for an attempt that carries a device token (ARGV[7] >= 0):
 -- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st, c; rp, lu, sa)
@@ -63,7 +63,9 @@
 --                             max_step,max_consecutive,lockout_ms' (escalate as ARGV[5]);
 --                             its record is the last key, portcullis:v2:{<digest>}:s
 --                             (a string, prelude.lua's candidate_record: one GET and one
---                             SET ... PX a count)
+--                             SET ... PX a count); with a device token the last two, the
+--                             account's and the device bucket's <KEYS[2]>:s, and the one
+--                             of the record the attempt is counted on is used
 --
 -- Record fields: f failures in the window, ws window start, st step, rp repeats
 -- forgiven in the window, c consecutive failures (attempts allowed since the record was
@@ -83,9 +85,9 @@
 -- repeat (0|1|2), consecutive, epoch, added (1|0)}; epoch is the account's device epoch
 -- as read (0 when it has none, or when it was not read: ARGV[7] = -1); added is 1 when
 -- this call added a consecutive failure (a refund gives one back only then); shadow is
--- what the candidate answered when the attempt was counted on the account's own record
--- (1 allowed, 0 refused; -1: no candidate, or not counted: a replay, a forgiven repeat,
--- a device's bucket) and shadow_failures its window's count after it (0 with -1).
+-- what the candidate answered when the attempt was counted (1 allowed, 0 refused; -1: no
+-- candidate, or not counted: a replay, a forgiven repeat) and shadow_failures its
+-- window's count after it (0 with -1).
 -- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle/attempt_count.rs::forgive and
 -- src/throttle/repeat_list.rs::RepeatList::claim): the fingerprint is on the client's list
 -- for the counted record's current window. It is not counted: allowed while failures <
@@ -210,12 +212,21 @@ if network ~= '' then
   tail = tail + 1
   if device then tail = tail + 1 end
 end
-if cand then tail = tail + 1 end
+if cand then
+  tail = tail + 1
+  if device then tail = tail + 1 end
+end
 assert(#KEYS == fixed + tail or #KEYS == fixed + tail + 1, 'record_attempt: wrong number of keys')
 local at = fixed + 1
 local attempt_key, list_key, networks_key, device_networks_key = nil, nil, nil, nil
-local candidate_key = nil
-if cand then candidate_key = KEYS[#KEYS] end
+-- The candidate records: the account's, and with a device token the device bucket's;
+-- the one of the record the attempt is counted on is used.
+local candidate_key, device_candidate_key = nil, nil
+if cand and device then
+  candidate_key, device_candidate_key = KEYS[#KEYS - 1], KEYS[#KEYS]
+elseif cand then
+  candidate_key = KEYS[#KEYS]
+end
 if #KEYS == fixed + tail + 1 then attempt_key, at = KEYS[at], at + 1 end
 if fingerprint ~= '' then list_key, at = KEYS[at], at + 1 end
 if network ~= '' then
@@ -259,8 +270,8 @@ end
 
 -- shadow(key, now, held, listed, enforced): the attempt counted on the candidate's
 -- record (held: its fields as read before anything was written, nil for none) under the
--- candidate's rules, as the enforced rules count it below (no repeats, no devices: a
--- listed stale repeat adds no consecutive failure here either). Returns allowed (1|0)
+-- candidate's rules, as the enforced rules count it below (no repeat list: a listed
+-- stale repeat adds no consecutive failure here either). Returns allowed (1|0)
 -- and the window's count after it.
 local function shadow(key, now, held, listed, enforced)
   local f, ws, st, c, lu = 0, now, 0, 0, 0
@@ -293,10 +304,11 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- The candidate's record, read and checked before anything is written: a corrupt one
--- fails the call with nothing counted (and a clear deletes it).
+-- The candidate's record of the counted record, read and checked before anything is
+-- written: a corrupt one fails the call with nothing counted (and a clear deletes it).
+if trusted == 1 then candidate_key = device_candidate_key end
 local shadow_held = nil
-if candidate_key and trusted == 0 then
+if candidate_key then
   local text = redis.call('GET', candidate_key)
   if text then shadow_held = {candidate_record(text)} end
 end
@@ -419,7 +431,7 @@ if trusted == 1 then
 end
 
 local shadowed, shadow_failures = -1, 0
-if candidate_key and trusted == 0 then
+if candidate_key then
   shadowed, shadow_failures = shadow(candidate_key, now, shadow_held, listed, allowed)
 end
 

@@ -1,9 +1,12 @@
-//! A candidate's network bucket in shadow (`[realms.NAME.candidate]` with
-//! `network_capacity`; docs/throttle.md, "Trying a policy in shadow"): a replayed login
-//! log from two client networks, run against the enforced bucket (ten tokens) and a
-//! tighter candidate (two): the report's network line equals a count by hand from the
-//! log, on the embedded store through `Verify`, and on Redis through `RecordAttempt` and
-//! `ClearAttempts` across two daemons. The candidate never changes an answer.
+//! A candidate in shadow beyond the account's own record (`[realms.NAME.candidate]`;
+//! docs/throttle.md, "Trying a policy in shadow").
+//!
+//! The network's bucket (`network_capacity`): a replayed login log from two client
+//! networks, run against the enforced bucket (ten tokens) and a tighter candidate (two):
+//! the report's network line equals a count by hand from the log, on the embedded store
+//! through `Verify`, and on Redis through `RecordAttempt` and `ClearAttempts` across two
+//! daemons. A known device's bucket: attempts with a device token are tried on the
+//! bucket's own candidate record. The candidate never changes an answer.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -172,4 +175,69 @@ async fn a_replayed_log_reports_the_network_by_hand_across_two_daemons_on_redis(
     for d in daemons {
         assert!(d.terminate().await.success());
     }
+}
+
+/// The login's limits tried on a known device's bucket: five failures a window enforced,
+/// three for the candidate.
+const DEVICE_REALMS: &str = r#"
+[realms.devshadow]
+hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
+repeat_list_length = 0
+[realms.devshadow.candidate]
+max_failures = 3
+"#;
+
+/// On a known device: four wrong passwords and the right one. The device's bucket
+/// counts them; the candidate refuses the fourth and the fifth (the right password: a
+/// user it would have shut out). After the match, the device's candidate record starts
+/// over with its bucket.
+async fn a_known_devices_bucket_is_tried_under_the_candidate(daemon: &DaemonProcess) {
+    let hash = bcrypt::hash(RIGHT, 4).unwrap();
+    let mut c = daemon.client().await;
+    let who = "device-owner@example.com";
+    let first = c.verify("devshadow", who, RIGHT.as_bytes(), &hash, "home").await.unwrap();
+    let token = first.device_token.clone();
+    assert!(!token.is_empty(), "{first:?}");
+    let with_token = [false, false, false, false, true];
+    for (i, right) in with_token.into_iter().enumerate() {
+        let password = if right { RIGHT.to_owned() } else { format!("wrong-{i}") };
+        let r = c
+            .verify_with_device("devshadow", who, password.as_bytes(), &hash, "home", &token)
+            .await
+            .unwrap();
+        assert_eq!(r.verdict == Verdict::Accept as i32, right, "attempt {i}: {r:?}");
+    }
+    let wrong = c
+        .verify_with_device("devshadow", who, b"wrong-again", &hash, "home", &token)
+        .await
+        .unwrap();
+    assert_eq!(wrong.verdict, Verdict::Reject as i32);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let report = loop {
+        let mut admin = caller(daemon.addr, None, None).await.unwrap().admin;
+        let request = CandidateReportRequest { realm: "devshadow".into() };
+        let r = admin.candidate_report(request).await.unwrap().into_inner();
+        if (r.would_refuse, r.users_locked_out) == (2, 1) || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!((report.would_refuse, report.users_locked_out, report.would_allow), (2, 1, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_devices_bucket_is_tried_under_the_candidate_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestConfig::embedded(&dir.path().join("d")).extra(DEVICE_REALMS).toml();
+    let daemon = DaemonProcess::spawn(&config);
+    a_known_devices_bucket_is_tried_under_the_candidate(&daemon).await;
+    assert!(daemon.terminate().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_devices_bucket_is_tried_under_the_candidate_on_redis() {
+    let redis = RedisServer::start();
+    let daemon = DaemonProcess::spawn(&TestConfig::redis(&redis.url()).extra(DEVICE_REALMS).toml());
+    a_known_devices_bucket_is_tried_under_the_candidate(&daemon).await;
+    assert!(daemon.terminate().await.success());
 }
