@@ -47,7 +47,12 @@ impl Logins {
             // it back here would erase a failure that call paid for.
             if counted.added() {
                 store
-                    .refund(key, attempt, counted.window_start_ms, counted.consecutive_added)
+                    .refund(
+                        key,
+                        attempt,
+                        (counted.window_start_ms, counted.consecutive_added),
+                        counted.shadow.as_ref(),
+                    )
                     .await?;
             }
             let failures = counted.failures_without_this();

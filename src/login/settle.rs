@@ -88,7 +88,14 @@ impl Held<'_> {
         let refund = async {
             match end.refund(counted) {
                 Some(window) => {
-                    store.refund(bucket, attempt, window, counted.consecutive_added).await
+                    store
+                        .refund(
+                            bucket,
+                            attempt,
+                            (window, counted.consecutive_added),
+                            counted.shadow.as_ref(),
+                        )
+                        .await
                 }
                 None => Ok(()),
             }

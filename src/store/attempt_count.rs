@@ -147,8 +147,8 @@ pub struct Counted {
     /// ([`AttemptCountStore::refund`]'s `allowed`).
     pub consecutive_added: bool,
     /// What the candidate policy answered ([`Attempt::candidate`]), when the attempt was
-    /// counted on the account's own record under one; `None` otherwise (no candidate, a
-    /// replay, a forgiven repeat, a device's bucket).
+    /// counted under one (on the account's own record or a known device's bucket);
+    /// `None` otherwise (no candidate, a replay, a forgiven repeat).
     pub shadow: Option<Shadow>,
 }
 
@@ -160,6 +160,12 @@ pub struct Shadow {
     pub allowed: bool,
     /// Attempts in the candidate's window after this one: its step-up signal.
     pub failures: u64,
+    /// When the candidate's window the attempt was counted in started (ms, the store's
+    /// clock): what a refund of the attempt names on the candidate record.
+    pub window_start_ms: u64,
+    /// The attempt added a consecutive failure to the candidate record (allowed there,
+    /// and no stale repeat): a refund gives it back only then.
+    pub consecutive_added: bool,
 }
 
 impl Counted {
@@ -231,13 +237,15 @@ pub trait AttemptCountStore: Send + Sync {
     /// so a retry counts afresh. `allowed`: the attempt added a consecutive failure
     /// ([`Counted::consecutive_added`]: allowed, and no stale repeat; docs/throttle.md,
     /// "The ceiling"), which goes back too; one that added none must give none back, or
-    /// a refund would reopen a door at its ceiling.
+    /// a refund would reopen a door at its ceiling. `candidate`: what the count did on
+    /// the key's candidate record ([`Counted::shadow`]), given back there by the same
+    /// rule in the same store step (docs/throttle.md, "Trying a policy in shadow").
     async fn refund(
         &self,
         key: &AccountKey,
         attempt_id: Option<&AttemptKey>,
-        window_start_ms: u64,
-        allowed: bool,
+        (window_start_ms, allowed): (u64, bool),
+        candidate: Option<&Shadow>,
     ) -> Result<(), StoreError>;
 
     /// `ClearAttempts`: deletes the record (a login record, a device bucket, or a flow's

@@ -17,7 +17,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::Store;
-use super::attempt_count::{Attempt, AttemptCountStore, Counted, Inspection};
+use super::attempt_count::{Attempt, AttemptCountStore, Counted, Inspection, Shadow};
 use super::breached_count::{BreachedCountStore, BreachedNoteRequest};
 use super::candidate_report::{CandidateCounts, CandidateReportStore};
 use super::devices::{Confirmation, DeviceConfirmation, DeviceStore};
@@ -118,10 +118,10 @@ impl AttemptCountStore for InstrumentedStore {
         &self,
         key: &AccountKey,
         attempt_id: Option<&AttemptKey>,
-        window_start_ms: u64,
-        allowed: bool,
+        refunded: (u64, bool),
+        candidate: Option<&Shadow>,
     ) -> Result<(), StoreError> {
-        self.operation("refund", self.inner.refund(key, attempt_id, window_start_ms, allowed)).await
+        self.operation("refund", self.inner.refund(key, attempt_id, refunded, candidate)).await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<bool, StoreError> {

@@ -21,7 +21,7 @@ use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
 use portcullis::store::Store;
 use portcullis::store::attempt_count::AttemptCountStore;
-use portcullis::store::attempt_count::{Attempt, Counted, Inspection};
+use portcullis::store::attempt_count::{Attempt, Counted, Inspection, Shadow};
 use portcullis::store::breached_count::BreachedCountStore;
 use portcullis::store::candidate_report::{CandidateCounts, CandidateReportStore};
 use portcullis::store::devices::DeviceStore;
@@ -129,8 +129,8 @@ impl AttemptCountStore for CountingStore {
         &self,
         _: &AccountKey,
         _: Option<&AttemptKey>,
-        _: u64,
-        _: bool,
+        _: (u64, bool),
+        _: Option<&Shadow>,
     ) -> Result<(), StoreError> {
         Err(self.fail())
     }

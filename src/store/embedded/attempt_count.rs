@@ -6,11 +6,13 @@
 use async_trait::async_trait;
 
 use super::EmbeddedStore;
-use super::candidate_report::{forget_candidate, shadow};
+use super::candidate_report::{forget_candidate, refund_candidate, shadow};
 use super::entry::{Entry, MAX_DEVICE_LANES, MAX_NETWORKS};
 use super::repeat_list;
 use super::tables::Tables;
-use crate::store::attempt_count::{Attempt, AttemptCountStore, Counted, DeviceLanes, Inspection};
+use crate::store::attempt_count::{
+    Attempt, AttemptCountStore, Counted, DeviceLanes, Inspection, Shadow,
+};
 use crate::store::error::StoreError;
 use crate::store::keys::{AccountKey, AttemptKey};
 use crate::throttle::repeat_list::RepeatMatch;
@@ -59,13 +61,25 @@ impl AttemptCountStore for EmbeddedStore {
         &self,
         key: &AccountKey,
         attempt_id: Option<&AttemptKey>,
-        window_start_ms: u64,
-        allowed: bool,
+        (window_start_ms, allowed): (u64, bool),
+        candidate: Option<&Shadow>,
     ) -> Result<(), StoreError> {
         let attempt = attempt_id.map(|k| k.as_str().to_owned());
         let record = key.record();
-        self.submit(true, move |t| refund(t, &record, attempt.as_deref(), window_start_ms, allowed))
-            .await
+        let candidate = candidate.and_then(|c| Some((key.candidate_record()?, *c)));
+        self.submit(true, move |t| {
+            // The candidate record, read (and checked) before anything is written.
+            let shadow = match &candidate {
+                Some((key, c)) => Some((key.as_str(), t.record(key)?, c)),
+                None => None,
+            };
+            refund(t, &record, attempt.as_deref(), window_start_ms, allowed)?;
+            match shadow {
+                Some((key, held, c)) => refund_candidate(t, key, held, c),
+                None => Ok(()),
+            }
+        })
+        .await
     }
 
     async fn clear(&self, key: &AccountKey) -> Result<bool, StoreError> {
@@ -100,7 +114,8 @@ impl AttemptCountStore for EmbeddedStore {
         let login = !key.is_device() && key.flow_of().is_none();
         let (index, prefix, _) = key.device_index();
         let lanes = login.then_some((index, prefix));
-        let candidate = key.candidate_record();
+        // A device bucket's lane reads no candidate door (the account's does).
+        let candidate = key.candidate_record().filter(|_| !key.is_device());
         self.submit(false, move |t| {
             let sets = (networks.as_str(), lanes.as_ref(), candidate.as_deref());
             inspect(t, &record, sets, &policy)

@@ -81,7 +81,34 @@ pub(super) fn shadow(
     } else {
         t.remove(&mark)?;
     }
-    Ok(Shadow { allowed: out.allowed, failures: out.record.failures })
+    Ok(Shadow {
+        allowed: out.allowed,
+        failures: out.record.failures,
+        window_start_ms: out.record.window_start_ms,
+        consecutive_added: out.allowed && !listed,
+    })
+}
+
+/// Gives back on the candidate record at `key` (`held`: as read before anything was
+/// written) an attempt that the count `shadow` said it counted, as `refund.lua` does:
+/// its failure in that window, its consecutive failure when it added one; the mark of a
+/// refused attempt goes (the attempt no longer counts). The expiry stays.
+pub(super) fn refund_candidate(
+    t: &mut Tables<'_, '_>,
+    key: &str,
+    held: Option<throttle::Record>,
+    shadow: &Shadow,
+) -> Result<(), StoreError> {
+    let Some(before) = held else { return Ok(()) };
+    if before.window_start_ms != shadow.window_start_ms || before.failures == 0 {
+        return Ok(());
+    }
+    let allowed = shadow.consecutive_added;
+    let record = throttle::attempt_count::refund(Some(before), shadow.window_start_ms, allowed);
+    if let (Some(record), Some(Entry::Record { expires_ms, .. })) = (record, t.get(key)?) {
+        t.put(key, Entry::Record { record, expires_ms })?;
+    }
+    t.remove(&format!("{key}:lr"))
 }
 
 /// Deletes the candidate record at `key` and its mark; answers whether the mark said

@@ -75,6 +75,8 @@ impl AttemptCountStore for RedisStore {
             added,
             shadow,
             shadow_failures,
+            shadow_window_start_ms,
+            shadow_added,
         } = record_attempt::Reply::parse(&reply)?;
         let flag = |v: i64, name: &str| match v {
             1 => Ok(true),
@@ -105,6 +107,8 @@ impl AttemptCountStore for RedisStore {
                 v => Some(Shadow {
                     allowed: flag(v, "shadow")?,
                     failures: number(shadow_failures, "shadow failures")?,
+                    window_start_ms: number(shadow_window_start_ms, "shadow window start")?,
+                    consecutive_added: flag(shadow_added, "shadow added")?,
                 }),
             },
             replays: number(replays, "replay count")?,
@@ -125,14 +129,22 @@ impl AttemptCountStore for RedisStore {
         &self,
         key: &AccountKey,
         attempt_id: Option<&AttemptKey>,
-        window_start_ms: u64,
-        allowed: bool,
+        (window_start_ms, allowed): (u64, bool),
+        candidate: Option<&Shadow>,
     ) -> Result<(), StoreError> {
+        let candidate = candidate.and_then(|c| Some((key.candidate_record()?, c)));
         let keys = refund::Keys {
             record: key.record(),
             attempt: attempt_id.map(|a| a.as_str().to_owned()),
+            candidate: candidate.as_ref().map(|(k, _)| k.clone()),
         };
-        let args = refund::Args { window_start_ms, allowed: u8::from(allowed) };
+        let args = refund::Args {
+            window_start_ms,
+            allowed: u8::from(allowed),
+            candidate: candidate.map_or_else(String::new, |(_, c)| {
+                format!("{},{}", c.window_start_ms, u8::from(c.consecutive_added))
+            }),
+        };
         let _refunded = refund::Reply::parse(&[self.invoke(&refund::call(&keys, &args)).await?])?;
         Ok(())
     }
@@ -176,7 +188,8 @@ impl AttemptCountStore for RedisStore {
             record: key.record(),
             networks: key.networks(),
             device_index: login.then_some(index),
-            candidate: key.candidate_record(),
+            // A device bucket's lane reads no candidate door (the account's does).
+            candidate: key.candidate_record().filter(|_| !key.is_device()),
         };
         let args = inspect::Args {
             first_window_ms: login.then(|| policy.window_ms(0)),

@@ -212,7 +212,8 @@ script!(
         ],
         reply: [
             allowed, failures, step, window_start_ms, replays, trusted, repeat,
-            consecutive, epoch, added, shadow, shadow_failures
+            consecutive, epoch, added, shadow, shadow_failures, shadow_window_start_ms,
+            shadow_added
         ],
     }
 );
@@ -227,8 +228,8 @@ script!(
 script!(
     /// Give back an attempt the CPU budget refused.
     refund = "attempt_count/refund.lua" {
-        keys: [record; attempt],
-        argv: [window_start_ms: u64, allowed: u8],
+        keys: [record; attempt, candidate],
+        argv: [window_start_ms: u64, allowed: u8, candidate: String],
         reply: [refunded],
     }
 );

@@ -55,11 +55,11 @@ pub(super) async fn the_ceiling_holds_across_windows(b: &dyn Backend) {
     // A refund of a refused attempt gives back no consecutive failure: the door stays
     // shut. A refund of an allowed one gives one back.
     let ws = refused.window_start_ms;
-    store.refund(&k, None, ws, false).await.unwrap();
+    store.refund(&k, None, (ws, false), None).await.unwrap();
     assert_eq!(store.inspect(&k, &p).await.unwrap().record.unwrap().consecutive, 8);
     assert!(!store.is_open(&k, &p).await.unwrap(), "a refund of a refusal reopened the ceiling");
     store.record_attempt(&k, None, &p).await.unwrap();
-    store.refund(&k, None, ws, true).await.unwrap();
+    store.refund(&k, None, (ws, true), None).await.unwrap();
     assert_eq!(store.inspect(&k, &p).await.unwrap().record.unwrap().consecutive, 7);
     assert!(store.is_open(&k, &p).await.unwrap());
     assert!(store.record_attempt(&k, None, &p).await.unwrap().reached_ceiling);

@@ -29,7 +29,7 @@ async fn every_read_fails(store: &dyn Store, k: &AccountKey, what: &str) {
     assert!(store.record_attempt(k, None, &p).await.is_err(), "record_attempt over {what}");
     assert!(store.is_open(k, &p).await.is_err(), "admit over {what}");
     assert!(store.inspect(k, &p).await.is_err(), "inspect over {what}");
-    let refund = store.refund(k, None, 1_800_000_000_000, true).await;
+    let refund = store.refund(k, None, (1_800_000_000_000, true), None).await;
     assert!(refund.is_err(), "refund over {what}");
 }
 

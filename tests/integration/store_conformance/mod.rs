@@ -299,7 +299,7 @@ async fn refunds(b: &dyn Backend) {
     let c = store.record_attempt(&k, Some(&k.attempt(&secret(), &id("r1"))), &p).await.unwrap();
     assert_eq!(b.record(&k).await, Some((3, 0)));
     store
-        .refund(&k, Some(&k.attempt(&secret(), &id("r1"))), c.window_start_ms, true)
+        .refund(&k, Some(&k.attempt(&secret(), &id("r1"))), (c.window_start_ms, true), None)
         .await
         .unwrap();
     assert_eq!(b.record(&k).await, Some((2, 0)));
@@ -312,11 +312,11 @@ async fn refunds(b: &dyn Backend) {
     // A refund for a window that has moved on changes nothing.
     b.advance(&k, 15 * MIN).await;
     allowed(b, &k, &p, 1).await;
-    store.refund(&k, None, c.window_start_ms, true).await.unwrap();
+    store.refund(&k, None, (c.window_start_ms, true), None).await.unwrap();
     assert_eq!(b.record(&k).await, Some((1, 0)));
     // No record: nothing to refund, nothing created.
     let other = key("none@example.com");
-    store.refund(&other, None, c.window_start_ms, true).await.unwrap();
+    store.refund(&other, None, (c.window_start_ms, true), None).await.unwrap();
     assert_eq!(b.record(&other).await, None);
 }
 
@@ -566,8 +566,10 @@ conformance!(
     the_device_index_is_bounded,
     a_candidate_bucket_counts_beside_the_network,
     a_looser_candidate_takes_what_the_network_refuses,
+    a_refund_gives_the_attempt_back_on_the_candidate_record,
 );
 
+mod candidate;
 mod ceiling;
 mod corrupt;
 mod network_candidate;
@@ -575,6 +577,7 @@ mod realm_tally;
 mod repeats;
 mod send_log;
 mod why_shut;
+use candidate::a_refund_gives_the_attempt_back_on_the_candidate_record;
 use ceiling::{
     a_stale_password_never_reaches_the_ceiling, confirm_device_once,
     lockout_lasts_lockout_duration, the_ceiling_holds_across_windows,

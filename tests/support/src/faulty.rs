@@ -18,7 +18,7 @@ use portcullis::rpc::GovernorService;
 use portcullis::secret::KeySecret;
 use portcullis::store::Store;
 use portcullis::store::attempt_count::AttemptCountStore;
-use portcullis::store::attempt_count::{Attempt, Counted, Inspection};
+use portcullis::store::attempt_count::{Attempt, Counted, Inspection, Shadow};
 use portcullis::store::breached_count::BreachedCountStore;
 use portcullis::store::candidate_report::{CandidateCounts, CandidateReportStore};
 use portcullis::store::devices::DeviceStore;
@@ -84,10 +84,10 @@ impl AttemptCountStore for FaultyStore {
         &self,
         k: &AccountKey,
         id: Option<&AttemptKey>,
-        window_start_ms: u64,
-        allowed: bool,
+        refunded: (u64, bool),
+        candidate: Option<&Shadow>,
     ) -> Result<(), StoreError> {
-        self.inner.refund(k, id, window_start_ms, allowed).await
+        self.inner.refund(k, id, refunded, candidate).await
     }
     async fn clear(&self, k: &AccountKey) -> Result<bool, StoreError> {
         if self.fail == Fault::FlowClear && k.flow_of().is_some() {

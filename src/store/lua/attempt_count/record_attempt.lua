@@ -3,7 +3,7 @@
 -- src/throttle/attempt_count.rs::attempt and ::expiry_ms are the same rules in Rust, and the store
 -- conformance tests hold the two together).
 --
--- contract: KEYS record, device_bucket?, device_epoch?, device_index?, attempt?, repeat_list?, networks?, device_networks?, candidate?, device_candidate? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding, network, max_networks, device_tag, max_devices, candidate | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added, shadow, shadow_failures
+-- contract: KEYS record, device_bucket?, device_epoch?, device_index?, attempt?, repeat_list?, networks?, device_networks?, candidate?, device_candidate? | ARGV max_failures, first_window_ms, max_window_ms, retention_ms, escalate, max_step, device_epoch, epoch_ttl_ms, attempt_ttl_ms, fingerprint, max_consecutive, lockout_ms, binding, network, max_networks, device_tag, max_devices, candidate | REPLY allowed, failures, step, window_start_ms, replays, trusted, repeat, consecutive, epoch, added, shadow, shadow_failures, shadow_window_start_ms, shadow_added
 -- KEYS[1]  account record  portcullis:v2:{<digest>}:r          (hash: f, ws, st, c; rp, lu, sa)
 -- and only for an attempt that carries a device token (ARGV[7] >= 0):
 -- KEYS[2]  device bucket   portcullis:v2:{<digest>}:d:<16 hex>  (hash: f, ws, st, c; rp, lu, sa)
@@ -86,8 +86,10 @@
 -- as read (0 when it has none, or when it was not read: ARGV[7] = -1); added is 1 when
 -- this call added a consecutive failure (a refund gives one back only then); shadow is
 -- what the candidate answered when the attempt was counted (1 allowed, 0 refused; -1: no
--- candidate, or not counted: a replay, a forgiven repeat) and shadow_failures its
--- window's count after it (0 with -1).
+-- candidate, or not counted: a replay, a forgiven repeat), shadow_failures its
+-- window's count after it, shadow_window_start_ms that window's start and shadow_added
+-- 1 when it added a consecutive failure to the candidate record (all 0 with -1: what a
+-- refund of the attempt gives back there, refund.lua).
 -- A repeat (docs/throttle.md, "Repeated passwords"; src/throttle/attempt_count.rs::forgive and
 -- src/throttle/repeat_list.rs::RepeatList::claim): the fingerprint is on the client's list
 -- for the counted record's current window. It is not counted: allowed while failures <
@@ -264,7 +266,7 @@ if attempt_key then
     end
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays) .. ':' .. bound, 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch, 0, -1, 0}
+    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch, 0, -1, 0, 0, 0}
   end
 end
 
@@ -282,10 +284,10 @@ local function shadow(key, now, held, listed, enforced)
     f, ws = 0, now
   end
   f = f + 1
-  local ok = 0
+  local ok, added_c = 0, 0
   if f <= cand.max and c < cand.max_c then
     ok = 1
-    if not listed then c = c + 1 end
+    if not listed then c, added_c = c + 1, 1 end
     if f == cand.max then lu = math.max(lu, now + cand.lockout) end
   end
   local lr = 0
@@ -298,7 +300,7 @@ local function shadow(key, now, held, listed, enforced)
     -- until cleared, only for the candidate's retention after its last attempt.
     redis.call('SET', key, text, 'PX', cand.retention)
   end
-  return ok, f
+  return ok, f, ws, added_c
 end
 
 local t = redis.call('TIME')
@@ -358,7 +360,7 @@ if rec[1] and list_key then
         redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:'
           .. binding, 'PX', attempt_ttl)
       end
-      return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch, 0, -1, 0}
+      return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch, 0, -1, 0, 0, 0}
     end
   end
 end
@@ -430,9 +432,10 @@ if trusted == 1 then
   redis.call('PEXPIRE', KEYS[4], epoch_ttl)
 end
 
-local shadowed, shadow_failures = -1, 0
+local shadowed, shadow_failures, shadow_ws, shadow_added = -1, 0, 0, 0
 if candidate_key then
-  shadowed, shadow_failures = shadow(candidate_key, now, shadow_held, listed, allowed)
+  shadowed, shadow_failures, shadow_ws, shadow_added =
+    shadow(candidate_key, now, shadow_held, listed, allowed)
 end
 
 if attempt_key then
@@ -440,4 +443,4 @@ if attempt_key then
     'PX', attempt_ttl)
 end
 return {allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch, added, shadowed,
-  shadow_failures}
+  shadow_failures, shadow_ws, shadow_added}

@@ -1,0 +1,94 @@
+//! A candidate record (`record_attempt.lua`'s `shadow`, `refund.lua`; the embedded
+//! store's `candidate_report`): an attempt refunded on the enforced record (the CPU
+//! budget or the network refused it before any comparison) is given back on the
+//! candidate record too, with its last-refused mark.
+
+use portcullis::store::attempt_count::{Attempt, AttemptCountStore};
+
+use super::*;
+
+pub(super) async fn a_refund_gives_the_attempt_back_on_the_candidate_record(b: &dyn Backend) {
+    let store = b.store();
+    let enforced = policy(false);
+    let candidate = Policy { max_failures: 3, ..enforced };
+    let k = key("refunded@example.com");
+    let attempt = Attempt::new(&k, None, &enforced).with_candidate(Some(&candidate));
+    for _ in 0..2 {
+        assert!(store.count(&attempt).await.unwrap().shadow.unwrap().allowed);
+    }
+    // The third, refunded everywhere: the candidate's window holds two again, so the
+    // next attempt is its third and allowed.
+    let third = store.count(&attempt).await.unwrap();
+    let shadow = third.shadow.unwrap();
+    assert_eq!((shadow.allowed, shadow.failures, shadow.consecutive_added), (true, 3, true));
+    let refunded = (third.window_start_ms, third.consecutive_added);
+    store.refund(&k, None, refunded, Some(&shadow)).await.unwrap();
+    let again = store.count(&attempt).await.unwrap().shadow.unwrap();
+    assert_eq!((again.allowed, again.failures), (true, 3), "the refund reached the candidate");
+    // The fourth is one the candidate refuses; refunded, it no longer counts as the
+    // attempt a verified password follows (the clear reports no refused attempt).
+    let fourth = store.count(&attempt).await.unwrap();
+    let shadow = fourth.shadow.unwrap();
+    assert!(fourth.allowed && !shadow.allowed);
+    let refunded = (fourth.window_start_ms, fourth.consecutive_added);
+    store.refund(&k, None, refunded, Some(&shadow)).await.unwrap();
+    assert!(!store.clear(&k).await.unwrap(), "the refunded attempt's mark stayed");
+    // Without the refund, the clear reports it.
+    for _ in 0..4 {
+        store.count(&attempt).await.unwrap();
+    }
+    assert!(store.clear(&k).await.unwrap());
+}
+
+/// A refund over a candidate record a daemon never wrote is a store error, and
+/// nothing is written first (the attempt id stays).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_over_a_corrupt_candidate_record_writes_nothing_on_redis() {
+    let b = Redis::new();
+    let store = b.store();
+    let enforced = policy(false);
+    let candidate = Policy { max_failures: 3, ..enforced };
+    let k = key("corrupt-refund@example.com");
+    let attempt_key = k.attempt(&secret(), &id("r1"));
+    let attempt = Attempt::new(&k, Some(&attempt_key), &enforced).with_candidate(Some(&candidate));
+    let counted = store.count(&attempt).await.unwrap();
+    let shadow = counted.shadow.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(k.candidate_record().unwrap())
+        .arg("not,a,record")
+        .query(&mut b.server.conn())
+        .unwrap();
+    let refunded = (counted.window_start_ms, counted.consecutive_added);
+    let r = store.refund(&k, Some(&attempt_key), refunded, Some(&shadow)).await;
+    assert!(r.is_err(), "{r:?}");
+    assert!(b.ttl_ms(attempt_key.as_str()).await.is_some(), "the attempt id was forgotten");
+    assert_eq!(b.record(&k).await.map(|(f, _)| f), Some(1), "the enforced count was refunded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_over_a_corrupt_candidate_record_writes_nothing_on_the_embedded_store() {
+    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
+    let enforced = policy(false);
+    let candidate = Policy { max_failures: 3, ..enforced };
+    let k = key("corrupt-refund@example.com");
+    let attempt_key = k.attempt(&secret(), &id("r1"));
+    let b = Embedded::new();
+    let attempt = Attempt::new(&k, Some(&attempt_key), &enforced).with_candidate(Some(&candidate));
+    let counted = b.store.count(&attempt).await.unwrap();
+    let Embedded { store, clock, _dir: dir } = b;
+    drop(store);
+    {
+        let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        let shadow = k.candidate_record().unwrap();
+        txn.open_table(ENTRIES).unwrap().insert(shadow.as_str(), &[1u8, 0, 0][..]).unwrap();
+        txn.commit().unwrap();
+    }
+    let store = EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
+    let b = Embedded { store: Arc::new(store), clock, _dir: dir };
+    let refunded = (counted.window_start_ms, counted.consecutive_added);
+    let r = b.store.refund(&k, Some(&attempt_key), refunded, counted.shadow.as_ref()).await;
+    assert!(r.is_err(), "{r:?}");
+    assert!(b.ttl_ms(attempt_key.as_str()).await.is_some(), "the attempt id was forgotten");
+    assert_eq!(b.record(&k).await.map(|(f, _)| f), Some(1), "the enforced count was refunded");
+}
