@@ -369,3 +369,49 @@ async fn breached_accepts_a_change_required_and_a_key_secret_refusal_arrive_once
     refusing.kill();
     assert!(daemon.terminate().await.success());
 }
+
+/// The end of a spray episode: with `spray_period` at its shortest (a minute), the
+/// episode a password sprayed on eleven accounts opened ends once a period passes
+/// without it (the daemon looks every 10 s), and its end arrives exactly once, naming
+/// the realm and no one. The one slow scenario here: about 70 s of waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spray_episode_ends_once_and_its_end_names_no_one() {
+    const SPRAYED: &str = r#"
+[realms.sprayed]
+spray_threshold = 10
+spray_period = "1m"
+hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
+"#;
+    let (receiver, endpoint) = start_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestConfig::embedded(&dir.path().join("data")).extra(SPRAYED).toml();
+    let daemon = DaemonProcess::spawn_with_env(
+        &config,
+        &[("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", &endpoint), ("OTEL_SERVICE_NAME", "events-test")],
+    );
+    let mut c = daemon.client().await;
+    for n in 0..11 {
+        let who = format!("spray{n}@example.com");
+        c.verify("sprayed", &who, PASSWORD, "", &format!("198.51.100.{n}")).await.unwrap();
+    }
+    let sprayed = Instant::now();
+    // A period and two of the daemon's 10 s looks, at most.
+    let deadline = sprayed + Duration::from_secs(85);
+    let ended =
+        |r: &Receiver| r.0.lock().unwrap().iter().any(|(n, _)| n == "portcullis.spray.ended");
+    while !ended(&receiver) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(sprayed.elapsed() >= Duration::from_secs(60), "ended before its period");
+    let received = settled(&receiver, 2).await;
+    let expected: BTreeMap<&str, usize> =
+        [("portcullis.spray.started", 1), ("portcullis.spray.ended", 1)].into();
+    assert_eq!(by_name(&received), expected, "{received:#?}");
+    let (_, end) = received.iter().find(|(n, _)| n == "portcullis.spray.ended").unwrap();
+    assert_eq!(end["realm"], "sprayed", "{end:?}");
+    let text = format!("{received:?}");
+    for secret in ["spray0@", "Spring2026", "198.51.100"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    assert!(daemon.terminate().await.success());
+}
