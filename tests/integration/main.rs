@@ -34,6 +34,7 @@ mod json_logs;
 mod key_secret;
 mod lockout_notice;
 mod lockout_schedule;
+mod log_lines;
 mod metrics;
 mod network;
 mod normalization;

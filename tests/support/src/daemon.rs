@@ -109,6 +109,11 @@ impl DaemonProcess {
         Self::spawn_with(config, Some(SECRET), "debug", env)
     }
 
+    /// As [`Self::spawn_with_env`] with `RUST_LOG` set to `log_level`.
+    pub fn spawn_at(config: &str, log_level: &str, env: &[(&str, &str)]) -> Self {
+        Self::spawn_with(config, Some(SECRET), log_level, env)
+    }
+
     fn spawn_with(
         config: &str,
         secret: Option<&str>,
