@@ -171,10 +171,7 @@ impl Flows {
         // distinct_networks), named by the login throttle's tag for it.
         let realm = attempt.realm;
         let network = realm.network.key(&self.secret, &realm.name, attempt.client_key);
-        let candidate = realm.candidate.as_ref().and_then(|c| match c.flows.of(attempt.flow) {
-            Some(FlowPolicy::Code(policy)) => Some(policy),
-            _ => None,
-        });
+        let candidate = candidate_code(attempt);
         let counting = Attempt::new(attempt.key, attempt.attempt, policy).with_candidate(candidate);
         let counted = self.store.count(&counting.from_network(network.as_ref())).await?;
         if let Some(shadow) = counted.shadow {
@@ -229,12 +226,16 @@ impl Flows {
             attempt_id: attempt.attempt,
             policy: &policy.send,
             op: SendOp::Send,
+            candidate: candidate_mail(attempt).map(|c| &c.send),
         };
         let mail = self.store.clone().send_mail(&request, take.as_ref()).await?;
         if mail.network_refused {
             return Ok(FlowAnswer::DenyNetwork);
         }
         let sent = mail.sent;
+        if let Some(shadow) = sent.shadow {
+            self.note_candidate(attempt, sent.allowed, shadow);
+        }
         Ok(if sent.replays > MAX_REPLAYS {
             FlowAnswer::DenyReplay
         } else if sent.allowed {
@@ -298,6 +299,7 @@ impl Flows {
                     attempt_id: None,
                     policy: &policy.send,
                     op: SendOp::Peek,
+                    candidate: None,
                 };
                 Ok(FlowInspection::Mail(self.store.send(&request).await?))
             }
@@ -305,6 +307,25 @@ impl Flows {
                 Ok(FlowInspection::Code(Box::new(self.store.inspect(key, policy).await?), *policy))
             }
         }
+    }
+}
+
+/// The throttle of `attempt`'s code flow under its realm's candidate; `None` when the
+/// candidate sets nothing of the flow's (or the realm has none).
+fn candidate_code<'a>(attempt: &FlowAttempt<'a>) -> Option<&'a crate::throttle::Policy> {
+    match attempt.realm.candidate.as_ref()?.flows.of(attempt.flow)? {
+        FlowPolicy::Code(policy) => Some(policy),
+        FlowPolicy::Mail(_) => None,
+    }
+}
+
+/// The limits of `attempt`'s mail flow under its realm's candidate, as
+/// [`candidate_code`]. Its `network_budget` is not tried in shadow yet (docs/throttle.md,
+/// "What a candidate does not cover yet"): only its send caps are.
+fn candidate_mail<'a>(attempt: &FlowAttempt<'a>) -> Option<&'a MailPolicy> {
+    match attempt.realm.candidate.as_ref()?.flows.of(attempt.flow)? {
+        FlowPolicy::Mail(policy) => Some(policy),
+        FlowPolicy::Code(_) => None,
     }
 }
 

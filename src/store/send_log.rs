@@ -44,6 +44,11 @@ pub struct SendRequest<'a> {
     pub policy: &'a SendPolicy,
     /// Send, or read.
     pub op: SendOp,
+    /// The realm's candidate caps of the flow (docs/throttle.md, "Trying a policy in
+    /// shadow"), with [`SendOp::Send`]: the request is asked again of the account's
+    /// candidate send log ([`AccountKey::candidate_record`]) in the same step
+    /// ([`Sent::shadow`]); never changes the answer. `None`: none.
+    pub candidate: Option<&'a SendPolicy>,
 }
 
 /// A send log after one [`SendRequest`].
@@ -60,6 +65,9 @@ pub struct Sent {
     /// How often this `attempt_id` was seen before (0: a first call). A replay gets the
     /// first call's `allowed` and notes nothing.
     pub replays: u64,
+    /// What the candidate answered ([`SendRequest::candidate`]): `Some(allowed)` for a
+    /// send that was no replay; `None` without a candidate, for a replay or a peek.
+    pub shadow: Option<bool>,
 }
 
 /// What [`SendLogStore::send_mail`] answered.
@@ -124,7 +132,7 @@ pub async fn take_and_send<S: SendLogStore + ?Sized>(
     if let Some(take) = network
         && !store.network(take).await?.taken
     {
-        let sent = Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0 };
+        let sent = Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0, shadow: None };
         return Ok((MailSent { sent, network_refused: true }, false));
     }
     let sent = store.send(request).await?;
