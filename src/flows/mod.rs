@@ -320,8 +320,8 @@ fn candidate_code<'a>(attempt: &FlowAttempt<'a>) -> Option<&'a crate::throttle::
 }
 
 /// The limits of `attempt`'s mail flow under its realm's candidate, as
-/// [`candidate_code`]. Its `network_budget` is not tried in shadow yet (docs/throttle.md,
-/// "What a candidate does not cover yet"): only its send caps are.
+/// [`candidate_code`]. Only its send caps are tried in shadow: its `network_budget` is
+/// not yet (docs/throttle.md, "Trying a policy in shadow").
 fn candidate_mail<'a>(attempt: &FlowAttempt<'a>) -> Option<&'a MailPolicy> {
     match attempt.realm.candidate.as_ref()?.flows.of(attempt.flow)? {
         FlowPolicy::Mail(policy) => Some(policy),

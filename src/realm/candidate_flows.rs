@@ -71,7 +71,7 @@ pub struct CandidateMail {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daily_cap: Option<u32>,
     /// `network_budget`, 1–100,000 an hour (checked and shown; not yet evaluated in
-    /// shadow: docs/throttle.md, "What a candidate does not cover yet").
+    /// shadow: docs/throttle.md, "Trying a policy in shadow").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_budget: Option<u32>,
 }
