@@ -268,7 +268,7 @@ script!(
     /// `ConfirmDevice`: a challenge's one use, the code step's door, the epoch, and the
     /// clears, in one step.
     confirm_device = "devices/confirm_device.lua" {
-        keys: [record, second_factor, device_epoch, mark],
+        keys: [record, second_factor, device_epoch, mark, second_factor_candidate],
         argv: [
             challenge_epoch: u64,
             max_failures: u32,

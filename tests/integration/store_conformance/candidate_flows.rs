@@ -110,7 +110,40 @@ async fn a_candidate_send_log_follows_the_twin(b: &dyn LogBackend) {
     assert_eq!((again.replays, again.shadow), (1, None));
 }
 
-conformance!(a_code_flows_candidate_record_counts_in_shadow, a_candidate_send_log_follows_the_twin);
+/// `ConfirmDevice` (a step-up's verified code) clears the `second_factor` record and its
+/// candidate record together.
+async fn a_confirmed_device_clears_the_code_flows_candidate_record(b: &dyn Backend) {
+    use portcullis::store::devices::{Confirmation, DeviceConfirmation};
+    let window = Duration::from_secs(15 * 60);
+    let (enforced, candidate) = (fixed_window(5, window, 100), fixed_window(3, window, 100));
+    let k = key("shadow-confirm@example.com");
+    let code = k.flow(Flow::SecondFactor);
+    let store = b.store();
+    let attempt = Attempt::new(&code, None, &enforced).with_candidate(Some(&candidate));
+    for _ in 0..4 {
+        store.count(&attempt).await.unwrap();
+    }
+    let shadow = code.candidate_record().unwrap();
+    assert!(b.ttl_ms(&shadow).await.is_some(), "counted in shadow");
+    let used = k.challenge(&secret(), &[7; 16]);
+    let c = DeviceConfirmation {
+        account: &k,
+        challenge: &used,
+        challenge_epoch: 0,
+        second_factor: &enforced,
+        mark_ttl_ms: 20 * MIN,
+        epoch_ttl_ms: 60 * MIN,
+    };
+    assert_eq!(store.confirm_device(&c).await.unwrap(), Confirmation::Confirmed { epoch: 0 });
+    assert_eq!(b.ttl_ms(&shadow).await, None, "the candidate record outlived the confirm");
+    assert!(!store.clear(&code).await.unwrap(), "its mark went with it");
+}
+
+conformance!(
+    a_code_flows_candidate_record_counts_in_shadow,
+    a_confirmed_device_clears_the_code_flows_candidate_record,
+    a_candidate_send_log_follows_the_twin,
+);
 
 /// A send with a candidate over a candidate send log a daemon never wrote fails, with
 /// and without an attempt id, and notes nothing: no mail in the enforced log, no
