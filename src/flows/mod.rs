@@ -214,27 +214,29 @@ impl Flows {
         policy: &MailPolicy,
     ) -> Result<FlowAnswer, StoreError> {
         let network = self.network_key(attempt);
+        let candidate = candidate_mail(attempt);
         let take = network.as_ref().map(|key| NetworkRequest {
             key,
             op: NetworkOp::Take,
             policy: &policy.network,
             held: None,
-            candidate: None,
+            candidate: candidate.map(|c| &c.network),
         });
         let request = SendRequest {
             log: attempt.key,
             attempt_id: attempt.attempt,
             policy: &policy.send,
             op: SendOp::Send,
-            candidate: candidate_mail(attempt).map(|c| &c.send),
+            candidate: candidate.map(|c| &c.send),
         };
         let mail = self.store.clone().send_mail(&request, take.as_ref()).await?;
+        let sent = mail.sent;
+        // The candidate's whole answer (its budget's, then its log's) beside the enforced.
+        if let Some(shadow) = sent.shadow {
+            self.note_candidate(attempt, !mail.network_refused && sent.allowed, shadow);
+        }
         if mail.network_refused {
             return Ok(FlowAnswer::DenyNetwork);
-        }
-        let sent = mail.sent;
-        if let Some(shadow) = sent.shadow {
-            self.note_candidate(attempt, sent.allowed, shadow);
         }
         Ok(if sent.replays > MAX_REPLAYS {
             FlowAnswer::DenyReplay
@@ -319,9 +321,8 @@ fn candidate_code<'a>(attempt: &FlowAttempt<'a>) -> Option<&'a crate::throttle::
     }
 }
 
-/// The limits of `attempt`'s mail flow under its realm's candidate, as
-/// [`candidate_code`]. Only its send caps are tried in shadow: its `network_budget` is
-/// not yet (docs/throttle.md, "Trying a policy in shadow").
+/// The limits of `attempt`'s mail flow under its realm's candidate (its send caps and
+/// its network budget), as [`candidate_code`].
 fn candidate_mail<'a>(attempt: &FlowAttempt<'a>) -> Option<&'a MailPolicy> {
     match attempt.realm.candidate.as_ref()?.flows.of(attempt.flow)? {
         FlowPolicy::Mail(policy) => Some(policy),

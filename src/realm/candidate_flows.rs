@@ -70,8 +70,8 @@ pub struct CandidateMail {
     /// `daily_cap`, 1–50.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daily_cap: Option<u32>,
-    /// `network_budget`, 1–100,000 an hour (checked and shown; not yet evaluated in
-    /// shadow: docs/throttle.md, "Trying a policy in shadow").
+    /// `network_budget`, 1–100,000 an hour: the client network's candidate bucket for
+    /// the flow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_budget: Option<u32>,
 }

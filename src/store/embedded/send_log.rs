@@ -11,7 +11,9 @@ use super::tables::Tables;
 use super::{EmbeddedStore, network_bucket};
 use crate::store::error::StoreError;
 use crate::store::network_bucket::{NetworkOp, NetworkRequest};
-use crate::store::send_log::{MailSent, SendLogStore, SendOp, SendRequest, Sent};
+#[cfg(doc)]
+use crate::store::send_log::take_and_send;
+use crate::store::send_log::{MailSent, SendLogStore, SendOp, SendRequest, Sent, settle};
 use crate::throttle;
 use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::send_log::{self, SendPolicy};
@@ -20,25 +22,42 @@ use crate::throttle::send_log::{self, SendPolicy};
 impl SendLogStore for EmbeddedStore {
     async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
         let job = SendJob::of(request, throttle::duration_ms(self.attempt_id_horizon));
-        self.submit(request.op == SendOp::Send, move |t| job.apply(t)).await
+        self.submit(request.op != SendOp::Peek, move |t| job.apply(t)).await
     }
 
     fn mail_in_one_step(&self) -> bool {
         true
     }
 
-    /// The network's take, the send and the give-back it owes, in one transaction (one
-    /// commit, not three).
+    /// The network's takes, the send and the give-backs it owes, in one transaction
+    /// (one commit, not three).
     async fn send_mail(
         self: Arc<Self>,
         request: &SendRequest<'_>,
         network: Option<&NetworkRequest<'_>>,
     ) -> Result<MailSent, StoreError> {
-        let network = network.map(|n| (n.key.as_key(), *n.policy));
+        let network = network.map(|n| MailNetwork {
+            key: n.key.as_key(),
+            policy: *n.policy,
+            candidate: n.candidate.map(|c| (n.key.candidate_bucket(), *c)),
+        });
+        let ttl_ms = throttle::duration_ms(self.attempt_id_horizon);
         let request = SendRequest { op: SendOp::Send, ..*request };
-        let job = SendJob::of(&request, throttle::duration_ms(self.attempt_id_horizon));
-        self.submit(true, move |t| mail(t, network.as_ref(), &job)).await
+        let jobs = [
+            SendJob::of(&request, ttl_ms),
+            SendJob::of(&SendRequest { candidate: None, ..request }, ttl_ms),
+            SendJob::of(&SendRequest { op: SendOp::Shadow, ..request }, ttl_ms),
+        ];
+        self.submit(true, move |t| mail(t, network.as_ref(), &jobs)).await
     }
+}
+
+/// A mail request's client network: its bucket for the flow, and the candidate's.
+struct MailNetwork {
+    key: String,
+    policy: BucketPolicy,
+    /// The network's candidate bucket and the candidate's budget.
+    candidate: Option<(String, BucketPolicy)>,
 }
 
 /// One send log request, owned by its job.
@@ -66,13 +85,22 @@ impl SendJob {
             policy: *policy,
             op,
             candidate: candidate
-                .filter(|_| op == SendOp::Send)
+                .filter(|_| op != SendOp::Peek)
                 .and_then(|c| Some((log.candidate_record()?, *c))),
         }
     }
 
     /// `send_log.lua`'s steps.
     fn apply(&self, t: &mut Tables<'_, '_>) -> Result<Sent, StoreError> {
+        if self.op == SendOp::Shadow {
+            // The candidate's log alone: the enforced log and the attempt id untouched.
+            let Some((key, policy)) = &self.candidate else {
+                return Err(StoreError::Protocol("a shadow send needs a candidate".into()));
+            };
+            let held = read_log(t, key)?;
+            let shadow = Some(shadow(t, key, &held, policy)?);
+            return Ok(Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0, shadow });
+        }
         let attempt = self.attempt.as_ref().map(|(k, b)| (k.as_str(), *b));
         if let Some(replayed) = replay(t, attempt, self.op)? {
             return Ok(replayed);
@@ -93,27 +121,47 @@ impl SendJob {
     }
 }
 
-/// [`crate::store::send_log::SendLogStore::send_mail`] in one transaction: the network's token
-/// first, the send only if it was taken, and the token back when the send is
-/// refused or replayed.
+/// [`crate::store::send_log::SendLogStore::send_mail`] in one transaction, as
+/// [`crate::store::send_log::take_and_send`] and its give-backs: the network's tokens first (the candidate
+/// bucket read before anything is written), the send if the enforced one was taken
+/// (`jobs`: with the candidate, without it when the candidate's bucket refused, and the
+/// candidate's log alone when only its bucket took one), then the tokens owed back.
 fn mail(
     t: &mut Tables<'_, '_>,
-    network: Option<&(String, BucketPolicy)>,
-    job: &SendJob,
+    network: Option<&MailNetwork>,
+    jobs: &[SendJob; 3],
 ) -> Result<MailSent, StoreError> {
-    if let Some((key, bucket)) = network
-        && !network_bucket::network(t, key, NetworkOp::Take, bucket)?.taken
-    {
-        let sent = Sent { allowed: false, sends: 0, next_in_ms: 0, replays: 0, shadow: None };
-        return Ok(MailSent { sent, network_refused: true });
+    let [send, without_candidate, shadow_only] = jobs;
+    let mut took = (true, None);
+    if let Some(n) = network {
+        if let Some((key, policy)) = &n.candidate {
+            network_bucket::network(t, key, NetworkOp::Peek, policy)?;
+        }
+        let taken = network_bucket::network(t, &n.key, NetworkOp::Take, &n.policy)?.taken;
+        let candidate = match &n.candidate {
+            Some((key, policy)) => {
+                Some(network_bucket::network(t, key, NetworkOp::Take, policy)?.taken)
+            }
+            None => None,
+        };
+        took = (taken, candidate);
     }
-    let sent = job.apply(t)?;
-    if let Some((key, bucket)) = network
-        && (!sent.allowed || sent.replays > 0)
-    {
-        network_bucket::network(t, key, NetworkOp::GiveBack, bucket)?;
+    let sent = match took {
+        (true, Some(false)) => Some(without_candidate.apply(t)?),
+        (true, _) => Some(send.apply(t)?),
+        (false, Some(true)) if shadow_only.candidate.is_some() => Some(shadow_only.apply(t)?),
+        (false, _) => None,
+    };
+    let (mail, owed) = settle(network.is_some(), took, sent);
+    if let Some(n) = network {
+        if owed.enforced {
+            network_bucket::network(t, &n.key, NetworkOp::GiveBack, &n.policy)?;
+        }
+        if let (true, Some((key, policy))) = (owed.candidate, &n.candidate) {
+            network_bucket::network(t, key, NetworkOp::GiveBack, policy)?;
+        }
     }
-    Ok(MailSent { sent, network_refused: false })
+    Ok(mail)
 }
 
 /// A replayed attempt id on a send: its first answer, its replays counted; `None` for a

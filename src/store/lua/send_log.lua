@@ -13,7 +13,10 @@
 --                     portcullis:v2:{<digest>}:f:pr:s (or :f:vr:s), the account's send
 --                     log under the realm's candidate policy (docs/throttle.md, "Trying
 --                     a policy in shadow"): the same format and bounds as KEYS[1]
--- ARGV[1]  op              'send' | 'peek' (read only)
+-- ARGV[1]  op              'send' | 'peek' (read only) | 'shadow' (the candidate's log
+--                          alone, for a request the enforced network budget refused
+--                          and the candidate's took: KEYS[1] and the attempt id are
+--                          neither read nor written; returns {0, 0, 0, 0, shadow})
 -- ARGV[2]  min_interval_ms least time between two sends (>= 1000)
 -- ARGV[3]  daily_cap       most sends in the cap window (1-50)
 -- ARGV[4]  cap_window_ms   the cap window (86400000)
@@ -21,7 +24,8 @@
 -- ARGV[6]  binding         the attempt_id's request binding (16 hex; '' none): a replay
 --                          whose binding differs is answered {-1}, noting nothing
 -- ARGV[7]  candidate       '' none, else the candidate's 'min_interval_ms,daily_cap'
---                          (ranges as ARGV[2] and ARGV[3]); only with op 'send'
+--                          (ranges as ARGV[2] and ARGV[3]); only with op 'send' or
+--                          'shadow' (which needs it)
 --
 -- Returns {allowed (1|0), sends in the window after the call, ms until a send would be
 -- allowed, replays, shadow}. A send is allowed when the newest send is at least
@@ -50,7 +54,8 @@ local cap_window = tonumber(ARGV[4])
 local attempt_ttl = tonumber(ARGV[5])
 local binding = ARGV[6] or ''
 local candidate = ARGV[7] or ''
-assert(op == 'send' or op == 'peek', 'op must be send or peek')
+assert(op == 'send' or op == 'peek' or op == 'shadow', 'op must be send, peek or shadow')
+assert(op ~= 'shadow' or candidate ~= '', 'shadow needs a candidate')
 assert(min_interval and min_interval >= 1000 and min_interval % 1 == 0, 'min_interval_ms must be >= 1000')
 assert(cap and cap >= 1 and cap <= 50 and cap % 1 == 0, 'daily_cap must be in 1..50')
 assert(cap_window and cap_window >= 1000 and cap_window % 1 == 0, 'cap_window_ms must be >= 1000')
@@ -59,7 +64,7 @@ assert(binding == '' or (#binding == 16 and not string.find(binding, '[^0-9a-f]'
   'binding must be 16 hex digits or empty')
 local cand = nil
 if candidate ~= '' then
-  assert(op == 'send', 'a candidate only with op send')
+  assert(op ~= 'peek', 'a candidate only with op send or shadow')
   local v = counts_of(candidate, 2)
   cand = {min_interval = v[1], cap = v[2]}
   assert(cand.min_interval >= 1000, 'candidate min_interval_ms must be >= 1000')
@@ -70,6 +75,7 @@ if cand then optional = optional - 1 end
 assert(optional == 0 or optional == 1, 'send takes the log, an attempt id and a candidate log')
 local attempt_key, candidate_key = nil, nil
 if optional == 1 then attempt_key = KEYS[2] end
+assert(op ~= 'shadow' or not attempt_key, 'shadow takes no attempt id')
 if cand then candidate_key = KEYS[#KEYS] end
 
 if attempt_key and op == 'send' then
@@ -109,7 +115,8 @@ local function read_log(key, role)
   end
   return log
 end
-local log = read_log(KEYS[1], 'send log')
+local log = {}
+if op ~= 'shadow' then log = read_log(KEYS[1], 'send log') end
 -- The candidate's, before anything is written.
 local cand_log = nil
 if candidate_key then cand_log = read_log(candidate_key, 'candidate send log') end
@@ -140,13 +147,6 @@ local function note(key, l, c)
   redis.call('SET', key, table.concat(out, ','), 'PX', cap_window)
 end
 
-local live = live_of(log)
-local allowed = 0
-if next_in(live, min_interval, cap) == 0 then allowed = 1 end
-if op == 'send' and allowed == 1 then note(KEYS[1], live, cap) end
-if op == 'send' and attempt_key then
-  redis.call('SET', attempt_key, allowed .. ':0:0:' .. binding, 'PX', attempt_ttl)
-end
 local shadow = -1
 if cand_log then
   local cand_live = live_of(cand_log)
@@ -155,5 +155,14 @@ if cand_log then
     shadow = 1
     note(candidate_key, cand_live, cand.cap)
   end
+end
+if op == 'shadow' then return {0, 0, 0, 0, shadow} end
+
+local live = live_of(log)
+local allowed = 0
+if next_in(live, min_interval, cap) == 0 then allowed = 1 end
+if op == 'send' and allowed == 1 then note(KEYS[1], live, cap) end
+if op == 'send' and attempt_key then
+  redis.call('SET', attempt_key, allowed .. ':0:0:' .. binding, 'PX', attempt_ttl)
 end
 return {allowed, #live, next_in(live, min_interval, cap), 0, shadow}

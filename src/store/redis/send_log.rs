@@ -18,9 +18,10 @@ impl SendLogStore for RedisStore {
     /// mails); a peek does not.
     async fn send(&self, request: &SendRequest<'_>) -> Result<Sent, StoreError> {
         let SendRequest { log, attempt_id, policy, op, candidate } = *request;
-        // A candidate's log is asked only on a send, and only when the key has one.
+        // A candidate's log is asked only on a send (or alone), and only when the key has
+        // one.
         let candidate = candidate
-            .filter(|_| op == SendOp::Send)
+            .filter(|_| op != SendOp::Peek)
             .and_then(|c| Some((log.candidate_record()?, c)));
         let keys = send_log::Keys {
             log: log.record(),
@@ -40,7 +41,7 @@ impl SendLogStore for RedisStore {
         };
         let call = send_log::call(&keys, &args);
         let reply: Vec<i64> = match op {
-            SendOp::Send => self.invoke_counted(&call).await?,
+            SendOp::Send | SendOp::Shadow => self.invoke_counted(&call).await?,
             SendOp::Peek => self.invoke(&call).await?,
         };
         if reply[..] == [-1] {

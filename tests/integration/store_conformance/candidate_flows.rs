@@ -139,7 +139,76 @@ async fn a_confirmed_device_clears_the_code_flows_candidate_record(b: &dyn Backe
     assert!(!store.clear(&code).await.unwrap(), "its mark went with it");
 }
 
+/// A mail request under the enforced network budget and the candidate's, through
+/// `send_mail` (the embedded store's one transaction; on Redis the take, the send and a
+/// give-back after the answer): each answer the enforced policy's, the candidate's
+/// beside it its bucket's and its log's, and the tokens each bucket is owed back given
+/// back to it alone.
+async fn a_mail_requests_network_budget_is_tried_in_shadow(b: &dyn Backend) {
+    use portcullis::store::network_bucket::NetworkRequest;
+    use portcullis::throttle::flow::hourly_budget;
+    let store = b.store();
+    let ask = |who: &str, network: &'static str, budgets: (u32, u32)| {
+        let store = store.clone();
+        let k = key(who).flow(Flow::PasswordReset);
+        async move {
+            let n = NetworkKey::flow(&secret(), "default", Flow::PasswordReset, network);
+            let (enforced, candidate) = (hourly_budget(budgets.0), hourly_budget(budgets.1));
+            let take = NetworkRequest {
+                key: &n,
+                op: NetworkOp::Take,
+                policy: &enforced,
+                held: None,
+                candidate: Some(&candidate),
+            };
+            let request = SendRequest {
+                log: &k,
+                attempt_id: None,
+                policy: &RESET,
+                op: SendOp::Send,
+                candidate: Some(&RESET),
+            };
+            let mail = store.send_mail(&request, Some(&take)).await.unwrap();
+            // A give-back on Redis follows the answer.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            (mail.network_refused, mail.sent.allowed, mail.sent.shadow)
+        }
+    };
+    // The candidate's budget is one mail from the network, the enforced three.
+    let tight = "ip:198.51.100.0/24";
+    assert_eq!(ask("a@example.com", tight, (3, 1)).await, (false, true, Some(true)));
+    assert_eq!(ask("b@example.com", tight, (3, 1)).await, (false, true, Some(false)), "spent");
+    // Inside a's interval: the enforced log refuses and gives its token back; the
+    // candidate's bucket had none to take.
+    assert_eq!(ask("a@example.com", tight, (3, 1)).await, (false, false, Some(false)));
+    assert_eq!(ask("c@example.com", tight, (3, 1)).await, (false, true, Some(false)));
+    assert_eq!(ask("d@example.com", tight, (3, 1)).await, (true, false, Some(false)), "3 sent");
+    // The candidate's budget is three, the enforced one: past the enforced budget the
+    // candidate's log alone is asked, and a send it refuses gives its token back.
+    let loose = "ip:203.0.113.0/24";
+    assert_eq!(ask("e@example.com", loose, (1, 3)).await, (false, true, Some(true)));
+    assert_eq!(ask("f@example.com", loose, (1, 3)).await, (true, false, Some(true)), "would allow");
+    assert_eq!(
+        ask("e@example.com", loose, (1, 3)).await,
+        (true, false, Some(false)),
+        "e's interval"
+    );
+    assert_eq!(ask("g@example.com", loose, (1, 3)).await, (true, false, Some(true)), "given back");
+    assert_eq!(ask("h@example.com", loose, (1, 3)).await, (true, false, Some(false)), "spent");
+    // f's mail was only the candidate's: its enforced log holds none.
+    let f = key("f@example.com").flow(Flow::PasswordReset);
+    let peek = SendRequest {
+        log: &f,
+        attempt_id: None,
+        policy: &RESET,
+        op: SendOp::Peek,
+        candidate: None,
+    };
+    assert_eq!(store.send(&peek).await.unwrap().sends, 0);
+}
+
 conformance!(
+    a_mail_requests_network_budget_is_tried_in_shadow,
     a_code_flows_candidate_record_counts_in_shadow,
     a_confirmed_device_clears_the_code_flows_candidate_record,
     a_candidate_send_log_follows_the_twin,

@@ -104,6 +104,7 @@ async fn step(b: &dyn LogBackend, twin: &mut Twin, policy: &SendPolicy, op: Send
             let live = send_log::live(&twin.log, twin.now);
             (policy.next_in_ms(&live, twin.now) == 0, live)
         }
+        SendOp::Shadow => unreachable!("a step asks no candidate"),
     };
     let wait = policy.next_in_ms(&log, twin.now);
     let want = Sent {
