@@ -223,3 +223,41 @@ pub fn give_back_later<S: NetworkBucketStore + ?Sized + 'static>(
         let _ = store.network(&give_back).await;
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SENT: Sent = Sent { allowed: true, sends: 1, next_in_ms: 0, replays: 0, shadow: None };
+
+    #[test]
+    fn each_bucket_is_owed_back_what_its_own_policy_did_not_send() {
+        let with = |shadow| Some(Sent { shadow: Some(shadow), ..SENT });
+        let refused = |shadow| Some(Sent { allowed: false, shadow: Some(shadow), ..SENT });
+        let owed = |enforced, candidate| Owed { enforced, candidate };
+        // (network, (enforced took, candidate took), sent) -> (refused by the network,
+        // the candidate's answer, owed)
+        let cases = [
+            (true, (true, Some(true)), with(true), (false, Some(true), owed(false, false))),
+            (true, (true, Some(true)), with(false), (false, Some(false), owed(false, true))),
+            (true, (true, Some(true)), refused(true), (false, Some(true), owed(true, false))),
+            (true, (true, Some(false)), Some(SENT), (false, Some(false), owed(false, false))),
+            (true, (false, Some(true)), with(true), (true, Some(true), owed(false, false))),
+            (true, (false, Some(true)), with(false), (true, Some(false), owed(false, true))),
+            (true, (false, Some(false)), None, (true, Some(false), owed(false, false))),
+            (true, (false, None), None, (true, None, owed(false, false))),
+            (false, (true, None), refused(false), (false, Some(false), owed(false, false))),
+        ];
+        for (network, took, sent, want) in cases {
+            let (mail, o) = settle(network, took, sent);
+            assert_eq!((mail.network_refused, mail.sent.shadow, o), want, "{took:?} {sent:?}");
+            assert!(!mail.network_refused || !mail.sent.allowed, "a refused take sends nothing");
+        }
+        // A replay: both tokens back, no candidate answer.
+        let replay = Some(Sent { replays: 1, ..SENT });
+        let (mail, o) = settle(true, (true, Some(true)), replay);
+        assert_eq!((mail.sent.shadow, o), (None, owed(true, true)));
+        let (mail, o) = settle(true, (true, Some(false)), replay);
+        assert_eq!((mail.sent.shadow, o), (None, owed(true, false)));
+    }
+}
