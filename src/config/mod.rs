@@ -370,6 +370,10 @@ fn with_effective(
                 shown.insert("network_capacity".into(), b.capacity.into());
                 shown.insert("network_refill_period".into(), text(period).into());
             }
+            let flows = candidate_flows(&candidate.flows);
+            if let (false, Some(shown)) = (flows.is_empty(), effective.as_object_mut()) {
+                shown.insert("flows".into(), flows.into());
+            }
             shown.insert("candidate".into(), effective);
         }
     }
@@ -377,6 +381,39 @@ fn with_effective(
         breach.entry("filter_file").or_insert(Value::Null);
     }
     report
+}
+
+/// The flows a candidate tries in shadow as config-dump shows them: each flow's settings
+/// as it runs them (unset ones the realm's), by the flow's name; a flow it sets nothing of
+/// is left out.
+fn candidate_flows(
+    flows: &crate::throttle::flow::CandidateFlows,
+) -> serde_json::Map<String, serde_json::Value> {
+    use crate::throttle::flow::{Flow, FlowPolicy};
+    let text = |d: std::time::Duration| humantime::format_duration(d).to_string();
+    let mut shown = serde_json::Map::new();
+    for flow in Flow::ALL {
+        let value = match (flow, flows.of(flow)) {
+            (_, None) => continue,
+            (Flow::SecondFactor, Some(FlowPolicy::Code(p))) => serde_json::json!({
+                "max_failures": p.max_failures,
+                "window": text(p.first_window),
+            }),
+            (_, Some(FlowPolicy::Code(p))) => serde_json::json!({
+                "max_failures": p.max_failures,
+                "first_window": text(p.first_window),
+                "max_window": text(p.max_window),
+                "retention": text(p.retention),
+            }),
+            (_, Some(FlowPolicy::Mail(m))) => serde_json::json!({
+                "min_interval": text(std::time::Duration::from_millis(m.send.min_interval_ms)),
+                "daily_cap": m.send.daily_cap,
+                "network_budget": m.network.capacity,
+            }),
+        };
+        shown.insert(flow.as_str().into(), value);
+    }
+    shown
 }
 
 /// SHA-256 (hex) of the configuration file at `path`, as `Admin/EffectiveConfig`

@@ -488,3 +488,67 @@ fn a_candidate_takes_the_realms_values_and_is_checked_as_they_are() {
     assert_eq!(c.defences(), [Defence::Login, Defence::Network]);
     assert_ne!(c.id, id(&again), "the network's rules name the candidate too");
 }
+
+#[test]
+fn a_candidate_takes_the_flows_values_and_is_checked_as_the_realms_flows() {
+    let base = "[realms.r]\n[realms.r.candidate]\nmax_failures = 3\n";
+    let plain = from_toml(base).unwrap();
+    let id = |s: &Settings| s.realms.get("r").unwrap().candidate.as_ref().unwrap().id.clone();
+    let text = format!(
+        "{base}[realms.r.candidate.flows.second_factor]\nmax_failures = 2\n\
+         [realms.r.candidate.flows.password_reset]\ndaily_cap = 2\n"
+    );
+    let s = from_toml(&text).unwrap();
+    let realm = s.realms.get("r").unwrap();
+    let c = realm.candidate.as_ref().unwrap();
+    let sf = c.flows.second_factor.expect("second_factor tried");
+    assert_eq!(sf.max_failures, 2);
+    assert_eq!(sf.first_window, realm.flows.second_factor.first_window, "unset: the realm's");
+    let pr = c.flows.password_reset.expect("password_reset tried");
+    assert_eq!(pr.send.daily_cap, 2);
+    assert_eq!(pr.send.min_interval_ms, realm.flows.password_reset.send.min_interval_ms);
+    assert_eq!(pr.network, realm.flows.password_reset.network);
+    assert_eq!((c.flows.recovery_code, c.flows.verification_resend), (None, None));
+    use crate::throttle::flow::Flow;
+    assert_eq!(
+        c.defences(),
+        [Defence::Login, Defence::Flow(Flow::SecondFactor), Defence::Flow(Flow::PasswordReset)]
+    );
+    assert_eq!(
+        plain.realms.get("r").unwrap().candidate.as_ref().unwrap().defences(),
+        [Defence::Login]
+    );
+    assert_ne!(id(&s), id(&plain), "a flow's rules name the candidate");
+    // An empty flow table sets nothing: the candidate keeps its id, the flow is not tried.
+    let empty = from_toml(&format!("{base}[realms.r.candidate.flows.recovery_code]\n")).unwrap();
+    assert_eq!(id(&empty), id(&plain), "an unset flow keeps the id");
+    assert_eq!(
+        empty.realms.get("r").unwrap().candidate.as_ref().unwrap().flows.recovery_code,
+        None
+    );
+    for (flow, field, value) in [
+        ("second_factor", "max_failures", "0"),
+        ("second_factor", "window", "\"1s\""),
+        ("recovery_code", "first_window", "\"2d\""),
+        ("recovery_code", "retention", "\"400d\""),
+        ("password_reset", "min_interval", "\"2h\""),
+        ("verification_resend", "daily_cap", "51"),
+        ("verification_resend", "network_budget", "0"),
+    ] {
+        let e = err(&format!("{base}[realms.r.candidate.flows.{flow}]\n{field} = {value}\n"));
+        assert!(e.contains(&format!("realms.r.candidate.flows.{flow}.{field}")), "{e}");
+    }
+    let e = err(&format!("{base}[realms.r.candidate.flows.second_factor]\nwindoww = \"1m\"\n"));
+    assert!(e.contains("windoww"), "an unknown field is refused: {e}");
+    let e = err(&format!("{base}[realms.r.candidate.flows.login]\nmax_failures = 1\n"));
+    assert!(e.contains("login"), "an unknown flow is refused: {e}");
+    // config-dump shows the flows it tries, as they run.
+    let shown = &s.report.settings["realms"]["r"]["candidate"]["flows"];
+    assert_eq!(shown["second_factor"]["max_failures"], 2);
+    assert_eq!(shown["second_factor"]["window"], "15m");
+    assert_eq!(shown["password_reset"]["daily_cap"], 2);
+    assert_eq!(shown["password_reset"]["min_interval"], "1m");
+    assert_eq!(shown["password_reset"]["network_budget"], 30);
+    assert!(shown.get("recovery_code").is_none(), "{shown}");
+    assert!(plain.report.settings["realms"]["r"]["candidate"].get("flows").is_none());
+}

@@ -5,7 +5,9 @@
 //!
 //! - A **code flow** (`second_factor`, `recovery_code`) is the login throttle's count
 //!   ([`crate::store::attempt_count::AttemptCountStore::count`], `record_attempt.lua`) on the flow's record with the
-//!   flow's policy; a verified code clears it ([`Flows::clear`]).
+//!   flow's policy; a verified code clears it ([`Flows::clear`]). A realm's candidate
+//!   that sets the flow's limits counts it again on the flow's candidate record in the
+//!   same step (docs/throttle.md, "Trying a policy in shadow").
 //! - A **mail flow** (`password_reset`, `verification_resend`) takes a token of the
 //!   client network's budget for the flow, then asks the account's send log
 //!   ([`crate::store::send_log::SendLogStore::send_mail`], `send_log.lua`). A refused send, or a replayed
@@ -20,7 +22,7 @@
 
 use std::sync::Arc;
 
-use crate::login::MAX_REPLAYS;
+use crate::login::{MAX_REPLAYS, note_right_password};
 use crate::realm::Realm;
 use crate::secret::KeySecret;
 use crate::store::Store;
@@ -32,6 +34,7 @@ use crate::store::realm_tally::TallyBuffer;
 use crate::store::send_log::{SendOp, SendRequest, Sent};
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{CEILINGS_REACHED, FLOW_ATTEMPTS, FLOW_CLEARS, FLOW_LOCKOUTS};
+use crate::throttle::candidate_report::{self, Defence};
 use crate::throttle::flow::{Flow, FlowKind, FlowPolicy, FlowRules, MailPolicy};
 use crate::throttle::realm_tally::Counter;
 
@@ -168,8 +171,12 @@ impl Flows {
         // distinct_networks), named by the login throttle's tag for it.
         let realm = attempt.realm;
         let network = realm.network.key(&self.secret, &realm.name, attempt.client_key);
-        let counting = Attempt::new(attempt.key, attempt.attempt, policy);
+        let candidate = candidate_code(attempt);
+        let counting = Attempt::new(attempt.key, attempt.attempt, policy).with_candidate(candidate);
         let counted = self.store.count(&counting.from_network(network.as_ref())).await?;
+        if let Some(shadow) = counted.shadow {
+            self.note_candidate(attempt, counted.allowed, shadow.allowed);
+        }
         if counted.locked_now {
             let realm = attempt.realm.name.clone();
             metrics::counter!(FLOW_LOCKOUTS, "realm" => realm, "flow" => attempt.flow.as_str())
@@ -207,24 +214,30 @@ impl Flows {
         policy: &MailPolicy,
     ) -> Result<FlowAnswer, StoreError> {
         let network = self.network_key(attempt);
+        let candidate = candidate_mail(attempt);
         let take = network.as_ref().map(|key| NetworkRequest {
             key,
             op: NetworkOp::Take,
             policy: &policy.network,
             held: None,
-            candidate: None,
+            candidate: candidate.map(|c| &c.network),
         });
         let request = SendRequest {
             log: attempt.key,
             attempt_id: attempt.attempt,
             policy: &policy.send,
             op: SendOp::Send,
+            candidate: candidate.map(|c| &c.send),
         };
         let mail = self.store.clone().send_mail(&request, take.as_ref()).await?;
+        let sent = mail.sent;
+        // The candidate's whole answer (its budget's, then its log's) beside the enforced.
+        if let Some(shadow) = sent.shadow {
+            self.note_candidate(attempt, !mail.network_refused && sent.allowed, shadow);
+        }
         if mail.network_refused {
             return Ok(FlowAnswer::DenyNetwork);
         }
-        let sent = mail.sent;
         Ok(if sent.replays > MAX_REPLAYS {
             FlowAnswer::DenyReplay
         } else if sent.allowed {
@@ -232,6 +245,16 @@ impl Flows {
         } else {
             FlowAnswer::DenyAccount
         })
+    }
+
+    /// Notes in the realm's candidate report what its candidate answered for one flow
+    /// attempt the store counted in shadow beside the enforced answer (`enforced`): a
+    /// flow has no step-up, so only `would_refuse` and `would_allow`.
+    fn note_candidate(&self, attempt: &FlowAttempt<'_>, enforced: bool, candidate: bool) {
+        let Some(c) = &attempt.realm.candidate else { return };
+        for outcome in candidate_report::outcomes(enforced, candidate, (false, false)) {
+            self.tally.candidate(&attempt.realm.name, &c.id, Defence::Flow(attempt.flow), outcome);
+        }
     }
 
     /// The flow's budget key of the attempt's client network; `None` for a trusted
@@ -252,7 +275,10 @@ impl Flows {
         let Some(flow) = key.flow_of().filter(|f| f.kind() == FlowKind::Code) else {
             return Err(StoreError::Protocol("only a code flow is cleared by a code".into()));
         };
-        self.store.clear(key).await?;
+        // A verified code after an attempt the candidate would have refused: a real user
+        // its flow's limits would have shut out.
+        let candidate_refused = self.store.clear(key).await?;
+        note_right_password(realm, &self.tally, Defence::Flow(flow), candidate_refused);
         metrics::counter!(FLOW_CLEARS, "realm" => realm.name.clone(), "flow" => flow.as_str())
             .increment(1);
         Ok(())
@@ -275,6 +301,7 @@ impl Flows {
                     attempt_id: None,
                     policy: &policy.send,
                     op: SendOp::Peek,
+                    candidate: None,
                 };
                 Ok(FlowInspection::Mail(self.store.send(&request).await?))
             }
@@ -282,6 +309,24 @@ impl Flows {
                 Ok(FlowInspection::Code(Box::new(self.store.inspect(key, policy).await?), *policy))
             }
         }
+    }
+}
+
+/// The throttle of `attempt`'s code flow under its realm's candidate; `None` when the
+/// candidate sets nothing of the flow's (or the realm has none).
+fn candidate_code<'a>(attempt: &FlowAttempt<'a>) -> Option<&'a crate::throttle::Policy> {
+    match attempt.realm.candidate.as_ref()?.flows.of(attempt.flow)? {
+        FlowPolicy::Code(policy) => Some(policy),
+        FlowPolicy::Mail(_) => None,
+    }
+}
+
+/// The limits of `attempt`'s mail flow under its realm's candidate (its send caps and
+/// its network budget), as [`candidate_code`].
+fn candidate_mail<'a>(attempt: &FlowAttempt<'a>) -> Option<&'a MailPolicy> {
+    match attempt.realm.candidate.as_ref()?.flows.of(attempt.flow)? {
+        FlowPolicy::Mail(policy) => Some(policy),
+        FlowPolicy::Code(_) => None,
     }
 }
 

@@ -3,22 +3,26 @@
 //! answer, never causes a comparison and never spends the CPU budget: each counted
 //! attempt on an account's own record is counted again on the candidate's own record,
 //! each token taken from a client network's bucket is taken again from the candidate's
-//! bucket of that network, in the same store step, and what the two would have answered
-//! is reported per defence.
+//! bucket of that network, each flow attempt on the flow's candidate record or send log,
+//! in the same store step, and what the two would have answered is reported per defence.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::candidate_flows::CandidateFlowsConfig;
+use super::flow_settings::FlowsConfig;
 use crate::defence::client_network::checked_bucket;
 use crate::setting::{Bound, Problems, between};
 use crate::throttle::candidate_report::Defence;
+use crate::throttle::flow::{CandidateFlows, Flow};
 use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::{Policy, PolicySettings};
 
-/// `[realms.NAME.candidate]`: any of the realm's login limits and windows and its network
-/// bucket's size; an unset one is the enforced value. Ranges as for the realm's own.
+/// `[realms.NAME.candidate]`: any of the realm's login limits and windows, its network
+/// bucket's size and (`[realms.NAME.candidate.flows.<flow>]`) its flows' limits; an unset
+/// one is the enforced value. Ranges as for the realm's own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CandidateConfig {
@@ -49,6 +53,14 @@ pub struct CandidateConfig {
     /// `network_refill_period`, 1 min – 30 days.
     #[serde(default, with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub network_refill_period: Option<Duration>,
+    /// `[realms.NAME.candidate.flows.<flow>]`: the flows' own settings.
+    #[serde(skip_serializing_if = "is_unset")]
+    pub flows: CandidateFlowsConfig,
+}
+
+/// Whether no candidate flow table is written (config-dump then shows none).
+fn is_unset(flows: &CandidateFlowsConfig) -> bool {
+    *flows == CandidateFlowsConfig::default()
 }
 
 /// A realm's candidate, checked.
@@ -63,6 +75,9 @@ pub struct Candidate {
     /// network"); `None` when the candidate sets neither `network_capacity` nor
     /// `network_refill_period`: the network is then not tried in shadow.
     pub network: Option<BucketPolicy>,
+    /// The flows' limits under the candidate (docs/flows.md); a flow it sets nothing of
+    /// is not tried in shadow.
+    pub flows: CandidateFlows,
     /// 16 hex digits naming these rules: the report is kept per candidate, so an edited
     /// candidate starts a report of its own.
     pub id: String,
@@ -93,14 +108,16 @@ pub(super) fn checked_step_up(
 
 impl CandidateConfig {
     /// The candidate of realm `name`, whose enforced settings are `realm`,
-    /// `realm_step_up` and `network` (`network_capacity`, `network_refill_period`; as
-    /// written): each unset field the realm's, every range checked as the realm's own
-    /// (errors name `realms.NAME.candidate.FIELD`).
+    /// `realm_step_up`, `network` (`network_capacity`, `network_refill_period`; as
+    /// written) and `flows`: each unset field the realm's, every range checked as the
+    /// realm's own (errors name `realms.NAME.candidate.FIELD` and
+    /// `realms.NAME.candidate.flows.FLOW.FIELD`).
     pub(super) fn checked(
         &self,
         name: &str,
         (realm, realm_step_up): (&PolicySettings, Option<u32>),
         network: (u32, Duration),
+        flows: &FlowsConfig,
         problems: &mut Problems,
     ) -> Candidate {
         let merged = PolicySettings {
@@ -125,27 +142,34 @@ impl CandidateConfig {
             let period = self.network_refill_period.unwrap_or(network.1);
             checked_bucket(&scope, capacity, period, problems)
         });
-        // The network's part is named only when set, so a candidate written before it
-        // keeps its id (and its report).
+        let flows = self.flows.checked(&scope, flows, policy.max_consecutive_failures, problems);
+        // The network's part and each flow's are named only when set, so a candidate
+        // written before them keeps its id (and its report).
         let mut text = format!("{policy:?} {step_up_failures:?}");
         if let Some(bucket) = &network {
             text.push_str(&format!(" {bucket:?}"));
         }
+        for flow in Flow::ALL {
+            if let Some(rules) = flows.of(flow) {
+                text.push_str(&format!(" {}={rules:?}", flow.as_str()));
+            }
+        }
         let id = hex::encode(&Sha256::digest(text.as_bytes())[..8]);
-        Candidate { policy, step_up_failures, network, id }
+        Candidate { policy, step_up_failures, network, flows, id }
     }
 }
 
 impl Candidate {
     /// The defences this candidate is tried in, in the report's order: the login always,
-    /// the network when it sets the bucket's size.
+    /// the network when it sets the bucket's size, a flow when it sets a value of the
+    /// flow's.
     pub fn defences(&self) -> Vec<Defence> {
         Defence::ALL
             .into_iter()
             .filter(|d| match d {
                 Defence::Login => true,
                 Defence::Network => self.network.is_some(),
-                Defence::Flow(_) => false,
+                Defence::Flow(flow) => self.flows.of(*flow).is_some(),
             })
             .collect()
     }

@@ -91,54 +91,88 @@ impl FlowsConfig {
         max_consecutive_failures: u32,
         problems: &mut Problems,
     ) -> FlowPolicies {
-        let key = |flow: &str, field: &str| format!("realms.{realm}.flows.{flow}.{field}");
-        let sf = &self.second_factor;
-        problems.note(check(&key("second_factor", "max_failures"), sf.max_failures, 1..=100));
-        problems.note(check(
-            &key("second_factor", "window"),
-            sf.window,
-            Duration::from_secs(60)..=Duration::from_secs(24 * 3600),
-        ));
-        let rc = &self.recovery_code;
-        problems.note(check(&key("recovery_code", "max_failures"), rc.max_failures, 1..=100));
-        problems.note(between(
-            &key("recovery_code", "first_window"),
-            rc.first_window,
-            Bound::fixed(Duration::from_secs(60)),
-            Bound::setting("max_window", rc.max_window),
-        ));
-        problems.note(below(
-            &key("recovery_code", "max_window"),
-            rc.max_window,
-            Bound::setting("retention", rc.retention),
-        ));
-        problems.note(check(
-            &key("recovery_code", "retention"),
-            rc.retention,
-            Duration::from_secs(60)..=Duration::from_secs(366 * 24 * 3600),
-        ));
+        let prefix = |flow: &str| format!("realms.{realm}.flows.{flow}.");
         FlowPolicies {
-            second_factor: fixed_window(sf.max_failures, sf.window, max_consecutive_failures),
-            recovery_code: Policy {
-                max_failures: rc.max_failures,
+            second_factor: self.second_factor.validate(
+                &prefix("second_factor"),
                 max_consecutive_failures,
-                lockout_duration: rc.first_window,
-                first_window: rc.first_window,
-                max_window: rc.max_window,
-                retention: rc.retention,
-                second_factor_required: false,
-            },
-            password_reset: self.password_reset.validate(&key("password_reset", ""), problems),
+                problems,
+            ),
+            recovery_code: self.recovery_code.validate(
+                &prefix("recovery_code"),
+                max_consecutive_failures,
+                problems,
+            ),
+            password_reset: self.password_reset.validate(&prefix("password_reset"), problems),
             verification_resend: self
                 .verification_resend
-                .validate(&key("verification_resend", ""), problems),
+                .validate(&prefix("verification_resend"), problems),
+        }
+    }
+}
+
+impl SecondFactorConfig {
+    /// The flow's throttle, every range checked; `prefix` is `realms.SCOPE.flows.FLOW.`
+    /// (a realm's or its candidate's), `max_consecutive_failures` the ceiling its record
+    /// keeps.
+    pub(super) fn validate(
+        &self,
+        prefix: &str,
+        max_consecutive_failures: u32,
+        problems: &mut Problems,
+    ) -> Policy {
+        problems.note(check(&format!("{prefix}max_failures"), self.max_failures, 1..=100));
+        problems.note(check(
+            &format!("{prefix}window"),
+            self.window,
+            Duration::from_secs(60)..=Duration::from_secs(24 * 3600),
+        ));
+        fixed_window(self.max_failures, self.window, max_consecutive_failures)
+    }
+}
+
+impl RecoveryCodeConfig {
+    /// The flow's throttle, every range checked; `prefix` as for
+    /// [`SecondFactorConfig::validate`].
+    pub(super) fn validate(
+        &self,
+        prefix: &str,
+        max_consecutive_failures: u32,
+        problems: &mut Problems,
+    ) -> Policy {
+        problems.note(check(&format!("{prefix}max_failures"), self.max_failures, 1..=100));
+        problems.note(between(
+            &format!("{prefix}first_window"),
+            self.first_window,
+            Bound::fixed(Duration::from_secs(60)),
+            Bound::setting("max_window", self.max_window),
+        ));
+        problems.note(below(
+            &format!("{prefix}max_window"),
+            self.max_window,
+            Bound::setting("retention", self.retention),
+        ));
+        problems.note(check(
+            &format!("{prefix}retention"),
+            self.retention,
+            Duration::from_secs(60)..=Duration::from_secs(366 * 24 * 3600),
+        ));
+        Policy {
+            max_failures: self.max_failures,
+            max_consecutive_failures,
+            lockout_duration: self.first_window,
+            first_window: self.first_window,
+            max_window: self.max_window,
+            retention: self.retention,
+            second_factor_required: false,
         }
     }
 }
 
 impl MailConfig {
-    /// `prefix` is `realms.NAME.flows.FLOW.`.
-    fn validate(&self, prefix: &str, problems: &mut Problems) -> MailPolicy {
+    /// The flow's limits, every range checked; `prefix` is `realms.SCOPE.flows.FLOW.` (a
+    /// realm's or its candidate's).
+    pub(super) fn validate(&self, prefix: &str, problems: &mut Problems) -> MailPolicy {
         problems.note(check(
             &format!("{prefix}min_interval"),
             self.min_interval,

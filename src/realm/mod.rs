@@ -2,9 +2,13 @@
 //! `[realms.NAME]`, their settings, defaults and ranges (docs/throttle.md, "The rules").
 
 mod candidate;
+mod candidate_flows;
 mod flow_settings;
 
 pub use candidate::{Candidate, CandidateConfig};
+pub use candidate_flows::{
+    CandidateFlowsConfig, CandidateMail, CandidateRecoveryCode, CandidateSecondFactor,
+};
 pub use flow_settings::{FlowsConfig, MailConfig, RecoveryCodeConfig, SecondFactorConfig};
 
 use std::collections::BTreeMap;
@@ -234,7 +238,7 @@ impl RealmConfig {
         let candidate = self.candidate.as_ref().map(|c| {
             let login = (&self.policy_settings(), self.step_up_failures);
             let network = (self.network_capacity, self.network_refill_period);
-            c.checked(name, login, network, &mut problems)
+            c.checked(name, login, network, &self.flows, &mut problems)
         });
         let hash_target = problems.note(self.hash.validate(name, ceilings));
         if let Some(e) = problems.into_error() {

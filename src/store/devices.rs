@@ -58,8 +58,8 @@ pub trait DeviceStore: Send + Sync {
 
     /// `ConfirmDevice`, in one atomic step: the challenge confirms only under the epoch
     /// it was issued under, while the account's code step is open, and once; then the
-    /// account's login record and `second_factor` record are deleted together. A
-    /// refusal writes nothing.
+    /// account's login record and `second_factor` record (with its candidate record,
+    /// [`AccountKey::candidate_record`]) are deleted together. A refusal writes nothing.
     async fn confirm_device(
         &self,
         confirmation: &DeviceConfirmation<'_>,

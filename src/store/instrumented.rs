@@ -202,8 +202,8 @@ impl SendLogStore for InstrumentedStore {
         }
         let steps = take_and_send(&*inner, request, network);
         let (mail, owed) = self.operation("send_mail", steps).await?;
-        if owed && let Some(take) = network {
-            give_back_later(self, take);
+        if let Some(give) = network.and_then(|take| owed.give_back(take)) {
+            give_back_later(self, &give);
         }
         Ok(mail)
     }

@@ -94,6 +94,33 @@ impl FlowPolicies {
     }
 }
 
+/// A realm's candidate limits of its flows (`[realms.NAME.candidate.flows.*]`;
+/// docs/throttle.md, "Trying a policy in shadow"): `None` for a flow its candidate sets
+/// nothing of, which is then not tried in shadow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CandidateFlows {
+    /// `second_factor`'s throttle under the candidate.
+    pub second_factor: Option<Policy>,
+    /// `recovery_code`'s throttle under the candidate.
+    pub recovery_code: Option<Policy>,
+    /// `password_reset`'s limits under the candidate.
+    pub password_reset: Option<MailPolicy>,
+    /// `verification_resend`'s limits under the candidate.
+    pub verification_resend: Option<MailPolicy>,
+}
+
+impl CandidateFlows {
+    /// `flow`'s limits under the candidate; `None`: not tried in shadow.
+    pub fn of(&self, flow: Flow) -> Option<FlowPolicy<'_>> {
+        match flow {
+            Flow::SecondFactor => self.second_factor.as_ref().map(FlowPolicy::Code),
+            Flow::RecoveryCode => self.recovery_code.as_ref().map(FlowPolicy::Code),
+            Flow::PasswordReset => self.password_reset.as_ref().map(FlowPolicy::Mail),
+            Flow::VerificationResend => self.verification_resend.as_ref().map(FlowPolicy::Mail),
+        }
+    }
+}
+
 /// The throttle of a code flow that never escalates: windows of `window`, a lockout of
 /// at least `window` from the attempt that shut the door, and the ceiling of
 /// `max_consecutive_failures` across windows. A record holding consecutive failures is

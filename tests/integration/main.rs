@@ -10,6 +10,7 @@ mod admin;
 mod breach;
 mod candidate;
 mod candidate_defences;
+mod candidate_flows;
 mod ceiling;
 mod client;
 mod client_conformance;

@@ -114,8 +114,9 @@ impl AttemptCountStore for EmbeddedStore {
         let login = !key.is_device() && key.flow_of().is_none();
         let (index, prefix, _) = key.device_index();
         let lanes = login.then_some((index, prefix));
-        // A device bucket's lane reads no candidate door (the account's does).
-        let candidate = key.candidate_record().filter(|_| !key.is_device());
+        // The login's candidate record only, as on Redis (a device bucket's lane and a
+        // flow's record read no candidate door).
+        let candidate = key.candidate_record().filter(|_| login);
         self.submit(false, move |t| {
             let sets = (networks.as_str(), lanes.as_ref(), candidate.as_deref());
             inspect(t, &record, sets, &policy)

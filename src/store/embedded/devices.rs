@@ -26,9 +26,11 @@ impl DeviceStore for EmbeddedStore {
     }
 
     async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
+        let second_factor = c.account.flow(crate::throttle::flow::Flow::SecondFactor);
         let confirm = Confirm {
             record: c.account.record(),
-            second_factor: c.account.flow(crate::throttle::flow::Flow::SecondFactor).record(),
+            second_factor: second_factor.record(),
+            second_factor_candidate: second_factor.candidate_record(),
             epoch_key: c.account.device_epoch(),
             mark: c.challenge.record(),
             challenge_epoch: c.challenge_epoch,
@@ -44,6 +46,8 @@ impl DeviceStore for EmbeddedStore {
 struct Confirm {
     record: String,
     second_factor: String,
+    /// The `second_factor` record's candidate record, deleted with it.
+    second_factor_candidate: Option<String>,
     epoch_key: String,
     mark: String,
     challenge_epoch: u64,
@@ -59,6 +63,7 @@ impl Confirm {
         let Confirm {
             record,
             second_factor,
+            second_factor_candidate,
             epoch_key,
             mark,
             challenge_epoch,
@@ -81,6 +86,9 @@ impl Confirm {
         t.put(mark, Entry::Used { expires_ms: t.now + mark_ttl_ms })?;
         t.remove(record)?;
         t.remove(second_factor)?;
+        if let Some(candidate) = second_factor_candidate {
+            super::candidate_report::forget_candidate(t, candidate)?;
+        }
         if epoch > 0 {
             t.put(epoch_key, Entry::Epoch { epoch, expires_ms: t.now + epoch_ttl_ms })?;
         }

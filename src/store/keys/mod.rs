@@ -155,18 +155,19 @@ impl AccountKey {
         }
     }
 
-    /// The account's record under the realm's candidate policy (docs/throttle.md,
-    /// "Trying a policy in shadow"): `portcullis:v2:{<digest>}:s`, beside it in its hash
-    /// tag: one string `"<f>,<ws>,<st>,<c>,<lu>,<lr>"` on Redis (read, and written with
-    /// its expiry, in one command each), a record entry on the embedded store. A known
-    /// device's bucket has its own beside it, `…:d:<16 hex>:s` (the candidate's limits
-    /// are the login's, for each device as for the account). `None` for a flow's record
-    /// or a challenge.
+    /// The record under the realm's candidate policy (docs/throttle.md, "Trying a
+    /// policy in shadow"), beside this one in its hash tag: `portcullis:v2:{<digest>}:s`
+    /// for the account's login record; a known device's bucket has its own beside it,
+    /// `…:d:<16 hex>:s` (the candidate's limits are the login's, for each device as for
+    /// the account), and a flow's record `…:f:<tag>:s`. For the login, a device and a
+    /// code flow one string `"<f>,<ws>,<st>,<c>,<lu>,<lr>"` on Redis (read, and written
+    /// with its expiry, in one command each), a record entry on the embedded store; for a
+    /// mail flow a send log as the flow's own (`send_log.lua`). `None` for a challenge.
     pub fn candidate_record(&self) -> Option<String> {
         match &self.bucket {
             Bucket::Account => Some(format!("{KEY_PREFIX}{{{}}}:s", self.digest)),
-            Bucket::Device(_) => Some(format!("{}:s", self.record())),
-            Bucket::Flow(_) | Bucket::Challenge(_) => None,
+            Bucket::Device(_) | Bucket::Flow(_) => Some(format!("{}:s", self.record())),
+            Bucket::Challenge(_) => None,
         }
     }
 

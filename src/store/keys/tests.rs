@@ -74,12 +74,16 @@ fn flow_records_share_the_hash_tag_and_not_the_record_or_attempt_ids() {
         let attempt = f.attempt(&secret(), &id);
         assert!(attempt.as_str().starts_with(&format!("portcullis:v2:{{{}}}:fa:", k.digest())));
         assert_ne!(attempt, k.attempt(&secret(), &id), "{flow:?} shares the login's ids");
+        let candidate = f.candidate_record().expect("a flow has a candidate record");
+        assert_eq!(candidate, format!("{}:s", f.record()), "in the same hash tag");
         seen.push(f.record());
         seen.push(attempt.as_str().to_owned());
+        seen.push(candidate);
     }
+    seen.push(k.candidate_record().unwrap());
     seen.sort();
     seen.dedup();
-    assert_eq!(seen.len(), 9, "every flow has its own record and attempt ids");
+    assert_eq!(seen.len(), 14, "every flow has its own record, candidate and attempt ids");
     let login = NetworkKey::new(&secret(), "default", "ip:203.0.113.7/32");
     let reset = NetworkKey::flow(&secret(), "default", Flow::PasswordReset, "ip:203.0.113.7/32");
     let resend =

@@ -188,8 +188,9 @@ impl AttemptCountStore for RedisStore {
             record: key.record(),
             networks: key.networks(),
             device_index: login.then_some(index),
-            // A device bucket's lane reads no candidate door (the account's does).
-            candidate: key.candidate_record().filter(|_| !key.is_device()),
+            // inspect.lua reads the candidate after the device index: the login's only (a
+            // device bucket's lane and a flow's record read no candidate door).
+            candidate: key.candidate_record().filter(|_| login),
         };
         let args = inspect::Args {
             first_window_ms: login.then(|| policy.window_ms(0)),

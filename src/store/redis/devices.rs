@@ -25,11 +25,14 @@ impl DeviceStore for RedisStore {
     /// One `devices/confirm_device.lua` call, waiting for `store.wait_replicas` as a
     /// counted attempt does (it grants trust).
     async fn confirm_device(&self, c: &DeviceConfirmation<'_>) -> Result<Confirmation, StoreError> {
+        let second_factor = c.account.flow(Flow::SecondFactor);
         let keys = confirm_device::Keys {
             record: c.account.record(),
-            second_factor: c.account.flow(Flow::SecondFactor).record(),
+            second_factor: second_factor.record(),
             device_epoch: c.account.device_epoch(),
             mark: c.challenge.record(),
+            // A flow key always has one (`AccountKey::candidate_record`).
+            second_factor_candidate: second_factor.candidate_record().unwrap_or_default(),
         };
         let p = c.second_factor;
         let args = confirm_device::Args {

@@ -268,7 +268,7 @@ script!(
     /// `ConfirmDevice`: a challenge's one use, the code step's door, the epoch, and the
     /// clears, in one step.
     confirm_device = "devices/confirm_device.lua" {
-        keys: [record, second_factor, device_epoch, mark],
+        keys: [record, second_factor, device_epoch, mark, second_factor_candidate],
         argv: [
             challenge_epoch: u64,
             max_failures: u32,
@@ -316,16 +316,17 @@ script!(
 script!(
     /// A mail flow's send log: request a send, or read the log.
     send_log = "send_log.lua" {
-        keys: [log; attempt],
+        keys: [log; attempt, candidate],
         argv: [
             op: &'static str,
             min_interval_ms: u64,
             daily_cap: u32,
             cap_window_ms: u64,
             attempt_ttl_ms: u64,
-            binding: String
+            binding: String,
+            candidate: String
         ],
-        reply: [allowed, sends, next_in_ms, replays],
+        reply: [allowed, sends, next_in_ms, replays, shadow],
     }
 );
 script!(

@@ -570,6 +570,7 @@ conformance!(
 );
 
 mod candidate;
+mod candidate_flows;
 mod ceiling;
 mod corrupt;
 mod network_candidate;

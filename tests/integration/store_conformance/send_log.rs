@@ -20,11 +20,11 @@ use super::*;
 /// How far Redis's clock may run ahead of the twin's over one test.
 const SLACK_MS: u64 = 5_000;
 
-const RESET: SendPolicy = SendPolicy { min_interval_ms: 60_000, daily_cap: 5 };
+pub(super) const RESET: SendPolicy = SendPolicy { min_interval_ms: 60_000, daily_cap: 5 };
 
 /// What the suite needs from a backend to move a send log through time.
 #[async_trait]
-trait LogBackend: Send + Sync {
+pub(super) trait LogBackend: Send + Sync {
     fn store(&self) -> Arc<dyn Store>;
     /// As if `ms` passed for the send log at `log` (a store key).
     async fn pass(&self, log: &str, ms: u64);
@@ -92,7 +92,7 @@ struct Twin {
 /// answers must agree.
 async fn step(b: &dyn LogBackend, twin: &mut Twin, policy: &SendPolicy, op: SendOp, what: &str) {
     let k = key("send-log@example.com").flow(Flow::PasswordReset);
-    let request = SendRequest { log: &k, attempt_id: None, policy, op };
+    let request = SendRequest { log: &k, attempt_id: None, policy, op, candidate: None };
     let got = b.store().send(&request).await.unwrap();
     let (allowed, log) = match op {
         SendOp::Send => {
@@ -104,10 +104,16 @@ async fn step(b: &dyn LogBackend, twin: &mut Twin, policy: &SendPolicy, op: Send
             let live = send_log::live(&twin.log, twin.now);
             (policy.next_in_ms(&live, twin.now) == 0, live)
         }
+        SendOp::Shadow => unreachable!("a step asks no candidate"),
     };
     let wait = policy.next_in_ms(&log, twin.now);
-    let want =
-        Sent { allowed, sends: u32::try_from(log.len()).unwrap(), next_in_ms: wait, replays: 0 };
+    let want = Sent {
+        allowed,
+        sends: u32::try_from(log.len()).unwrap(),
+        next_in_ms: wait,
+        replays: 0,
+        shadow: None,
+    };
     if b.exact() {
         assert_eq!(got, want, "{what}");
     } else {
@@ -118,7 +124,7 @@ async fn step(b: &dyn LogBackend, twin: &mut Twin, policy: &SendPolicy, op: Send
 }
 
 /// At most `want` ms and within [`SLACK_MS`] of it.
-fn lives(ttl: Option<u64>, want: u64) -> bool {
+pub(super) fn lives(ttl: Option<u64>, want: u64) -> bool {
     ttl.is_some_and(|t| t <= want && t + SLACK_MS >= want)
 }
 
@@ -180,7 +186,13 @@ async fn attempt_ids_note_one_mail(b: &dyn LogBackend) {
         let (store, k) = (store.clone(), k.clone());
         let attempt = attempt.map(|a| k.attempt(&secret(), &id(a)));
         async move {
-            let request = SendRequest { log: &k, attempt_id: attempt.as_ref(), policy: &RESET, op };
+            let request = SendRequest {
+                log: &k,
+                attempt_id: attempt.as_ref(),
+                policy: &RESET,
+                op,
+                candidate: None,
+            };
             let sent = store.send(&request).await.unwrap();
             (sent.allowed, sent.replays)
         }
@@ -191,7 +203,13 @@ async fn attempt_ids_note_one_mail(b: &dyn LogBackend) {
     }
     assert_eq!(send(Some("mail-2"), SendOp::Send).await, (false, 0));
     assert_eq!(send(Some("mail-2"), SendOp::Send).await, (false, 1));
-    let peek = SendRequest { log: &k, attempt_id: None, policy: &RESET, op: SendOp::Peek };
+    let peek = SendRequest {
+        log: &k,
+        attempt_id: None,
+        policy: &RESET,
+        op: SendOp::Peek,
+        candidate: None,
+    };
     assert_eq!(store.send(&peek).await.unwrap().sends, 1, "a retry noted a mail");
     // A peek never reads nor writes an attempt id.
     assert_eq!(send(Some("mail-3"), SendOp::Peek).await, (false, 0));
@@ -204,8 +222,13 @@ async fn concurrent_sends_note_one_mail(b: &dyn LogBackend) {
     let sends = (0..30).map(|_| {
         let (store, k) = (b.store(), k.clone());
         tokio::spawn(async move {
-            let request =
-                SendRequest { log: &k, attempt_id: None, policy: &RESET, op: SendOp::Send };
+            let request = SendRequest {
+                log: &k,
+                attempt_id: None,
+                policy: &RESET,
+                op: SendOp::Send,
+                candidate: None,
+            };
             store.send(&request).await.unwrap().allowed
         })
     });
@@ -225,7 +248,8 @@ async fn every_send_fails(store: &dyn Store, k: &AccountKey, what: &str) {
     for (op, attempt) in
         [(SendOp::Send, None), (SendOp::Send, Some(&attempt)), (SendOp::Peek, None)]
     {
-        let request = SendRequest { log: k, attempt_id: attempt, policy: &RESET, op };
+        let request =
+            SendRequest { log: k, attempt_id: attempt, policy: &RESET, op, candidate: None };
         let r = store.send(&request).await;
         assert!(r.is_err(), "{op:?} over {what}: {r:?}");
     }
@@ -276,7 +300,13 @@ async fn send_logs_a_daemon_never_writes_are_store_errors_on_redis() {
     let mut peek = async |log: &[u64]| {
         let _: () =
             redis::cmd("SET").arg(k.record()).arg(send_log::text(log)).query(&mut conn).unwrap();
-        let request = SendRequest { log: &k, attempt_id: None, policy: &RESET, op: SendOp::Peek };
+        let request = SendRequest {
+            log: &k,
+            attempt_id: None,
+            policy: &RESET,
+            op: SendOp::Peek,
+            candidate: None,
+        };
         let sent = store.send(&request).await.unwrap();
         (sent.allowed, sent.sends)
     };
@@ -316,7 +346,13 @@ async fn send_logs_a_daemon_never_writes_are_store_errors_on_the_embedded_store(
     let k = key("corrupt-log@example.com").flow(Flow::PasswordReset);
     {
         let store = open();
-        let request = SendRequest { log: &k, attempt_id: None, policy: &RESET, op: SendOp::Send };
+        let request = SendRequest {
+            log: &k,
+            attempt_id: None,
+            policy: &RESET,
+            op: SendOp::Send,
+            candidate: None,
+        };
         assert!(store.send(&request).await.unwrap().allowed);
     }
     let mut record = vec![1u8];
@@ -338,7 +374,13 @@ async fn send_logs_a_daemon_never_writes_are_store_errors_on_the_embedded_store(
     }
     // The encoding above is the store's: a well-formed entry is read.
     write(&k.record(), &sends(2, &[t - 60_000, t - 120_000], 0));
-    let request = SendRequest { log: &k, attempt_id: None, policy: &RESET, op: SendOp::Peek };
+    let request = SendRequest {
+        log: &k,
+        attempt_id: None,
+        policy: &RESET,
+        op: SendOp::Peek,
+        candidate: None,
+    };
     let peek = open().send(&request).await.unwrap();
     assert_eq!((peek.allowed, peek.sends), (true, 2));
     // A code flow's record holding a send log is an error too.

@@ -137,13 +137,15 @@ pub fn dbsize(conn: &mut redis::Connection) -> u64 {
 /// password-spray counts (`{spray:…}`, docs/spray.md), the network buckets (`{n:…}`),
 /// the repeat lists (`:p:`, docs/throttle.md) and a record's window networks (`…:n`,
 /// docs/throttle.md, "Why a door is shut"), which a failed `Verify` also writes, a
-/// realm's status (`{t:…}`) and a candidate's report (`{c:…}`), and the store's key
-/// check value.
+/// realm's status (`{t:…}`), a candidate's report (`{c:…}`) and the records a realm's
+/// candidate keeps beside an account's own (`…}:s`, a flow's `…:f:<tag>:s`;
+/// docs/throttle.md, "Trying a policy in shadow"), and the store's key check value.
 pub fn account_key_count(conn: &mut redis::Connection) -> usize {
     let keys: Vec<String> = redis::cmd("KEYS").arg("portcullis:v2:*").query(conn).unwrap();
     let apart = ["{spray:", "{n:", "}:p:", "{t:", "{c:"];
     keys.iter()
         .filter(|k| !apart.iter().any(|a| k.contains(a)) && !k.ends_with(":n"))
+        .filter(|k| !k.ends_with(":s"))
         .filter(|k| k.as_str() != KEY_CHECK)
         .count()
 }

@@ -1,13 +1,16 @@
 -- confirm_device.lua: settle one ConfirmDevice in one step (docs/devices.md, "Step-up
 -- for unknown devices"): a challenge confirms one device, once, while the account's
 -- code step is open and no revocation came after it; then the account's login record
--- and its second_factor record are cleared together.
+-- and its second_factor record are cleared together, with the second_factor record's
+-- candidate record (docs/throttle.md, "Trying a policy in shadow").
 --
--- contract: KEYS record, second_factor, device_epoch, mark | ARGV challenge_epoch, max_failures, first_window_ms, max_window_ms, max_consecutive, mark_ttl_ms, epoch_ttl_ms | REPLY confirmed, detail
+-- contract: KEYS record, second_factor, device_epoch, mark, second_factor_candidate | ARGV challenge_epoch, max_failures, first_window_ms, max_window_ms, max_consecutive, mark_ttl_ms, epoch_ttl_ms | REPLY confirmed, detail
 -- KEYS[1]  account record     portcullis:v2:{<digest>}:r
 -- KEYS[2]  second_factor      portcullis:v2:{<digest>}:f:2f      (hash: f, ws, st, c; rp, lu)
 -- KEYS[3]  device epoch       portcullis:v2:{<digest>}:e         (string; absent: 0)
 -- KEYS[4]  the challenge's one-use mark  portcullis:v2:{<digest>}:c:<16 hex>
+-- KEYS[5]  second_factor's candidate record  portcullis:v2:{<digest>}:f:2f:s (a string,
+--                             record_attempt.lua's shadow; deleted with KEYS[2])
 -- ARGV[1]  challenge_epoch    the account's device epoch when the challenge was issued
 -- ARGV[2]  max_failures       the second_factor flow's
 -- ARGV[3]  first_window_ms    the second_factor flow's window
@@ -25,11 +28,11 @@
 --
 -- Worked example (epoch absent, second_factor {f=2, ws=T-60000, st=0}, 5, 900000,
 -- 900000, 100, 1200000, 7776300000), ARGV[1] = 0:
---   first call  -> {1, 0}; :r and :f:2f deleted, the mark set for 20 min
+--   first call  -> {1, 0}; :r, :f:2f and :f:2f:s deleted, the mark set for 20 min
 --   second call -> {0, 3}
 -- With {f=5, ws=T-60000} (five wrong codes) -> {0, 2}; with the epoch at 1 -> {0, 1}.
 
-assert(#KEYS == 4, 'confirm_device takes four keys')
+assert(#KEYS == 5, 'confirm_device takes five keys')
 local challenge_epoch = tonumber(ARGV[1])
 local max_failures = tonumber(ARGV[2])
 local first_window = tonumber(ARGV[3])
@@ -61,6 +64,6 @@ end
 if not redis.call('SET', KEYS[4], '1', 'NX', 'PX', mark_ttl) then
   return {0, 3}
 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
 if held then redis.call('PEXPIRE', KEYS[3], epoch_ttl) end
 return {1, epoch}
