@@ -53,6 +53,7 @@ use crate::telemetry::metrics::{
     ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, VERDICTS,
 };
 use crate::throttle::candidate_report::{self, Defence, Outcome};
+use crate::throttle::flow::Flow;
 use crate::throttle::realm_tally::{Counter, Distinct};
 use crate::verify::budget::{Aborted, Refusal};
 use crate::verify::{Comparison, Verifier};
@@ -299,7 +300,13 @@ impl Logins {
             epoch_ttl_ms: realm.device_epoch_ttl_ms(),
         };
         let epoch = match self.store.confirm_device(&confirmation).await? {
-            Confirmation::Confirmed { epoch } => epoch,
+            Confirmation::Confirmed { epoch, code_candidate_refused } => {
+                // The code was right: one the candidate refused is a user it would have
+                // shut out.
+                let code = Defence::Flow(Flow::SecondFactor);
+                note_right_password(realm, &self.tally, code, code_candidate_refused);
+                epoch
+            }
             Confirmation::Revoked | Confirmation::Used => return Ok(Confirmed::Invalid),
             Confirmation::CodeStepShut => return Ok(Confirmed::CodeStepShut),
         };

@@ -38,6 +38,11 @@ pub enum Confirmation {
     Confirmed {
         /// The account's device epoch.
         epoch: u64,
+        /// The `second_factor` record's candidate record said its last code was one the
+        /// enforced policy allowed and the realm's candidate would have refused: the code
+        /// was right, so a real user the candidate would have shut out (docs/throttle.md,
+        /// "Trying a policy in shadow").
+        code_candidate_refused: bool,
     },
     /// The account's devices were revoked after the challenge was issued.
     Revoked,

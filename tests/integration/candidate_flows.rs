@@ -234,3 +234,42 @@ async fn a_replayed_flow_log_reports_by_hand_across_two_daemons_on_redis() {
         assert!(d.terminate().await.success());
     }
 }
+
+/// A step-up's verified code: the right password from an unknown device gets a
+/// challenge, two wrong codes follow (the candidate, one code a window, refuses the
+/// second), then the gateway verifies the right code and calls `ConfirmDevice`: the code
+/// the candidate refused last was followed by the right one, a user it would have shut
+/// out, on the `second_factor` line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmed_device_after_a_code_the_candidate_refused_is_a_user_it_shuts_out() {
+    const STEP_UP: &str = r#"
+[realms.shadowed]
+unknown_device = "step_up"
+hash = { algorithm = "bcrypt", bcrypt_cost = 4 }
+[realms.shadowed.candidate.flows.second_factor]
+max_failures = 1
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let config = TestConfig::embedded(&dir.path().join("d")).extra(STEP_UP).toml();
+    let daemon = DaemonProcess::spawn(&config);
+    let mut c = daemon.client().await;
+    let (who, password) = ("stepped@example.com", "right-password-2026");
+    let hash = bcrypt::hash(password, 4).unwrap();
+    let r = c.verify("shadowed", who, password.as_bytes(), &hash, "home").await.unwrap();
+    let challenge = r.challenge_token.clone();
+    assert!(!challenge.is_empty(), "a challenge: {r:?}");
+    for n in 0..2 {
+        assert!(flow(&mut c, who, Flow::SecondFactor, "home").await, "code {n}: enforced");
+    }
+    let request = portcullis::pb::ConfirmDeviceRequest {
+        account: account("shadowed", who),
+        challenge_token: challenge,
+        stored_hash: hash,
+    };
+    let token = c.0.confirm_device(request).await.unwrap().into_inner().device_token;
+    assert!(!token.is_empty());
+    let want = [[1, 0, 1], [u64::MAX; 3]]; // no password_reset line: not tried
+    let lines = lines_when(&daemon, want).await;
+    assert_eq!(line(&lines, "second_factor"), want[0], "{lines:?}");
+    assert!(daemon.terminate().await.success());
+}

@@ -29,6 +29,7 @@ impl DeviceStore for EmbeddedStore {
         let second_factor = c.account.flow(crate::throttle::flow::Flow::SecondFactor);
         let confirm = Confirm {
             record: c.account.record(),
+            candidate: c.account.candidate_record(),
             second_factor: second_factor.record(),
             second_factor_candidate: second_factor.candidate_record(),
             epoch_key: c.account.device_epoch(),
@@ -45,6 +46,8 @@ impl DeviceStore for EmbeddedStore {
 /// One `ConfirmDevice` to settle, owned by its job.
 struct Confirm {
     record: String,
+    /// The account record's candidate record, deleted with it.
+    candidate: Option<String>,
     second_factor: String,
     /// The `second_factor` record's candidate record, deleted with it.
     second_factor_candidate: Option<String>,
@@ -62,6 +65,7 @@ impl Confirm {
     fn apply(&self, t: &mut Tables<'_, '_>) -> Result<Confirmation, StoreError> {
         let Confirm {
             record,
+            candidate,
             second_factor,
             second_factor_candidate,
             epoch_key,
@@ -86,12 +90,16 @@ impl Confirm {
         t.put(mark, Entry::Used { expires_ms: t.now + mark_ttl_ms })?;
         t.remove(record)?;
         t.remove(second_factor)?;
-        if let Some(candidate) = second_factor_candidate {
-            super::candidate_report::forget_candidate(t, candidate)?;
+        let mut code_candidate_refused = false;
+        if let Some(c) = second_factor_candidate {
+            code_candidate_refused = super::candidate_report::forget_candidate(t, c)?;
+        }
+        if let Some(c) = candidate {
+            super::candidate_report::forget_candidate(t, c)?;
         }
         if epoch > 0 {
             t.put(epoch_key, Entry::Epoch { epoch, expires_ms: t.now + epoch_ttl_ms })?;
         }
-        Ok(Confirmation::Confirmed { epoch })
+        Ok(Confirmation::Confirmed { epoch, code_candidate_refused })
     }
 }

@@ -33,6 +33,8 @@ impl DeviceStore for RedisStore {
             mark: c.challenge.record(),
             // A flow key always has one (`AccountKey::candidate_record`).
             second_factor_candidate: second_factor.candidate_record().unwrap_or_default(),
+            // The account's own always has one too.
+            candidate: c.account.candidate_record().unwrap_or_default(),
         };
         let p = c.second_factor;
         let args = confirm_device::Args {
@@ -45,14 +47,18 @@ impl DeviceStore for RedisStore {
             epoch_ttl_ms: c.epoch_ttl_ms,
         };
         let reply: Vec<i64> = self.invoke_counted(&confirm_device::call(&keys, &args)).await?;
-        let confirm_device::Reply { confirmed, detail } = confirm_device::Reply::parse(&reply)?;
-        match (confirmed, detail) {
-            (1, epoch) => u64::try_from(epoch)
-                .map(|epoch| Confirmation::Confirmed { epoch })
+        let confirm_device::Reply { confirmed, detail, code_candidate_refused } =
+            confirm_device::Reply::parse(&reply)?;
+        match (confirmed, detail, code_candidate_refused) {
+            (1, epoch, refused @ (0 | 1)) => u64::try_from(epoch)
+                .map(|epoch| Confirmation::Confirmed {
+                    epoch,
+                    code_candidate_refused: refused == 1,
+                })
                 .map_err(|_| StoreError::Protocol("confirm_device: negative epoch".into())),
-            (0, 1) => Ok(Confirmation::Revoked),
-            (0, 2) => Ok(Confirmation::CodeStepShut),
-            (0, 3) => Ok(Confirmation::Used),
+            (0, 1, 0) => Ok(Confirmation::Revoked),
+            (0, 2, 0) => Ok(Confirmation::CodeStepShut),
+            (0, 3, 0) => Ok(Confirmation::Used),
             _ => Err(StoreError::Protocol(format!("confirm_device returned {reply:?}"))),
         }
     }

@@ -268,7 +268,7 @@ script!(
     /// `ConfirmDevice`: a challenge's one use, the code step's door, the epoch, and the
     /// clears, in one step.
     confirm_device = "devices/confirm_device.lua" {
-        keys: [record, second_factor, device_epoch, mark, second_factor_candidate],
+        keys: [record, second_factor, device_epoch, mark, second_factor_candidate, candidate],
         argv: [
             challenge_epoch: u64,
             max_failures: u32,
@@ -278,7 +278,7 @@ script!(
             mark_ttl_ms: u64,
             epoch_ttl_ms: u64
         ],
-        reply: [confirmed, detail],
+        reply: [confirmed, detail, code_candidate_refused],
     }
 );
 script!(

@@ -111,7 +111,9 @@ async fn a_candidate_send_log_follows_the_twin(b: &dyn LogBackend) {
 }
 
 /// `ConfirmDevice` (a step-up's verified code) clears the `second_factor` record and its
-/// candidate record together.
+/// candidate record together, and the account's record with its own; the code's
+/// candidate record said its last code was one the candidate refused, so the right
+/// code is a user the candidate would have shut out.
 async fn a_confirmed_device_clears_the_code_flows_candidate_record(b: &dyn Backend) {
     use portcullis::store::devices::{Confirmation, DeviceConfirmation};
     let window = Duration::from_secs(15 * 60);
@@ -125,6 +127,10 @@ async fn a_confirmed_device_clears_the_code_flows_candidate_record(b: &dyn Backe
     }
     let shadow = code.candidate_record().unwrap();
     assert!(b.ttl_ms(&shadow).await.is_some(), "counted in shadow");
+    let login = Attempt::new(&k, None, &enforced).with_candidate(Some(&candidate));
+    store.count(&login).await.unwrap();
+    let login_shadow = k.candidate_record().unwrap();
+    assert!(b.ttl_ms(&login_shadow).await.is_some(), "the login counted in shadow");
     let used = k.challenge(&secret(), &[7; 16]);
     let c = DeviceConfirmation {
         account: &k,
@@ -134,8 +140,10 @@ async fn a_confirmed_device_clears_the_code_flows_candidate_record(b: &dyn Backe
         mark_ttl_ms: 20 * MIN,
         epoch_ttl_ms: 60 * MIN,
     };
-    assert_eq!(store.confirm_device(&c).await.unwrap(), Confirmation::Confirmed { epoch: 0 });
+    let confirmed = store.confirm_device(&c).await.unwrap();
+    assert_eq!(confirmed, Confirmation::Confirmed { epoch: 0, code_candidate_refused: true });
     assert_eq!(b.ttl_ms(&shadow).await, None, "the candidate record outlived the confirm");
+    assert_eq!(b.ttl_ms(&login_shadow).await, None, "the login's candidate record too");
     assert!(!store.clear(&code).await.unwrap(), "its mark went with it");
 }
 

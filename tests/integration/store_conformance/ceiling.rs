@@ -108,7 +108,10 @@ pub(super) async fn confirm_device_once(b: &dyn Backend) {
     // Another epoch (a revocation since the challenge): refused.
     assert_eq!(confirm(mark(1), 1).await, Confirmation::Revoked);
     // Open: confirmed once, both records gone; the same challenge again: used.
-    assert_eq!(confirm(mark(1), 0).await, Confirmation::Confirmed { epoch: 0 });
+    assert_eq!(
+        confirm(mark(1), 0).await,
+        Confirmation::Confirmed { epoch: 0, code_candidate_refused: false }
+    );
     assert_eq!(b.record(&k).await, None);
     assert_eq!(b.record(&code).await, None);
     assert!(near(b.ttl_ms(&mark(1).record()).await, 20 * MIN));
@@ -116,7 +119,10 @@ pub(super) async fn confirm_device_once(b: &dyn Backend) {
     // After a revocation, a challenge issued under the new epoch confirms.
     let epoch = store.revoke_devices(&k, 60 * MIN).await.unwrap();
     assert_eq!(confirm(mark(2), 0).await, Confirmation::Revoked);
-    assert_eq!(confirm(mark(3), epoch).await, Confirmation::Confirmed { epoch });
+    assert_eq!(
+        confirm(mark(3), epoch).await,
+        Confirmation::Confirmed { epoch, code_candidate_refused: false }
+    );
 }
 
 /// A stale password (one its client was refused with in an earlier window) retried in
