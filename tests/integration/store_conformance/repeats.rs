@@ -53,7 +53,10 @@ pub(super) async fn repeat_lists(b: &dyn Backend) {
         .await
         .unwrap();
     let record_ttl = b.ttl_ms(&k.record()).await;
-    assert!(near(b.ttl_ms(phone.as_str()).await, record_ttl.unwrap()), "list outlives record");
+    // The list takes the record's PTTL as its PX in one script: on a loaded machine the
+    // script may cross a millisecond between the two, so it may end a few ms later.
+    let list_ttl = b.ttl_ms(phone.as_str()).await.map(|t| t.saturating_sub(5));
+    assert!(near(list_ttl, record_ttl.unwrap()), "list outlives record");
     // The first match is forgiven unseen; the entry is then marked, and every further
     // match (no failed comparison noted in between) is a recheck: still not counted.
     for n in 1..=4 {
