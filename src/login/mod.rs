@@ -50,7 +50,7 @@ use crate::store::keys::{AccountKey, AttemptKey};
 use crate::store::realm_tally::TallyBuffer;
 use crate::telemetry::events::{EventKind, SecurityEvent, emit};
 use crate::telemetry::metrics::{
-    ATTEMPTS, CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, VERDICTS,
+    CEILINGS_REACHED, DEVICE_LOCKOUTS, DEVICES_CONFIRMED, LOCKOUTS, VERDICTS,
 };
 use crate::throttle::candidate_report::{self, Defence, Outcome};
 use crate::throttle::flow::Flow;
@@ -330,8 +330,7 @@ pub fn note_count(
     counted: &Counted,
     allowed: bool,
 ) {
-    let decision = if allowed { "allow" } else { "deny" };
-    metrics::counter!(ATTEMPTS, "realm" => realm.name.clone(), "decision" => decision).increment(1);
+    realm.meters.attempt(allowed);
     if let (Some(shadow), Some(candidate)) = (counted.shadow, &realm.candidate) {
         let steps = |n: Option<u32>, failures: u64| n.is_some_and(|n| failures >= u64::from(n));
         let step_up = (

@@ -17,7 +17,7 @@ use crate::store::keys::{HeldKey, NetworkKey};
 use crate::store::network_bucket::NetworkOp;
 use crate::store::network_bucket::NetworkRequest;
 use crate::store::realm_tally::TallyBuffer;
-use crate::telemetry::metrics::STEP_UPS;
+use crate::telemetry::realm_meters::StepUpReason;
 use crate::throttle::candidate_report::{self, Defence};
 use crate::throttle::network_bucket::BucketPolicy;
 use crate::throttle::realm_tally::Distinct;
@@ -62,12 +62,10 @@ impl Signals {
 pub fn signals(realm: &Realm, spray_suspected: bool, failures: u64, flagged: bool) -> Signals {
     let near_lockout = realm.step_up_failures.is_some_and(|n| failures >= u64::from(n));
     if near_lockout {
-        metrics::counter!(STEP_UPS, "realm" => realm.name.clone(), "reason" => "account")
-            .increment(1);
+        realm.meters.step_up(StepUpReason::Account);
     }
     if flagged {
-        metrics::counter!(STEP_UPS, "realm" => realm.name.clone(), "reason" => "network")
-            .increment(1);
+        realm.meters.step_up(StepUpReason::Network);
     }
     Signals {
         spray_suspected,

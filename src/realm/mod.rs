@@ -25,6 +25,7 @@ use crate::defence::repeats::RepeatPolicy;
 use crate::defence::spray::{SprayAction, SprayPolicy};
 use crate::normalize::Normalization;
 use crate::setting::{ConfigError, Problems};
+use crate::telemetry::realm_meters::RealmMeters;
 use crate::throttle::breached_count::checked_grace_logins;
 use crate::throttle::flow::FlowPolicies;
 use crate::throttle::{Policy, PolicySettings};
@@ -65,6 +66,8 @@ pub struct Realm {
     /// The login policy tried in shadow beside the enforced one (docs/throttle.md,
     /// "Trying a policy in shadow"); `None`: none.
     pub candidate: Option<Candidate>,
+    /// The realm's metric handles on the login's hot path, made once (not a setting).
+    pub meters: RealmMeters,
 }
 
 impl Realm {
@@ -312,6 +315,7 @@ impl RealmConfig {
             unknown_device: self.unknown_device,
             breached_grace_logins: parts.grace,
             candidate: parts.candidate,
+            meters: RealmMeters::new(name),
         }
     }
 }

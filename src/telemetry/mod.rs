@@ -28,6 +28,7 @@ pub mod episodes;
 pub mod events;
 pub mod http;
 pub mod metrics;
+pub mod realm_meters;
 pub mod rpc_calls;
 pub mod running_config;
 pub mod traces;
