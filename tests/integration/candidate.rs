@@ -7,7 +7,7 @@
 //! `ClearAttempts` across two daemons. The candidate never changes an answer.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use portcullis::pb::{
     CandidateReportRequest, CandidateReportResponse, Decision, DoorState, InspectRequest, Verdict,
@@ -88,16 +88,9 @@ async fn report(daemon: &DaemonProcess, realm: &str) -> CandidateReportResponse 
     c.admin.candidate_report(request).await.unwrap().into_inner()
 }
 
-/// The report once it holds `want` (the daemons write every 2 s), or after 20 s.
+/// The report once it holds `want`, or after 20 s.
 async fn report_when(daemon: &DaemonProcess, want: [u64; 5]) -> CandidateReportResponse {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = report(daemon, "shadowed").await;
-        if numbers(&r) == want || Instant::now() > deadline {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    candidate_report_when(daemon.addr, "shadowed", |r| numbers(r) == want).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,26 +174,13 @@ async fn a_replayed_log_reports_by_hand_across_two_daemons_on_redis() {
     assert_eq!((dave.door, dave.candidate_door), doors, "open, and shut under the candidate");
 
     // `portcullis candidate-report` prints it; a realm without a candidate exits 1.
-    let run = |realm: &str| {
-        Command::new(daemon_binary())
-            .args([
-                "candidate-report",
-                "--realm",
-                realm,
-                "--addr",
-                &format!("http://{}", daemons[1].addr),
-            ])
-            .output()
-            .unwrap()
-    };
-    let out = run("shadowed");
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    let (code, printed) = candidate_report_printed(daemons[1].addr, "shadowed");
+    assert_eq!(code, Some(0), "{printed}");
     assert!(printed.contains("login users_locked_out: 2"), "{printed}");
     assert!(printed.contains("login guesses_stopped: 4"), "{printed}");
     assert!(!printed.contains("example.com"), "{printed}");
-    let none = run("default");
-    assert_eq!(none.status.code(), Some(1), "{}", String::from_utf8_lossy(&none.stdout));
+    let (code, printed) = candidate_report_printed(daemons[1].addr, "default");
+    assert_eq!(code, Some(1), "{printed}");
     for d in daemons {
         assert!(d.terminate().await.success());
     }

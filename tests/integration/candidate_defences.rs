@@ -9,11 +9,8 @@
 //! bucket's own candidate record. The candidate never changes an answer.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use portcullis::pb::{
-    CandidateDefenceReport, CandidateReportRequest, Decision, RecordAttemptResponse, Verdict,
-};
+use portcullis::pb::{CandidateDefenceReport, Decision, RecordAttemptResponse, Verdict};
 use portcullis_test_support::*;
 
 /// Ten tokens a day enforced, two for the candidate: nothing refills during the test.
@@ -79,22 +76,12 @@ fn numbers(line: &Option<CandidateDefenceReport>) -> [u64; 3] {
     line.as_ref().map_or([0; 3], |l| [l.would_refuse, l.would_allow, l.users_locked_out])
 }
 
-/// The report once its network line holds `want` (the daemons write every 2 s), or
-/// after 20 s.
+/// The report once its network line holds `want`, or after 20 s.
 async fn report_when(
     daemon: &DaemonProcess,
     want: [u64; 3],
 ) -> portcullis::pb::CandidateReportResponse {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut c = caller(daemon.addr, None, None).await.unwrap();
-        let request = CandidateReportRequest { realm: "netshadow".into() };
-        let r = c.admin.candidate_report(request).await.unwrap().into_inner();
-        if numbers(&network_line(&r)) == want || Instant::now() > deadline {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    candidate_report_when(daemon.addr, "netshadow", |r| numbers(&network_line(r)) == want).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,18 +144,8 @@ async fn a_replayed_log_reports_the_network_by_hand_across_two_daemons_on_redis(
     let other = report_when(&daemons[1], want).await;
     assert_eq!(numbers(&network_line(&other)), want, "both daemons read the store");
 
-    let out = Command::new(daemon_binary())
-        .args([
-            "candidate-report",
-            "--realm",
-            "netshadow",
-            "--addr",
-            &format!("http://{}", daemons[1].addr),
-        ])
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    let (code, printed) = candidate_report_printed(daemons[1].addr, "netshadow");
+    assert_eq!(code, Some(0), "{printed}");
     assert!(printed.contains("network would_refuse: 6"), "{printed}");
     assert!(printed.contains("network users_locked_out: 3"), "{printed}");
     assert!(!printed.contains("example.com") && !printed.contains("198.51"), "{printed}");
@@ -212,16 +189,10 @@ async fn a_known_devices_bucket_is_tried_under_the_candidate(daemon: &DaemonProc
         .await
         .unwrap();
     assert_eq!(wrong.verdict, Verdict::Reject as i32);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let report = loop {
-        let mut admin = caller(daemon.addr, None, None).await.unwrap().admin;
-        let request = CandidateReportRequest { realm: "devshadow".into() };
-        let r = admin.candidate_report(request).await.unwrap().into_inner();
-        if (r.would_refuse, r.users_locked_out) == (2, 1) || Instant::now() > deadline {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let report = candidate_report_when(daemon.addr, "devshadow", |r| {
+        (r.would_refuse, r.users_locked_out) == (2, 1)
+    })
+    .await;
     assert_eq!((report.would_refuse, report.users_locked_out, report.would_allow), (2, 1, 0));
 }
 

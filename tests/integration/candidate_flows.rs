@@ -8,11 +8,10 @@
 //! is the enforced policy's.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use portcullis::pb::{
-    CandidateDefenceReport, CandidateReportRequest, ClearFlowRequest, Decision, Flow,
-    RecordFlowAttemptRequest,
+    CandidateDefenceReport, ClearFlowRequest, Decision, Flow, RecordFlowAttemptRequest,
 };
 use portcullis_test_support::*;
 
@@ -109,20 +108,12 @@ fn line(lines: &[CandidateDefenceReport], name: &str) -> [u64; 3] {
         .map_or([u64::MAX; 3], |l| [l.would_refuse, l.would_allow, l.users_locked_out])
 }
 
-/// The report's flow lines once they hold `want` (the daemons write every 2 s), or after
-/// 20 s.
+/// The report's flow lines once they hold `want`, or after 20 s.
 async fn lines_when(daemon: &DaemonProcess, want: [[u64; 3]; 2]) -> Vec<CandidateDefenceReport> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut c = caller(daemon.addr, None, None).await.unwrap();
-        let request = CandidateReportRequest { realm: "shadowed".into() };
-        let r = c.admin.candidate_report(request).await.unwrap().into_inner();
-        let got = [line(&r.defences, "second_factor"), line(&r.defences, "password_reset")];
-        if got == want || Instant::now() > deadline {
-            return r.defences;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let holds = |r: &portcullis::pb::CandidateReportResponse| {
+        [line(&r.defences, "second_factor"), line(&r.defences, "password_reset")] == want
+    };
+    candidate_report_when(daemon.addr, "shadowed", holds).await.defences
 }
 
 /// One `RecordFlowAttempt` on `daemon`'s client: whether it was allowed.
@@ -215,18 +206,8 @@ async fn a_replayed_flow_log_reports_by_hand_across_two_daemons_on_redis() {
     assert!(!shadows.is_empty(), "no candidate flow record");
     assert_store_clean(&mut conn, &["example.com", "alice", "erin"]);
     // `portcullis candidate-report` prints a line per flow it tries.
-    let out = Command::new(daemon_binary())
-        .args([
-            "candidate-report",
-            "--realm",
-            "shadowed",
-            "--addr",
-            &format!("http://{}", daemons[1].addr),
-        ])
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{printed}{}", String::from_utf8_lossy(&out.stderr));
+    let (code, printed) = candidate_report_printed(daemons[1].addr, "shadowed");
+    assert_eq!(code, Some(0), "{printed}");
     assert!(printed.contains("second_factor users_locked_out: 2"), "{printed}");
     assert!(printed.contains("password_reset would_refuse: 4"), "{printed}");
     assert!(!printed.contains("verification_resend"), "{printed}");
