@@ -512,10 +512,12 @@ fn refund(
     window_start_ms: u64,
     allowed: bool,
 ) -> Result<(), StoreError> {
+    // The record, read (and checked) before anything is written, as refund.lua does.
+    let held = t.get(record)?;
     if let Some(attempt) = attempt {
         t.remove(attempt)?;
     }
-    if let Some(Entry::Record { record: r, expires_ms }) = t.get(record)?
+    if let Some(Entry::Record { record: r, expires_ms }) = held
         && let Some(r) = throttle::attempt_count::refund(Some(r), window_start_ms, allowed)
     {
         // The expiry stays: it was pushed by the attempt being refunded.

@@ -4,6 +4,7 @@
 //! candidate record too, with its last-refused mark.
 
 use portcullis::store::attempt_count::{Attempt, AttemptCountStore};
+use redb::ReadableDatabase;
 
 use super::*;
 
@@ -91,4 +92,72 @@ async fn a_refund_over_a_corrupt_candidate_record_writes_nothing_on_the_embedded
     assert!(r.is_err(), "{r:?}");
     assert!(b.ttl_ms(attempt_key.as_str()).await.is_some(), "the attempt id was forgotten");
     assert_eq!(b.record(&k).await.map(|(f, _)| f), Some(1), "the enforced count was refunded");
+}
+
+/// A refund over a corrupt enforced record beside a good candidate record: a store
+/// error, and nothing written first: the candidate record and the attempt id as they
+/// were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_over_a_corrupt_record_leaves_the_candidate_record_on_redis() {
+    let b = Redis::new();
+    let store = b.store();
+    let enforced = policy(false);
+    let candidate = Policy { max_failures: 3, ..enforced };
+    let k = key("corrupt-record@example.com");
+    let attempt_key = k.attempt(&secret(), &id("r1"));
+    let attempt = Attempt::new(&k, Some(&attempt_key), &enforced).with_candidate(Some(&candidate));
+    let counted = store.count(&attempt).await.unwrap();
+    let mut conn = b.server.conn();
+    let shadow = k.candidate_record().unwrap();
+    let before: String = redis::cmd("GET").arg(&shadow).query(&mut conn).unwrap();
+    let _: () = redis::cmd("HSET").arg(k.record()).arg("f").arg("x").query(&mut conn).unwrap();
+    let refunded = (counted.window_start_ms, counted.consecutive_added);
+    let r = store.refund(&k, Some(&attempt_key), refunded, counted.shadow.as_ref()).await;
+    assert!(r.is_err(), "{r:?}");
+    let after: String = redis::cmd("GET").arg(&shadow).query(&mut conn).unwrap();
+    assert_eq!(after, before, "the candidate record was written before the failure");
+    assert!(b.ttl_ms(attempt_key.as_str()).await.is_some(), "the attempt id was forgotten");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_over_a_corrupt_record_leaves_the_candidate_record_on_the_embedded_store() {
+    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
+    let enforced = policy(false);
+    let candidate = Policy { max_failures: 3, ..enforced };
+    let k = key("corrupt-record@example.com");
+    let attempt_key = k.attempt(&secret(), &id("r1"));
+    let b = Embedded::new();
+    let attempt = Attempt::new(&k, Some(&attempt_key), &enforced).with_candidate(Some(&candidate));
+    let counted = b.store.count(&attempt).await.unwrap();
+    let Embedded { store, clock, _dir: dir } = b;
+    drop(store);
+    let path = dir.path().join("portcullis.redb");
+    let write = |bytes: &[u8]| {
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(ENTRIES).unwrap().insert(k.record().as_str(), bytes).unwrap();
+        txn.commit().unwrap();
+    };
+    let good: Vec<u8> = {
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_read().unwrap();
+        let table = txn.open_table(ENTRIES).unwrap();
+        table.get(k.record().as_str()).unwrap().unwrap().value().to_vec()
+    };
+    write(&[1u8, 0, 0]);
+    let open = || EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
+    let store = open();
+    let refunded = (counted.window_start_ms, counted.consecutive_added);
+    let r = store.refund(&k, Some(&attempt_key), refunded, counted.shadow.as_ref()).await;
+    assert!(r.is_err(), "{r:?}");
+    drop(store);
+    // The record repaired: the candidate record still holds its one attempt (a refund
+    // would have left none), and the attempt id still answers its first call.
+    write(&good);
+    let store = open();
+    let again = store.count(&attempt).await.unwrap();
+    assert_eq!(again.replays, 1, "the attempt id was forgotten");
+    let fresh = Attempt::new(&k, None, &enforced).with_candidate(Some(&candidate));
+    let next = store.count(&fresh).await.unwrap().shadow.unwrap();
+    assert_eq!(next.failures, 2, "the candidate record was written before the failure");
 }

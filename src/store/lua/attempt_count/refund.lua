@@ -49,6 +49,17 @@ local allowed = tonumber(ARGV[2])
 assert(window_start and window_start >= 0, 'window_start_ms must be a number')
 assert(allowed == 0 or allowed == 1, 'allowed must be 0 or 1')
 
+-- The record, read and checked before anything is written too (the step only to check
+-- it): a record with any field out of range fails the call with nothing changed.
+local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st', 'c')
+local failures, ws, consecutive = 0, -1, 0
+if rec[1] then
+  failures = stored(rec[1], MAX_COUNT, 'record')
+  ws = stored(rec[2], MAX_TIME_MS, 'record')
+  stored(rec[3], MAX_STEP, 'record')
+  if rec[4] then consecutive = stored(rec[4], MAX_COUNT, 'record') end
+end
+
 if attempt_key then
   redis.call('DEL', attempt_key)
 end
@@ -59,18 +70,7 @@ if cand and cand[2] == cand.ws and cand[1] >= 1 then
     string.format('%d,%d,%d,%d,%d,0', cand[1] - 1, cand[2], cand[3], c, cand[5]), 'KEEPTTL')
 end
 
--- The step is read only to check it: a record with any field out of range is never
--- written back.
-local rec = redis.call('HMGET', KEYS[1], 'f', 'ws', 'st', 'c')
-if not rec[1] then
-  return 0
-end
-local failures = stored(rec[1], MAX_COUNT, 'record')
-local ws = stored(rec[2], MAX_TIME_MS, 'record')
-stored(rec[3], MAX_STEP, 'record')
-local consecutive = 0
-if rec[4] then consecutive = stored(rec[4], MAX_COUNT, 'record') end
-if ws ~= window_start or failures < 1 then
+if not rec[1] or ws ~= window_start or failures < 1 then
   return 0
 end
 redis.call('HSET', KEYS[1], 'f', string.format('%d', failures - 1))
