@@ -196,7 +196,10 @@ impl Turn {
         let Some(key) = self.key.as_ref() else { return Ok(()) };
         let shadow_took = self.shadow == Some(true);
         let (op, candidate) = match (self.taken, shadow_took, &self.held) {
-            (true, _, Some(_)) => (NetworkOp::GiveBack, candidate_bucket(realm)),
+            // With a held count: this attempt's own part, not another attempt's.
+            (true, candidate_took, Some(_)) => {
+                (NetworkOp::GiveOwn { candidate_took }, candidate_bucket(realm))
+            }
             (true, true, None) => (NetworkOp::GiveBack, candidate_bucket(realm)),
             (true, false, None) => (NetworkOp::GiveBack, None),
             (false, true, None) => (NetworkOp::GiveShadow, candidate_bucket(realm)),

@@ -21,6 +21,15 @@ pub enum NetworkOp {
     /// Gives one token back to the candidate's bucket only, without a held count: the
     /// enforced bucket took none for the attempt, the candidate's did.
     GiveShadow,
+    /// With a held count, gives back the token the attempt just taken holds, as
+    /// [`NetworkOp::GiveBack`]; the candidate's part is the attempt's own: its token when
+    /// the candidate's bucket took one (`candidate_took`), else its refusal forgotten,
+    /// never another attempt's (`RecordAttempt`'s give-back of an attempt that compared
+    /// nothing; a verified password's is [`NetworkOp::GiveBack`]).
+    GiveOwn {
+        /// The candidate's bucket took a token for the attempt.
+        candidate_took: bool,
+    },
     /// Reads the bucket; writes nothing (`Admin/InspectNetwork`).
     Peek,
     /// Fills the bucket (`Admin/ReleaseNetwork`).
@@ -34,6 +43,8 @@ impl NetworkOp {
             NetworkOp::Take => "take",
             NetworkOp::GiveBack => "give",
             NetworkOp::GiveShadow => "give_shadow",
+            NetworkOp::GiveOwn { candidate_took: true } => "give_took",
+            NetworkOp::GiveOwn { candidate_took: false } => "give_refused",
             NetworkOp::Peek => "peek",
             NetworkOp::Release => "release",
         }

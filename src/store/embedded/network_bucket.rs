@@ -21,6 +21,15 @@ impl NetworkBucketStore for EmbeddedStore {
             held: held.map(HeldKey::candidate),
             policy: *c,
         });
+        // The same requests `network_bucket.lua` refuses, refused here.
+        let misused = match op {
+            NetworkOp::GiveShadow => shadow.is_none() || held.is_some(),
+            NetworkOp::GiveOwn { .. } => held.is_none(),
+            _ => false,
+        };
+        if misused {
+            return Err(StoreError::Protocol(format!("{} without its keys", op.as_str())));
+        }
         let (key, policy, held) = (key.as_key(), *policy, held.map(|h| h.as_str().to_owned()));
         self.submit(op != NetworkOp::Peek, move |t| {
             // The candidate's part is read (and checked) before anything is written, as
@@ -32,7 +41,11 @@ impl NetworkBucketStore for EmbeddedStore {
                 }
                 None => None,
             };
-            let enforced = if op == NetworkOp::GiveShadow { NetworkOp::Peek } else { op };
+            let enforced = match op {
+                NetworkOp::GiveShadow => NetworkOp::Peek,
+                NetworkOp::GiveOwn { .. } => NetworkOp::GiveBack,
+                other => other,
+            };
             let mut state = network_held(t, &key, enforced, &policy, held.as_deref())?;
             if let Some((counts, s)) = shadow {
                 state.shadow = Some(shadow_step(t, &s, counts, op, state)?);
@@ -75,6 +88,18 @@ fn shadow_step(
     let mut met_refused = false;
     let op = match requested {
         NetworkOp::GiveShadow => NetworkOp::GiveBack,
+        // This attempt's own part: its candidate token back, or its refusal forgotten.
+        NetworkOp::GiveOwn { candidate_took } if s.held.is_some() => {
+            if candidate_took && count > 0 {
+                count -= 1;
+                NetworkOp::GiveBack
+            } else {
+                if !candidate_took && refused > 0 {
+                    refused -= 1;
+                }
+                NetworkOp::Peek
+            }
+        }
         NetworkOp::GiveBack if s.held.is_some() => {
             if refused > 0 {
                 (refused, met_refused) = (refused - 1, true);
@@ -97,7 +122,7 @@ fn shadow_step(
         }
     }
     if let Some(held) = &s.held
-        && matches!(requested, NetworkOp::Take | NetworkOp::GiveBack)
+        && matches!(requested, NetworkOp::Take | NetworkOp::GiveBack | NetworkOp::GiveOwn { .. })
     {
         // Kept while either bucket owes: the later of the two.
         let owed_ms = state.full_in_ms.max(enforced.full_in_ms);
@@ -157,12 +182,14 @@ pub(super) fn network(
         NetworkOp::Take => policy.take(tat, now),
         NetworkOp::GiveBack => policy.give_back(tat, now),
         NetworkOp::Peek | NetworkOp::GiveShadow => Spent { taken: false, tat_ms: tat },
+        // (Mapped to `GiveBack` before it reaches a bucket.)
+        NetworkOp::GiveOwn { .. } => policy.give_back(tat, now),
         NetworkOp::Release => Spent { taken: false, tat_ms: None },
     };
     let writes = match op {
         NetworkOp::Take => spent.taken,
         NetworkOp::Peek | NetworkOp::GiveShadow => false,
-        NetworkOp::GiveBack | NetworkOp::Release => true,
+        NetworkOp::GiveBack | NetworkOp::GiveOwn { .. } | NetworkOp::Release => true,
     };
     if writes {
         match spent.tat_ms {

@@ -132,6 +132,12 @@ fn mail(
     jobs: &[SendJob; 3],
 ) -> Result<MailSent, StoreError> {
     let [send, without_candidate, shadow_only] = jobs;
+    // The send logs, read (and checked) before any token is taken: a corrupt one (the
+    // candidate's included) fails the request with nothing written, the tokens too.
+    read_log(t, &send.log)?;
+    if let Some((key, _)) = &send.candidate {
+        read_log(t, key)?;
+    }
     let mut took = (true, None);
     if let Some(n) = network {
         if let Some((key, policy)) = &n.candidate {

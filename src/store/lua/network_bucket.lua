@@ -23,7 +23,11 @@
 --                        yet given back (a give meets those first: it answers
 --                        shadow 1, the caller's cue that a verified password was one
 --                        the candidate would have refused)
--- ARGV[1]  op           'take' | 'give' (one token back) | 'give_shadow' (one token back
+-- ARGV[1]  op           'take' | 'give' (one token back) | 'give_took' / 'give_refused'
+--                       (with a held count: one token back for the attempt just
+--                       taken, whose candidate bucket took a token / refused: the
+--                       candidate's part gives back that token / forgets that
+--                       refusal, not another attempt's) | 'give_shadow' (one token back
 --                       to the candidate's bucket only, without a held count: the
 --                       enforced bucket took none) | 'peek' (read only) | 'release'
 --                       (empty the debt: the bucket is full; the candidate's too)
@@ -48,8 +52,9 @@
 local op = ARGV[1]
 local capacity = tonumber(ARGV[2])
 local interval = tonumber(ARGV[3])
-assert(op == 'take' or op == 'give' or op == 'give_shadow' or op == 'peek' or op == 'release',
-  'op must be take, give, give_shadow, peek or release')
+local own = op == 'give_took' or op == 'give_refused'
+assert(op == 'take' or op == 'give' or own or op == 'give_shadow' or op == 'peek'
+  or op == 'release', 'op must be take, give, give_took, give_refused, give_shadow, peek or release')
 assert(capacity and capacity >= 1 and capacity <= 1000000 and capacity % 1 == 0,
   'capacity must be in 1..1000000')
 assert(interval and interval >= 1 and interval % 1 == 0, 'interval_ms must be >= 1')
@@ -71,6 +76,7 @@ else
   hold = KEYS[2]
 end
 assert(op ~= 'give_shadow' or (shadow_key and not hold), 'give_shadow needs a candidate, no held count')
+assert(not own or hold, 'give_took and give_refused need a held count')
 
 -- A bucket's TAT (now when absent or past).
 local function tat_of(key)
@@ -128,7 +134,8 @@ if hold then
 end
 
 local eop = op
-if op == 'give' and hold and holds == 0 then
+if own then eop = 'give' end
+if eop == 'give' and hold and holds == 0 then
   -- Nothing held for this account: nothing to give back, nothing written.
   eop = 'peek'
 elseif op == 'give_shadow' then
@@ -154,9 +161,17 @@ if shadow_key then
   local cop = op
   if op == 'give_shadow' then
     cop = 'give'
+  elseif own and shadow_hold then
+    -- This attempt's own part: its candidate token back, or its refusal forgotten.
+    cop = 'peek'
+    if op == 'give_took' and ct > 0 then
+      ct, cop = ct - 1, 'give'
+    elseif op == 'give_refused' and cr > 0 then
+      cr = cr - 1
+    end
   elseif op == 'give' and shadow_hold then
-    -- A give meets an attempt the candidate refused first (nothing to give back to
-    -- the candidate for it), else one of the candidate's held tokens.
+    -- A verified password's give meets an attempt the candidate refused first
+    -- (nothing to give back to the candidate for it), else one of its held tokens.
     if cr > 0 then
       cr, shadow, cop = cr - 1, 1, 'peek'
     elseif ct > 0 then
@@ -178,7 +193,7 @@ if shadow_key then
       cr = cr + 1
     end
   end
-  if shadow_hold and (op == 'take' or op == 'give') then
+  if shadow_hold and (op == 'take' or op == 'give' or own) then
     -- Kept while either bucket owes: the later of the two TATs.
     local until_ms = math.max(tat, ctat)
     if (ct > 0 or cr > 0) and until_ms > now then

@@ -7,7 +7,8 @@
 //! daemon never wrote failing the send with nothing noted, on both stores.
 
 use portcullis::store::attempt_count::Attempt;
-use portcullis::store::send_log::{SendOp, SendRequest};
+use portcullis::store::network_bucket::{NetworkBucketStore, NetworkRequest};
+use portcullis::store::send_log::{SendLogStore, SendOp, SendRequest};
 use portcullis::throttle::flow::{CODE_RETENTION, Flow, fixed_window};
 use portcullis::throttle::send_log::{CAP_WINDOW_MS, SendPolicy};
 
@@ -290,8 +291,30 @@ async fn a_corrupt_candidate_send_log_is_a_store_error_on_the_embedded_store() {
         drop(table);
         txn.commit().unwrap();
     }
-    let store = open();
+    let store = Arc::new(open());
+    // A whole mail request (its network's tokens, then the send, in one transaction):
+    // refused with no token taken.
+    let n = NetworkKey::new(&secret(), "default", "ip:198.51.100.77/32");
+    let budget = BucketPolicy { capacity: 3, interval_ms: 3_600_000 };
+    let take = NetworkRequest {
+        key: &n,
+        op: NetworkOp::Take,
+        policy: &budget,
+        held: None,
+        candidate: Some(&budget),
+    };
+    let request = SendRequest {
+        log: &keys[0],
+        attempt_id: None,
+        policy: &RESET,
+        op: SendOp::Send,
+        candidate: Some(&CANDIDATE),
+    };
+    let r = store.clone().send_mail(&request, Some(&take)).await;
+    assert!(r.is_err(), "a mail request over a corrupt candidate log: {r:?}");
+    let peek = NetworkRequest { op: NetworkOp::Peek, candidate: None, ..take };
+    assert_eq!(store.network(&peek).await.unwrap().tokens, 3, "a token was taken");
     for (k, what) in keys.iter().zip(["a send log cut short", "a record cut short"]) {
-        every_shadowed_send_fails(&store, k, what).await;
+        every_shadowed_send_fails(store.as_ref(), k, what).await;
     }
 }

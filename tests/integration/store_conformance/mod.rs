@@ -566,6 +566,8 @@ conformance!(
     the_device_index_is_bounded,
     a_candidate_bucket_counts_beside_the_network,
     a_looser_candidate_takes_what_the_network_refuses,
+    an_attempts_own_give_back_leaves_the_others_part,
+    a_give_without_its_keys_is_refused,
     a_refund_gives_the_attempt_back_on_the_candidate_record,
 );
 
@@ -584,7 +586,9 @@ use ceiling::{
     lockout_lasts_lockout_duration, the_ceiling_holds_across_windows,
 };
 use network_candidate::{
-    a_candidate_bucket_counts_beside_the_network, a_looser_candidate_takes_what_the_network_refuses,
+    a_candidate_bucket_counts_beside_the_network, a_give_without_its_keys_is_refused,
+    a_looser_candidate_takes_what_the_network_refuses,
+    an_attempts_own_give_back_leaves_the_others_part,
 };
 use repeats::{
     concurrent_new_fingerprints_allow_max_failures, repeat_lists, repeat_lists_follow_the_twin,

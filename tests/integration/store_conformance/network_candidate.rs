@@ -177,3 +177,66 @@ async fn a_corrupt_candidate_bucket_or_held_count_is_a_store_error_on_the_embedd
         a_take_fails_and_writes_nothing(&b, &n, &held, what).await;
     }
 }
+
+/// `RecordAttempt`'s give-back of an attempt that compared nothing gives back that
+/// attempt's own part of the candidate's held count: its candidate token when the
+/// candidate's bucket took one, else its refusal, never another attempt's; a verified
+/// password's give still meets a refusal first.
+pub(super) async fn an_attempts_own_give_back_leaves_the_others_part(b: &dyn Backend) {
+    let store = b.store();
+    let enforced = BucketPolicy { capacity: 5, interval_ms: HOUR };
+    let tighter = BucketPolicy { capacity: 2, interval_ms: HOUR };
+    let n = NetworkKey::new(&secret(), "default", "ip:198.51.100.9/32");
+    let held = n.held_by(&key("own@example.com"));
+    let call = |op: NetworkOp| {
+        let (store, n, held) = (store.clone(), n.clone(), held.clone());
+        async move {
+            let request = NetworkRequest {
+                key: &n,
+                op,
+                policy: &enforced,
+                held: Some(&held),
+                candidate: Some(&tighter),
+            };
+            store.network(&request).await.unwrap()
+        }
+    };
+    // Three attempts: the candidate's bucket takes two and refuses the third.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(call(NetworkOp::Take).await.shadow);
+    }
+    assert_eq!(seen, [Some(true), Some(true), Some(false)]);
+    // The second attempt compared nothing: its own candidate token comes back, and the
+    // third's refusal stays for a verified password to meet.
+    let own = call(NetworkOp::GiveOwn { candidate_took: true }).await;
+    assert_eq!((own.tokens, own.shadow), (3, Some(false)));
+    let verified = call(NetworkOp::GiveBack).await;
+    assert_eq!(verified.shadow, Some(true), "the refusal was taken by another's give-back");
+    // A refused attempt's own give-back forgets its refusal and gives the candidate
+    // nothing.
+    assert_eq!(call(NetworkOp::Take).await.shadow, Some(true), "one token was back");
+    assert_eq!(call(NetworkOp::Take).await.shadow, Some(false));
+    let refused = call(NetworkOp::GiveOwn { candidate_took: false }).await;
+    assert_eq!(refused.shadow, Some(false));
+    let next = call(NetworkOp::GiveBack).await;
+    assert_eq!(next.shadow, Some(false), "the forgotten refusal was met again");
+}
+
+/// The operations the script refuses without their keys, the embedded store refuses
+/// too.
+pub(super) async fn a_give_without_its_keys_is_refused(b: &dyn Backend) {
+    let store = b.store();
+    let p = BucketPolicy { capacity: 3, interval_ms: HOUR };
+    let n = NetworkKey::new(&secret(), "default", "key:misused");
+    let held = n.held_by(&key("misused@example.com"));
+    let request = |op, held, candidate| NetworkRequest { key: &n, op, policy: &p, held, candidate };
+    let own = NetworkOp::GiveOwn { candidate_took: true };
+    for (what, r) in [
+        ("give_shadow without a candidate", request(NetworkOp::GiveShadow, None, None)),
+        ("give_shadow with a held count", request(NetworkOp::GiveShadow, Some(&held), Some(&p))),
+        ("an own give without a held count", request(own, None, Some(&p))),
+    ] {
+        assert!(store.network(&r).await.is_err(), "{what}");
+    }
+}
