@@ -18,8 +18,8 @@ use zeroize::Zeroizing;
 use super::settle::{End, Held};
 use super::signals::{Turn, signal_failures, signals};
 use super::{
-    LoginError, LoginRequest, LoginVerdict, Logins, note_ceiling, note_count, note_right_password,
-    note_verdict,
+    LoginError, LoginRequest, LoginVerdict, Logins, candidate_step_up, note_candidate_step_up,
+    note_ceiling, note_count, note_right_password, note_verdict,
 };
 use crate::defence::breach::BreachList;
 use crate::defence::client_network::NetworkWatch;
@@ -205,13 +205,13 @@ impl Job {
         let sprayed = suspected && realm.spray.action == SprayAction::Reject;
         if !counted.allowed || counted.replays > 0 || sprayed {
             held.settle(End::Unhashed).await?;
-            return Ok(pass.reject);
+            return Ok(pass.reject(&realm, &tally));
         }
         // A step-up realm compares every repeat: an unhashed answer to a wrong
         // password's repeat, beside a hashed one to a right password's (a challenge is
         // never forgiven), would tell a checker which was right by time.
         if counted.repeat && !counted.recheck && realm.unknown_device != UnknownDevice::StepUp {
-            return call.forgive(&mut held, pass.reject).await;
+            return call.forgive(&mut held, pass.reject(&realm, &tally)).await;
         }
         let compared = match compare(&mut ticket, deadline, comparison, password, breach).await {
             Ok(Ok(compared)) => compared,
@@ -228,7 +228,7 @@ impl Job {
         if compared.outcome.matched {
             return call.accept(&mut held, &devices, &stored_hash, compared, &pass).await;
         }
-        call.fail(&mut held, pass.reject).await
+        call.fail(&mut held, pass.reject(&realm, &tally)).await
     }
 }
 
@@ -239,6 +239,17 @@ struct Pass {
     flagged: bool,
     /// The answer of every failure from here on.
     reject: LoginVerdict,
+    /// Whether the enforced policy and the realm's candidate ask for step-up after
+    /// this count: noted in the candidate's report once an answer carries it.
+    step_up: (bool, bool),
+}
+
+impl Pass {
+    /// The answer of a failure, the candidate's step-up beside it noted.
+    fn reject(self, realm: &Realm, tally: &TallyBuffer) -> LoginVerdict {
+        note_candidate_step_up(realm, tally, self.step_up);
+        self.reject
+    }
 }
 
 /// A comparison's result, with the breach lookup of a match.
@@ -341,12 +352,14 @@ impl<'a> Call<'a> {
         } else {
             // A ceiling is noted once the comparison failed ([`Self::fail`]): a match clears it.
             let allowed = counted.allowed && counted.replays == 0;
-            note_count(realm, self.tally, held.bucket, counted, allowed);
+            note_count(realm, self.tally, held.bucket, counted, (allowed, false));
         }
         let failures = signal_failures(realm, counted);
         let signals = signals(realm, suspected, failures, flagged).with_door(counted);
         let reject = LoginVerdict::Reject { signals };
-        Pass { suspected, flagged, reject }
+        let step_up =
+            if counted.added() { candidate_step_up(realm, counted) } else { (false, false) };
+        Pass { suspected, flagged, reject, step_up }
     }
 
     /// A repeat is not compared again, once: the same password against the same stored
@@ -411,6 +424,8 @@ impl<'a> Call<'a> {
         if realm.unknown_device == UnknownDevice::StepUp && !bucket.is_device() {
             let challenge_token =
                 devices.issue_challenge(&grant, held.counted.epoch).inspect_err(no_token)?;
+            // A challenge carries the reject's step-up: the candidate's beside it noted.
+            note_candidate_step_up(realm, self.tally, pass.step_up);
             self.fail(held, pass.reject.clone()).await?;
             emit(event(EventKind::ChallengeIssued));
             self.tally.count(&realm.name, Counter::Challenges);

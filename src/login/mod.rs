@@ -322,21 +322,20 @@ impl Logins {
 /// identifier or its key. A known device's bucket closing is its own event (`key` names
 /// a device bucket). `allowed` is the answer given (a replay may be refused although
 /// its first call was allowed). A ceiling the attempt reached is the caller's to note
-/// ([`note_ceiling`]), once it stands.
+/// ([`note_ceiling`]), once it stands. The candidate's step-up beside the enforced one
+/// is noted here when `answered` (`RecordAttempt`: its answer carries the count's
+/// step-up); `Verify` notes it once its answer is known to carry it
+/// ([`note_candidate_step_up`]: an accept clears the window and carries none).
 pub fn note_count(
     realm: &Realm,
     tally: &TallyBuffer,
     key: &AccountKey,
     counted: &Counted,
-    allowed: bool,
+    (allowed, answered): (bool, bool),
 ) {
     realm.meters.attempt(allowed);
     if let (Some(shadow), Some(candidate)) = (counted.shadow, &realm.candidate) {
-        let steps = |n: Option<u32>, failures: u64| n.is_some_and(|n| failures >= u64::from(n));
-        let step_up = (
-            steps(realm.step_up_failures, counted.failures),
-            steps(candidate.step_up_failures, shadow.failures),
-        );
+        let step_up = if answered { candidate_step_up(realm, counted) } else { (false, false) };
         for outcome in candidate_report::outcomes(allowed, shadow.allowed, step_up) {
             tally.candidate(&realm.name, &candidate.id, Defence::Login, outcome);
         }
@@ -363,6 +362,33 @@ pub fn note_count(
         tracing::warn!(realm = %realm.name, "lockout: an account key used up its window");
         metrics::counter!(LOCKOUTS, "realm" => realm.name.clone()).increment(1);
     }
+}
+
+/// Whether the enforced policy and the realm's candidate would ask for step-up after
+/// `counted` (each from its own window's count and its own `step_up_failures`); both
+/// `false` without a candidate's answer.
+pub fn candidate_step_up(realm: &Realm, counted: &Counted) -> (bool, bool) {
+    let (Some(shadow), Some(candidate)) = (counted.shadow, &realm.candidate) else {
+        return (false, false);
+    };
+    let steps = |n: Option<u32>, failures: u64| n.is_some_and(|n| failures >= u64::from(n));
+    (
+        steps(realm.step_up_failures, counted.failures),
+        steps(candidate.step_up_failures, shadow.failures),
+    )
+}
+
+/// Notes where the candidate's step-up and the enforced one (`step_up`, as
+/// [`candidate_step_up`] gives it) differed, for an answer that carries the count's
+/// step-up (`Verify`'s reject, or its challenge).
+pub fn note_candidate_step_up(realm: &Realm, tally: &TallyBuffer, step_up: (bool, bool)) {
+    let Some(candidate) = &realm.candidate else { return };
+    let outcome = match step_up {
+        (false, true) => Outcome::StepUpAdded,
+        (true, false) => Outcome::StepUpDropped,
+        _ => return,
+    };
+    tally.candidate(&realm.name, &candidate.id, Defence::Login, outcome);
 }
 
 /// A right password (or code) was presented (a `Verify` that matched, a `ClearAttempts`

@@ -62,7 +62,7 @@ impl Logins {
             });
         }
         let allowed = counted.allowed && counted.replays <= MAX_REPLAYS;
-        note_count(realm, &self.tally, key, &counted, allowed);
+        note_count(realm, &self.tally, key, &counted, (allowed, true));
         // The gateway compares the password itself: the ceiling is noted as counted.
         if counted.reached_ceiling {
             note_ceiling(realm, &self.tally, key);
