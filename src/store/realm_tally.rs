@@ -133,9 +133,10 @@ fn of_realm<'p>(pending: &'p mut HashMap<String, Pending>, realm: &str) -> Optio
 pub struct TallyBuffer {
     secret: KeySecret,
     pending: Mutex<HashMap<String, Pending>>,
-    /// Per realm and candidate id, the outcomes of its report not yet written
-    /// (`crate::store::candidate_report`).
-    reports: Mutex<HashMap<(String, String), ReportCounts>>,
+    /// Per realm, and per candidate id in it (one while the daemon runs), the outcomes
+    /// of its report not yet written (`crate::store::candidate_report`): looked up by
+    /// borrowed names, copied only on a candidate's first note.
+    reports: Mutex<HashMap<String, Vec<(String, ReportCounts)>>>,
     wake: tokio::sync::Notify,
 }
 
@@ -186,7 +187,18 @@ impl TallyBuffer {
         )
         .increment(1);
         let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
-        let counts = reports.entry((realm.to_owned(), id.to_owned())).or_default();
+        if !reports.contains_key(realm) {
+            reports.insert(realm.to_owned(), Vec::new());
+        }
+        let Some(candidates) = reports.get_mut(realm) else { return };
+        let at = match candidates.iter().position(|(held, _)| held == id) {
+            Some(at) => at,
+            None => {
+                candidates.push((id.to_owned(), ReportCounts::default()));
+                candidates.len() - 1
+            }
+        };
+        let counts = &mut candidates[at].1;
         let count = &mut counts[defence.index()][outcome.index()];
         *count = count.saturating_add(1);
     }
@@ -198,12 +210,14 @@ impl TallyBuffer {
     pub async fn flush<S: RealmTallyStore + CandidateReportStore + ?Sized>(&self, store: &S) {
         let reports = std::mem::take(&mut *self.reports.lock().unwrap_or_else(|e| e.into_inner()));
         let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        for ((realm, id), counts) in reports {
-            let key = CandidateKey::new(&self.secret, &realm, &id);
-            if let Err(e) = store.add_to_report(&key, &counts).await {
-                tracing::warn!(realm, "a candidate policy's report lost some counts: {e}");
-                metrics::counter!(REALM_TALLY_DROPPED, "reason" => "store")
-                    .increment(counts.iter().flatten().sum());
+        for (realm, candidates) in reports {
+            for (id, counts) in candidates {
+                let key = CandidateKey::new(&self.secret, &realm, &id);
+                if let Err(e) = store.add_to_report(&key, &counts).await {
+                    tracing::warn!(realm, "a candidate policy's report lost some counts: {e}");
+                    metrics::counter!(REALM_TALLY_DROPPED, "reason" => "store")
+                        .increment(counts.iter().flatten().sum());
+                }
             }
         }
         for (realm, mut notes) in pending {

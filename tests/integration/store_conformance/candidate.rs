@@ -66,9 +66,33 @@ async fn a_refund_over_a_corrupt_candidate_record_writes_nothing_on_redis() {
     assert_eq!(b.record(&k).await.map(|(f, _)| f), Some(1), "the enforced count was refunded");
 }
 
+/// The embedded store's entries as they are, then `writes` (key and bytes as the store
+/// encodes them) put in place with the store closed; reopened.
+fn reopened_with(b: Embedded, writes: &[(&str, &[u8])]) -> (Embedded, Vec<Option<Vec<u8>>>) {
+    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
+    let Embedded { store, clock, _dir: dir } = b;
+    drop(store);
+    let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();
+    let before = {
+        let txn = db.begin_read().unwrap();
+        let table = txn.open_table(ENTRIES).unwrap();
+        writes.iter().map(|(k, _)| table.get(*k).unwrap().map(|v| v.value().to_vec())).collect()
+    };
+    let txn = db.begin_write().unwrap();
+    {
+        let mut table = txn.open_table(ENTRIES).unwrap();
+        for (k, bytes) in writes {
+            table.insert(*k, *bytes).unwrap();
+        }
+    }
+    txn.commit().unwrap();
+    drop(db);
+    let store = EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
+    (Embedded { store: Arc::new(store), clock, _dir: dir }, before)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refund_over_a_corrupt_candidate_record_writes_nothing_on_the_embedded_store() {
-    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
     let enforced = policy(false);
     let candidate = Policy { max_failures: 3, ..enforced };
     let k = key("corrupt-refund@example.com");
@@ -76,17 +100,8 @@ async fn a_refund_over_a_corrupt_candidate_record_writes_nothing_on_the_embedded
     let b = Embedded::new();
     let attempt = Attempt::new(&k, Some(&attempt_key), &enforced).with_candidate(Some(&candidate));
     let counted = b.store.count(&attempt).await.unwrap();
-    let Embedded { store, clock, _dir: dir } = b;
-    drop(store);
-    {
-        let db = redb::Database::create(dir.path().join("portcullis.redb")).unwrap();
-        let txn = db.begin_write().unwrap();
-        let shadow = k.candidate_record().unwrap();
-        txn.open_table(ENTRIES).unwrap().insert(shadow.as_str(), &[1u8, 0, 0][..]).unwrap();
-        txn.commit().unwrap();
-    }
-    let store = EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
-    let b = Embedded { store: Arc::new(store), clock, _dir: dir };
+    let shadow = k.candidate_record().unwrap();
+    let (b, _) = reopened_with(b, &[(&shadow, &[1u8, 0, 0])]);
     let refunded = (counted.window_start_ms, counted.consecutive_added);
     let r = b.store.refund(&k, Some(&attempt_key), refunded, counted.shadow.as_ref()).await;
     assert!(r.is_err(), "{r:?}");
@@ -121,7 +136,6 @@ async fn a_refund_over_a_corrupt_record_leaves_the_candidate_record_on_redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refund_over_a_corrupt_record_leaves_the_candidate_record_on_the_embedded_store() {
-    const ENTRIES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("entries");
     let enforced = policy(false);
     let candidate = Policy { max_failures: 3, ..enforced };
     let k = key("corrupt-record@example.com");
@@ -129,32 +143,16 @@ async fn a_refund_over_a_corrupt_record_leaves_the_candidate_record_on_the_embed
     let b = Embedded::new();
     let attempt = Attempt::new(&k, Some(&attempt_key), &enforced).with_candidate(Some(&candidate));
     let counted = b.store.count(&attempt).await.unwrap();
-    let Embedded { store, clock, _dir: dir } = b;
-    drop(store);
-    let path = dir.path().join("portcullis.redb");
-    let write = |bytes: &[u8]| {
-        let db = redb::Database::create(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(ENTRIES).unwrap().insert(k.record().as_str(), bytes).unwrap();
-        txn.commit().unwrap();
-    };
-    let good: Vec<u8> = {
-        let db = redb::Database::create(&path).unwrap();
-        let txn = db.begin_read().unwrap();
-        let table = txn.open_table(ENTRIES).unwrap();
-        table.get(k.record().as_str()).unwrap().unwrap().value().to_vec()
-    };
-    write(&[1u8, 0, 0]);
-    let open = || EmbeddedStore::open(dir.path(), Duration::from_secs(5), clock.clone()).unwrap();
-    let store = open();
+    let record = k.record();
+    let (b, before) = reopened_with(b, &[(&record, &[1u8, 0, 0])]);
+    let good = before[0].clone().expect("the counted record");
     let refunded = (counted.window_start_ms, counted.consecutive_added);
-    let r = store.refund(&k, Some(&attempt_key), refunded, counted.shadow.as_ref()).await;
+    let r = b.store.refund(&k, Some(&attempt_key), refunded, counted.shadow.as_ref()).await;
     assert!(r.is_err(), "{r:?}");
-    drop(store);
     // The record repaired: the candidate record still holds its one attempt (a refund
     // would have left none), and the attempt id still answers its first call.
-    write(&good);
-    let store = open();
+    let (b, _) = reopened_with(b, &[(&record, &good)]);
+    let store = b.store.clone();
     let again = store.count(&attempt).await.unwrap();
     assert_eq!(again.replays, 1, "the attempt id was forgotten");
     let fresh = Attempt::new(&k, None, &enforced).with_candidate(Some(&candidate));
