@@ -17,6 +17,7 @@
 //!   OpenTelemetry log records over OTLP and structured log lines, on a bounded queue.
 //! - [`rpc_calls`]: the one layer that counts, times and records the status of every
 //!   call of the contract's RPCs.
+//! - [`span_fields`]: span fields formatted only for a log line that shows them.
 //! - [`running_config`]: the configuration in force as an operator reads it
 //!   (`Admin/EffectiveConfig`), secrets named and never shown.
 //!
@@ -31,8 +32,13 @@ pub mod metrics;
 pub mod realm_meters;
 pub mod rpc_calls;
 pub mod running_config;
+pub mod span_fields;
 pub mod traces;
 
+use tracing_subscriber::fmt::{
+    self,
+    format::{DefaultFields, JsonFields},
+};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -82,19 +88,42 @@ pub fn init(format: LogFormat) -> Telemetry {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Colours only on a terminal, never in a file or the journal.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Span fields are kept as recorded and formatted only for a line that shows them
+    // (`span_fields`); the lines are what the stock formatters write.
     let logs = match format {
-        LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_ansi(ansi)
+        // On a terminal, with colours: the stock layer, span fields formatted as they come.
+        LogFormat::Text if ansi => tracing_subscriber::fmt::layer()
+            .with_ansi(true)
             .with_writer(std::io::stderr)
             .with_filter(filter)
             .boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
-            .with_current_span(true)
-            .with_span_list(false)
-            .with_writer(std::io::stderr)
-            .with_filter(filter)
-            .boxed(),
+        LogFormat::Text => {
+            type Fields = span_fields::Deferred<DefaultFields>;
+            span_fields::KeepSpanValues::<Fields>::default()
+                .and_then(
+                    tracing_subscriber::fmt::layer()
+                        .with_ansi(false)
+                        .fmt_fields(Fields::new(DefaultFields::new()))
+                        .event_format(span_fields::FormatSpansFirst::new(fmt::format()))
+                        .with_writer(std::io::stderr),
+                )
+                .with_filter(filter)
+                .boxed()
+        }
+        LogFormat::Json => {
+            type Fields = span_fields::Deferred<JsonFields>;
+            let json = fmt::format().json().with_current_span(true).with_span_list(false);
+            span_fields::KeepSpanValues::<Fields>::default()
+                .and_then(
+                    tracing_subscriber::fmt::layer()
+                        .with_ansi(false)
+                        .fmt_fields(Fields::new(JsonFields::new()))
+                        .event_format(span_fields::FormatSpansFirst::new(json))
+                        .with_writer(std::io::stderr),
+                )
+                .with_filter(filter)
+                .boxed()
+        }
     };
     let (tracer_provider, spans) = match traces::provider_from_env() {
         Ok(Some((provider, tracer))) => {
