@@ -300,8 +300,8 @@ fn format_values<N: AddFields>(
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
-    use tracing_subscriber::fmt::format::format;
     use tracing_subscriber::Layer as _;
+    use tracing_subscriber::fmt::format::format;
     use tracing_subscriber::layer::SubscriberExt;
 
     /// Lines written to memory.
@@ -353,6 +353,7 @@ mod tests {
         empty.in_scope(|| tracing::info!("in an empty span"));
     }
 
+    /// The scenario's lines through the stock fmt layer, text or JSON.
     fn stock(json: bool) -> String {
         let lines = Lines::default();
         let writer = lines.clone();
@@ -369,12 +370,10 @@ mod tests {
         lines.text()
     }
 
-    fn deferred<N: AddFields + Default>(
+    /// The scenario's lines through the deferred layer, `N` formatting the fields.
+    fn deferred<N: AddFields + Default + Send + Sync>(
         event: impl FormatEvent<tracing_subscriber::Registry, Deferred<N>> + Send + Sync + 'static,
-    ) -> String
-    where
-        N: Send + Sync,
-    {
+    ) -> String {
         let lines = Lines::default();
         let writer = lines.clone();
         let layer = KeepSpanValues::<Deferred<N>>::default().and_then(
