@@ -48,7 +48,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redis::{ErrorKind, ScriptInvocation, ServerErrorKind};
+use redis::{ErrorKind, ServerErrorKind};
 
 use super::Store;
 use super::error::StoreError;
@@ -213,7 +213,7 @@ impl RedisStore {
     /// [`retires_connection`]), or the deadline passing, retires it.
     async fn invoke<T: redis::FromRedisValue>(
         &self,
-        call: &ScriptInvocation<'_>,
+        call: &scripts::Invocation,
     ) -> Result<T, StoreError> {
         self.refuse_if_unsafe()?;
         self.on_connection(async |conn| call.invoke_async(conn).await).await
@@ -224,7 +224,7 @@ impl RedisStore {
     /// replicas confirm, else [`StoreError::Replication`].
     async fn invoke_counted<T: redis::FromRedisValue>(
         &self,
-        call: &ScriptInvocation<'_>,
+        call: &scripts::Invocation,
     ) -> Result<T, StoreError> {
         let Some((replicas, wait_timeout)) = self.wait else {
             return self.invoke(call).await;
@@ -234,7 +234,7 @@ impl RedisStore {
         let (reply, confirmed): (T, u32) = self
             .on_connection(async |conn| {
                 let mut pipe = redis::pipe();
-                pipe.invoke_script(call).cmd("WAIT").arg(replicas).arg(millis);
+                pipe.add_command(call.command().clone()).cmd("WAIT").arg(replicas).arg(millis);
                 match pipe.query_async(conn).await {
                     // The pipeline stops nothing: on NOSCRIPT the script did not run
                     // (WAIT did, harmlessly). Load it where the key lives and resend.

@@ -11,7 +11,7 @@
 //! `-- ARGV[n]  name` lines name the arguments in that order: the tests below read both
 //! and fail when a header and its caller disagree.
 //!
-//! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a
+//! [`Invocation`] sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a
 //! promoted replica that never saw `SCRIPT LOAD`), loads the script and sends it again.
 //! `NOSCRIPT` means the script did not run, so the retry never counts an attempt twice.
 //!
@@ -150,9 +150,13 @@ macro_rules! script {
             }
 
             /// The invocation of the script with `keys` and `args`, each in its order.
-            #[allow(unused_variables)] // a script without arguments
-            pub(crate) fn call(keys: &Keys, args: &Args) -> redis::ScriptInvocation<'static> {
-                let mut call = script().prepare_invoke();
+            #[allow(unused_variables, unused_mut)] // a script without arguments
+            pub(crate) fn call(keys: &Keys, args: &Args) -> super::Invocation {
+                const REQUIRED: &[&str] = &[$(stringify!($key),)*];
+                let count = REQUIRED.len()
+                    $($(+ usize::from(keys.$okey.is_some()))*)?
+                    $(+ keys.$lkey.len())?;
+                let mut call = super::Invocation::new(script(), count, ARGUMENTS);
                 $(call.key(&keys.$key);)*
                 $($(if let Some(key) = &keys.$okey {
                     call.key(key);
@@ -166,8 +170,77 @@ macro_rules! script {
                 })*)?
                 call
             }
+
+            /// The most arguments the script takes (keys apart).
+            const ARGUMENTS: usize = {
+                const NAMES: &[&str] = &[$(stringify!($arg),)* $($(stringify!($oarg),)*)?];
+                NAMES.len()
+            };
         }
     };
+}
+
+/// One call of a script: its `EVALSHA` command, every key and argument written into the
+/// command's one buffer as they are added (no buffer of its own each, as
+/// `redis::ScriptInvocation` makes), and the script to load on `NOSCRIPT`.
+pub(crate) struct Invocation {
+    script: &'static redis::Script,
+    evalsha: redis::Cmd,
+}
+
+impl Invocation {
+    /// `EVALSHA <sha1> <keys>`, room made for `keys` keys and `args` arguments.
+    fn new(script: &'static redis::Script, keys: usize, args: usize) -> Self {
+        // Keys are about 60 bytes, arguments at most a few dozen: one allocation of
+        // the buffer for nearly every call.
+        let mut evalsha = redis::Cmd::with_capacity(3 + keys + args, 64 * (keys + args) + 64);
+        evalsha.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+        Self { script, evalsha }
+    }
+
+    /// Adds the next key (`KEYS[i]`). The caller adds exactly the count given to `new`.
+    fn key(&mut self, key: impl redis::ToRedisArgs) {
+        self.evalsha.arg(key);
+    }
+
+    /// Adds the next argument (`ARGV[i]`).
+    fn arg(&mut self, arg: impl redis::ToRedisArgs) {
+        self.evalsha.arg(arg);
+    }
+
+    /// The `EVALSHA` command, to pipeline.
+    pub(crate) fn command(&self) -> &redis::Cmd {
+        &self.evalsha
+    }
+
+    /// Runs the script; on `NOSCRIPT` (it did not run) loads it and sends it again,
+    /// as `redis::ScriptInvocation::invoke_async` does.
+    ///
+    /// # Errors
+    /// Redis's, or the connection's.
+    pub(crate) async fn invoke_async<T: redis::FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> redis::RedisResult<T> {
+        match self.evalsha.query_async(conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.load_async(conn).await?;
+                self.evalsha.query_async(conn).await
+            }
+            other => other,
+        }
+    }
+
+    /// `SCRIPT LOAD` of the script (on every master of a cluster, as redis-rs routes it).
+    ///
+    /// # Errors
+    /// Redis's, or the connection's.
+    pub(crate) async fn load_async(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> redis::RedisResult<()> {
+        self.script.load_async(conn).await.map(drop)
+    }
 }
 
 /// The source of `record_attempt.lua` as Redis runs it, for benches that call it
@@ -473,6 +546,56 @@ mod tests {
         let path = format!("{}/src/store/lua/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap();
         text.lines().take_while(|l| l.starts_with("--")).collect::<Vec<_>>().join("\n")
+    }
+
+    /// A call's command as text: `EVALSHA`, the SHA1, the key count, keys, arguments.
+    fn words(call: &super::Invocation) -> Vec<String> {
+        call.command()
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => "<not bytes>".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_counts_the_keys_it_sends_and_sends_the_arguments_after_them() {
+        use super::refund;
+        let keys = refund::Keys {
+            record: "{a:1}:r".into(),
+            attempt: None,
+            candidate: Some("{a:1}:r:s".into()),
+        };
+        let args = refund::Args { window_start_ms: 7, allowed: 1, candidate: "5,1".into() };
+        let sha = refund::script().get_hash().to_owned();
+        assert_eq!(
+            words(&refund::call(&keys, &args)),
+            ["EVALSHA", &sha, "2", "{a:1}:r", "{a:1}:r:s", "7", "1", "5,1"]
+        );
+        let every = refund::Keys { attempt: Some("{a:1}:a".into()), ..keys };
+        assert_eq!(
+            words(&refund::call(&every, &args))[2..6],
+            ["3", "{a:1}:r", "{a:1}:a", "{a:1}:r:s"]
+        );
+
+        use super::realm_tally_read as read;
+        let keys = read::Keys {
+            labels: "{t:1}:l".into(),
+            slots: vec!["{t:1}:0".into(), "{t:1}:1".into()],
+        };
+        let args = read::Args {
+            locked_slots: 1,
+            ceiling_slots: 2,
+            networks_slots: 3,
+            spray_slots: 4,
+            grace_slots: 5,
+            count_slots: 6,
+        };
+        assert_eq!(
+            words(&read::call(&keys, &args))[2..],
+            ["3", "{t:1}:l", "{t:1}:0", "{t:1}:1", "1", "2", "3", "4", "5", "6"]
+        );
     }
 
     #[test]
