@@ -328,3 +328,25 @@ pub fn record_attempt_argv(key: &AccountKey, policy: &Policy, attempt_ttl_ms: u6
 pub fn is_record_attempt_reply(reply: &[i64]) -> bool {
     record_attempt::Reply::parse(reply).is_ok()
 }
+
+#[cfg(test)]
+mod future_size {
+    use super::*;
+
+    /// The size of the future `call` returns, without calling it.
+    fn future_size<F: std::future::Future>(_call: impl Fn(&'static RedisStore) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Every store call's future holds the connection checkout's, and is moved whole
+    /// (into `async_trait`'s box) on every call: setting up a connection (about 10 KB of
+    /// future) must stay boxed out of it (`pool::Lean::create`).
+    #[test]
+    #[allow(unreachable_code)]
+    fn a_store_call_does_not_carry_the_connection_set_up_in_its_future() {
+        let checkout = future_size(|store| store.connection());
+        let counted = future_size(|store| store.invoke_counted::<Vec<i64>>(unreachable!()));
+        assert!(checkout < 2048, "the checkout's future is {checkout} bytes");
+        assert!(counted < 4096, "a counted script call's future is {counted} bytes");
+    }
+}

@@ -63,10 +63,16 @@ where
     type Type = Tracked<M::Type>;
     type Error = RedisError;
 
-    async fn create(&self) -> Result<Self::Type, RedisError> {
-        let mut conn = self.manager.create().await?;
-        self.proof.on_connect(&mut conn).await?;
-        Ok(Tracked { conn, retired: Arc::new(AtomicBool::new(false)) })
+    /// Boxed: setting a connection up (TCP, TLS, credentials, topology, the key check)
+    /// is a future of about 10 KB. Unboxed it is part of deadpool's `get` future, so
+    /// of every store call's future, which is moved (copied whole) on every call; boxed,
+    /// it is copied only when a connection is made.
+    fn create(&self) -> impl Future<Output = Result<Self::Type, RedisError>> + Send {
+        Box::pin(async move {
+            let mut conn = self.manager.create().await?;
+            self.proof.on_connect(&mut conn).await?;
+            Ok(Tracked { conn, retired: Arc::new(AtomicBool::new(false)) })
+        })
     }
 
     async fn recycle(&self, obj: &mut Self::Type, _: &Metrics) -> RecycleResult<RedisError> {
