@@ -23,8 +23,11 @@
 //! Lines with ANSI colours (on a terminal) keep the stock path: the styles need a
 //! writer `tracing_subscriber` does not let another crate make.
 //!
-//! An error value recorded on a span (none of the daemon's spans records one) is kept
-//! as its `Display` text, without the chain of sources the text formatter would add.
+//! Where the lines can differ from the stock layer's, for span fields none of the
+//! daemon's spans has: an error value is kept as its `Display` text, without the chain
+//! of sources the text formatter adds; in text, a value the formatter leaves out (a
+//! field named `log.*`, a recorded `Empty`) leaves one space more or less than the
+//! stock layer's, which adds the values of one `record` together.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -35,7 +38,7 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::format::{DefaultFields, JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
 /// One value as recorded; text lives in [`SpanValues::text`], by byte range.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +52,8 @@ enum Kept {
     U128(u128),
     F64(f64),
     Bool(bool),
+    /// Bytes, by range in [`SpanValues::bytes`].
+    Bytes(u32, u32),
 }
 
 /// A span's values in the order they were recorded (at the span's start, then each
@@ -58,6 +63,8 @@ pub struct SpanValues {
     values: Vec<(Field, Kept)>,
     /// The text of every `Str` and `Debug` value, one after another.
     text: String,
+    /// The bytes of every `Bytes` value (no daemon span records any).
+    bytes: Vec<u8>,
     /// Whether the span's `FormattedFields` lag behind `values`.
     pending: bool,
 }
@@ -113,6 +120,13 @@ impl Visit for SpanValues {
 
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.values.push((field.clone(), Kept::Bool(value)));
+    }
+
+    fn record_bytes(&mut self, field: &Field, value: &[u8]) {
+        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let start = at(self.bytes.len());
+        self.bytes.extend_from_slice(value);
+        self.values.push((field.clone(), Kept::Bytes(start, at(self.bytes.len()))));
     }
 }
 
@@ -243,22 +257,36 @@ where
         writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        if let Some(scope) = ctx.event_scope() {
-            let fields = &ctx.field_format().inner;
-            for span in scope {
-                let mut extensions = span.extensions_mut();
-                let Some(values) = extensions.get_mut::<SpanValues>() else { continue };
-                if !std::mem::take(&mut values.pending) {
-                    continue;
-                }
-                let formatted = format_values(fields, span.metadata(), values)?;
-                if let Some(current) = extensions.get_mut::<FormattedFields<Deferred<N>>>() {
-                    current.fields = formatted;
-                }
-            }
+        let fields = &ctx.field_format().inner;
+        for span in ctx.event_scope().into_iter().flatten() {
+            format_pending(fields, &span)?;
+        }
+        // The JSON formatter shows the entered span also for an event whose scope is
+        // empty (`parent: None`, or a parent the filter disabled).
+        if let Some(current) = ctx.lookup_current() {
+            format_pending(fields, &current)?;
         }
         self.inner.format_event(ctx, writer, event)
     }
+}
+
+/// Formats `span`'s values into its `FormattedFields` if they changed since.
+fn format_pending<S, N>(fields: &N, span: &SpanRef<'_, S>) -> fmt::Result
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: AddFields,
+{
+    let mut extensions = span.extensions_mut();
+    let Some(values) = extensions.get_mut::<SpanValues>() else { return Ok(()) };
+    if !values.pending {
+        return Ok(());
+    }
+    let formatted = format_values(fields, span.metadata(), values)?;
+    values.pending = false;
+    if let Some(current) = extensions.get_mut::<FormattedFields<Deferred<N>>>() {
+        current.fields = formatted;
+    }
+    Ok(())
 }
 
 /// A span's values formatted as the fmt layer would have: its start's fields (none
@@ -291,6 +319,10 @@ fn format_values<N: AddFields>(
             Kept::U128(v) => add(&v, &mut formatted)?,
             Kept::F64(v) => add(&v, &mut formatted)?,
             Kept::Bool(v) => add(&v, &mut formatted)?,
+            Kept::Bytes(start, end) => {
+                let bytes = values.bytes.get(start as usize..end as usize).unwrap_or_default();
+                add(&bytes, &mut formatted)?;
+            }
         }
     }
     Ok(formatted)
@@ -339,8 +371,16 @@ mod tests {
         tracing::info!(quoted = "a \"b\"", "before any record");
         outer.record("code", 3_i64);
         outer.record("realm", "default");
+        // No parent: the text line shows no span, the JSON line the entered one.
+        tracing::info!(parent: None, "without a parent");
         tracing::warn!(n = 7_u64, "after two records");
-        let inner = tracing::info_span!("store", op = "count", wide = 1_u128 << 100, flag = true);
+        let inner = tracing::info_span!(
+            "store",
+            op = "count",
+            wide = 1_u128 << 100,
+            flag = true,
+            raw = &b"\x01\xff"[..]
+        );
         inner.in_scope(|| {
             tracing::info!("nested");
             inner.record("flag", false);
