@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The daemon's CPU instructions per `RecordAttempt`, counted by valgrind's callgrind:
+# a count, not a time, so it repeats within about 1 % whatever else the machine does
+# (docs/performance.md, "Daemon CPU per call").
+#
+#   benches/instructions_per_call.sh [BINARY] [redis|embedded] [CALLS]
+#
+# BINARY defaults to target/release/portcullis (`cargo build --release`), the store to
+# redis (a private redis-server on a free port), CALLS to 2000. The daemon runs under
+# callgrind with its default log level; h2load (Debian's nghttp2-client) sends 400
+# warm-up calls, then the counters are zeroed, CALLS calls are sent (4 connections x 16
+# streams, one hot account, as the throttle bench's load-tool rows), and the counters
+# dumped. Prints one line: instructions a call, the daemon's whole process (its runtime,
+# the embedded store's writer thread, timers) divided by the calls.
+#
+# Needs valgrind, h2load and redis-server. Under valgrind the CPU has no SHA extensions,
+# so SHA-256 (the account key's HMAC) counts its portable code's instructions, about
+# 13,500 a call, which a CPU with them spends far fewer cycles on.
+set -euo pipefail
+
+binary=${1:-target/release/portcullis}
+store=${2:-redis}
+calls=${3:-2000}
+for tool in valgrind callgrind_control h2load redis-server python3; do
+  command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }
+done
+
+dir=$(mktemp -d)
+daemon_pid=
+cleanup() {
+  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null || true
+  [ -f "$dir/redis.pid" ] && kill "$(cat "$dir/redis.pid")" 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+port=$(free_port)
+
+if [ "$store" = redis ]; then
+  redis_port=$(free_port)
+  redis-server --port "$redis_port" --save "" --appendonly no --daemonize yes \
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+  store_lines="redis_url = \"redis://127.0.0.1:$redis_port\"
+key_check_claim_wait = \"0s\""
+else
+  store_lines="data_dir = \"$dir/data\""
+fi
+cat >"$dir/portcullis.toml" <<EOF
+listen = "127.0.0.1:$port"
+shutdown_delay = "0s"
+[telemetry]
+admin_listen = ""
+[store]
+$store_lines
+operation_timeout = "10s"
+[realms.default]
+EOF
+
+# One gRPC frame: RecordAttemptRequest { account { realm "default", identifier
+# "hot@example.com" } }, protobuf-encoded, after the 5-byte gRPC message header.
+python3 - "$dir/frame" <<'EOF'
+import sys
+account = b"\x0a\x07default" + b"\x12\x0fhot@example.com"
+message = b"\x0a" + bytes([len(account)]) + account
+open(sys.argv[1], "wb").write(b"\x00" + len(message).to_bytes(4, "big") + message)
+EOF
+
+# A throwaway secret: the count is the same for any.
+PORTCULLIS_KEY_SECRET=instructions-per-call-0123456789abcdef \
+  valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
+  "$binary" serve --config "$dir/portcullis.toml" 2>"$dir/daemon.log" &
+daemon_pid=$!
+
+load() {
+  h2load -n "$1" -c "${2:-4}" -m 16 -d "$dir/frame" -H 'content-type: application/grpc' \
+    -H 'te: trailers' "http://127.0.0.1:$port/portcullis.v1.Governor/RecordAttempt"
+}
+for _ in $(seq 1 120); do
+  load 1 1 2>/dev/null | grep -q " 1 succeeded" && break
+  sleep 1
+done
+load 400 >/dev/null
+callgrind_control -z "$daemon_pid" >/dev/null 2>&1
+load "$calls" >"$dir/load.txt"
+callgrind_control -d "$daemon_pid" >/dev/null 2>&1
+grep -q "$calls succeeded" "$dir/load.txt" || { cat "$dir/load.txt" >&2; exit 1; }
+
+instructions=$(awk '/^summary:/ { print $2 }' "$dir/callgrind.out.1")
+echo "$(basename "$binary") $store: $((instructions / calls)) instructions a RecordAttempt ($instructions over $calls calls)"
