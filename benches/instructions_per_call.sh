@@ -3,10 +3,12 @@
 # a count, not a time, so it repeats within about 1 % whatever else the machine does
 # (docs/performance.md, "Daemon CPU per call").
 #
-#   benches/instructions_per_call.sh [BINARY] [redis|embedded] [CALLS]
+#   benches/instructions_per_call.sh [BINARY] [redis|embedded] [CALLS] [REALM_TOML]
 #
 # BINARY defaults to target/release/portcullis (`cargo build --release`), the store to
-# redis (a private redis-server on a free port), CALLS to 2000. The daemon runs under
+# redis (a private redis-server on a free port), CALLS to 2000; REALM_TOML is added
+# after `[realms.default]` (for example $'[realms.default.candidate]\nmax_failures = 3'
+# for a candidate policy's cost). The daemon runs under
 # callgrind with its default log level; h2load (Debian's nghttp2-client) sends 400
 # warm-up calls, then the counters are zeroed, CALLS calls are sent (4 connections x 16
 # streams, one hot account, as the throttle bench's load-tool rows), and the counters
@@ -21,6 +23,7 @@ set -euo pipefail
 binary=${1:-target/release/portcullis}
 store=${2:-redis}
 calls=${3:-2000}
+realm_toml=${4:-}
 for tool in valgrind callgrind_control h2load redis-server python3; do
   command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }
 done
@@ -57,6 +60,7 @@ admin_listen = ""
 $store_lines
 operation_timeout = "10s"
 [realms.default]
+$realm_toml
 EOF
 
 # One gRPC frame: RecordAttemptRequest { account { realm "default", identifier
