@@ -28,6 +28,7 @@ mod cluster;
 mod devices;
 mod error;
 mod info;
+mod invocation;
 mod key_check;
 mod network_bucket;
 mod pool;
@@ -213,7 +214,7 @@ impl RedisStore {
     /// [`retires_connection`]), or the deadline passing, retires it.
     async fn invoke<T: redis::FromRedisValue>(
         &self,
-        call: &scripts::Invocation,
+        call: &invocation::Invocation,
     ) -> Result<T, StoreError> {
         self.refuse_if_unsafe()?;
         self.on_connection(async |conn| call.invoke_async(conn).await).await
@@ -224,7 +225,7 @@ impl RedisStore {
     /// replicas confirm, else [`StoreError::Replication`].
     async fn invoke_counted<T: redis::FromRedisValue>(
         &self,
-        call: &scripts::Invocation,
+        call: &invocation::Invocation,
     ) -> Result<T, StoreError> {
         let Some((replicas, wait_timeout)) = self.wait else {
             return self.invoke(call).await;

@@ -11,7 +11,7 @@
 //! `-- ARGV[n]  name` lines name the arguments in that order: the tests below read both
 //! and fail when a header and its caller disagree.
 //!
-//! [`Invocation`] sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a
+//! [`Invocation`](super::invocation::Invocation) sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a
 //! promoted replica that never saw `SCRIPT LOAD`), loads the script and sends it again.
 //! `NOSCRIPT` means the script did not run, so the retry never counts an attempt twice.
 //!
@@ -93,6 +93,8 @@ macro_rules! script {
 
             use redis::Script;
 
+            use crate::store::redis::invocation::Invocation;
+
             #[allow(unused_imports)]
             use crate::store::error::StoreError;
 
@@ -151,12 +153,12 @@ macro_rules! script {
 
             /// The invocation of the script with `keys` and `args`, each in its order.
             #[allow(unused_variables, unused_mut)] // a script without arguments
-            pub(crate) fn call(keys: &Keys, args: &Args) -> super::Invocation {
+            pub(crate) fn call(keys: &Keys, args: &Args) -> Invocation {
                 const REQUIRED: &[&str] = &[$(stringify!($key),)*];
                 let count = REQUIRED.len()
                     $($(+ usize::from(keys.$okey.is_some()))*)?
                     $(+ keys.$lkey.len())?;
-                let mut call = super::Invocation::new(script(), count, ARGUMENTS);
+                let mut call = Invocation::new(script(), count, ARGUMENTS);
                 $(call.key(&keys.$key);)*
                 $($(if let Some(key) = &keys.$okey {
                     call.key(key);
@@ -178,69 +180,6 @@ macro_rules! script {
             };
         }
     };
-}
-
-/// One call of a script: its `EVALSHA` command, every key and argument written into the
-/// command's one buffer as they are added (no buffer of its own each, as
-/// `redis::ScriptInvocation` makes), and the script to load on `NOSCRIPT`.
-pub(crate) struct Invocation {
-    script: &'static redis::Script,
-    evalsha: redis::Cmd,
-}
-
-impl Invocation {
-    /// `EVALSHA <sha1> <keys>`, room made for `keys` keys and `args` arguments.
-    fn new(script: &'static redis::Script, keys: usize, args: usize) -> Self {
-        // Keys are about 60 bytes, arguments at most a few dozen: one allocation of
-        // the buffer for nearly every call.
-        let mut evalsha = redis::Cmd::with_capacity(3 + keys + args, 64 * (keys + args) + 64);
-        evalsha.arg("EVALSHA").arg(script.get_hash()).arg(keys);
-        Self { script, evalsha }
-    }
-
-    /// Adds the next key (`KEYS[i]`). The caller adds exactly the count given to `new`.
-    fn key(&mut self, key: impl redis::ToRedisArgs) {
-        self.evalsha.arg(key);
-    }
-
-    /// Adds the next argument (`ARGV[i]`).
-    fn arg(&mut self, arg: impl redis::ToRedisArgs) {
-        self.evalsha.arg(arg);
-    }
-
-    /// The `EVALSHA` command, to pipeline.
-    pub(crate) fn command(&self) -> &redis::Cmd {
-        &self.evalsha
-    }
-
-    /// Runs the script; on `NOSCRIPT` (it did not run) loads it and sends it again,
-    /// as `redis::ScriptInvocation::invoke_async` does.
-    ///
-    /// # Errors
-    /// Redis's, or the connection's.
-    pub(crate) async fn invoke_async<T: redis::FromRedisValue>(
-        &self,
-        conn: &mut impl redis::aio::ConnectionLike,
-    ) -> redis::RedisResult<T> {
-        match self.evalsha.query_async(conn).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                self.load_async(conn).await?;
-                self.evalsha.query_async(conn).await
-            }
-            other => other,
-        }
-    }
-
-    /// `SCRIPT LOAD` of the script (on every master of a cluster, as redis-rs routes it).
-    ///
-    /// # Errors
-    /// Redis's, or the connection's.
-    pub(crate) async fn load_async(
-        &self,
-        conn: &mut impl redis::aio::ConnectionLike,
-    ) -> redis::RedisResult<()> {
-        self.script.load_async(conn).await.map(drop)
-    }
 }
 
 /// The source of `record_attempt.lua` as Redis runs it, for benches that call it
@@ -549,7 +488,7 @@ mod tests {
     }
 
     /// A call's command as text: `EVALSHA`, the SHA1, the key count, keys, arguments.
-    fn words(call: &super::Invocation) -> Vec<String> {
+    fn words(call: &crate::store::redis::invocation::Invocation) -> Vec<String> {
         call.command()
             .args_iter()
             .map(|arg| match arg {

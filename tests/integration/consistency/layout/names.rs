@@ -38,6 +38,7 @@ const MACHINERY: [(&str, &[&str]); 5] = [
             "settings.rs",
             "info.rs",
             "scripts.rs",
+            "invocation.rs",
             "error.rs",
         ],
     ),
