@@ -93,6 +93,9 @@ class Daemon:
                     return
                 except grpc.FutureTimeoutError:
                     continue
+        # Not left running (holding its port and data directory) when the test fails.
+        self.proc.kill()
+        self.proc.wait()
         raise RuntimeError(f"the daemon did not listen within {timeout} s: {self.log()}")
 
     def log(self) -> str:
