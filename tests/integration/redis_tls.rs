@@ -14,6 +14,20 @@ use tonic::Code;
 /// `max_failures` of the `default` realm.
 const MAX_FAILURES: u32 = 5;
 
+/// Waits until the daemon reaches its store: its first connection (over TLS, to every
+/// cluster node or through the Sentinels) is set up inside a call's 500 ms deadline,
+/// which a loaded machine can miss.
+/// `Admit` reads only, so its retries count nothing.
+async fn reach_store(c: &mut Client) {
+    for _ in 0..50 {
+        if c.admit("default", "warm-up@example.com").await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("the daemon did not reach its store within 10 s");
+}
+
 /// Sends `n` attempts on `identifier` one by one; returns how many were allowed.
 async fn allowed_of(c: &mut Client, identifier: &str, n: u32) -> u32 {
     let mut allowed = 0;
@@ -192,6 +206,7 @@ async fn a_cluster_over_mutual_tls_counts_exactly_on_every_master() {
     assert!(store.contains("rediss://"), "{store}");
     let daemon = Daemon::start(TestConfig::store(&store).settings()).await;
     let mut c = daemon.client().await;
+    reach_store(&mut c).await;
     assert_eq!(allowed_of(&mut c, "cluster-tls@example.com", MAX_FAILURES + 3).await, MAX_FAILURES);
     // Accounts on every master: the daemon reaches each one over TLS.
     for i in 0..30 {
@@ -217,6 +232,7 @@ async fn sentinel_and_master_over_mutual_tls_count_exactly() {
     assert!(store.contains("rediss://"), "{store}");
     let daemon = Daemon::start(TestConfig::store(&store).settings()).await;
     let mut c = daemon.client().await;
+    reach_store(&mut c).await;
     let id = "sentinel-tls@example.com";
     assert_eq!(allowed_of(&mut c, id, MAX_FAILURES + 3).await, MAX_FAILURES);
     let key = record_key("default", Normalization::Email, id);
