@@ -240,6 +240,14 @@ export class Caller {
           (err, value) => {
             if (err === null || err === undefined) {
               finish(decoded(m, value));
+            } else if (
+              err.code === grpc.status.DEADLINE_EXCEEDED &&
+              (monotonicMs() >= deadline || String(err.details).toLowerCase() === GRPC_DEADLINE_DETAILS)
+            ) {
+              // The deadline this try sent ran out at the endpoint: grpc-js's server
+              // sends this status (with headers) from its own timer, which may fire
+              // before ours. It is our timeout, not an answer.
+              finish({ kind: 'timeout' });
             } else if (sawHeaders || Object.keys(err.metadata?.getMap() ?? {}).length > 0) {
               finish(answeredStatus(err.code, err.details, m.fields));
             } else if (err.code === grpc.status.DEADLINE_EXCEEDED || monotonicMs() >= deadline) {
@@ -322,6 +330,13 @@ function transportFailure(endpoint: Endpoint, details: unknown): Failure {
   const message = endpoint.tls === undefined ? undefined : tlsRefusal(details, endpoint.tls);
   return message === undefined ? { kind: 'transport' } : { kind: 'transport', message };
 }
+
+/**
+ * The details gRPC's own servers (grpc-js, gRPC core; compared in lower case) send with
+ * `DEADLINE_EXCEEDED` when the `grpc-timeout` a call sent ran out: the call's own
+ * deadline, not a daemon's answer. The Python client reads the same wording.
+ */
+const GRPC_DEADLINE_DETAILS = 'deadline exceeded';
 
 /**
  * The wire name (`account.identifier`, `stored_hash`) of the first string field of

@@ -44,6 +44,24 @@ test("a status after response headers is the daemon's answer: never retried", as
   }
 });
 
+test("the endpoint's own deadline timer (gRPC's DEADLINE_EXCEEDED, 'Deadline exceeded') is a timeout: retryable, not the daemon's answer", async () => {
+  // A gRPC server runs out the grpc-timeout the call sent on its own timer, which can
+  // fire before the client's; its status comes with headers like an answer. Here it
+  // comes at once, as if that timer had won the race.
+  const e = await startGrpcEndpoint({ fault: { status: 4, details: 'Deadline exceeded' }, headersFirst: true });
+  const c = new Client({ endpoints: [e.url], callTimeoutMs: DEADLINE });
+  try {
+    const a = await c.recordAttempt('default', 'u@example.com');
+    assert.equal(a.decision, 'deny');
+    assert.equal(a.retryable, true);
+    assert.equal(e.seen.length, 1, 'a timeout is not retried');
+    assert.equal(c.stats().transportFailures, 1);
+  } finally {
+    c.close();
+    await e.close();
+  }
+});
+
 test('an endpoint that accepts TCP and never speaks: deny, retryable, within the deadline', async () => {
   const e = await startRawServer(undefined);
   const c = new Client({ endpoints: [e.url], callTimeoutMs: DEADLINE, connectTimeoutMs: 200 });

@@ -65,6 +65,8 @@ export interface Seen {
 
 export interface Fault {
   status?: number;
+  /** The status's details (default: `injected by the conformance endpoint`). */
+  details?: string;
   reset?: boolean;
   delay_ms?: number;
   unreachable?: boolean;
@@ -234,7 +236,7 @@ export async function startGrpcEndpoint(behaviour: Behaviour, port = 0): Promise
         call.sendMetadata(new grpc.Metadata());
       }
       if (fault.status !== undefined) {
-        callback({ code: fault.status, details: 'injected by the conformance endpoint' });
+        callback({ code: fault.status, details: fault.details ?? 'injected by the conformance endpoint' });
         return;
       }
       callback(null, encodeAnswer(name, behaviour.answer ?? {}));
