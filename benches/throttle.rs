@@ -27,8 +27,9 @@
 //! POSTed per call, every answer's `grpc-status` checked) drives the real `portcullis`
 //! binary (a separate process, on the same Redis; once more with a candidate policy in the
 //! realm, what it costs) with one hot account, every call counted, at 64 and 16 calls in
-//! flight, on a runtime of its own; the table prints each rate's ratio to the `EVALSHA`
-//! figure of the same run. Nothing outside the repository is needed besides `redis-server`
+//! flight, on a runtime of its own, then paced at half the 64-in-flight peak rate (an open
+//! loop: the latency a gateway sees off the limit); the table prints each rate's ratio to
+//! the `EVALSHA` figure of the same run. Nothing outside the repository is needed besides `redis-server`
 //! and `redis-benchmark`. `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
 //!
 //! `PORTCULLIS_BENCH_STORE_TOML`, if set, is added to the daemon's `[store]` table
@@ -401,17 +402,37 @@ fn tool_rows(
     let mut probe = redis.conn();
     for (label, config) in daemons {
         let daemon = common::DaemonProcess::spawn_quiet(&config);
+        let mut peak = None;
         for shape @ (conns, streams) in H2_LOAD_SHAPES {
             eprintln!("{label}, {conns}x{streams} in flight ...");
-            let calls = (H2_LOAD_WARM_UP, H2_LOAD_CALLS);
+            let calls = (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None);
             let threads = H2_LOAD_THREADS;
             match load_tools::h2_load_row(label, &daemon, &frame, shape, calls, threads, &mut probe)
             {
                 Ok((row, line)) => {
+                    peak = peak.or(Some(row.rate));
                     rows.push(row);
                     notes.push(line);
                 }
                 Err(e) => notes.push(format!("{label} {conns}x{streams}: {e}")),
+            }
+        }
+        // The latency a gateway sees when the daemon is not at its limit: half the
+        // first shape's peak rate, paced (an open loop), on the same loops.
+        if let Some(peak) = peak {
+            let (shape, rate) = (H2_LOAD_SHAPES[0], peak / 2.0);
+            let label = format!("{label}, paced at half the peak ({rate:.0} calls/s)");
+            eprintln!("{label} ...");
+            let calls = (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate));
+            let threads = H2_LOAD_THREADS;
+            match load_tools::h2_load_row(
+                &label, &daemon, &frame, shape, calls, threads, &mut probe,
+            ) {
+                Ok((row, line)) => {
+                    rows.push(row);
+                    notes.push(line);
+                }
+                Err(e) => notes.push(format!("{label}: {e}")),
             }
         }
     }

@@ -2,7 +2,8 @@
 //! the door `Admin/Inspect` reports (`throttle::attempt_count::door`) opens and closes exactly when
 //! `admit.lua` does, for records around every edge of a window (the spray window's
 //! twin test is in `spray_window.rs`, the bucket's and the repeat list's in
-//! `store_conformance/`).
+//! `store_conformance/`); and the throttle bench's tools, which must send the script what
+//! the store sends and pace calls when asked to.
 
 use std::time::Duration;
 
@@ -115,4 +116,38 @@ fn the_benches_send_the_script_what_the_store_sends() {
     let reply: Vec<i64> = call.invoke(&mut redis.conn()).unwrap();
     assert!(portcullis::store::redis::attempt_count::is_record_attempt_reply(&reply), "{reply:?}");
     assert_eq!(reply[0], 1, "the first attempt is allowed");
+}
+
+/// The load tool's paced rows (`cargo bench --bench throttle`, "paced at half the
+/// peak") measure latency off the limit only if the tool keeps the pace: its measured
+/// calls are spread over `calls / rate` seconds, not sent as fast as answers come, and
+/// every one is counted with its `grpc-status`.
+#[test]
+fn the_load_tool_paces_its_measured_calls_and_counts_every_answer() {
+    use portcullis_test_support::h2_load::{self, Load};
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = DaemonProcess::spawn_quiet(&TestConfig::embedded(&dir.path().join("data")).toml());
+    let (calls, rate) = (200, 400.0);
+    let report = h2_load::run(&Load {
+        addr: daemon.addr,
+        path: load_tools::RECORD_ATTEMPT_PATH,
+        frame: load_tools::record_attempt_frame("default", "paced@example.com"),
+        authorization: None,
+        connections: 2,
+        streams: 4,
+        warm_up: 10,
+        calls,
+        rate: Some(rate),
+        threads: 1,
+        cpu_of: None,
+    })
+    .unwrap();
+    assert!(report.all_ok(), "{}; {:?}", report.line(), report.quoted);
+    assert_eq!(report.ok, calls);
+    assert_eq!(report.latencies.len() as u64, calls);
+    assert_eq!(report.paced, Some(rate));
+    // The last call is due (calls - 1) / rate seconds in; a closed loop would have sent
+    // all 200 in a few milliseconds.
+    let paced = Duration::from_secs_f64((calls - 1) as f64 / rate);
+    assert!(report.elapsed >= paced, "{:?} < {paced:?}: the calls were not paced", report.elapsed);
 }

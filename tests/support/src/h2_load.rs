@@ -9,7 +9,15 @@
 //! connections; the rate is `N` over the measured phase's wall time, the latency of a
 //! call runs from when its loop starts it (before the connection takes the stream, which
 //! is at once while `S` is within the server's `max_concurrent_streams`) to its
-//! trailers. It samples the CPU of the serving process, if given, and its own (both
+//! trailers.
+//!
+//! By default every loop is closed (a call as soon as the last one answered: the peak
+//! rate). With [`Load::rate`] the measured calls are paced instead, an open loop: call
+//! `k` is due `k / rate` seconds into the phase and its loop waits until then, so the
+//! rate is the one asked for while the `C × S` loops keep up; a call that starts more
+//! than [`LATE`] after it was due is counted in [`LoadReport::late`] (the loops could
+//! not keep up, and the latencies miss that wait). Calls are due on tokio's timer,
+//! whose resolution is 1 ms: they start in bursts of `rate / 1000` a millisecond. It samples the CPU of the serving process, if given, and its own (both
 //! from `/proc`) over the measured phase.
 //!
 //! Lean on purpose, as its figures are compared with ones h2load measured: the
@@ -40,6 +48,9 @@ const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 1 << 24;
 /// The name of the generator's threads.
 const THREAD_NAME: &str = "h2-load";
+/// How long after it was due a paced call may start before it counts as late: tokio's
+/// timer fires up to 1 ms after a deadline, and a loaded machine adds some.
+pub const LATE: Duration = Duration::from_millis(2);
 
 /// What to send, where, and how much.
 pub struct Load {
@@ -59,6 +70,9 @@ pub struct Load {
     pub warm_up: u64,
     /// Measured calls.
     pub calls: u64,
+    /// Calls per second to pace the measured calls at (an open loop); `None`: every loop
+    /// calls again as soon as it is answered (a closed loop, the peak rate).
+    pub rate: Option<f64>,
     /// Worker threads of the generator's runtime (h2load's `-t`).
     pub threads: usize,
     /// A process whose CPU is sampled over the measured phase (the server's).
@@ -88,6 +102,11 @@ pub struct LoadReport {
     pub load_cpu_percent: Option<f64>,
     /// Connections × streams, for the report line.
     pub shape: (usize, usize),
+    /// The rate the measured calls were paced at, if they were ([`Load::rate`]).
+    pub paced: Option<f64>,
+    /// Paced calls that started more than [`LATE`] after they were due (always 0 for a
+    /// closed loop).
+    pub late: u64,
 }
 
 impl LoadReport {
@@ -119,8 +138,11 @@ impl LoadReport {
         let cpu = self.cpu_percent.map_or(String::new(), |c| format!(", server CPU {c:.0}%"));
         let own =
             self.load_cpu_percent.map_or(String::new(), |c| format!(", load tool CPU {c:.0}%"));
+        let paced = self.paced.map_or(String::new(), |r| {
+            format!(" (paced at {r:.0}, {} started over {} ms late)", self.late, LATE.as_millis())
+        });
         format!(
-            "{}x{}: {:.0} calls/s; ms mean {:.3} p50 {:.3} p90 {:.3} p99 {:.3} \
+            "{}x{}: {:.0} calls/s{paced}; ms mean {:.3} p50 {:.3} p90 {:.3} p99 {:.3} \
              max {:.3}; grpc-status 0: {}{}{}, errors: {}{cpu}{own}",
             self.shape.0,
             self.shape.1,
@@ -189,6 +211,20 @@ struct StreamReport {
     errors: u64,
     quoted: Vec<String>,
     latencies: Vec<Duration>,
+    late: u64,
+}
+
+/// When paced calls are due: call `k` at `start + k / rate` (`rate` in calls/s).
+#[derive(Clone, Copy)]
+struct Pace {
+    start: Instant,
+    rate: f64,
+}
+
+impl Pace {
+    fn due(&self, k: u64) -> Instant {
+        self.start + Duration::from_secs_f64(k as f64 / self.rate)
+    }
 }
 
 impl StreamReport {
@@ -215,6 +251,7 @@ impl StreamReport {
             self.quote(e);
         }
         self.latencies.extend(other.latencies);
+        self.late += other.late;
     }
 }
 
@@ -235,11 +272,12 @@ async fn drive(load: &Load) -> Result<LoadReport, String> {
         senders.push(connect(load.addr).await?);
     }
     let streams = load.streams.max(1);
-    let warm = phase(&senders, streams, &template, load.warm_up).await;
+    let warm = phase(&senders, streams, &template, load.warm_up, None).await;
     let cpu_before = load.cpu_of.and_then(process_cpu_seconds);
     let own_before = own_cpu_seconds();
     let started = Instant::now();
-    let mut measured = phase(&senders, streams, &template, load.calls).await;
+    let pace = load.rate.map(|rate| Pace { start: started, rate });
+    let mut measured = phase(&senders, streams, &template, load.calls, pace).await;
     let elapsed = started.elapsed();
     let percent = |before: f64, after: f64| 100.0 * (after - before) / elapsed.as_secs_f64();
     let cpu_percent = cpu_before
@@ -264,6 +302,8 @@ async fn drive(load: &Load) -> Result<LoadReport, String> {
         cpu_percent,
         load_cpu_percent,
         shape: (senders.len(), streams),
+        paced: load.rate,
+        late: measured.late,
     })
 }
 
@@ -293,12 +333,13 @@ async fn connect(addr: SocketAddr) -> Result<SendRequest<Bytes>, String> {
 }
 
 /// `calls` calls from `streams` loops on each connection, every loop taking the next
-/// call from one shared count until they are all taken.
+/// call from one shared count until they are all taken, each when it is due if `pace`.
 async fn phase(
     senders: &[SendRequest<Bytes>],
     streams: usize,
     template: &Arc<Template>,
     calls: u64,
+    pace: Option<Pace>,
 ) -> StreamReport {
     let taken = Arc::new(AtomicU64::new(0));
     let loops = (senders.len() * streams) as u64;
@@ -308,7 +349,8 @@ async fn phase(
     for sender in senders {
         for _ in 0..streams {
             let (sender, template, taken) = (sender.clone(), template.clone(), taken.clone());
-            tasks.push(tokio::spawn(stream_loop(sender, template, taken, calls, reserve)));
+            let calls = Calls { taken, total: calls, pace };
+            tasks.push(tokio::spawn(stream_loop(sender, template, calls, reserve)));
         }
     }
     let mut total = StreamReport::default();
@@ -324,15 +366,33 @@ async fn phase(
     total
 }
 
+/// A phase's calls as one loop sees them: the shared count of those taken, how many
+/// there are, and when each is due.
+struct Calls {
+    taken: Arc<AtomicU64>,
+    total: u64,
+    pace: Option<Pace>,
+}
+
 async fn stream_loop(
     mut sender: SendRequest<Bytes>,
     template: Arc<Template>,
-    taken: Arc<AtomicU64>,
-    calls: u64,
+    calls: Calls,
     reserve: usize,
 ) -> StreamReport {
     let mut report = StreamReport { latencies: Vec::with_capacity(reserve), ..Default::default() };
-    while taken.fetch_add(1, Ordering::Relaxed) < calls {
+    loop {
+        let k = calls.taken.fetch_add(1, Ordering::Relaxed);
+        if k >= calls.total {
+            break;
+        }
+        if let Some(pace) = calls.pace {
+            let due = pace.due(k);
+            tokio::time::sleep_until(due.into()).await;
+            if due.elapsed() > LATE {
+                report.late += 1;
+            }
+        }
         let start = Instant::now();
         match call(&mut sender, &template).await {
             Ok(0) => {

@@ -89,14 +89,15 @@ pub fn record_attempt_frame(realm: &str, identifier: &str) -> Bytes {
 }
 
 /// `RecordAttempt` with `frame` from the own h2 load tool against `addr`, `conns` ×
-/// `streams` in flight, `calls` measured after `warm_up` unmeasured ones, on `threads`
-/// threads, sampling the CPU of `pid`. An error unless every measured call was answered
-/// with `grpc-status` 0. Blocks; call it outside any tokio runtime.
+/// `streams` in flight, `calls` measured after `warm_up` unmeasured ones (paced at
+/// `rate` calls/s if given, [`Load::rate`]), on `threads` threads, sampling the CPU of
+/// `pid`. An error unless every measured call was answered with `grpc-status` 0.
+/// Blocks; call it outside any tokio runtime.
 pub fn run_h2_load(
     addr: SocketAddr,
     frame: &Bytes,
     (conns, streams): (usize, usize),
-    (warm_up, calls): (u64, u64),
+    (warm_up, calls, rate): (u64, u64, Option<f64>),
     threads: usize,
     pid: u32,
 ) -> Result<LoadReport, String> {
@@ -110,6 +111,7 @@ pub fn run_h2_load(
         streams,
         warm_up,
         calls,
+        rate,
         threads,
         cpu_of: Some(pid),
     })?;
@@ -143,21 +145,21 @@ pub fn evalsha_row(redis: &RedisServer, clients: usize, requests: u64) -> Result
     })
 }
 
-/// One own-h2-load-tool row `label` against `daemon` ([`run_h2_load`]), with the Redis
-/// commands per call that `probe` (a connection to the daemon's Redis, if it has one)
-/// counted, warm-up included. Returns the row and the tool's own line.
+/// One own-h2-load-tool row `label` against `daemon` ([`run_h2_load`]: `calls` is
+/// warm-up, measured calls and the pace, if any), with the Redis commands per call that
+/// `probe` (a connection to the daemon's Redis, if it has one) counted, warm-up
+/// included. Returns the row and the tool's own line.
 pub fn h2_load_row(
     label: &str,
     daemon: &DaemonProcess,
     frame: &Bytes,
     (conns, streams): (usize, usize),
-    (warm_up, calls): (u64, u64),
+    calls: (u64, u64, Option<f64>),
     threads: usize,
     probe: &mut redis::Connection,
 ) -> Result<(ToolRow, String), String> {
     let _: redis::RedisResult<()> = redis::cmd("CONFIG").arg("RESETSTAT").query(probe);
-    let run =
-        run_h2_load(daemon.addr, frame, (conns, streams), (warm_up, calls), threads, daemon.pid())?;
+    let run = run_h2_load(daemon.addr, frame, (conns, streams), calls, threads, daemon.pid())?;
     let info: String = redis::cmd("INFO").arg("commandstats").query(probe).unwrap_or_default();
     let row = ToolRow {
         path: label.into(),
