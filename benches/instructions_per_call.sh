@@ -15,6 +15,9 @@
 # dumped. Prints one line: instructions a call, the daemon's whole process (its runtime,
 # the embedded store's writer thread, timers) divided by the calls.
 #
+# CALLGRIND_KEEP=PATH keeps the dump of the measured calls at PATH, for
+# `callgrind_annotate --inclusive=yes PATH` (where the instructions go).
+#
 # Needs valgrind, h2load and redis-server. Under valgrind the CPU has no SHA extensions,
 # so SHA-256 (the account key's HMAC) counts its portable code's instructions, about
 # 13,500 a call, which a CPU with them spends far fewer cycles on.
@@ -92,5 +95,6 @@ load "$calls" >"$dir/load.txt"
 callgrind_control -d "$daemon_pid" >/dev/null 2>&1
 grep -q "$calls succeeded" "$dir/load.txt" || { cat "$dir/load.txt" >&2; exit 1; }
 
+[ -n "${CALLGRIND_KEEP:-}" ] && cp "$dir/callgrind.out.1" "$CALLGRIND_KEEP"
 instructions=$(awk '/^summary:/ { print $2 }' "$dir/callgrind.out.1")
 echo "$(basename "$binary") $store: $((instructions / calls)) instructions a RecordAttempt ($instructions over $calls calls)"

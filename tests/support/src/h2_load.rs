@@ -12,12 +12,14 @@
 //! trailers.
 //!
 //! By default every loop is closed (a call as soon as the last one answered: the peak
-//! rate). With [`Load::rate`] the measured calls are paced instead, an open loop: call
-//! `k` is due `k / rate` seconds into the phase and its loop waits until then, so the
-//! rate is the one asked for while the `C × S` loops keep up; a call that starts more
-//! than [`LATE`] after it was due is counted in [`LoadReport::late`] (the loops could
-//! not keep up, and the latencies miss that wait). Calls are due on tokio's timer,
-//! whose resolution is 1 ms: they start in bursts of `rate / 1000` a millisecond. It samples the CPU of the serving process, if given, and its own (both
+//! rate). With [`Load::rate`] the measured calls are paced instead, an open loop, in the
+//! manner of wrk2: call `k` is due `k / rate` seconds into the phase, and its latency
+//! runs from when it was due, so a wait for a free loop counts in it (no coordinated
+//! omission). A pacer thread (`h2-load-pacer`) hands each due call to the next free
+//! loop; it sleeps with the operating system's high-resolution timer, so calls come
+//! evenly, not in the bursts of tokio's 1 ms timer. A call that starts more than
+//! [`LATE`] after it was due is counted in [`LoadReport::late`]: the loops could not keep
+//! up. It samples the CPU of the serving process, if given, and its own (both
 //! from `/proc`) over the measured phase.
 //!
 //! Lean on purpose, as its figures are compared with ones h2load measured: the
@@ -46,11 +48,12 @@ const QUOTED_ERRORS: usize = 3;
 /// still): answers never wait for a `WINDOW_UPDATE`.
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 1 << 24;
-/// The name of the generator's threads.
+/// The name of the generator's threads; its pacer's begins with it.
 const THREAD_NAME: &str = "h2-load";
-/// How long after it was due a paced call may start before it counts as late: tokio's
-/// timer fires up to 1 ms after a deadline, and a loaded machine adds some.
-pub const LATE: Duration = Duration::from_millis(2);
+const PACER_NAME: &str = "h2-load-pacer";
+/// How long after it was due a paced call may start before it counts as late: longer
+/// than the pacer's sleep overshoots on a loaded machine.
+pub const LATE: Duration = Duration::from_millis(1);
 
 /// What to send, where, and how much.
 pub struct Load {
@@ -221,10 +224,27 @@ struct Pace {
     rate: f64,
 }
 
-impl Pace {
-    fn due(&self, k: u64) -> Instant {
-        self.start + Duration::from_secs_f64(k as f64 / self.rate)
-    }
+/// The due times of a paced phase, handed out by the pacer: the next free loop takes
+/// the next one; none left when the pacer has sent them all.
+type Dues = Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Instant>>>;
+
+/// Starts the pacer thread: it sends call `k`'s due time when it is due, for `calls`
+/// calls, sleeping between them (a thread's sleep, not tokio's 1 ms timer).
+fn start_pacer(pace: Pace, calls: u64) -> (Dues, Option<std::thread::JoinHandle<()>>) {
+    let (due_tx, due_rx) = tokio::sync::mpsc::unbounded_channel();
+    let pacer = std::thread::Builder::new().name(PACER_NAME.into()).spawn(move || {
+        for k in 0..calls {
+            let due = pace.start + Duration::from_secs_f64(k as f64 / pace.rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            if due_tx.send(due).is_err() {
+                return;
+            }
+        }
+    });
+    // A pacer that cannot start sends nothing: the phase ends at once, with no calls.
+    (Arc::new(tokio::sync::Mutex::new(due_rx)), pacer.ok())
 }
 
 impl StreamReport {
@@ -333,7 +353,8 @@ async fn connect(addr: SocketAddr) -> Result<SendRequest<Bytes>, String> {
 }
 
 /// `calls` calls from `streams` loops on each connection, every loop taking the next
-/// call from one shared count until they are all taken, each when it is due if `pace`.
+/// call from one shared count until they are all taken, or, if `pace`, the next due
+/// call from the pacer.
 async fn phase(
     senders: &[SendRequest<Bytes>],
     streams: usize,
@@ -341,6 +362,13 @@ async fn phase(
     calls: u64,
     pace: Option<Pace>,
 ) -> StreamReport {
+    let (dues, pacer) = match pace {
+        Some(pace) => {
+            let (dues, pacer) = start_pacer(pace, calls);
+            (Some(dues), pacer)
+        }
+        None => (None, None),
+    };
     let taken = Arc::new(AtomicU64::new(0));
     let loops = (senders.len() * streams) as u64;
     // Room for a fair share and then some, so no loop grows its buffer while measuring.
@@ -349,7 +377,7 @@ async fn phase(
     for sender in senders {
         for _ in 0..streams {
             let (sender, template, taken) = (sender.clone(), template.clone(), taken.clone());
-            let calls = Calls { taken, total: calls, pace };
+            let calls = Calls { taken, total: calls, dues: dues.clone() };
             tasks.push(tokio::spawn(stream_loop(sender, template, calls, reserve)));
         }
     }
@@ -363,15 +391,19 @@ async fn phase(
             }
         }
     }
+    if let Some(pacer) = pacer {
+        // It has sent every due time: the loops took them all.
+        let _ = pacer.join();
+    }
     total
 }
 
-/// A phase's calls as one loop sees them: the shared count of those taken, how many
-/// there are, and when each is due.
+/// A phase's calls as one loop sees them: the shared count of those taken and how many
+/// there are, or (paced) the due times from the pacer.
 struct Calls {
     taken: Arc<AtomicU64>,
     total: u64,
-    pace: Option<Pace>,
+    dues: Option<Dues>,
 }
 
 async fn stream_loop(
@@ -382,18 +414,18 @@ async fn stream_loop(
 ) -> StreamReport {
     let mut report = StreamReport { latencies: Vec::with_capacity(reserve), ..Default::default() };
     loop {
-        let k = calls.taken.fetch_add(1, Ordering::Relaxed);
-        if k >= calls.total {
-            break;
-        }
-        if let Some(pace) = calls.pace {
-            let due = pace.due(k);
-            tokio::time::sleep_until(due.into()).await;
-            if due.elapsed() > LATE {
-                report.late += 1;
+        // A paced call's latency runs from when it was due.
+        let start = match &calls.dues {
+            Some(dues) => {
+                let Some(due) = dues.lock().await.recv().await else { break };
+                if due.elapsed() > LATE {
+                    report.late += 1;
+                }
+                due
             }
-        }
-        let start = Instant::now();
+            None if calls.taken.fetch_add(1, Ordering::Relaxed) < calls.total => Instant::now(),
+            None => break,
+        };
         match call(&mut sender, &template).await {
             Ok(0) => {
                 report.ok += 1;
