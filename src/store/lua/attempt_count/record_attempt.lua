@@ -82,7 +82,10 @@
 -- device in the account's index, kept as long as the device epoch (epoch_ttl_ms).
 --
 -- Returns {allowed (1|0), failures, step, window_start_ms, replays, trusted (1|0),
--- repeat (0|1|2), consecutive, epoch, added (1|0)}; epoch is the account's device epoch
+-- repeat (0|1|2), consecutive, epoch, added (1|0), shadow, shadow_failures,
+-- shadow_window_start_ms, shadow_added} as one string, the integers in decimal separated
+-- by single spaces (packed(): one RESP bulk string for the daemon to decode, not an array
+-- of fourteen values, each a RESP value of its own); epoch is the account's device epoch
 -- as read (0 when it has none, or when it was not read: ARGV[7] = -1); added is 1 when
 -- this call added a consecutive failure (a refund gives one back only then); shadow is
 -- what the candidate answered when the attempt was counted (1 allowed, 0 refused; -1: no
@@ -144,6 +147,13 @@
 -- A script and not MULTI/EXEC: a key can expire between the commands of a
 -- transaction, never in the middle of a script, and the read-modify-write needs
 -- the read's result.
+
+-- The reply as one string: each value as a decimal integer ('%d': a Lua number is a
+-- double, and tostring would write 1e+15 for a large one), separated by single spaces.
+local function packed(values)
+  for i = 1, #values do values[i] = string.format('%d', values[i]) end
+  return table.concat(values, ' ')
+end
 
 local max_failures = tonumber(ARGV[1])
 local first_window = tonumber(ARGV[2])
@@ -262,11 +272,11 @@ if attempt_key then
     ws = stored(ws, MAX_TIME_MS, 'attempt record')
     replays = stored(replays, MAX_COUNT, 'attempt record') + 1
     if bound ~= '' and bound ~= binding then
-      return {-1}
+      return '-1'
     end
     redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':'
       .. string.format('%d', replays) .. ':' .. bound, 'KEEPTTL')
-    return {tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch, 0, -1, 0, 0, 0}
+    return packed({tonumber(allowed), -1, -1, ws, replays, 0, 0, -1, epoch, 0, -1, 0, 0, 0})
   end
 end
 
@@ -360,7 +370,8 @@ if rec[1] and list_key then
         redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:'
           .. binding, 'PX', attempt_ttl)
       end
-      return {allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch, 0, -1, 0, 0, 0}
+      return packed({allowed, failures, step, ws, 0, trusted, kind, consecutive, epoch, 0, -1, 0,
+        0, 0})
     end
   end
 end
@@ -442,5 +453,5 @@ if attempt_key then
   redis.call('SET', attempt_key, allowed .. ':' .. string.format('%d', ws) .. ':0:' .. binding,
     'PX', attempt_ttl)
 end
-return {allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch, added, shadowed,
-  shadow_failures, shadow_ws, shadow_added}
+return packed({allowed, failures, step, ws, 0, trusted, 0, consecutive, epoch, added, shadowed,
+  shadow_failures, shadow_ws, shadow_added})
