@@ -338,17 +338,17 @@ pub fn is_record_attempt_reply(reply: &str) -> bool {
 /// # Errors
 /// [`StoreError::Protocol`] for anything but integers so separated.
 fn packed_integers(reply: &str) -> Result<Vec<i64>, StoreError> {
-    reply
-        .split(' ')
-        .map(|value| {
-            value.parse().map_err(|_| {
-                StoreError::Protocol(format!(
-                    "{} returned a reply of no integers",
-                    record_attempt::FILE
-                ))
-            })
-        })
-        .collect()
+    // Room for the whole reply at once (collecting a `Result` grows the vector by steps).
+    let mut values = Vec::with_capacity(16);
+    for value in reply.split(' ') {
+        values.push(value.parse().map_err(|_| {
+            StoreError::Protocol(format!(
+                "{} returned a reply of no integers",
+                record_attempt::FILE
+            ))
+        })?);
+    }
+    Ok(values)
 }
 
 #[cfg(test)]
