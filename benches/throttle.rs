@@ -27,10 +27,10 @@
 //! POSTed per call, every answer's `grpc-status` checked) drives the real `portcullis`
 //! binary (a separate process, on the same Redis; once more with a candidate policy in the
 //! realm, what it costs) with one hot account, every call counted, at 64 and 16 calls in
-//! flight, on a runtime of its own, then paced at half the 64-in-flight peak rate (an open
-//! loop: the latency a gateway sees off the limit); the table prints each rate's ratio to
-//! the `EVALSHA` figure of the same run. Nothing outside the repository is needed besides `redis-server`
-//! and `redis-benchmark`. `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
+//! flight, then paced at half the 64-in-flight peak (open loop: latency off the limit), on
+//! a runtime of its own; the table prints each rate's ratio to the `EVALSHA` figure of the
+//! same run. Besides `redis-server` and `redis-benchmark` nothing outside the repository
+//! is needed. `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
 //!
 //! `PORTCULLIS_BENCH_STORE_TOML`, if set, is added to the daemon's `[store]` table
 //! (for example `pool_size = 64`), to try store settings without editing anything.
@@ -355,8 +355,7 @@ const H2_LOAD_WARM_UP: u64 = 10_000;
 const H2_LOAD_SHAPES: [(usize, usize); 2] = [(4, 16), (4, 4)];
 /// Threads of the load tool's runtime (one, as h2load's `-t 1` had it).
 const H2_LOAD_THREADS: usize = 1;
-/// `EVALSHA` calls of the redis-benchmark row, and its clients (as many as the calls
-/// in flight of the first load-tool row).
+/// The redis-benchmark row's `EVALSHA` calls, and its clients (the first row's in flight).
 const EVALSHA_REQUESTS: u64 = 300_000;
 const EVALSHA_CLIENTS: usize = 64;
 
@@ -402,38 +401,25 @@ fn tool_rows(
     let mut probe = redis.conn();
     for (label, config) in daemons {
         let daemon = common::DaemonProcess::spawn_quiet(&config);
-        let mut peak = None;
-        for shape @ (conns, streams) in H2_LOAD_SHAPES {
+        let mut run = |label: &str, shape @ (conns, streams): (usize, usize), calls| {
             eprintln!("{label}, {conns}x{streams} in flight ...");
-            let calls = (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None);
             let threads = H2_LOAD_THREADS;
-            match load_tools::h2_load_row(label, &daemon, &frame, shape, calls, threads, &mut probe)
-            {
-                Ok((row, line)) => {
-                    peak = peak.or(Some(row.rate));
-                    rows.push(row);
-                    notes.push(line);
-                }
-                Err(e) => notes.push(format!("{label} {conns}x{streams}: {e}")),
-            }
-        }
-        // The latency a gateway sees when the daemon is not at its limit: half the
-        // first shape's peak rate, paced (an open loop), on the same loops.
-        if let Some(peak) = peak {
-            let (shape, rate) = (H2_LOAD_SHAPES[0], peak / 2.0);
-            let label = format!("{label}, paced at half the peak ({rate:.0} calls/s)");
-            eprintln!("{label} ...");
-            let calls = (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate));
-            let threads = H2_LOAD_THREADS;
-            match load_tools::h2_load_row(
-                &label, &daemon, &frame, shape, calls, threads, &mut probe,
-            ) {
-                Ok((row, line)) => {
-                    rows.push(row);
-                    notes.push(line);
-                }
-                Err(e) => notes.push(format!("{label}: {e}")),
-            }
+            let result =
+                load_tools::h2_load_row(label, &daemon, &frame, shape, calls, threads, &mut probe);
+            let (row, line) =
+                result.map_err(|e| notes.push(format!("{label} {conns}x{streams}: {e}"))).ok()?;
+            notes.push(line);
+            rows.push(row);
+            rows.last().map(|row| row.rate)
+        };
+        let peaks: Vec<Option<f64>> = H2_LOAD_SHAPES
+            .iter()
+            .map(|&shape| run(label, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None)))
+            .collect();
+        // Off the limit: half the first shape's peak rate, paced, on the same connections.
+        if let Some(rate) = peaks[0].map(|peak| peak / 2.0) {
+            let paced = format!("{label}, paced at half the peak ({rate:.0} calls/s)");
+            run(&paced, H2_LOAD_SHAPES[0], (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate)));
         }
     }
     (rows, notes)

@@ -201,3 +201,30 @@ pub(crate) fn failure_answer(failure: Failure) -> Answer {
     };
     Answer::deny(retryable)
 }
+
+/// Whether `status` is the call's own deadline running out at the server rather than the
+/// daemon's answer: `DEADLINE_EXCEEDED` once the deadline passed, or with the details
+/// gRPC's own servers and proxies send when the `grpc-timeout` a call sent ran out
+/// (`Deadline exceeded`), from a timer that may fire before the client's. Such a call is
+/// a timeout (a retryable deny); the TypeScript and Python clients read it the same way.
+pub(crate) fn is_own_deadline(status: &tonic::Status, deadline_passed: bool) -> bool {
+    status.code() == Code::DeadlineExceeded
+        && (deadline_passed || status.message().eq_ignore_ascii_case("deadline exceeded"))
+}
+
+#[cfg(test)]
+mod own_deadline {
+    use super::*;
+
+    /// gRPC's own wording, or any `DEADLINE_EXCEEDED` past the deadline, is the call's
+    /// timeout; the same status with the daemon's own words before it is its answer.
+    #[test]
+    fn a_servers_deadline_timer_is_a_timeout_and_the_daemons_status_its_answer() {
+        let grpc = tonic::Status::deadline_exceeded("Deadline exceeded");
+        let daemon = tonic::Status::deadline_exceeded("injected by the conformance endpoint");
+        assert!(is_own_deadline(&grpc, false));
+        assert!(is_own_deadline(&daemon, true));
+        assert!(!is_own_deadline(&daemon, false));
+        assert!(!is_own_deadline(&tonic::Status::cancelled("Deadline exceeded"), false));
+    }
+}

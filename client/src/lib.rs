@@ -530,6 +530,11 @@ impl Client {
             let outcome = match tokio::time::timeout_at(deadline, op(client, left)).await {
                 Ok(Ok(value)) => Ok(value),
                 Ok(Err(status)) if is_transport(&status) => Err(Failure::Transport),
+                Ok(Err(s))
+                    if answer::is_own_deadline(&s, tokio::time::Instant::now() >= deadline) =>
+                {
+                    Err(Failure::Timeout)
+                }
                 Ok(Err(status)) => Err(Failure::Answered(status)),
                 Err(_elapsed) => Err(Failure::Timeout),
             };

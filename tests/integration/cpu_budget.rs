@@ -242,7 +242,8 @@ async fn a_flood_of_unknown_identifiers_never_exceeds_the_global_ceiling() {
 }
 
 /// One storm of 1,000 `Verify` calls that give up early, about 100 in flight, so calls
-/// are cancelled both queued and hashing. Identifiers are new each `round`.
+/// are cancelled both queued and hashing. Identifiers and client keys are new each
+/// `round` (a network bucket drained by one round would refuse the next before hashing).
 async fn cancelled_storm(clients: &[Client], round: usize) {
     let mut calls = JoinSet::new();
     for n in 0..1000 {
@@ -252,7 +253,7 @@ async fn cancelled_storm(clients: &[Client], round: usize) {
                 account: account("default", &format!("hurry{round}-{n}@example.com")),
                 password: b"password1".to_vec(),
                 stored_hash: String::new(),
-                client_key: format!("client-{}", n % 50),
+                client_key: format!("client-{round}-{}", n % 50),
                 attempt_id: format!("a-{round}-{n}"),
                 ..Default::default()
             });

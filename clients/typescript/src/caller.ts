@@ -187,7 +187,9 @@ export class Caller {
   }
 
   /**
-   * One try on endpoint `index`, cut off at `deadline` (monotonic ms). A status counts
+   * One try on endpoint `index`, cut off at `deadline` (monotonic ms). A
+   * `DEADLINE_EXCEEDED` in gRPC's own words (`GRPC_DEADLINE_DETAILS`), or once the
+   * deadline passed, is this try's timeout, headers or not. A status counts
    * as the daemon's answer only when it came from the daemon: with response headers,
    * or in a trailers-only response (whose headers grpc-js hands back as the status's
    * metadata: at least `content-type`). A status grpc-js made up from a refused,

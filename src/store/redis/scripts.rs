@@ -188,7 +188,8 @@ pub const RECORD_ATTEMPT_SOURCE: &str = source!("attempt_count/record_attempt.lu
 
 script!(
     /// `RecordAttempt`: count one attempt (`device_bucket` and `device_epoch` for a
-    /// device's attempt, `device_epoch` alone when the account's epoch is asked for).
+    /// device's attempt, `device_epoch` alone when the account's epoch is asked for). Its
+    /// reply's integers come packed in one string: `attempt_count::packed_integers`.
     record_attempt = "attempt_count/record_attempt.lua" {
         keys: [
             record;

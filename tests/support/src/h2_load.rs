@@ -94,6 +94,8 @@ pub struct LoadReport {
     pub quoted: Vec<String>,
     /// Calls sent in all, warm-up included (to divide server-side counts by).
     pub sent: u64,
+    /// Measured calls asked for ([`Load::calls`]).
+    pub calls: u64,
     /// Wall time of the measured phase.
     pub elapsed: Duration,
     /// Latencies of the measured calls that were answered, sorted.
@@ -124,9 +126,9 @@ impl LoadReport {
         millis(percentile(&self.latencies, 990))
     }
 
-    /// Whether every measured call was answered with `grpc-status` 0.
+    /// Whether every measured call was made and answered with `grpc-status` 0.
     pub fn all_ok(&self) -> bool {
-        self.failed.is_empty() && self.errors == 0
+        self.failed.is_empty() && self.errors == 0 && self.ok == self.calls
     }
 
     /// One line in the manner of the h2load script's: shape, calls/s, latencies, counts.
@@ -230,7 +232,7 @@ type Dues = Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Instant>
 
 /// Starts the pacer thread: it sends call `k`'s due time when it is due, for `calls`
 /// calls, sleeping between them (a thread's sleep, not tokio's 1 ms timer).
-fn start_pacer(pace: Pace, calls: u64) -> (Dues, Option<std::thread::JoinHandle<()>>) {
+fn start_pacer(pace: Pace, calls: u64) -> (Dues, std::io::Result<std::thread::JoinHandle<()>>) {
     let (due_tx, due_rx) = tokio::sync::mpsc::unbounded_channel();
     let pacer = std::thread::Builder::new().name(PACER_NAME.into()).spawn(move || {
         for k in 0..calls {
@@ -243,8 +245,8 @@ fn start_pacer(pace: Pace, calls: u64) -> (Dues, Option<std::thread::JoinHandle<
             }
         }
     });
-    // A pacer that cannot start sends nothing: the phase ends at once, with no calls.
-    (Arc::new(tokio::sync::Mutex::new(due_rx)), pacer.ok())
+    // A pacer that cannot start sends nothing: the phase ends at once, its calls missing.
+    (Arc::new(tokio::sync::Mutex::new(due_rx)), pacer)
 }
 
 impl StreamReport {
@@ -276,6 +278,9 @@ impl StreamReport {
 }
 
 async fn drive(load: &Load) -> Result<LoadReport, String> {
+    if load.rate.is_some_and(|rate| !(rate.is_finite() && rate > 0.0)) {
+        return Err(format!("rate {:?}: calls/s must be a positive number", load.rate));
+    }
     let mut headers = HeaderMap::with_capacity(3);
     headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
@@ -317,6 +322,7 @@ async fn drive(load: &Load) -> Result<LoadReport, String> {
         errors: measured.errors,
         quoted,
         sent: load.warm_up + load.calls,
+        calls: load.calls,
         elapsed,
         latencies: measured.latencies,
         cpu_percent,
@@ -365,7 +371,7 @@ async fn phase(
     let (dues, pacer) = match pace {
         Some(pace) => {
             let (dues, pacer) = start_pacer(pace, calls);
-            (Some(dues), pacer)
+            (Some(dues), Some(pacer))
         }
         None => (None, None),
     };
@@ -391,9 +397,15 @@ async fn phase(
             }
         }
     }
-    if let Some(pacer) = pacer {
-        // It has sent every due time: the loops took them all.
-        let _ = pacer.join();
+    // The pacer has sent every due time (the loops took them all), or failed: say so.
+    let failed = match pacer {
+        Some(Ok(pacer)) => pacer.join().err().map(|_| "the pacer panicked".to_owned()),
+        Some(Err(e)) => Some(format!("the pacer did not start: {e}")),
+        None => None,
+    };
+    if let Some(e) = failed {
+        total.errors += 1;
+        total.quote(e);
     }
     total
 }

@@ -72,16 +72,20 @@ impl SentinelGroup {
             args.extend(tls_args.into_iter().flat_map(|(_, a)| a));
             Node { child: Some(child), port, dir: sub(name), args, tls_port }
         };
-        let master = node("master", vec!["--repl-diskless-sync-delay".to_owned(), "0".to_owned()]);
+        // Every node as the shipped Redis configuration has it: no wait before a full
+        // resync (Redis's default waits 5 s), on the replica promoted too, whose other
+        // replica may need one after a failover (it was ahead): until then no `WAIT`.
+        let no_sync_delay = || vec!["--repl-diskless-sync-delay".to_owned(), "0".to_owned()];
+        let master = node("master", no_sync_delay());
         // The port replicas and Sentinels reach the master on: its TLS port with TLS.
         let master_port = master.tls_port.unwrap_or(master.port);
         let mut all: Vec<Node> = (0..replicas)
             .map(|i| {
                 let name = if i == 0 { "replica".to_owned() } else { format!("replica{i}") };
-                node(
-                    &name,
-                    vec!["--replicaof".to_owned(), "127.0.0.1".to_owned(), master_port.to_string()],
-                )
+                let mut args = no_sync_delay();
+                args.extend(["--replicaof".to_owned(), "127.0.0.1".to_owned()]);
+                args.push(master_port.to_string());
+                node(&name, args)
             })
             .collect();
         // Wait for every replica to be in sync, so a failover has someone to promote.

@@ -48,7 +48,7 @@
 --                             from that attempt (lockout_duration)
 -- ARGV[13] binding            the attempt_id's request binding (16 hex; '' none): a
 --                             replay whose binding differs from the first call's is
---                             answered {-1} and counts nothing (the daemon answers
+--                             answered '-1' and counts nothing (the daemon answers
 --                             INVALID_ARGUMENT naming attempt_id)
 -- ARGV[14] network            the client network: the first 15 hex digits of its tag as
 --                             a decimal integer (below 2^60; an intset member); '' none:
@@ -127,10 +127,10 @@
 -- Worked example (defaults: 5, 900000, 3600000, 86400000, 1, 2, -1, 7776300000, 300000,
 -- '', 100, 900000), store time T, no device, one key:
 --   no record          -> record {f=1, ws=T, st=0, c=1}, PTTL 86400000,
---                         returns {1, 1, 0, T, 0, 0, 0, 1, 0, 1}
+--                         returns '1 1 0 T 0 0 0 1 0 1 -1 0 0 0'
 --   5th call at T+1s   -> {f=5, c=5, lu=T+901000, sa=T+1000}: exhausted, the door shut
 --                         till T+901s
---   6th call at T+2s   -> {f=6}, returns {0, 6, 0, T, 0, 0, 0, 5, 0, 0}  (door closed)
+--   6th call at T+2s   -> {f=6}, returns '0 6 0 T 0 0 0 5 0 0 -1 0 0 0' (shut)
 --   call at T+900s     -> still shut (lu): {f=7}, refused
 --   call at T+901s     -> window over and exhausted: {f=1, ws=T+901000, st=1, c=6}
 --   the 100th allowed  -> {c=100, sa=now}: no expiry, refused from then on until cleared
@@ -140,8 +140,8 @@
 -- A device token with epoch 0 while the account's epoch is 1: counted on KEYS[1],
 -- trusted 0. With fingerprint 'ab12cd34' and the list "T|,ee55,ab12cd34," at T+3s and
 -- {f=4}: not counted, {rp=1}, the list "T|,ab12cd34*,ee55,", returns
--- {1, 4, 0, T, 0, 0, 1}; the same again: not counted, {rp=2}, the list unchanged,
--- returns {1, 4, 0, T, 0, 0, 2} (compare it).
+-- '1 4 0 T 0 0 1 ...'; the same again: not counted, {rp=2}, the list unchanged,
+-- returns '1 4 0 T 0 0 2 ...' (compare it).
 --
 -- Time comes from Redis TIME, never from a daemon: replicas' clocks disagree.
 -- A script and not MULTI/EXEC: a key can expire between the commands of a

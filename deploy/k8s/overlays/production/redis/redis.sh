@@ -45,6 +45,10 @@ umask 077
   # DNS name rather than a pod IP that changes on every restart.
   echo "replica-announce-ip $self"
   echo "replica-announce-port 6379"
+  # After a failover the other replica may need a full resync (it was ahead of the one
+  # promoted); send it at once, not after Redis's default 5 s wait for more replicas:
+  # until it is in sync, no count's WAIT is confirmed and every count is denied.
+  echo "repl-diskless-sync-delay 0"
 } > /conf/redis.conf
 if [ "$master" != "$self" ]; then
   echo "replicaof $master 6379" >> /conf/redis.conf

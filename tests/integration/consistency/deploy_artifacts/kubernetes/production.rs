@@ -52,6 +52,7 @@ fn production_redis_with_sentinel_survives_the_loss_of_one_pod() {
         "requirepass $REDIS_PASSWORD",
         "masterauth $REDIS_PASSWORD",
         "replica-announce-ip $self",
+        "repl-diskless-sync-delay 0",
     ] {
         assert!(redis_sh.contains(&format!("echo \"{line}\"")), "redis.sh does not set {line}");
     }
