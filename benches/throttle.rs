@@ -164,11 +164,11 @@ impl Caller for ScriptCaller {
         for arg in self.args.iter() {
             call.arg(arg);
         }
-        let reply: String = call.invoke_async(&mut self.conn).await.map_err(|e| e.to_string())?;
+        let reply: Vec<u8> = call.invoke_async(&mut self.conn).await.map_err(|e| e.to_string())?;
         if portcullis::store::redis::attempt_count::is_record_attempt_reply(&reply) {
             Ok(())
         } else {
-            Err(format!("script returned {reply:?}"))
+            Err(format!("script returned {} bytes", reply.len()))
         }
     }
 }

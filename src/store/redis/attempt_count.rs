@@ -58,7 +58,7 @@ impl AttemptCountStore for RedisStore {
         };
         let args = count_args(attempt, self.attempt_ttl_ms);
         let call = record_attempt::call(&keys, &args);
-        let reply: String = self.invoke_counted(&call).await?;
+        let reply: Vec<u8> = self.invoke_counted(&call).await?;
         let reply = packed_integers(&reply)?;
         if reply[..] == [-1] {
             return Err(StoreError::AttemptIdReused);
@@ -326,54 +326,57 @@ pub fn record_attempt_argv(key: &AccountKey, policy: &Policy, attempt_ttl_ms: u6
 }
 
 /// Whether `reply` is a reply of `record_attempt.lua` that counted (for the same benches).
-pub fn is_record_attempt_reply(reply: &str) -> bool {
+pub fn is_record_attempt_reply(reply: &[u8]) -> bool {
     packed_integers(reply).is_ok_and(|values| record_attempt::Reply::parse(&values).is_ok())
 }
 
-/// The integers of `record_attempt.lua`'s reply, which it packs into one string (its
-/// `packed()`: decimal, separated by single spaces), in order. redis-rs's parser decodes
-/// one bulk string for a fraction of what an array of fourteen integers costs it, each
-/// a RESP value of its own; this split is the rest of the work.
+/// The integers of `record_attempt.lua`'s reply, which it packs into one string of
+/// little-endian 64-bit integers (its `packed()`), in order. redis-rs's parser decodes one
+/// bulk string for a fraction of what an array of fourteen integers costs it, each a
+/// RESP value of its own.
 ///
 /// # Errors
-/// [`StoreError::Protocol`] for anything but integers so separated.
-fn packed_integers(reply: &str) -> Result<Vec<i64>, StoreError> {
-    // Room for the whole reply at once (collecting a `Result` grows the vector by steps).
-    let mut values = Vec::with_capacity(16);
-    for value in reply.split(' ') {
-        values.push(value.parse().map_err(|_| {
-            StoreError::Protocol(format!(
-                "{} returned a reply of no integers",
-                record_attempt::FILE
-            ))
-        })?);
+/// [`StoreError::Protocol`] for an empty reply or one whose length is no multiple of 8.
+fn packed_integers(reply: &[u8]) -> Result<Vec<i64>, StoreError> {
+    let (words, rest) = reply.as_chunks::<8>();
+    if words.is_empty() || !rest.is_empty() {
+        return Err(StoreError::Protocol(format!(
+            "{} returned {} bytes, not 64-bit integers",
+            record_attempt::FILE,
+            reply.len()
+        )));
     }
-    Ok(values)
+    Ok(words.iter().map(|word| i64::from_le_bytes(*word)).collect())
 }
 
 #[cfg(test)]
 mod packed_reply {
     use super::*;
 
+    fn packed(values: &[i64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
     /// The daemon reads the script's packed reply value for value, and refuses, as a
-    /// protocol error (a deny), a reply that is not integers separated by single spaces.
+    /// protocol error (a deny), a reply that is not whole 64-bit integers or not the
+    /// script's fourteen.
     #[test]
     fn the_packed_reply_is_read_value_for_value_and_anything_else_refused() {
-        let reply = "1 6 0 1733400000000 0 0 0 5 0 1 -1 0 0 0";
-        let values = packed_integers(reply).unwrap();
+        let reply = packed(&[1, 6, 0, 1_733_400_000_000, 0, 0, 0, 5, 0, 1, -1, 0, 0, 0]);
+        let values = packed_integers(&reply).unwrap();
         let parsed = record_attempt::Reply::parse(&values).unwrap();
         assert_eq!((parsed.allowed, parsed.failures, parsed.consecutive), (1, 6, 5));
         assert_eq!((parsed.window_start_ms, parsed.shadow), (1_733_400_000_000, -1));
-        assert!(is_record_attempt_reply(reply));
-        assert_eq!(packed_integers("-1").unwrap(), [-1]);
-        for bad in ["", "1  2", "1 2 ", "1,2", "1 2.0", "1 1e+15", "OK"] {
+        assert!(is_record_attempt_reply(&reply));
+        assert_eq!(packed_integers(&packed(&[-1])).unwrap(), [-1]);
+        for bad in [&b""[..], b"1", &reply[..reply.len() - 1], b"1 6 0 1733400000000"] {
             assert!(
                 matches!(packed_integers(bad), Err(StoreError::Protocol(_))),
                 "{bad:?} was read"
             );
         }
         // Thirteen values are no reply of the script's.
-        assert!(!is_record_attempt_reply("1 6 0 1733400000000 0 0 0 5 0 1 -1 0 0"));
+        assert!(!is_record_attempt_reply(&reply[..13 * 8]));
     }
 }
 
@@ -393,7 +396,7 @@ mod future_size {
     #[allow(unreachable_code)]
     fn a_store_call_does_not_carry_the_connection_set_up_in_its_future() {
         let checkout = future_size(|store| store.connection());
-        let counted = future_size(|store| store.invoke_counted::<String>(unreachable!()));
+        let counted = future_size(|store| store.invoke_counted::<Vec<u8>>(unreachable!()));
         assert!(checkout < 2048, "the checkout's future is {checkout} bytes");
         assert!(counted < 4096, "a counted script call's future is {counted} bytes");
     }
