@@ -74,9 +74,7 @@ impl SpanValues {
     fn append(&mut self, write: impl FnOnce(&mut String)) -> (u32, u32) {
         let start = self.text.len();
         write(&mut self.text);
-        // Offsets past 4 GiB cannot happen for a span's fields; saturate anyway.
-        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        (at(start), at(self.text.len()))
+        (offset(start), offset(self.text.len()))
     }
 
     fn text_of(&self, (start, end): (u32, u32)) -> &str {
@@ -123,11 +121,16 @@ impl Visit for SpanValues {
     }
 
     fn record_bytes(&mut self, field: &Field, value: &[u8]) {
-        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let start = at(self.bytes.len());
+        let start = offset(self.bytes.len());
         self.bytes.extend_from_slice(value);
-        self.values.push((field.clone(), Kept::Bytes(start, at(self.bytes.len()))));
+        self.values.push((field.clone(), Kept::Bytes(start, offset(self.bytes.len()))));
     }
+}
+
+/// A position in [`SpanValues::text`] or [`SpanValues::bytes`] as kept: offsets past
+/// 4 GiB cannot happen for a span's fields; saturate anyway.
+fn offset(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Text written with `{:?}` already, written as it is.
