@@ -18,6 +18,11 @@
 # CALLGRIND_KEEP=PATH keeps the dump of the measured calls at PATH, for
 # `callgrind_annotate --inclusive=yes PATH` (where the instructions go).
 #
+# CALL=health sends the standard gRPC health check (`grpc.health.v1.Health/Check`, an
+# empty request) instead of `RecordAttempt`, through the same server and layers: what
+# the server stack costs a call that does none of the daemon's own work, the floor under
+# every RPC's count.
+#
 # Needs valgrind, h2load and redis-server. Under valgrind the CPU has no SHA extensions,
 # so SHA-256 (the account key's HMAC) counts its portable code's instructions, about
 # 13,500 a call, which a CPU with them spends far fewer cycles on.
@@ -67,11 +72,17 @@ $realm_toml
 EOF
 
 # One gRPC frame: RecordAttemptRequest { account { realm "default", identifier
-# "hot@example.com" } }, protobuf-encoded, after the 5-byte gRPC message header.
-python3 - "$dir/frame" <<'EOF'
+# "hot@example.com" } }, protobuf-encoded, after the 5-byte gRPC message header; for
+# CALL=health, HealthCheckRequest { service "" }, which encodes to no bytes.
+case "${CALL:-record}" in
+  record) method=portcullis.v1.Governor/RecordAttempt name=RecordAttempt ;;
+  health) method=grpc.health.v1.Health/Check name=Health/Check ;;
+  *) echo "CALL is record or health" >&2; exit 2 ;;
+esac
+python3 - "$dir/frame" "$name" <<'EOF'
 import sys
 account = b"\x0a\x07default" + b"\x12\x0fhot@example.com"
-message = b"\x0a" + bytes([len(account)]) + account
+message = b"\x0a" + bytes([len(account)]) + account if sys.argv[2] == "RecordAttempt" else b""
 open(sys.argv[1], "wb").write(b"\x00" + len(message).to_bytes(4, "big") + message)
 EOF
 
@@ -83,7 +94,7 @@ daemon_pid=$!
 
 load() {
   h2load -n "$1" -c "${2:-4}" -m 16 -d "$dir/frame" -H 'content-type: application/grpc' \
-    -H 'te: trailers' "http://127.0.0.1:$port/portcullis.v1.Governor/RecordAttempt"
+    -H 'te: trailers' "http://127.0.0.1:$port/$method"
 }
 for _ in $(seq 1 120); do
   load 1 1 2>/dev/null | grep -q " 1 succeeded" && break
@@ -97,4 +108,4 @@ grep -q "$calls succeeded" "$dir/load.txt" || { cat "$dir/load.txt" >&2; exit 1;
 
 [ -n "${CALLGRIND_KEEP:-}" ] && cp "$dir/callgrind.out.1" "$CALLGRIND_KEEP"
 instructions=$(awk '/^summary:/ { print $2 }' "$dir/callgrind.out.1")
-echo "$(basename "$binary") $store: $((instructions / calls)) instructions a RecordAttempt ($instructions over $calls calls)"
+echo "$(basename "$binary") $store: $((instructions / calls)) instructions a $name ($instructions over $calls calls)"

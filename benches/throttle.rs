@@ -28,8 +28,9 @@
 //! binary (a separate process, on the same Redis; once more with a candidate policy in the
 //! realm, what it costs) with one hot account, every call counted, at 64 and 16 calls in
 //! flight, then paced at half the 64-in-flight peak (open loop: latency off the limit), on
-//! a runtime of its own; the table prints each rate's ratio to the `EVALSHA` figure of the
-//! same run. Besides `redis-server` and `redis-benchmark` nothing outside the repository
+//! a runtime of its own, and the standard gRPC health check the same two ways on the Redis
+//! daemon (the server stack's floor: `load_tools::tool_rows`); the table prints each
+//! rate's ratio to the `EVALSHA` figure of the same run. Besides `redis-server` and `redis-benchmark` nothing outside the repository
 //! is needed. `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
 //!
 //! `PORTCULLIS_BENCH_STORE_TOML`, if set, is added to the daemon's `[store]` table
@@ -347,84 +348,6 @@ async fn run_cell<C: Caller>(
     }
 }
 
-/// Calls per load-tool run after its warm-up.
-const H2_LOAD_CALLS: u64 = 100_000;
-/// Unmeasured calls before each load-tool run, on the same connections.
-const H2_LOAD_WARM_UP: u64 = 10_000;
-/// HTTP/2 connections × streams per connection of each load-tool row.
-const H2_LOAD_SHAPES: [(usize, usize); 2] = [(4, 16), (4, 4)];
-/// Threads of the load tool's runtime (one, as h2load's `-t 1` had it).
-const H2_LOAD_THREADS: usize = 1;
-/// The redis-benchmark row's `EVALSHA` calls, and its clients (the first row's in flight).
-const EVALSHA_REQUESTS: u64 = 300_000;
-const EVALSHA_CLIENTS: usize = 64;
-
-/// A candidate for the load-tool rows' realm: what one costs (docs/throttle.md).
-const CANDIDATE: &str = "[realms.default.candidate]\nmax_failures = 3\n";
-
-/// The load-tool rows, and notes (skips, the load tool's own lines). Blocking: the load
-/// tool runs on a runtime of its own, so this runs outside any.
-fn tool_rows(
-    redis: &common::RedisServer,
-    store_toml: &str,
-    data_dir: &std::path::Path,
-) -> (Vec<load_tools::ToolRow>, Vec<String>) {
-    let mut rows = Vec::new();
-    let mut notes = Vec::new();
-    eprintln!("redis-benchmark EVALSHA, {EVALSHA_CLIENTS} clients ...");
-    match load_tools::evalsha_row(redis, EVALSHA_CLIENTS, EVALSHA_REQUESTS) {
-        Ok(row) => rows.push(row),
-        Err(e) => notes.push(format!("EVALSHA row skipped: {e}")),
-    }
-
-    let frame = load_tools::record_attempt_frame("default", "hot@example.com");
-    let embedded_dir = data_dir.join("h2-load");
-    // A `[server]` table after everything else (no config here has one of its own).
-    let server = std::env::var("PORTCULLIS_BENCH_IO_THREADS")
-        .map(|n| format!("\n[server]\nio_threads = {n}\n"))
-        .unwrap_or_default();
-    let daemons = [
-        (
-            "own h2 load tool: RecordAttempt, daemon process, Redis",
-            common::TestConfig::redis(&redis.url()).extra(store_toml).toml() + &server,
-        ),
-        (
-            "own h2 load tool: RecordAttempt with a candidate, daemon process, Redis",
-            common::TestConfig::redis(&redis.url()).extra(store_toml).extra(CANDIDATE).toml()
-                + &server,
-        ),
-        (
-            "own h2 load tool: RecordAttempt, daemon process, embedded store",
-            common::TestConfig::embedded(&embedded_dir).toml() + &server,
-        ),
-    ];
-    let mut probe = redis.conn();
-    for (label, config) in daemons {
-        let daemon = common::DaemonProcess::spawn_quiet(&config);
-        let mut run = |label: &str, shape @ (conns, streams): (usize, usize), calls| {
-            eprintln!("{label}, {conns}x{streams} in flight ...");
-            let threads = H2_LOAD_THREADS;
-            let result =
-                load_tools::h2_load_row(label, &daemon, &frame, shape, calls, threads, &mut probe);
-            let (row, line) =
-                result.map_err(|e| notes.push(format!("{label} {conns}x{streams}: {e}"))).ok()?;
-            notes.push(line);
-            rows.push(row);
-            rows.last().map(|row| row.rate)
-        };
-        let peaks: Vec<Option<f64>> = H2_LOAD_SHAPES
-            .iter()
-            .map(|&shape| run(label, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None)))
-            .collect();
-        // Off the limit: half the first shape's peak rate, paced, on the same connections.
-        if let Some(rate) = peaks[0].map(|peak| peak / 2.0) {
-            let paced = format!("{label}, paced at half the peak ({rate:.0} calls/s)");
-            run(&paced, H2_LOAD_SHAPES[0], (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate)));
-        }
-    }
-    (rows, notes)
-}
-
 fn main() -> ExitCode {
     let redis = common::RedisServer::start();
     let store_toml = std::env::var("PORTCULLIS_BENCH_STORE_TOML").unwrap_or_default();
@@ -526,7 +449,7 @@ fn main() -> ExitCode {
     daemon_rt.block_on(embedded.shutdown());
     drop(daemon_rt);
 
-    let (tool_rows, tool_notes) = tool_rows(&redis, &store_toml, data_dir.path());
+    let (tool_rows, tool_notes) = load_tools::tool_rows(&redis, &store_toml, data_dir.path());
 
     println!("| path | in flight | calls/s | p50 ms | p99 ms |");
     println!("|---|---:|---:|---:|---:|");

@@ -12,10 +12,13 @@ use std::process::Command;
 use bytes::Bytes;
 
 use crate::h2_load::{self, Load, LoadReport};
-use crate::{DaemonProcess, RedisServer};
+use crate::{DaemonProcess, RedisServer, TestConfig};
 
 /// The method the load-tool rows call.
 pub const RECORD_ATTEMPT_PATH: &str = "/portcullis.v1.Governor/RecordAttempt";
+/// The standard gRPC health check, which the daemon serves on the same server, behind
+/// the same layers, without any work of its own: the floor rows' method.
+pub const HEALTH_CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
 
 /// What the daemon sends `record_attempt.lua` for an untrusted attempt of account `tag`
 /// in realm `default` (the default policy, the default attempt id horizon), in the
@@ -88,14 +91,23 @@ pub fn record_attempt_frame(realm: &str, identifier: &str) -> Bytes {
     })
 }
 
-/// `RecordAttempt` with `frame` from the own h2 load tool against `addr`, `conns` ×
+/// The gRPC `HealthCheckRequest` for the whole server (`service` empty), framed: the
+/// call that does none of the daemon's own work, so its cost is the server stack's floor.
+/// Its only field at its default is not encoded (proto3), so the message is empty: the
+/// frame is the 5-byte header of a 0-byte message.
+pub fn health_check_frame() -> Bytes {
+    h2_load::grpc_frame(&())
+}
+
+/// The method at `path` with `frame` (what [`record_attempt_frame`] or
+/// [`health_check_frame`] made) from the own h2 load tool against `addr`, `conns` ×
 /// `streams` in flight, `calls` measured after `warm_up` unmeasured ones (paced at
 /// `rate` calls/s if given, [`Load::rate`]), on `threads` threads, sampling the CPU of
 /// `pid`. An error unless every measured call was answered with `grpc-status` 0.
 /// Blocks; call it outside any tokio runtime.
 pub fn run_h2_load(
     addr: SocketAddr,
-    frame: &Bytes,
+    (path, frame): (&'static str, &Bytes),
     (conns, streams): (usize, usize),
     (warm_up, calls, rate): (u64, u64, Option<f64>),
     threads: usize,
@@ -103,7 +115,7 @@ pub fn run_h2_load(
 ) -> Result<LoadReport, String> {
     let report = h2_load::run(&Load {
         addr,
-        path: RECORD_ATTEMPT_PATH,
+        path,
         frame: frame.clone(),
         // The bench daemons take calls without a bearer token.
         authorization: None,
@@ -145,21 +157,21 @@ pub fn evalsha_row(redis: &RedisServer, clients: usize, requests: u64) -> Result
     })
 }
 
-/// One own-h2-load-tool row `label` against `daemon` ([`run_h2_load`]: `calls` is
-/// warm-up, measured calls and the pace, if any), with the Redis commands per call that
-/// `probe` (a connection to the daemon's Redis, if it has one) counted, warm-up
-/// included. Returns the row and the tool's own line.
+/// One own-h2-load-tool row `label` against `daemon` ([`run_h2_load`]: `call` is the
+/// method's path and frame, `calls` warm-up, measured calls and the pace, if any), with
+/// the Redis commands per call that `probe` (a connection to the daemon's Redis, if it
+/// has one) counted, warm-up included. Returns the row and the tool's own line.
 pub fn h2_load_row(
     label: &str,
     daemon: &DaemonProcess,
-    frame: &Bytes,
+    call: (&'static str, &Bytes),
     (conns, streams): (usize, usize),
     calls: (u64, u64, Option<f64>),
-    threads: usize,
     probe: &mut redis::Connection,
 ) -> Result<(ToolRow, String), String> {
     let _: redis::RedisResult<()> = redis::cmd("CONFIG").arg("RESETSTAT").query(probe);
-    let run = run_h2_load(daemon.addr, frame, (conns, streams), calls, threads, daemon.pid())?;
+    let shape = (conns, streams);
+    let run = run_h2_load(daemon.addr, call, shape, calls, H2_LOAD_THREADS, daemon.pid())?;
     let info: String = redis::cmd("INFO").arg("commandstats").query(probe).unwrap_or_default();
     let row = ToolRow {
         path: label.into(),
@@ -231,4 +243,110 @@ pub fn run_redis_benchmark(
         [rps, _avg, _min, _p50, _p95, p99, ..] => Ok((rps, p99)),
         _ => Err(format!("unexpected redis-benchmark row: {row}")),
     }
+}
+
+/// Calls per load-tool run after its warm-up.
+const H2_LOAD_CALLS: u64 = 100_000;
+/// Unmeasured calls before each load-tool run, on the same connections.
+const H2_LOAD_WARM_UP: u64 = 10_000;
+/// HTTP/2 connections × streams per connection of each load-tool row.
+const H2_LOAD_SHAPES: [(usize, usize); 2] = [(4, 16), (4, 4)];
+/// Threads of the load tool's runtime (one, as h2load's `-t 1` had it).
+const H2_LOAD_THREADS: usize = 1;
+/// The redis-benchmark row's `EVALSHA` calls, and its clients (the first row's in flight).
+const EVALSHA_REQUESTS: u64 = 300_000;
+const EVALSHA_CLIENTS: usize = 64;
+
+/// A candidate for the load-tool rows' realm: what one costs (docs/throttle.md).
+const CANDIDATE: &str = "[realms.default.candidate]\nmax_failures = 3\n";
+
+/// The floor rows' label: the health check through the Redis daemon.
+const FLOOR_LABEL: &str =
+    "own h2 load tool: Health/Check (the server's floor), daemon process, Redis";
+
+/// The throttle bench's load-tool rows (docs/performance.md, "Throttle"), and notes
+/// (skips, the load tool's own lines):
+/// - `redis-benchmark` `EVALSHA` of `record_attempt.lua` on `redis`;
+/// - for each daemon process (on `redis` with `store_toml` in its `[store]`, the same
+///   with a candidate policy, the embedded store under `data_dir`): `RecordAttempt` of
+///   one hot account at each of [`H2_LOAD_SHAPES`], then paced at half the first shape's
+///   peak;
+/// - on the first daemon, the same two loads of the health check: what the server stack
+///   (tonic, hyper, h2, tokio and the daemon's own layers) costs a call that does none
+///   of the daemon's work, and the p99 it gives at `RecordAttempt`'s paced rate.
+///
+/// `PORTCULLIS_BENCH_IO_THREADS=N` sets the daemons' `[server] io_threads`. Blocking: the
+/// load tool runs on a runtime of its own, so this runs outside any.
+pub fn tool_rows(
+    redis: &RedisServer,
+    store_toml: &str,
+    data_dir: &std::path::Path,
+) -> (Vec<ToolRow>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    eprintln!("redis-benchmark EVALSHA, {EVALSHA_CLIENTS} clients ...");
+    match evalsha_row(redis, EVALSHA_CLIENTS, EVALSHA_REQUESTS) {
+        Ok(row) => rows.push(row),
+        Err(e) => notes.push(format!("EVALSHA row skipped: {e}")),
+    }
+
+    let record = record_attempt_frame("default", "hot@example.com");
+    let health = health_check_frame();
+    let embedded_dir = data_dir.join("h2-load");
+    // A `[server]` table after everything else (no config here has one of its own).
+    let server = std::env::var("PORTCULLIS_BENCH_IO_THREADS")
+        .map(|n| format!("\n[server]\nio_threads = {n}\n"))
+        .unwrap_or_default();
+    // Each daemon, and whether its floor rows are measured.
+    let daemons = [
+        (
+            "own h2 load tool: RecordAttempt, daemon process, Redis",
+            TestConfig::redis(&redis.url()).extra(store_toml).toml() + &server,
+            true,
+        ),
+        (
+            "own h2 load tool: RecordAttempt with a candidate, daemon process, Redis",
+            TestConfig::redis(&redis.url()).extra(store_toml).extra(CANDIDATE).toml() + &server,
+            false,
+        ),
+        (
+            "own h2 load tool: RecordAttempt, daemon process, embedded store",
+            TestConfig::embedded(&embedded_dir).toml() + &server,
+            false,
+        ),
+    ];
+    let mut probe = redis.conn();
+    for (label, config, floor) in daemons {
+        let daemon = DaemonProcess::spawn_quiet(&config);
+        let mut run = |label: &str, call, shape @ (conns, streams): (usize, usize), calls| {
+            eprintln!("{label}, {conns}x{streams} in flight ...");
+            let result = h2_load_row(label, &daemon, call, shape, calls, &mut probe);
+            let (row, line) =
+                result.map_err(|e| notes.push(format!("{label} {conns}x{streams}: {e}"))).ok()?;
+            notes.push(line);
+            rows.push(row);
+            rows.last().map(|row| row.rate)
+        };
+        let record = (RECORD_ATTEMPT_PATH, &record);
+        let peaks: Vec<Option<f64>> = H2_LOAD_SHAPES
+            .iter()
+            .map(|&shape| run(label, record, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None)))
+            .collect();
+        // Off the limit: half the first shape's peak rate, paced, on the same connections.
+        let half_peak = peaks[0].map(|peak| peak / 2.0);
+        let shape = H2_LOAD_SHAPES[0];
+        if let Some(rate) = half_peak {
+            let paced = format!("{label}, paced at half the peak ({rate:.0} calls/s)");
+            run(&paced, record, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate)));
+        }
+        if floor {
+            let health = (HEALTH_CHECK_PATH, &health);
+            run(FLOOR_LABEL, health, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None));
+            if let Some(rate) = half_peak {
+                let paced = format!("{FLOOR_LABEL}, paced at RecordAttempt's ({rate:.0} calls/s)");
+                run(&paced, health, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate)));
+            }
+        }
+    }
+    (rows, notes)
 }
