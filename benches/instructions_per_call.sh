@@ -3,7 +3,7 @@
 # a count, not a time, so it repeats within about 1 % whatever else the machine does
 # (docs/performance.md, "Daemon CPU per call").
 #
-#   benches/instructions_per_call.sh [BINARY] [redis|embedded] [CALLS] [REALM_TOML]
+#   [CALL=record|health] benches/instructions_per_call.sh [BINARY] [redis|embedded] [CALLS] [REALM_TOML]
 #
 # BINARY defaults to target/release/portcullis (`cargo build --release`), the store to
 # redis (a private redis-server on a free port), CALLS to 2000; REALM_TOML is added
@@ -19,9 +19,13 @@
 # `callgrind_annotate --inclusive=yes PATH` (where the instructions go).
 #
 # CALL=health sends the standard gRPC health check (`grpc.health.v1.Health/Check`, an
-# empty request) instead of `RecordAttempt`, through the same server and layers: what
-# the server stack costs a call that does none of the daemon's own work, the floor under
-# every RPC's count.
+# empty request; the load-tool rows' HEALTH_CHECK_PATH in tests/support) instead of
+# `RecordAttempt`, through the same server and layers: what the server stack costs a
+# call that does none of the daemon's own work, the floor under every RPC's count.
+#
+# h2load counts a call as succeeded on HTTP status 200; it does not read the gRPC status
+# in the trailers. The count is of calls answered: the throttle bench's load tool is
+# the one that checks every `grpc-status`.
 #
 # Needs valgrind, h2load and redis-server. Under valgrind the CPU has no SHA extensions,
 # so SHA-256 (the account key's HMAC) counts its portable code's instructions, about
@@ -32,6 +36,11 @@ binary=${1:-target/release/portcullis}
 store=${2:-redis}
 calls=${3:-2000}
 realm_toml=${4:-}
+case "${CALL:-record}" in
+  record) method=portcullis.v1.Governor/RecordAttempt name=RecordAttempt ;;
+  health) method=grpc.health.v1.Health/Check name=Health/Check ;;
+  *) echo "CALL is record or health" >&2; exit 2 ;;
+esac
 for tool in valgrind callgrind_control h2load redis-server python3; do
   command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }
 done
@@ -74,15 +83,10 @@ EOF
 # One gRPC frame: RecordAttemptRequest { account { realm "default", identifier
 # "hot@example.com" } }, protobuf-encoded, after the 5-byte gRPC message header; for
 # CALL=health, HealthCheckRequest { service "" }, which encodes to no bytes.
-case "${CALL:-record}" in
-  record) method=portcullis.v1.Governor/RecordAttempt name=RecordAttempt ;;
-  health) method=grpc.health.v1.Health/Check name=Health/Check ;;
-  *) echo "CALL is record or health" >&2; exit 2 ;;
-esac
-python3 - "$dir/frame" "$name" <<'EOF'
+python3 - "$dir/frame" "${CALL:-record}" <<'EOF'
 import sys
 account = b"\x0a\x07default" + b"\x12\x0fhot@example.com"
-message = b"\x0a" + bytes([len(account)]) + account if sys.argv[2] == "RecordAttempt" else b""
+message = (b"\x0a" + bytes([len(account)]) + account) if sys.argv[2] == "record" else b""
 open(sys.argv[1], "wb").write(b"\x00" + len(message).to_bytes(4, "big") + message)
 EOF
 

@@ -27,10 +27,11 @@
 //! POSTed per call, every answer's `grpc-status` checked) drives the real `portcullis`
 //! binary (a separate process, on the same Redis; once more with a candidate policy in the
 //! realm, what it costs) with one hot account, every call counted, at 64 and 16 calls in
-//! flight, then paced at half the 64-in-flight peak (open loop: latency off the limit), on
-//! a runtime of its own, and the standard gRPC health check the same two ways on the Redis
-//! daemon (the server stack's floor: `load_tools::tool_rows`); the table prints each
-//! rate's ratio to the `EVALSHA` figure of the same run. Besides `redis-server` and `redis-benchmark` nothing outside the repository
+//! flight, then paced at half the 64-in-flight peak (open loop: latency off the limit); on
+//! the Redis daemon, the standard gRPC health check at 64 in flight and at that paced rate
+//! (the server stack's floor). The load tool runs on a runtime of its own
+//! (`load_tools::tool_rows`); the table prints each rate's ratio to the `EVALSHA` figure
+//! of the same run. Besides `redis-server` and `redis-benchmark` nothing outside the repository
 //! is needed. `PORTCULLIS_BENCH_ROWS=tools` runs only these rows.
 //!
 //! `PORTCULLIS_BENCH_STORE_TOML`, if set, is added to the daemon's `[store]` table

@@ -4,7 +4,9 @@
 //! `redis-server`) running `EVALSHA` of `record_attempt.lua` straight on Redis, so one run
 //! prints the ratio between the daemon and the script it wraps; and `record_attempt.lua`'s
 //! keys and arguments as the bench calls it, which its in-process script row shares.
-//! Nothing here needs a tool from outside the repository besides Redis's own.
+//! [`tool_rows`] runs the whole list, `RecordAttempt` on each daemon and the health
+//! check's floor rows. Nothing here needs a tool from outside the repository besides
+//! Redis's own.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -14,10 +16,10 @@ use bytes::Bytes;
 use crate::h2_load::{self, Load, LoadReport};
 use crate::{DaemonProcess, RedisServer, TestConfig};
 
-/// The method the load-tool rows call.
+/// `RecordAttempt`'s path: the method of every load-tool row but the floor rows.
 pub const RECORD_ATTEMPT_PATH: &str = "/portcullis.v1.Governor/RecordAttempt";
-/// The standard gRPC health check, which the daemon serves on the same server, behind
-/// the same layers, without any work of its own: the floor rows' method.
+/// The standard gRPC health check's path: the floor rows' method ([`tool_rows`]).
+/// `benches/instructions_per_call.sh` spells it too (`CALL=health`).
 pub const HEALTH_CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
 
 /// What the daemon sends `record_attempt.lua` for an untrusted attempt of account `tag`
@@ -160,7 +162,8 @@ pub fn evalsha_row(redis: &RedisServer, clients: usize, requests: u64) -> Result
 /// One own-h2-load-tool row `label` against `daemon` ([`run_h2_load`]: `call` is the
 /// method's path and frame, `calls` warm-up, measured calls and the pace, if any), with
 /// the Redis commands per call that `probe` (a connection to the daemon's Redis, if it
-/// has one) counted, warm-up included. Returns the row and the tool's own line.
+/// has one) counted, warm-up included; the load tool on one thread. Returns the row
+/// and the tool's own line.
 pub fn h2_load_row(
     label: &str,
     daemon: &DaemonProcess,
@@ -260,7 +263,9 @@ const EVALSHA_CLIENTS: usize = 64;
 /// A candidate for the load-tool rows' realm: what one costs (docs/throttle.md).
 const CANDIDATE: &str = "[realms.default.candidate]\nmax_failures = 3\n";
 
-/// The floor rows' label: the health check through the Redis daemon.
+/// The floor rows' label: the health check through the Redis daemon. The load tool
+/// checks `grpc-status` 0; the serving status is in the answer's body, so a
+/// `NOT_SERVING` answer counts as answered, which is all the floor needs.
 const FLOOR_LABEL: &str =
     "own h2 load tool: Health/Check (the server's floor), daemon process, Redis";
 
@@ -269,11 +274,12 @@ const FLOOR_LABEL: &str =
 /// - `redis-benchmark` `EVALSHA` of `record_attempt.lua` on `redis`;
 /// - for each daemon process (on `redis` with `store_toml` in its `[store]`, the same
 ///   with a candidate policy, the embedded store under `data_dir`): `RecordAttempt` of
-///   one hot account at each of [`H2_LOAD_SHAPES`], then paced at half the first shape's
-///   peak;
-/// - on the first daemon, the same two loads of the health check: what the server stack
-///   (tonic, hyper, h2, tokio and the daemon's own layers) costs a call that does none
-///   of the daemon's work, and the p99 it gives at `RecordAttempt`'s paced rate.
+///   one hot account at 4 × 16 and 4 × 4 calls in flight, then paced at half the
+///   4 × 16 peak;
+/// - on the first daemon, the health check at 4 × 16, then paced at that daemon's
+///   `RecordAttempt` paced rate: the floor, what the server stack (tonic, hyper, h2,
+///   tokio and the daemon's tower layers) costs a call that does none of the daemon's
+///   own work (docs/performance.md, "The floor").
 ///
 /// `PORTCULLIS_BENCH_IO_THREADS=N` sets the daemons' `[server] io_threads`. Blocking: the
 /// load tool runs on a runtime of its own, so this runs outside any.
@@ -327,24 +333,29 @@ pub fn tool_rows(
             rows.push(row);
             rows.last().map(|row| row.rate)
         };
+        // Warm-up, measured calls and pace: as fast as answered, or paced at `rate`.
+        let unpaced = (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None);
+        let paced = |rate| (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate));
         let record = (RECORD_ATTEMPT_PATH, &record);
-        let peaks: Vec<Option<f64>> = H2_LOAD_SHAPES
-            .iter()
-            .map(|&shape| run(label, record, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None)))
-            .collect();
+        let peaks: Vec<Option<f64>> =
+            H2_LOAD_SHAPES.iter().map(|&shape| run(label, record, shape, unpaced)).collect();
         // Off the limit: half the first shape's peak rate, paced, on the same connections.
         let half_peak = peaks[0].map(|peak| peak / 2.0);
         let shape = H2_LOAD_SHAPES[0];
         if let Some(rate) = half_peak {
-            let paced = format!("{label}, paced at half the peak ({rate:.0} calls/s)");
-            run(&paced, record, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate)));
+            let label = format!("{label}, paced at half the peak ({rate:.0} calls/s)");
+            run(&label, record, shape, paced(rate));
         }
         if floor {
             let health = (HEALTH_CHECK_PATH, &health);
-            run(FLOOR_LABEL, health, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS, None));
-            if let Some(rate) = half_peak {
-                let paced = format!("{FLOOR_LABEL}, paced at RecordAttempt's ({rate:.0} calls/s)");
-                run(&paced, health, shape, (H2_LOAD_WARM_UP, H2_LOAD_CALLS / 2, Some(rate)));
+            run(FLOOR_LABEL, health, shape, unpaced);
+            match half_peak {
+                Some(rate) => {
+                    let label =
+                        format!("{FLOOR_LABEL}, paced at RecordAttempt's ({rate:.0} calls/s)");
+                    run(&label, health, shape, paced(rate));
+                }
+                None => notes.push(format!("{FLOOR_LABEL}, paced: skipped, no RecordAttempt peak")),
             }
         }
     }
