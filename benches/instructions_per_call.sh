@@ -32,6 +32,9 @@
 # 13,500 a call, which a CPU with them spends far fewer cycles on.
 set -euo pipefail
 
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+esac
 binary=${1:-target/release/portcullis}
 store=${2:-redis}
 calls=${3:-2000}
@@ -44,12 +47,18 @@ esac
 for tool in valgrind callgrind_control h2load redis-server python3; do
   command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }
 done
+[ -x "$binary" ] || { echo "no daemon binary at $binary (cargo build --release)" >&2; exit 2; }
 
 dir=$(mktemp -d)
 daemon_pid=
 cleanup() {
   [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null || true
-  [ -f "$dir/redis.pid" ] && kill "$(cat "$dir/redis.pid")" 2>/dev/null || true
+  if [ -f "$dir/redis.pid" ]; then
+    redis_pid=$(cat "$dir/redis.pid")
+    kill "$redis_pid" 2>/dev/null || true
+    # Gone before this script is: nothing of it outlives the run.
+    for _ in $(seq 1 50); do kill -0 "$redis_pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -61,7 +70,7 @@ port=$(free_port)
 
 if [ "$store" = redis ]; then
   redis_port=$(free_port)
-  redis-server --port "$redis_port" --save "" --appendonly no --daemonize yes \
+  redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
   store_lines="redis_url = \"redis://127.0.0.1:$redis_port\"
 key_check_claim_wait = \"0s\""
@@ -100,15 +109,24 @@ load() {
   h2load -n "$1" -c "${2:-4}" -m 16 -d "$dir/frame" -H 'content-type: application/grpc' \
     -H 'te: trailers' "http://127.0.0.1:$port/$method"
 }
+# The daemon's own lines, when it does not answer: why it did not.
+daemon_failed() {
+  echo "the daemon did not answer every call; its log:" >&2
+  tail -n 20 "$dir/daemon.log" >&2
+  exit 1
+}
+up=
 for _ in $(seq 1 120); do
-  load 1 1 2>/dev/null | grep -q " 1 succeeded" && break
+  load 1 1 2>/dev/null | grep -q " 1 succeeded" && { up=1; break; }
+  kill -0 "$daemon_pid" 2>/dev/null || break
   sleep 1
 done
+[ -n "$up" ] || daemon_failed
 load 400 >/dev/null
 callgrind_control -z "$daemon_pid" >/dev/null 2>&1
 load "$calls" >"$dir/load.txt"
 callgrind_control -d "$daemon_pid" >/dev/null 2>&1
-grep -q "$calls succeeded" "$dir/load.txt" || { cat "$dir/load.txt" >&2; exit 1; }
+grep -q "$calls succeeded" "$dir/load.txt" || { cat "$dir/load.txt" >&2; daemon_failed; }
 
 [ -n "${CALLGRIND_KEEP:-}" ] && cp "$dir/callgrind.out.1" "$CALLGRIND_KEEP"
 instructions=$(awk '/^summary:/ { print $2 }' "$dir/callgrind.out.1")

@@ -21,7 +21,7 @@
 //! commands per call (`INFO commandstats`), which say where the daemon's overhead goes.
 //!
 //! Then load tools outside the in-process client (`load_tools`, `h2_load` in
-//! `tests/support`): `redis-benchmark` (shipped with `redis-server`) runs `EVALSHA` of the
+//! `tests/support`): `redis-benchmark` (Redis's own; Debian: `redis-tools`) runs `EVALSHA` of the
 //! same script straight on Redis, and the repository's own HTTP/2 load generator (`own h2
 //! load tool` rows: h2load's way, C connections × S streams, one pre-encoded gRPC frame
 //! POSTed per call, every answer's `grpc-status` checked) drives the real `portcullis`
