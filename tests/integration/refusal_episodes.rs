@@ -33,15 +33,18 @@ async fn ten_thousand_refusals_make_a_handful_of_log_lines() {
     let lines = Lines::default();
     let writer = lines.clone();
     // The lines of the CPU budget and of refusal episodes, at every level: a line per
-    // refusal would be one of them. Not the other tests' daemons of this process, which
-    // log their start and their calls meanwhile.
-    tracing_subscriber::fmt()
+    // refusal would be one of them. On this thread only (the test's runtime has one, and
+    // the episode's closing task runs on it): the other tests of this process run their
+    // daemons on other threads, and their own episodes (a store refused on purpose) must
+    // not land here.
+    let subscriber = tracing_subscriber::fmt()
         .with_ansi(false)
         .with_env_filter(tracing_subscriber::EnvFilter::new(
             "portcullis::verify=trace,portcullis::telemetry::episodes=trace",
         ))
         .with_writer(move || writer.clone())
-        .init();
+        .finish();
+    let _scope = tracing::subscriber::set_default(subscriber);
 
     let quiet = Duration::from_millis(300);
     let episodes = RefusalEpisodes::new(quiet);
